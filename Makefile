@@ -1,0 +1,61 @@
+# vyrecuda build entry points. `make demo` and `make test` are the README's two commands.
+GO        ?= go
+FUZZTIME  ?= 2m
+# Short fuzz time used by `make test` (CI) for every fuzz target.
+FUZZSHORT ?= 3s
+CUDA_H    ?=
+PKGS      := ./...
+
+.PHONY: all test race fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
+
+all: lint test
+
+## test: race-enabled unit and property tests, then a short run of every fuzz target.
+test: race fuzz-short
+
+race:
+	$(GO) test -race -count=1 $(PKGS)
+
+
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT)
+
+## fuzz: run every fuzz target for FUZZTIME each (default 2m).
+fuzz:
+	@set -e; $(GO) test -list '^Fuzz' $(PKGS) > .fuzzlist.tmp 2>&1 || { cat .fuzzlist.tmp; rm -f .fuzzlist.tmp; exit 1; }; \
+	awk '/^Fuzz/ {t = t " " $$1} /^ok/ { if (t != "") print $$2 t; t = "" }' .fuzzlist.tmp > .fuzzpairs.tmp; rm -f .fuzzlist.tmp; \
+	while read -r pkg targets; do \
+	  for t in $$targets; do \
+	    echo "fuzz $$pkg $$t for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "$$pkg" || { rm -f .fuzzpairs.tmp; exit 1; }; \
+	  done; \
+	done < .fuzzpairs.tmp; rm -f .fuzzpairs.tmp
+
+## lint: gofmt check and go vet.
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+	CGO_ENABLED=0 $(GO) vet $(PKGS)
+
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h).
+generate:
+	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
+
+## demo: run the demo (simulated device when no GPU is present).
+demo:
+	$(GO) run ./cmd/vyrecuda demo
+
+## bench: Go benchmarks (sim) and the command's bench table.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## gpu-test-bin: build gpu-tagged test binaries into .gpu/ with .gpu/run.sh to run them on a GPU machine.
+gpu-test-bin:
+	./scripts/gpu-test-bin.sh
+
+## ci: everything CI runs.
+ci: lint test
+
+clean:
+	rm -rf .gpu bench-out
