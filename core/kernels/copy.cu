@@ -1,0 +1,10 @@
+// vyrecuda built-in kernel: copy n 32-bit words from src to dst.
+// Parameters: src, dst, n. Grid-stride loop, so any grid covers any n.
+#include <stdint.h>
+
+extern "C" __global__ void vyre_copy_u32(const uint32_t *src, uint32_t *dst, uint32_t n)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        dst[i] = src[i];
+    }
+}

@@ -1,0 +1,10 @@
+// vyrecuda built-in kernel: set n 32-bit words of dst to value.
+// Parameters: dst, n, value. Grid-stride loop, so any grid covers any n.
+#include <stdint.h>
+
+extern "C" __global__ void vyre_fill_u32(uint32_t *dst, uint32_t n, uint32_t value)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        dst[i] = value;
+    }
+}

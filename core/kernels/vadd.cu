@@ -1,0 +1,10 @@
+// vyrecuda built-in kernel: out[i] = a[i] + b[i] on n unsigned 32-bit words
+// (wrapping, as unsigned arithmetic does). Parameters: a, b, out, n.
+#include <stdint.h>
+
+extern "C" __global__ void vyre_vadd_u32(const uint32_t *a, const uint32_t *b, uint32_t *out, uint32_t n)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        out[i] = a[i] + b[i];
+    }
+}
