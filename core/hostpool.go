@@ -1,0 +1,143 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+)
+
+// pinnedBlock is one page-locked host buffer handed out by a hostPool. buf's
+// length is the whole bucket (a power of two) and its backing array is the
+// memory HostAlloc returned. The zero value is "no block".
+type pinnedBlock struct {
+	buf []byte
+}
+
+// hostPool caches freed pinned host buffers in power-of-two buckets, so
+// staging for uploads and readbacks does not pay for HostAlloc (page-locking
+// is far slower than a device allocation) on every call. It has the same
+// bounds as devicePool: a byte cap over all buckets, bounded slots per bucket,
+// and puts cached only in buckets a get has missed on.
+type hostPool struct {
+	drv   Driver
+	log   *slog.Logger
+	cache bucketCache[[]byte]
+
+	// allocated counts the bytes obtained from HostAlloc and not yet freed;
+	// exact, repaired to zero with a logged error if a release would underflow.
+	allocated accounting.Counter
+}
+
+// newHostPool returns an empty pool over drv that caches at most
+// maxCachedBytes of freed pinned buffers. A nil log discards repair reports.
+func newHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *hostPool {
+	log = orDiscard(log)
+	return &hostPool{drv: drv, log: log,
+		cache: bucketCache[[]byte]{name: "pinned host pool", log: log, max: maxCachedBytes}}
+}
+
+// get returns a pinned block of at least n bytes: a cached one from n's
+// bucket when there is one, otherwise a fresh HostAlloc of the whole bucket.
+// Its contents are whatever the previous user left there. n <= 0, a closed
+// pool, a driver failure and an empty or wrongly sized buffer returned with
+// success are errors; none of them changes the pool's accounting or leaks.
+func (p *hostPool) get(op string, n int) (pinnedBlock, error) {
+	size, idx, err := bucketFor(op, "pinned host allocation", n)
+	if err != nil {
+		return pinnedBlock{}, err
+	}
+	buf, state := p.cache.pop(idx, size)
+	switch state {
+	case cacheHit:
+		return pinnedBlock{buf: buf}, nil
+	case cacheClosed:
+		return pinnedBlock{}, closedPoolError(op, "pinned host pool")
+	}
+
+	buf, err = p.drv.HostAlloc(uint64(size))
+	if err != nil {
+		e := driverError(op, "HostAlloc", err)
+		e.Detail = fmt.Sprintf("HostAlloc of a %d-byte bucket for a %d-byte request failed", size, n)
+		return pinnedBlock{}, e
+	}
+	if len(buf) == 0 {
+		return pinnedBlock{}, nullSuccess(op, "HostAlloc")
+	}
+	if len(buf) != size {
+		// The driver handed back memory we did not ask for: free it rather
+		// than guess how much of it is usable.
+		_ = p.freeBuf(buf, "HostAlloc returned the wrong length")
+		e := newError(op, KindDriver,
+			fmt.Sprintf("HostAlloc of %d bytes returned %d bytes", size, len(buf)),
+			"the driver misbehaved; report it with the driver version, and retry the call")
+		return pinnedBlock{}, e
+	}
+	if err := p.allocated.Add(uint64(size)); err != nil {
+		_ = p.freeBuf(buf, "after the allocated-bytes count overflowed")
+		e := newError(op, KindBudget,
+			fmt.Sprintf("pinned host pool live bytes cannot grow by %d", size),
+			"free pinned staging before requesting more")
+		e.Err = err
+		return pinnedBlock{}, e
+	}
+	return pinnedBlock{buf: buf}, nil
+}
+
+// put gives b back. It is cached when its bucket has a free slot and the byte
+// cap allows; otherwise it is freed with HostFree, whose failure is logged.
+// The caller must not touch b.buf afterwards. The zero block is ignored; a
+// block whose length is not a bucket this pool handed out is freed.
+func (p *hostPool) put(b pinnedBlock) {
+	size := len(b.buf)
+	if size == 0 {
+		return
+	}
+	if size&(size-1) != 0 {
+		p.log.Error("pinned host pool: put of a block whose length is not a power of two; freeing it",
+			"len", size)
+		p.release(b.buf, "its length is not a bucket")
+		return
+	}
+	if !p.cache.push(bits.TrailingZeros(uint(size)), size, b.buf) {
+		p.release(b.buf, "its bucket is full, unknown or over the byte cap")
+	}
+}
+
+// release frees buf for real and removes it from the allocated count.
+func (p *hostPool) release(buf []byte, why string) {
+	_ = p.freeBuf(buf, why)
+	subOrRepair(&p.allocated, uint64(len(buf)), p.log, "pinned host pool allocated bytes")
+}
+
+// freeBuf calls HostFree on buf's first byte and logs a failure.
+func (p *hostPool) freeBuf(buf []byte, why string) error {
+	if err := p.drv.HostFree(unsafe.Pointer(&buf[0])); err != nil {
+		p.log.Error("pinned host pool: HostFree failed", "len", len(buf), "why", why, "err", err)
+		return err
+	}
+	return nil
+}
+
+// cachedBytes returns the bytes held in the free lists.
+func (p *hostPool) cachedBytes() uint64 { return p.cache.cached.Load() }
+
+// allocatedBytes returns the bytes obtained from HostAlloc and not yet freed.
+func (p *hostPool) allocatedBytes() uint64 { return p.allocated.Load() }
+
+// close frees every cached block and refuses further gets; later puts free
+// immediately. It returns the first HostFree failure (every block is still
+// attempted). Calling it again frees nothing and returns nil.
+func (p *hostPool) close() error {
+	var first error
+	for _, e := range p.cache.closeCache() {
+		err := p.freeBuf(e.v, "closing the pool")
+		subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
+		if err != nil && first == nil {
+			first = driverError("close pinned host pool", "HostFree", err)
+		}
+	}
+	return first
+}

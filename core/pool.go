@@ -1,0 +1,323 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"sync"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+)
+
+// numBuckets covers every power-of-two bucket an int can hold: bucket 1<<i
+// lives at index i, so the bucket table is an array, not a map, and a hit
+// never hashes.
+const numBuckets = bits.UintSize
+
+// deviceAlloc is one device allocation handed out by a devicePool. size is
+// the bucket the driver actually allocated (a power of two), n the bytes the
+// caller asked for (n <= size). The zero value is "no allocation".
+type deviceAlloc struct {
+	ptr  uint64
+	size int
+	n    int
+}
+
+// devicePool caches freed device allocations in power-of-two buckets so a
+// repeated request of a similar size skips MemAlloc and MemFree (about 100 us
+// each on real hardware). The cache is bounded twice: by maxCachedBytes over
+// all buckets, and per bucket by accounting.BucketSlots(bucket, maxCachedBytes)
+// slots. A bucket accepts puts only once a get has missed on it, so an
+// allocation of a size this pool never handed out is freed rather than cached.
+//
+// Driver calls (MemAlloc, MemFree) run outside the cache lock so a slow
+// driver does not serialize pool hits in other goroutines.
+type devicePool struct {
+	drv   Driver
+	log   *slog.Logger
+	cache bucketCache[uint64]
+
+	// allocated counts the bytes obtained from MemAlloc and not yet freed
+	// (handed out plus cached). It is exact: it moves only with the driver
+	// calls it describes, and a release that would underflow repairs to zero
+	// and logs.
+	allocated accounting.Counter
+}
+
+// bucketCache is the free-list table shared by the device and pinned-host
+// pools: one LIFO list per power-of-two bucket (bucket 1<<i at index i),
+// bounded slots per bucket, a byte cap over all buckets and an exact count
+// of the cached bytes.
+type bucketCache[T any] struct {
+	name string // "device pool", "pinned host pool": prefixes log messages
+	log  *slog.Logger
+	max  uint64 // byte cap over all cached entries
+
+	// cached counts the bytes in the free lists. It changes only while mu is
+	// held, together with the list it describes, but is read without mu.
+	cached accounting.Counter
+
+	mu      sync.Mutex // guards buckets and closed
+	buckets [numBuckets]bucketList[T]
+	closed  bool
+}
+
+// bucketList is the free list of one bucket size. slots is 0 until a get
+// misses on the bucket; from then on it bounds len(free).
+type bucketList[T any] struct {
+	slots int
+	free  []T
+}
+
+// cacheState is what pop found.
+type cacheState int
+
+const (
+	cacheMiss cacheState = iota
+	cacheHit
+	cacheClosed
+)
+
+// pop takes the most recently cached entry of bucket idx (size bytes). On a
+// miss it registers the bucket so later puts of that size can be cached.
+func (c *bucketCache[T]) pop(idx, size int) (T, cacheState) {
+	var zero T
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return zero, cacheClosed
+	}
+	b := &c.buckets[idx]
+	if last := len(b.free) - 1; last >= 0 {
+		v := b.free[last]
+		b.free[last] = zero // drop the reference held by the spare capacity
+		b.free = b.free[:last]
+		c.subCached(uint64(size))
+		c.mu.Unlock()
+		return v, cacheHit
+	}
+	if b.slots == 0 {
+		b.slots = slotsFor(size, c.max)
+	}
+	c.mu.Unlock()
+	return zero, cacheMiss
+}
+
+// push caches v in bucket idx (size bytes) and reports whether it did. It
+// refuses when the cache is closed, the bucket was never registered by a
+// miss, the bucket's slots are full or the byte cap would be exceeded; the
+// caller then frees v for real.
+func (c *bucketCache[T]) push(idx, size int, v T) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := &c.buckets[idx]
+	if c.closed || b.slots == 0 || len(b.free) >= b.slots {
+		return false
+	}
+	if err := c.cached.AddGuarded(uint64(size), c.underCap); err != nil {
+		return false
+	}
+	b.free = append(b.free, v)
+	return true
+}
+
+// underCap is the AddGuarded guard that keeps cached bytes within the cap.
+// It is a method value so the put path does not build a closure per call.
+func (c *bucketCache[T]) underCap(next uint64) error {
+	if next > c.max {
+		return errOverCap
+	}
+	return nil
+}
+
+// errOverCap is returned by underCap; it never leaves the pool.
+var errOverCap = newError("pool", KindBudget, "cached bytes over the cap", "")
+
+// subCached removes size bytes from the cached count, repairing to zero and
+// logging when the count was already wrong, as the reference does.
+func (c *bucketCache[T]) subCached(size uint64) {
+	subOrRepair(&c.cached, size, c.log, c.name+" cached bytes")
+}
+
+// cachedEntry is one entry drained by closeCache.
+type cachedEntry[T any] struct {
+	v    T
+	size uint64
+}
+
+// closeCache marks the cache closed and hands back every cached entry with
+// its bucket size, removing them from the cached count. It is idempotent.
+func (c *bucketCache[T]) closeCache() []cachedEntry[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var out []cachedEntry[T]
+	for i := range c.buckets {
+		b := &c.buckets[i]
+		for _, v := range b.free {
+			out = append(out, cachedEntry[T]{v: v, size: uint64(1) << i})
+			c.subCached(uint64(1) << i)
+		}
+		b.free = nil
+		b.slots = 0
+	}
+	return out
+}
+
+// newDevicePool returns an empty pool over drv that caches at most
+// maxCachedBytes of freed allocations. A nil log discards repair reports.
+func newDevicePool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *devicePool {
+	log = orDiscard(log)
+	return &devicePool{drv: drv, log: log,
+		cache: bucketCache[uint64]{name: "device pool", log: log, max: maxCachedBytes}}
+}
+
+// orDiscard returns log, or a logger that drops everything when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// bucketFor validates a request of n bytes and returns its bucket and the
+// bucket's index in the table.
+func bucketFor(op, what string, n int) (size, idx int, err error) {
+	if n <= 0 {
+		return 0, 0, newError(op, KindInvalidArgument,
+			fmt.Sprintf("%s request of %d bytes", what, n),
+			"request at least 1 byte; keep zero-length transfers off the pools")
+	}
+	size, berr := accounting.BucketSize(n)
+	if berr != nil {
+		e := newError(op, KindInvalidArgument,
+			fmt.Sprintf("%s request of %d bytes has no power-of-two bucket", what, n),
+			"split the request into pieces that fit in an int after rounding up")
+		e.Err = berr
+		return 0, 0, e
+	}
+	return size, bits.TrailingZeros(uint(size)), nil
+}
+
+// slotsFor is the per-bucket slot bound for this pool's byte cap.
+func slotsFor(size int, maxCached uint64) int {
+	capInt := maxCached
+	if capInt > uint64(maxIntValue) {
+		capInt = uint64(maxIntValue)
+	}
+	return accounting.BucketSlots(size, int(capInt))
+}
+
+const maxIntValue = int(^uint(0) >> 1)
+
+// get returns a device allocation of at least n bytes: a cached one from n's
+// bucket when there is one, otherwise a fresh MemAlloc of the whole bucket.
+// n <= 0, a closed pool, a driver failure and a null pointer returned with
+// success are errors; none of them changes the pool's accounting.
+func (p *devicePool) get(op string, n int) (deviceAlloc, error) {
+	size, idx, err := bucketFor(op, "device allocation", n)
+	if err != nil {
+		return deviceAlloc{}, err
+	}
+	ptr, state := p.cache.pop(idx, size)
+	switch state {
+	case cacheHit:
+		return deviceAlloc{ptr: ptr, size: size, n: n}, nil
+	case cacheClosed:
+		return deviceAlloc{}, closedPoolError(op, "device allocation pool")
+	}
+
+	ptr, err = p.drv.MemAlloc(uint64(size))
+	if err != nil {
+		e := driverError(op, "MemAlloc", err)
+		e.Detail = fmt.Sprintf("MemAlloc of a %d-byte bucket for a %d-byte request failed", size, n)
+		return deviceAlloc{}, e
+	}
+	if ptr == 0 {
+		return deviceAlloc{}, nullSuccess(op, "MemAlloc")
+	}
+	if err := p.allocated.Add(uint64(size)); err != nil {
+		// The pointer is ours and unaccounted: give it back before failing.
+		_ = p.freePtr(ptr, "after the allocated-bytes count overflowed")
+		e := newError(op, KindBudget,
+			fmt.Sprintf("device pool live bytes cannot grow by %d", size),
+			"free device allocations before requesting more")
+		e.Err = err
+		return deviceAlloc{}, e
+	}
+	return deviceAlloc{ptr: ptr, size: size, n: n}, nil
+}
+
+// put gives a back. It is cached when its bucket has a free slot and the byte
+// cap allows; otherwise it is freed with MemFree, whose failure is logged.
+// The zero deviceAlloc is ignored; an allocation whose size is not a bucket
+// this pool handed out is freed, never cached.
+func (p *devicePool) put(a deviceAlloc) {
+	if a.ptr == 0 || a.size <= 0 {
+		return
+	}
+	if a.size&(a.size-1) != 0 {
+		p.log.Error("device pool: put of an allocation whose size is not a power of two; freeing it",
+			"ptr", a.ptr, "size", a.size)
+		p.release(a.ptr, uint64(a.size), "its size is not a bucket")
+		return
+	}
+	if !p.cache.push(bits.TrailingZeros(uint(a.size)), a.size, a.ptr) {
+		p.release(a.ptr, uint64(a.size), "its bucket is full, unknown or over the byte cap")
+	}
+}
+
+// release frees ptr for real and removes it from the allocated count.
+func (p *devicePool) release(ptr, size uint64, why string) {
+	_ = p.freePtr(ptr, why)
+	p.subAllocated(size)
+}
+
+func (p *devicePool) subAllocated(size uint64) {
+	subOrRepair(&p.allocated, size, p.log, "device pool allocated bytes")
+}
+
+// subOrRepair subtracts n from c; when that would underflow the accounting is
+// already wrong, so c is repaired to zero and the event logged as an error,
+// where the reference repairs instead of failing the caller.
+func subOrRepair(c *accounting.Counter, n uint64, log *slog.Logger, what string) {
+	if c.SubOrRepair(n) {
+		log.Error(what+" underflowed; repaired accounting to zero", "subtracted", n)
+	}
+}
+
+// freePtr calls MemFree and logs a failure, since put has nowhere to return it.
+func (p *devicePool) freePtr(ptr uint64, why string) error {
+	if err := p.drv.MemFree(ptr); err != nil {
+		p.log.Error("device pool: MemFree failed", "ptr", ptr, "why", why, "err", err)
+		return err
+	}
+	return nil
+}
+
+// cachedBytes returns the bytes held in the free lists.
+func (p *devicePool) cachedBytes() uint64 { return p.cache.cached.Load() }
+
+// allocatedBytes returns the bytes obtained from MemAlloc and not yet freed,
+// whether handed out or cached.
+func (p *devicePool) allocatedBytes() uint64 { return p.allocated.Load() }
+
+// close frees every cached allocation and refuses further gets; later puts
+// free immediately. It returns the first MemFree failure (every pointer is
+// still attempted). Calling it again frees nothing and returns nil.
+func (p *devicePool) close() error {
+	var first error
+	for _, e := range p.cache.closeCache() {
+		err := p.freePtr(e.v, "closing the pool")
+		p.subAllocated(e.size)
+		if err != nil && first == nil {
+			first = driverError("close device pool", "MemFree", err)
+		}
+	}
+	return first
+}
+
+// closedPoolError reports a get on a pool whose Backend was closed.
+func closedPoolError(op, what string) *Error {
+	return newError(op, KindClosed, what+" is closed", "open a new Backend; a closed one hands out nothing")
+}

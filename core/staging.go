@@ -1,0 +1,51 @@
+package core
+
+// staging holds the pinned host blocks one transfer call uses and gives all
+// of them back to their pool in release, whichever way the call ends:
+//
+//	st := newStaging(b.hostPool)
+//	defer st.release()
+//	buf, err := st.take(op, n)
+//
+// A staging belongs to one goroutine and must not be copied after its first
+// take. Slices returned by take are valid until release; asynchronous copies
+// that read or write them must be fenced before release runs.
+type staging struct {
+	pool   *hostPool
+	blocks []pinnedBlock
+	inline [4]pinnedBlock // backs blocks for the common case of few transfers
+}
+
+// newStaging returns an empty staging that draws from pool.
+func newStaging(pool *hostPool) staging {
+	return staging{pool: pool}
+}
+
+// take returns an n-byte slice of pinned host memory (n > 0) that stays
+// owned by s until release. Its capacity is n, so appending to it can never
+// write past it into pool memory. Its contents are unspecified. On failure s
+// is unchanged and still releases what it took before.
+func (s *staging) take(op string, n int) ([]byte, error) {
+	blk, err := s.pool.get(op, n)
+	if err != nil {
+		return nil, err
+	}
+	if s.blocks == nil {
+		s.blocks = s.inline[:0]
+	}
+	s.blocks = append(s.blocks, blk)
+	return blk.buf[:n:n], nil
+}
+
+// held returns the number of blocks s holds.
+func (s *staging) held() int { return len(s.blocks) }
+
+// release gives every block back to the pool. It is idempotent: a second
+// call finds nothing to give back.
+func (s *staging) release() {
+	for i := range s.blocks {
+		s.pool.put(s.blocks[i])
+		s.blocks[i] = pinnedBlock{}
+	}
+	s.blocks = s.blocks[:0]
+}
