@@ -1,0 +1,192 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+func hostCost(n uint64) time.Duration   { return CopyOverhead + time.Duration(n/HostBytesPerNs) }
+func deviceCost(n uint64) time.Duration { return CopyOverhead + time.Duration(n/DeviceBytesPerNs) }
+
+// checkDevice validates a device range at enqueue time.
+func (d *Device) checkDevice(o Op, what string, ptr, n uint64) error {
+	if _, ok := d.deviceRange(ptr, n); !ok {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "%s %s", what, d.rangeDetail(ptr, n))
+	}
+	return nil
+}
+
+// checkHost validates the host side of an asynchronous copy.
+func (d *Device) checkHost(o Op, what string, b []byte) error {
+	if !d.hostUsable(b) {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE,
+			"%s [%#x, +%d) is pageable memory: asynchronous copies need memory from HostAlloc or HostRegister (or Config.AllowPageable)",
+			what, addrOf(b), len(b))
+	}
+	return nil
+}
+
+// execDevice resolves a device range when queued work executes; the
+// allocation may have been freed since the work was queued.
+func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, error) {
+	b, ok := d.deviceRange(ptr, n)
+	if !ok {
+		return nil, fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
+			"%s %s when the queued copy executed (freed before the stream was synchronized?)", what, d.rangeDetail(ptr, n))
+	}
+	return b, nil
+}
+
+func (d *Device) execHost(o Op, what string, b []byte) error {
+	if !d.hostUsable(b) {
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
+			"%s [%#x, +%d) was no longer pinned or registered when the queued copy executed (freed before the stream was synchronized?)",
+			what, addrOf(b), len(b))
+	}
+	return nil
+}
+
+// MemcpyHtoDAsync queues a copy of src to device address dst on s. The
+// bytes of src are read when the copy executes, not when it is queued.
+func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s core.Stream) error {
+	const o = OpMemcpyHtoDAsync
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	n := uint64(len(src))
+	if err := d.checkDevice(o, "destination", dst, n); err != nil {
+		return err
+	}
+	if err := d.checkHost(o, "source", src); err != nil {
+		return err
+	}
+	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) error {
+		if err := d.execHost(o, "source", src); err != nil {
+			return err
+		}
+		b, err := d.execDevice(o, "destination", dst, n)
+		if err != nil {
+			return err
+		}
+		copy(b, src)
+		return nil
+	}})
+	return nil
+}
+
+// MemcpyDtoHAsync queues a copy of len(dst) bytes from device address src on
+// s. dst is written when the copy executes, not when it is queued.
+func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
+	const o = OpMemcpyDtoHAsync
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	n := uint64(len(dst))
+	if err := d.checkDevice(o, "source", src, n); err != nil {
+		return err
+	}
+	if err := d.checkHost(o, "destination", dst); err != nil {
+		return err
+	}
+	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) error {
+		if err := d.execHost(o, "destination", dst); err != nil {
+			return err
+		}
+		b, err := d.execDevice(o, "source", src, n)
+		if err != nil {
+			return err
+		}
+		copy(dst, b)
+		return nil
+	}})
+	return nil
+}
+
+// MemcpyDtoDAsync queues a copy of n bytes between device addresses on s.
+// Each range must lie inside one live allocation; overlapping ranges copy as
+// if through a temporary buffer.
+func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s core.Stream) error {
+	const o = OpMemcpyDtoDAsync
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	if err := d.checkDevice(o, "destination", dst, n); err != nil {
+		return err
+	}
+	if err := d.checkDevice(o, "source", src, n); err != nil {
+		return err
+	}
+	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) error {
+		to, err := d.execDevice(o, "destination", dst, n)
+		if err != nil {
+			return err
+		}
+		from, err := d.execDevice(o, "source", src, n)
+		if err != nil {
+			return err
+		}
+		copy(to, from)
+		return nil
+	}})
+	return nil
+}
+
+// MemsetD8Async queues setting n bytes at dst to v on s.
+func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s core.Stream) error {
+	const o = OpMemsetD8Async
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	if err := d.checkDevice(o, "destination", dst, n); err != nil {
+		return err
+	}
+	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) error {
+		b, err := d.execDevice(o, "destination", dst, n)
+		if err != nil {
+			return err
+		}
+		for i := range b {
+			b[i] = v
+		}
+		return nil
+	}})
+	return nil
+}

@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultName          = "vyrecuda simulated device"
+	DefaultTotalMemory   = 1 << 30 // 1 GiB
+	DefaultCCMajor       = 9
+	DefaultCCMinor       = 0
+	DefaultPinnedLimit   = 4 << 30 // 4 GiB of simulated page-locked host memory
+	deviceAddressBase    = 0x7f00_0000_0000
+	deviceAddressAlign   = 256
+	firstHandle          = 0x1000
+	maxSharedMemPerBlock = 227 << 10
+)
+
+// Config describes the simulated device. The zero value is usable: every
+// zero field takes its default.
+type Config struct {
+	// TotalMemory is the device memory in bytes (default DefaultTotalMemory).
+	// Allocations are real Go memory, so only what is allocated costs RAM.
+	TotalMemory uint64
+	// Name is the device name Info reports (default DefaultName).
+	Name string
+	// Ordinal is the device ordinal Info reports.
+	Ordinal int
+	// CCMajor and CCMinor are the compute capability (default 9.0).
+	CCMajor, CCMinor int
+	// FeatureKey is the key Info reports for cached code and uploads
+	// (default: a hash of the name and compute capability).
+	FeatureKey uint64
+	// PinnedLimit caps the bytes HostAlloc hands out at once (default
+	// DefaultPinnedLimit); past it HostAlloc fails with
+	// CUDA_ERROR_OUT_OF_MEMORY.
+	PinnedLimit uint64
+	// AllowPageable lets asynchronous copies use host memory that is neither
+	// from HostAlloc nor registered. Off by default so a Backend that forgot
+	// to stage through pinned memory is caught.
+	AllowPageable bool
+	// AnyFunction makes ModuleFunction succeed for any name, not only for
+	// names declared with ".entry name" in the module image.
+	AnyFunction bool
+}
+
+// Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
+// by Go memory. See the package documentation for its behaviour.
+//
+// A Device is safe for concurrent use: one mutex guards all of its state,
+// and queued work (including host kernels) runs with that mutex held, so a
+// host kernel must not call back into the Device.
+type Device struct {
+	mu   sync.Mutex // guards every field below
+	cfg  Config
+	info core.DeviceInfo
+
+	// Device memory: real bytes at fake addresses. allocs finds an
+	// allocation by its base; sorted finds the allocation holding an
+	// interior address. Addresses only grow, so sorted stays sorted by
+	// appending and a freed address is never handed out again.
+	allocs    map[uint64]*allocation
+	sorted    []*allocation
+	nextAddr  uint64
+	allocated uint64
+
+	// Host memory the device may copy to or from asynchronously.
+	pinned      rangeSet // from HostAlloc; holds the slices
+	registered  rangeSet // from HostRegister; caller memory
+	pinnedBytes uint64
+
+	nextHandle uintptr // shared by every handle kind, so kinds never collide
+	streams    map[core.Stream]*stream
+	events     map[core.Event]*event
+	modules    map[core.Module]*module
+	functions  map[core.Function]*function
+
+	clock  time.Duration // simulated device time, advanced as work executes
+	queued int           // queued, unexecuted operations on all streams
+
+	calls  [numOps]uint64
+	faults faultState
+}
+
+var (
+	_ core.Driver           = (*Device)(nil)
+	_ core.HostKernelBinder = (*Device)(nil)
+)
+
+// New returns a simulated device described by cfg.
+func New(cfg Config) *Device {
+	if cfg.TotalMemory == 0 {
+		cfg.TotalMemory = DefaultTotalMemory
+	}
+	if cfg.Name == "" {
+		cfg.Name = DefaultName
+	}
+	if cfg.CCMajor == 0 && cfg.CCMinor == 0 {
+		cfg.CCMajor, cfg.CCMinor = DefaultCCMajor, DefaultCCMinor
+	}
+	if cfg.PinnedLimit == 0 {
+		cfg.PinnedLimit = DefaultPinnedLimit
+	}
+	if cfg.FeatureKey == 0 {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "sim|%s|%d.%d", cfg.Name, cfg.CCMajor, cfg.CCMinor)
+		cfg.FeatureKey = h.Sum64()
+	}
+	return &Device{
+		cfg: cfg,
+		info: core.DeviceInfo{
+			Ordinal:     cfg.Ordinal,
+			Name:        cfg.Name,
+			TotalMemory: cfg.TotalMemory,
+			CCMajor:     cfg.CCMajor,
+			CCMinor:     cfg.CCMinor,
+			FeatureKey:  cfg.FeatureKey,
+		},
+		allocs:     make(map[uint64]*allocation),
+		nextAddr:   deviceAddressBase,
+		nextHandle: firstHandle,
+		streams:    make(map[core.Stream]*stream),
+		events:     make(map[core.Event]*event),
+		modules:    make(map[core.Module]*module),
+		functions:  make(map[core.Function]*function),
+	}
+}
+
+// Config returns the configuration with defaults filled in.
+func (d *Device) Config() Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// Info reports the simulated device.
+func (d *Device) Info() (core.DeviceInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpInfo); f.kind {
+	case faultFail:
+		return core.DeviceInfo{}, f.err(OpInfo)
+	case faultNull:
+		return core.DeviceInfo{}, nil
+	}
+	return d.info, nil
+}
+
+// MemGetInfo reports free = total - bytes of live allocations, and total.
+func (d *Device) MemGetInfo() (free, total uint64, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpMemGetInfo); f.kind {
+	case faultFail:
+		return 0, 0, f.err(OpMemGetInfo)
+	case faultNull:
+		return 0, 0, nil
+	}
+	return d.cfg.TotalMemory - d.allocated, d.cfg.TotalMemory, nil
+}
+
+// newHandle returns the next handle value; values are never reused.
+func (d *Device) newHandle() uintptr {
+	h := d.nextHandle
+	d.nextHandle++
+	return h
+}

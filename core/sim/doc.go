@@ -1,0 +1,50 @@
+// Package sim provides a simulated CUDA device: a pure-Go core.Driver that
+// needs no GPU. It is to package core what net/http/httptest is to net/http:
+// the test double of the package above it. Import it to test your own GPU
+// code, or a core.Backend, on any machine.
+//
+// The simulated device owns real bytes at fake device addresses and checks
+// what a careless caller gets wrong on a real GPU without noticing:
+//
+//   - Device addresses are never 0, aligned to 256 and never reused, so
+//     stale or freed pointers are caught. Copies and memsets must lie inside
+//     one live allocation. Past Config.TotalMemory, MemAlloc fails with
+//     CUDA_ERROR_OUT_OF_MEMORY.
+//   - Streams are lazy: queued work runs only when its stream, or an event
+//     recorded after it, is synchronized or queried (a query completes the
+//     work and reports done, so results never depend on timing). Reading a
+//     host buffer before the fence shows the old bytes; reusing a staging
+//     buffer too early uploads the wrong bytes. StreamWaitEvent orders work
+//     across streams.
+//   - Asynchronous copies need pinned (HostAlloc) or registered
+//     (HostRegister) host memory unless Config.AllowPageable is set;
+//     HostFree fills memory with PoisonByte before forgetting it.
+//   - The legacy null stream (a zero core.Stream) is refused everywhere.
+//   - Misuse (double free, unknown handles, destroying a stream with queued
+//     work, ...) fails with the CUDA result a driver would give and changes
+//     nothing.
+//   - Kernels are Go functions bound to module functions with BindHostKernel
+//     (the core.HostKernelBinder capability); they run when their launch
+//     executes.
+//   - Faults are injected per operation (FailNth, NullNth, FailRate), every
+//     call is counted (Calls, CallCounts), and Live reports live objects so a
+//     test can prove nothing leaked (RequireNoLeaks).
+//   - Events measure a deterministic simulated clock (see CopyOverhead).
+//
+// Errors are *Error values that unwrap to a cudaapi.Result, so
+// errors.As(err, &res) and errors.Is(err, cudaapi.CUDA_ERROR_...) work as
+// they do with the real driver.
+//
+// A Device is safe for concurrent use; one mutex guards it.
+//
+// A test of GPU code, in short:
+//
+//	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
+//	defer sim.RequireNoLeaks(t, dev)
+//	b, err := core.Open(dev)
+//	...
+//	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+//	_, err = b.AllocateResident(4096) // fails, and nothing leaks
+//	...
+//	b.Close()
+package sim

@@ -1,0 +1,397 @@
+package sim
+
+import (
+	"errors"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// The simulated clock's cost model: every executed operation advances device
+// time by a fixed overhead plus its bytes over a bandwidth, roughly an H100
+// over PCIe. Times are deterministic: they depend only on what executed and
+// in which order, never on the host's wall clock.
+const (
+	CopyOverhead      = 2 * time.Microsecond // per copy or memset
+	LaunchOverhead    = 4 * time.Microsecond // per kernel launch
+	EventOverhead     = 1 * time.Microsecond // per event record or stream wait
+	HostBytesPerNs    = 50                   // H2D and D2H: 50 GB/s
+	DeviceBytesPerNs  = 1000                 // D2D and memset: 1 TB/s
+)
+
+// op is one unit of queued work. An op runs at most once, when its stream is
+// synchronized or queried, or when an event recorded after it is.
+type op struct {
+	kind   Op
+	stream *stream
+	cost   time.Duration
+	run    func(d *Device) error // nil for an event record
+	done   bool
+	at     time.Duration // device time when it finished (event records)
+}
+
+type stream struct {
+	handle  core.Stream
+	queue   []*op
+	err     *Error // first execution failure not yet reported
+	running bool   // executing now; guards against dependency cycles
+}
+
+type event struct {
+	handle core.Event
+	timing bool
+	rec    *op // the latest EventRecord; nil if never recorded
+}
+
+func (s *stream) fault(e *Error) {
+	if s.err == nil {
+		s.err = e
+	}
+}
+
+// lookupStream resolves s for op, refusing the legacy null stream and
+// unknown or destroyed streams with CUDA_ERROR_INVALID_HANDLE.
+func (d *Device) lookupStream(o Op, s core.Stream) (*stream, error) {
+	if s == 0 {
+		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE,
+			"stream 0 is the legacy null stream; use a stream from StreamCreate")
+	}
+	st, ok := d.streams[s]
+	if !ok {
+		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "stream 0x%x is unknown or destroyed", uintptr(s))
+	}
+	return st, nil
+}
+
+func (d *Device) lookupEvent(o Op, e core.Event) (*event, error) {
+	ev, ok := d.events[e]
+	if !ok || e == 0 {
+		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "event 0x%x is unknown or destroyed", uintptr(e))
+	}
+	return ev, nil
+}
+
+func (d *Device) enqueue(st *stream, o *op) {
+	o.stream = st
+	st.queue = append(st.queue, o)
+	d.queued++
+}
+
+// runStream executes st's queued work in order, up to and including until
+// (all of it when until is nil or not on st). Execution errors are kept on
+// the stream until reported.
+func (d *Device) runStream(st *stream, until *op) {
+	if st.running {
+		// Unreachable through the Driver API (a wait can only name work
+		// queued before it), but never loop or recurse forever.
+		st.fault(fail(OpStreamWaitEvent, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "cyclic stream dependency"))
+		return
+	}
+	st.running = true
+	defer func() { st.running = false }()
+	for len(st.queue) > 0 {
+		o := st.queue[0]
+		st.queue[0] = nil
+		st.queue = st.queue[1:]
+		d.queued--
+		d.execute(o)
+		if o == until {
+			break
+		}
+	}
+	if len(st.queue) == 0 {
+		st.queue = nil
+	}
+}
+
+func (d *Device) execute(o *op) {
+	if o.run != nil {
+		if err := o.run(d); err != nil {
+			var se *Error
+			if !errors.As(err, &se) {
+				se = &Error{Op: o.kind, Code: cudaapi.CUDA_ERROR_LAUNCH_FAILED, Detail: err.Error()}
+			}
+			o.stream.fault(se)
+		}
+	}
+	d.clock += o.cost
+	o.done = true
+	o.at = d.clock
+}
+
+// takeErr reports and clears st's pending execution failure as a failure of
+// the operation that observed it.
+func (st *stream) takeErr(o Op) error {
+	e := st.err
+	if e == nil {
+		return nil
+	}
+	st.err = nil
+	return fail(o, e.Code, "queued %s failed: %s", e.Op, e.Detail)
+}
+
+// StreamCreate creates a non-blocking stream.
+func (d *Device) StreamCreate() (core.Stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpStreamCreate); f.kind {
+	case faultFail:
+		return 0, f.err(OpStreamCreate)
+	case faultNull:
+		return 0, nil
+	}
+	h := core.Stream(d.newHandle())
+	d.streams[h] = &stream{handle: h}
+	return h, nil
+}
+
+// StreamDestroy destroys a stream. A stream with queued, unexecuted work is
+// refused with CUDA_ERROR_ILLEGAL_STATE (synchronize it first): the
+// simulated device never runs work nobody waited for. An unreported
+// execution failure on the stream is dropped with it.
+func (d *Device) StreamDestroy(s core.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpStreamDestroy); f.kind {
+	case faultFail:
+		return f.err(OpStreamDestroy)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(OpStreamDestroy, s)
+	if err != nil {
+		return err
+	}
+	if n := len(st.queue); n > 0 {
+		return fail(OpStreamDestroy, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+			"stream 0x%x has %d queued operations; synchronize it before destroying it", uintptr(s), n)
+	}
+	delete(d.streams, s)
+	return nil
+}
+
+// StreamSynchronize executes all work queued on s (and, through
+// StreamWaitEvent, the work it depends on on other streams), then reports
+// the first execution failure on s since it was last reported.
+func (d *Device) StreamSynchronize(s core.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpStreamSynchronize); f.kind {
+	case faultFail:
+		return f.err(OpStreamSynchronize)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(OpStreamSynchronize, s)
+	if err != nil {
+		return err
+	}
+	d.runStream(st, nil)
+	return st.takeErr(OpStreamSynchronize)
+}
+
+// StreamQuery behaves like StreamSynchronize and then reports done: the
+// simulated device completes work exactly when someone looks, so results
+// never depend on timing.
+func (d *Device) StreamQuery(s core.Stream) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpStreamQuery); f.kind {
+	case faultFail:
+		return false, f.err(OpStreamQuery)
+	case faultNull:
+		return false, nil
+	}
+	st, err := d.lookupStream(OpStreamQuery, s)
+	if err != nil {
+		return false, err
+	}
+	d.runStream(st, nil)
+	if err := st.takeErr(OpStreamQuery); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// StreamWaitEvent makes work queued on s after this call wait for the work
+// before e's latest record: executing s first executes the recording stream
+// up to that record. Waiting on a never-recorded event does nothing, as in
+// CUDA.
+func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpStreamWaitEvent); f.kind {
+	case faultFail:
+		return f.err(OpStreamWaitEvent)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(OpStreamWaitEvent, s)
+	if err != nil {
+		return err
+	}
+	ev, err := d.lookupEvent(OpStreamWaitEvent, e)
+	if err != nil {
+		return err
+	}
+	rec := ev.rec
+	if rec == nil || rec.done {
+		return nil
+	}
+	d.enqueue(st, &op{kind: OpStreamWaitEvent, cost: EventOverhead, run: func(d *Device) error {
+		if !rec.done {
+			d.runStream(rec.stream, rec)
+		}
+		return nil
+	}})
+	return nil
+}
+
+// EventCreate creates an event; timing events can be measured with
+// EventElapsed.
+func (d *Device) EventCreate(timing bool) (core.Event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventCreate); f.kind {
+	case faultFail:
+		return 0, f.err(OpEventCreate)
+	case faultNull:
+		return 0, nil
+	}
+	h := core.Event(d.newHandle())
+	d.events[h] = &event{handle: h, timing: timing}
+	return h, nil
+}
+
+// EventRecord queues a record of e at the current end of s, replacing any
+// earlier record of e.
+func (d *Device) EventRecord(e core.Event, s core.Stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventRecord); f.kind {
+	case faultFail:
+		return f.err(OpEventRecord)
+	case faultNull:
+		return nil
+	}
+	ev, err := d.lookupEvent(OpEventRecord, e)
+	if err != nil {
+		return err
+	}
+	st, err := d.lookupStream(OpEventRecord, s)
+	if err != nil {
+		return err
+	}
+	rec := &op{kind: OpEventRecord, cost: EventOverhead}
+	d.enqueue(st, rec)
+	ev.rec = rec
+	return nil
+}
+
+// completeEvent runs the work before ev's latest record and reports any
+// execution failure of the recording stream.
+func (d *Device) completeEvent(o Op, ev *event) error {
+	rec := ev.rec
+	if rec == nil {
+		return nil
+	}
+	if !rec.done {
+		d.runStream(rec.stream, rec)
+	}
+	return rec.stream.takeErr(o)
+}
+
+// EventQuery executes the work before e's latest record and reports done
+// (never-recorded events are done, as in CUDA).
+func (d *Device) EventQuery(e core.Event) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventQuery); f.kind {
+	case faultFail:
+		return false, f.err(OpEventQuery)
+	case faultNull:
+		return false, nil
+	}
+	ev, err := d.lookupEvent(OpEventQuery, e)
+	if err != nil {
+		return false, err
+	}
+	if err := d.completeEvent(OpEventQuery, ev); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// EventSynchronize executes the work before e's latest record.
+func (d *Device) EventSynchronize(e core.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventSynchronize); f.kind {
+	case faultFail:
+		return f.err(OpEventSynchronize)
+	case faultNull:
+		return nil
+	}
+	ev, err := d.lookupEvent(OpEventSynchronize, e)
+	if err != nil {
+		return err
+	}
+	return d.completeEvent(OpEventSynchronize, ev)
+}
+
+// EventElapsed returns the simulated device time between two completed
+// timing events. It executes nothing: a recorded event whose work has not
+// run yet gives CUDA_ERROR_NOT_READY; a non-timing or never-recorded event
+// gives CUDA_ERROR_INVALID_HANDLE, as in CUDA.
+func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventElapsed); f.kind {
+	case faultFail:
+		return 0, f.err(OpEventElapsed)
+	case faultNull:
+		return 0, nil
+	}
+	var evs [2]*event
+	for i, h := range [2]core.Event{start, end} {
+		ev, err := d.lookupEvent(OpEventElapsed, h)
+		if err != nil {
+			return 0, err
+		}
+		if !ev.timing {
+			return 0, fail(OpEventElapsed, cudaapi.CUDA_ERROR_INVALID_HANDLE,
+				"event 0x%x was created without timing", uintptr(h))
+		}
+		if ev.rec == nil {
+			return 0, fail(OpEventElapsed, cudaapi.CUDA_ERROR_INVALID_HANDLE,
+				"event 0x%x was never recorded", uintptr(h))
+		}
+		evs[i] = ev
+	}
+	for i, ev := range evs {
+		if !ev.rec.done {
+			return 0, fail(OpEventElapsed, cudaapi.CUDA_ERROR_NOT_READY,
+				"event 0x%x has not completed; synchronize it first", uintptr([2]core.Event{start, end}[i]))
+		}
+	}
+	return evs[1].rec.at - evs[0].rec.at, nil
+}
+
+// EventDestroy destroys an event. A pending record of it still executes
+// with its stream; waits already queued on it are unaffected.
+func (d *Device) EventDestroy(e core.Event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(OpEventDestroy); f.kind {
+	case faultFail:
+		return f.err(OpEventDestroy)
+	case faultNull:
+		return nil
+	}
+	if _, err := d.lookupEvent(OpEventDestroy, e); err != nil {
+		return err
+	}
+	delete(d.events, e)
+	return nil
+}
