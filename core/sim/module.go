@@ -242,4 +242,3 @@ func (m *kernelMemory) Bytes(ptr uint64, n int) ([]byte, error) {
 	}
 	return b, nil
 }
-

@@ -13,11 +13,11 @@ import (
 // over PCIe. Times are deterministic: they depend only on what executed and
 // in which order, never on the host's wall clock.
 const (
-	CopyOverhead      = 2 * time.Microsecond // per copy or memset
-	LaunchOverhead    = 4 * time.Microsecond // per kernel launch
-	EventOverhead     = 1 * time.Microsecond // per event record or stream wait
-	HostBytesPerNs    = 50                   // H2D and D2H: 50 GB/s
-	DeviceBytesPerNs  = 1000                 // D2D and memset: 1 TB/s
+	CopyOverhead     = 2 * time.Microsecond // per copy or memset
+	LaunchOverhead   = 4 * time.Microsecond // per kernel launch
+	EventOverhead    = 1 * time.Microsecond // per event record or stream wait
+	HostBytesPerNs   = 50                   // H2D and D2H: 50 GB/s
+	DeviceBytesPerNs = 1000                 // D2D and memset: 1 TB/s
 )
 
 // op is one unit of queued work. An op runs at most once, when its stream is
