@@ -321,3 +321,13 @@ func (p *devicePool) close() error {
 func closedPoolError(op, what string) *Error {
 	return newError(op, KindClosed, what+" is closed", "open a new Backend; a closed one hands out nothing")
 }
+
+// count returns how many entries bucket (a power of two) holds.
+func (c *bucketCache[T]) count(bucket int) int {
+	if bucket <= 0 || bucket&(bucket-1) != 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.buckets[bits.TrailingZeros(uint(bucket))].free)
+}

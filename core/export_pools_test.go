@@ -1,0 +1,78 @@
+package core
+
+import "log/slog"
+
+// Exports of the pools, staging and the launch-resource pool for the
+// external tests in package core_test (which import core/sim, so they cannot
+// live inside package core).
+
+type (
+	DevicePool  = devicePool
+	DeviceAlloc = deviceAlloc
+	HostPool    = hostPool
+	PinnedBlock = pinnedBlock
+	Staging     = staging
+	LaunchPool  = launchPool
+	LaunchLease = launchLease
+)
+
+const DefaultLaunchIdle = defaultLaunchIdle
+
+func NewDevicePool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *DevicePool {
+	return newDevicePool(drv, maxCachedBytes, log)
+}
+
+func (p *devicePool) Get(op string, n int) (DeviceAlloc, error) { return p.get(op, n) }
+func (p *devicePool) Put(a DeviceAlloc)                         { p.put(a) }
+func (p *devicePool) CachedBytes() uint64                       { return p.cachedBytes() }
+func (p *devicePool) AllocatedBytes() uint64                    { return p.allocatedBytes() }
+func (p *devicePool) Close() error                              { return p.close() }
+func (p *devicePool) Cached(bucket int) int                     { return p.cache.count(bucket) }
+func (p *devicePool) SetCachedBytes(v uint64)                   { p.cache.cached.Store(v) }
+func (p *devicePool) SetAllocatedBytes(v uint64)                { p.allocated.Store(v) }
+
+func (a deviceAlloc) Ptr() uint64 { return a.ptr }
+func (a deviceAlloc) Size() int   { return a.size }
+func (a deviceAlloc) N() int      { return a.n }
+
+// MakeDeviceAlloc builds an allocation record, for puts of foreign or
+// malformed allocations.
+func MakeDeviceAlloc(ptr uint64, size, n int) DeviceAlloc {
+	return deviceAlloc{ptr: ptr, size: size, n: n}
+}
+
+func NewHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *HostPool {
+	return newHostPool(drv, maxCachedBytes, log)
+}
+
+func (p *hostPool) Get(op string, n int) (PinnedBlock, error) { return p.get(op, n) }
+func (p *hostPool) Put(b PinnedBlock)                         { p.put(b) }
+func (p *hostPool) CachedBytes() uint64                       { return p.cachedBytes() }
+func (p *hostPool) AllocatedBytes() uint64                    { return p.allocatedBytes() }
+func (p *hostPool) Close() error                              { return p.close() }
+func (p *hostPool) Cached(bucket int) int                     { return p.cache.count(bucket) }
+func (p *hostPool) SetCachedBytes(v uint64)                   { p.cache.cached.Store(v) }
+
+func (b pinnedBlock) Buf() []byte { return b.buf }
+
+// MakePinnedBlock builds a block record, for puts of foreign or malformed blocks.
+func MakePinnedBlock(buf []byte) PinnedBlock { return pinnedBlock{buf: buf} }
+
+func NewStaging(pool *HostPool) *Staging {
+	s := newStaging(pool)
+	return &s
+}
+
+func (s *staging) Take(op string, n int) ([]byte, error) { return s.take(op, n) }
+func (s *staging) Release()                              { s.release() }
+func (s *staging) Held() int                             { return s.held() }
+
+func NewLaunchPool(drv Driver, log *slog.Logger) *LaunchPool { return newLaunchPool(drv, log) }
+func NewLaunchPoolSize(drv Driver, log *slog.Logger, maxIdle int) *LaunchPool {
+	return newLaunchPoolSize(drv, log, maxIdle)
+}
+
+func (p *launchPool) Lease(op string, timing bool) (*LaunchLease, error) { return p.lease(op, timing) }
+func (p *launchPool) GiveBack(l *LaunchLease, healthy bool)              { p.giveBack(l, healthy) }
+func (p *launchPool) Counts() LaunchResourceCounts                       { return p.counts() }
+func (p *launchPool) Close() error                                       { return p.close() }

@@ -1,0 +1,274 @@
+package core_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+func kinds(idle, created, destroyed int) core.LaunchKindCounts {
+	return core.LaunchKindCounts{Idle: idle, Created: uint64(created), Destroyed: uint64(destroyed)}
+}
+
+func TestLaunchLeaseHandsOutDistinctNonNullResources(t *testing.T) {
+	for _, timing := range []bool{false, true} {
+		dev := newDev()
+		p := core.NewLaunchPool(dev, nil)
+		l, err := p.Lease("Dispatch", timing)
+		require.NoError(t, err)
+		assert.NotZero(t, l.Stream)
+		assert.NotZero(t, l.Done)
+		if timing {
+			assert.NotZero(t, l.Start)
+			assert.NotZero(t, l.End)
+			assert.NotEqual(t, l.Start, l.End)
+			assert.NotEqual(t, l.Done, l.Start)
+		} else {
+			assert.Zero(t, l.Start)
+			assert.Zero(t, l.End)
+		}
+		// The stream is usable: the sim refuses unknown handles.
+		require.NoError(t, dev.EventRecord(l.Done, l.Stream))
+		require.NoError(t, dev.EventSynchronize(l.Done))
+
+		nTiming := 0
+		if timing {
+			nTiming = 2
+		}
+		assert.Equal(t, core.LaunchResourceCounts{
+			Streams: kinds(0, 1, 0), CompletionEvents: kinds(0, 1, 0), TimingEvents: kinds(0, nTiming, 0), Leases: 1,
+		}, p.Counts())
+
+		p.GiveBack(l, true)
+		assert.Equal(t, core.LaunchResourceCounts{
+			Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0), TimingEvents: kinds(nTiming, nTiming, 0),
+		}, p.Counts())
+		require.NoError(t, p.Close())
+		assert.Equal(t, core.LaunchResourceCounts{
+			Streams: kinds(0, 1, 1), CompletionEvents: kinds(0, 1, 1), TimingEvents: kinds(0, nTiming, nTiming),
+		}, p.Counts())
+		requireNoLive(t, dev)
+	}
+}
+
+func TestLaunchLeasesReuseIdleResources(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPool(dev, nil)
+	l1, err := p.Lease("a", true)
+	require.NoError(t, err)
+	stream, done := l1.Stream, l1.Done
+	p.GiveBack(l1, true)
+
+	l2, err := p.Lease("b", true)
+	require.NoError(t, err)
+	assert.Equal(t, stream, l2.Stream)
+	assert.Equal(t, done, l2.Done)
+	assert.Equal(t, uint64(1), dev.Calls(sim.OpStreamCreate))
+	assert.Equal(t, uint64(3), dev.Calls(sim.OpEventCreate))
+
+	// A lease without timing leaves the timing events idle.
+	l3, err := p.Lease("c", false)
+	require.NoError(t, err)
+	assert.Equal(t, 0, p.Counts().TimingEvents.Idle)
+	p.GiveBack(l2, true)
+	assert.Equal(t, 2, p.Counts().TimingEvents.Idle)
+	p.GiveBack(l3, true)
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}
+
+func TestLaunchGiveBackIsIdempotentAndIgnoresForeignOrNilLeases(t *testing.T) {
+	dev := newDev()
+	log, logs := newLog()
+	p := core.NewLaunchPool(dev, log)
+	other := core.NewLaunchPool(dev, nil)
+	l, err := p.Lease("x", false)
+	require.NoError(t, err)
+	foreign, err := other.Lease("x", false)
+	require.NoError(t, err)
+
+	p.GiveBack(l, true)
+	p.GiveBack(l, true)
+	p.GiveBack(l, false) // already returned: must not destroy a resource now idle
+	p.GiveBack(nil, true)
+	p.GiveBack(foreign, true)
+	assert.Equal(t, core.LaunchResourceCounts{
+		Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0),
+	}, p.Counts())
+	assert.Len(t, logs.errors(), 1, "a foreign lease is logged")
+	assert.Zero(t, dev.Calls(sim.OpStreamDestroy))
+
+	other.GiveBack(foreign, true)
+	require.NoError(t, other.Close())
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}
+
+func TestLaunchUnhealthyGiveBackDestroys(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPool(dev, nil)
+	l, err := p.Lease("x", true)
+	require.NoError(t, err)
+	p.GiveBack(l, false)
+	assert.Equal(t, core.LaunchResourceCounts{
+		Streams: kinds(0, 1, 1), CompletionEvents: kinds(0, 1, 1), TimingEvents: kinds(0, 2, 2),
+	}, p.Counts())
+	requireNoLive(t, dev)
+	require.NoError(t, p.Close())
+}
+
+func TestLaunchIdleResourcesAreBoundedPerKind(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPoolSize(dev, nil, 2)
+	var ls []*core.LaunchLease
+	for range 5 {
+		l, err := p.Lease("x", true)
+		require.NoError(t, err)
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		p.GiveBack(l, true)
+	}
+	assert.Equal(t, core.LaunchResourceCounts{
+		Streams: kinds(2, 5, 3), CompletionEvents: kinds(2, 5, 3), TimingEvents: kinds(2, 10, 8),
+	}, p.Counts())
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}
+
+func TestLaunchLeaseFailuresGiveBackEverythingAcquired(t *testing.T) {
+	cases := []struct {
+		name      string
+		timing    bool
+		arm       func(*sim.Device)
+		code      cudaapi.Result
+		phrase    string
+		wantAfter core.LaunchResourceCounts
+	}{
+		{"stream create fails", true,
+			func(d *sim.Device) { d.FailNth(sim.OpStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "StreamCreate failed", core.LaunchResourceCounts{}},
+		{"stream create returns null", false,
+			func(d *sim.Device) { d.NullNth(sim.OpStreamCreate, 1) },
+			0, "StreamCreate returned success with a null result", core.LaunchResourceCounts{}},
+		{"completion event fails", false,
+			func(d *sim.Device) { d.FailNth(sim.OpEventCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "EventCreate failed",
+			core.LaunchResourceCounts{Streams: kinds(1, 1, 0)}},
+		{"completion event null", true,
+			func(d *sim.Device) { d.NullNth(sim.OpEventCreate, 1) },
+			0, "EventCreate returned success with a null result",
+			core.LaunchResourceCounts{Streams: kinds(1, 1, 0)}},
+		{"start timing event fails", true,
+			func(d *sim.Device) { d.FailNth(sim.OpEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "EventCreate failed",
+			core.LaunchResourceCounts{Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0)}},
+		{"end timing event null", true,
+			func(d *sim.Device) { d.NullNth(sim.OpEventCreate, 3) },
+			0, "EventCreate returned success with a null result",
+			core.LaunchResourceCounts{Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0), TimingEvents: kinds(1, 1, 0)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dev := newDev()
+			p := core.NewLaunchPool(dev, nil)
+			c.arm(dev)
+			l, err := p.Lease("Dispatch", c.timing)
+			ce := requireErrKind(t, err, core.ErrDriver, "Dispatch", c.phrase)
+			assert.Equal(t, c.code, ce.Code)
+			assert.Nil(t, l)
+			assert.Equal(t, c.wantAfter, p.Counts(), "acquired resources went back idle; no lease is out")
+
+			// The pool still works, reusing what was given back.
+			l, err = p.Lease("Dispatch", c.timing)
+			require.NoError(t, err)
+			p.GiveBack(l, true)
+			require.NoError(t, p.Close(), "no lease leaked, so close succeeds")
+			requireNoLive(t, dev)
+		})
+	}
+}
+
+func TestLaunchCloseRefusesWhileLeasesAreOut(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPool(dev, nil)
+	idle, err := p.Lease("x", false)
+	require.NoError(t, err)
+	p.GiveBack(idle, true)
+	l, err := p.Lease("x", true)
+	require.NoError(t, err)
+	before := p.Counts()
+
+	requireErrKind(t, p.Close(), core.ErrInFlight, "1 launch-resource lease(s) still out")
+	assert.Equal(t, before, p.Counts(), "a refused close changes nothing")
+	l2, err := p.Lease("x", false)
+	require.NoError(t, err, "a refused close leaves the pool open")
+
+	p.GiveBack(l, true)
+	p.GiveBack(l2, true)
+	require.NoError(t, p.Close())
+	_, err = p.Lease("Late", false)
+	requireErrKind(t, err, core.ErrClosed, "Late")
+	require.NoError(t, p.Close(), "close is idempotent")
+	requireNoLive(t, dev)
+}
+
+func TestLaunchCloseReportsTheFirstDestroyFailure(t *testing.T) {
+	dev := newDev()
+	log, logs := newLog()
+	p := core.NewLaunchPool(dev, log)
+	l, err := p.Lease("x", false)
+	require.NoError(t, err)
+	p.GiveBack(l, true)
+	dev.FailNth(sim.OpStreamDestroy, 1, cudaapi.CUDA_ERROR_INVALID_HANDLE)
+	ce := requireErrKind(t, p.Close(), core.ErrDriver, "StreamDestroy")
+	assert.Equal(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, ce.Code)
+	assert.Len(t, logs.errors(), 1)
+	assert.Equal(t, uint64(1), dev.Calls(sim.OpEventDestroy), "the event was still destroyed")
+	c := p.Counts()
+	assert.Equal(t, kinds(0, 1, 0), c.Streams)
+	assert.Equal(t, kinds(0, 1, 1), c.CompletionEvents)
+	require.NoError(t, dev.StreamDestroy(l.Stream))
+	requireNoLive(t, dev)
+}
+
+func TestLaunchConcurrentLeases(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPoolSize(dev, nil, 4)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				l, err := p.Lease("x", (g+i)%3 == 0)
+				if !assert.NoError(t, err) {
+					return
+				}
+				// Fence the recorded work: resources go back idle, and the
+				// simulated device refuses to destroy a stream with queued work.
+				if !assert.NoError(t, dev.EventRecord(l.Done, l.Stream)) ||
+					!assert.NoError(t, dev.EventSynchronize(l.Done)) {
+					p.GiveBack(l, false)
+					return
+				}
+				p.GiveBack(l, i%10 != 0)
+			}
+		}()
+	}
+	wg.Wait()
+	c := p.Counts()
+	assert.Zero(t, c.Leases)
+	for _, k := range []core.LaunchKindCounts{c.Streams, c.CompletionEvents, c.TimingEvents} {
+		assert.LessOrEqual(t, k.Idle, 4)
+		assert.Equal(t, k.Created, k.Destroyed+uint64(k.Idle), "every created resource is idle or destroyed")
+	}
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}
