@@ -1,0 +1,155 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+)
+
+// asyncUploads is the bookkeeping of uploads queued by UploadResidentAsyncAt
+// and not yet synchronized.
+type asyncUploads struct {
+	// mu guards every field below, and serializes queueing with
+	// SynchronizeUploads so no copy lands on a stream being given back.
+	mu    sync.Mutex
+	lease *launchLease // the backend-owned stream; nil when nothing is queued
+	ents  []*residentEntry
+	regs  []*pinnedRegion
+	count int
+}
+
+// queued returns how many uploads are queued and not synchronized.
+func (a *asyncUploads) queued() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.count
+}
+
+// UploadResidentAsyncAt queues a copy of n bytes from src into h at byte off
+// and returns without waiting. src..src+n must lie inside memory pinned
+// through this Backend (AllocHostPinned or PinHostBuffer), and must not be
+// changed until SynchronizeUploads returns. The copy runs on a stream the
+// Backend owns (never the legacy null stream); h stays in flight, so
+// FreeResident and Close refuse it, until SynchronizeUploads. Zero bytes
+// queue nothing. Copies queued here are not ordered against UploadResident
+// and the other synchronous calls: synchronize first when both write the
+// same bytes.
+func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n int) error {
+	const op = "UploadResidentAsyncAt"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	if n < 0 {
+		return newError(op, KindInvalidArgument, fmt.Sprintf("length %d bytes", n), "pass a non-negative length")
+	}
+	ents, err := b.pinEntries(op, []Buffer{h})
+	if err != nil {
+		return err
+	}
+	e := ents[0]
+	keep := false
+	defer func() {
+		if !keep {
+			b.unpinEntries(op, ents)
+		}
+	}()
+	if _, err := accounting.RangeEnd(off, n, h.Len); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("handle %d: %d bytes at offset %d do not fit its %d bytes", h.ID, n, off, h.Len),
+			Fix:    "keep offset+n within the buffer's length", Err: err}
+	}
+	if n == 0 {
+		return nil
+	}
+	if src == nil {
+		return newError(op, KindInvalidArgument, "source pointer is nil", "pass memory pinned through this Backend")
+	}
+	dst, err := accounting.AddPtr(e.ptr, off)
+	if err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("handle %d: offset %d overflows the device address", h.ID, off),
+			Fix:    "pass an offset inside the buffer", Err: err}
+	}
+
+	b.async.mu.Lock()
+	defer b.async.mu.Unlock()
+	b.pinned.mu.Lock()
+	reg := b.pinned.find(uintptr(src), n)
+	if reg == nil {
+		b.pinned.mu.Unlock()
+		return newError(op, KindInvalidArgument,
+			fmt.Sprintf("source [%#x, +%d) is not inside memory pinned through this Backend", uintptr(src), n),
+			"copy from an AllocHostPinned buffer or from memory registered with PinHostBuffer")
+	}
+	reg.pending++
+	b.pinned.mu.Unlock()
+
+	created := false
+	if b.async.lease == nil {
+		lease, err := b.launch.lease(op, false)
+		if err != nil {
+			b.unpendRegion(reg)
+			return err
+		}
+		b.async.lease, created = lease, true
+	}
+	if err := b.drv.MemcpyHtoDAsync(dst, unsafe.Slice((*byte)(src), n), b.async.lease.Stream); err != nil {
+		b.unpendRegion(reg)
+		if created {
+			b.launch.giveBack(b.async.lease, b.drain(op, b.async.lease.Stream))
+			b.async.lease = nil
+		}
+		return driverError(op, "MemcpyHtoDAsync", err)
+	}
+	keep = true
+	b.async.ents = append(b.async.ents, e)
+	b.async.regs = append(b.async.regs, reg)
+	b.async.count++
+	b.tel.h2dBytes.Add(uint64(n))
+	b.tel.uploadOps.Add(1)
+	b.tel.requested.Add(1)
+	b.tel.deviceCopies.Add(1)
+	return nil
+}
+
+func (b *Backend) unpendRegion(reg *pinnedRegion) {
+	b.pinned.mu.Lock()
+	reg.pending--
+	b.pinned.mu.Unlock()
+}
+
+// SynchronizeUploads waits until every upload queued with
+// UploadResidentAsyncAt has completed, then releases their buffers and
+// source memory. With nothing queued it returns at once. If the wait fails,
+// the uploads stay queued and the call can be retried.
+func (b *Backend) SynchronizeUploads() error {
+	const op = "SynchronizeUploads"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	b.async.mu.Lock()
+	defer b.async.mu.Unlock()
+	if b.async.lease == nil {
+		return nil
+	}
+	if err := b.drv.StreamSynchronize(b.async.lease.Stream); err != nil {
+		return driverError(op, "StreamSynchronize", err)
+	}
+	b.tel.syncPoints.Add(1)
+	b.launch.giveBack(b.async.lease, true)
+	b.async.lease = nil
+	b.unpinEntries(op, b.async.ents)
+	b.pinned.mu.Lock()
+	for _, reg := range b.async.regs {
+		reg.pending--
+	}
+	b.pinned.mu.Unlock()
+	clear(b.async.ents)
+	clear(b.async.regs)
+	b.async.ents, b.async.regs, b.async.count = b.async.ents[:0], b.async.regs[:0], 0
+	return nil
+}

@@ -1,0 +1,170 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// Backend keeps buffers resident on one device behind a Driver and moves
+// bytes between them and the host. Open builds one; Close releases everything
+// it owns. A Backend is safe for concurrent use by many goroutines.
+//
+// Locks, outermost first (a goroutine only ever takes them in this order):
+//
+//   - life guards closed. Every public call holds it shared for its whole
+//     duration, so Close, which takes it exclusively, waits for running calls
+//     and then tears down state no call is using. Public methods never call
+//     other public methods while holding it (RWMutex read locks must not
+//     nest, or a waiting Close deadlocks them).
+//   - async.mu guards the stream and the bookkeeping of queued asynchronous
+//     uploads (UploadResidentAsyncAt, SynchronizeUploads).
+//   - store.mu guards the resident table (see residentStore).
+//   - pinned.mu guards the registry of caller-pinned host memory.
+//
+// No lock is held across a stream or event synchronization except async.mu
+// in SynchronizeUploads, which exists to serialize exactly that wait. The
+// pools and the launch-resource pool have their own internal locks and are
+// called without any of the above held.
+type Backend struct {
+	drv  Driver
+	info DeviceInfo
+	cfg  config
+	log  *slog.Logger
+
+	life   sync.RWMutex
+	closed bool // guarded by life
+
+	store    residentStore
+	pinned   pinnedRegistry
+	async    asyncUploads
+	devPool  *devicePool
+	hostPool *hostPool
+	launch   *launchPool
+	tel      telemetryCounters
+}
+
+// Open builds a Backend over drv. It asks the driver for the device's
+// description once; everything else is created lazily on first use, so Open
+// itself allocates nothing on the device.
+func Open(drv Driver, opts ...Option) (*Backend, error) {
+	const op = "Open"
+	if drv == nil {
+		return nil, newError(op, KindInvalidArgument, "driver is nil",
+			"pass a Driver such as core.OpenCUDA's or sim.New's")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	info, err := drv.Info()
+	if err != nil {
+		return nil, driverError(op, "Info", err)
+	}
+	if info.TotalMemory == 0 {
+		return nil, newError(op, KindDriver, "the driver reports 0 bytes of device memory",
+			"check that the driver is bound to a working device")
+	}
+	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
+	b.store.init()
+	b.pinned.init()
+	b.devPool = newDevicePool(drv, cfg.devicePoolCap, cfg.log)
+	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
+	b.launch = newLaunchPool(drv, cfg.log)
+	return b, nil
+}
+
+// enter starts a public call: it holds life shared until exit and fails with
+// ErrClosed once Close has run.
+func (b *Backend) enter(op string) error {
+	b.life.RLock()
+	if b.closed {
+		b.life.RUnlock()
+		return closedError(op)
+	}
+	return nil
+}
+
+func (b *Backend) exit() { b.life.RUnlock() }
+
+func closedError(op string) *Error {
+	return newError(op, KindClosed, "the Backend is closed", "open a new Backend with core.Open")
+}
+
+// Close releases everything the Backend owns: resident buffers, pinned host
+// buffers and registrations, pooled device and host memory, streams and
+// events. It waits for calls already running, and refuses with ErrInFlight,
+// changing nothing, while work is in flight: resident buffers bound to
+// unfinished work, asynchronous uploads not yet synchronized, or launch
+// resources still leased. After Close every call returns ErrClosed,
+// including Close itself. A driver failure while releasing is returned (the
+// first one) after everything else has still been released.
+func (b *Backend) Close() error {
+	const op = "Close"
+	b.life.Lock()
+	defer b.life.Unlock()
+	if b.closed {
+		return closedError(op)
+	}
+	if n := b.async.queued(); n > 0 {
+		return newError(op, KindInFlight,
+			fmt.Sprintf("%d asynchronous upload(s) are queued and not synchronized", n),
+			"call SynchronizeUploads before Close")
+	}
+	if refs, handles := b.store.inflightTotal(); refs > 0 {
+		return newError(op, KindInFlight,
+			fmt.Sprintf("%d resident buffer(s) are bound to %d in-flight use(s)", handles, refs),
+			"wait for pending work (Await or Close it) before closing the Backend")
+	}
+	// The launch pool refuses while leases are out; asking it first means a
+	// refusal leaves everything else untouched.
+	firstErr := b.launch.close()
+	if errors.Is(firstErr, ErrInFlight) {
+		return firstErr
+	}
+	b.closed = true
+	keep := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	keep(b.store.releaseAll(op, b))
+	keep(b.devPool.close())
+	keep(b.pinned.releaseAll(op, b.drv))
+	keep(b.hostPool.close())
+	return firstErr
+}
+
+// DeviceMemoryBytes returns the device's total memory in bytes, as its
+// driver reported it when the Backend was opened.
+func (b *Backend) DeviceMemoryBytes() uint64 { return b.info.TotalMemory }
+
+// DeviceInfo returns the description of the device the Backend runs on.
+func (b *Backend) DeviceInfo() DeviceInfo { return b.info }
+
+// LiveFreeMemory asks the driver how many bytes of device memory are free now.
+func (b *Backend) LiveFreeMemory() (uint64, error) {
+	const op = "LiveFreeMemory"
+	if err := b.enter(op); err != nil {
+		return 0, err
+	}
+	defer b.exit()
+	free, _, err := b.drv.MemGetInfo()
+	if err != nil {
+		return 0, driverError(op, "MemGetInfo", err)
+	}
+	return free, nil
+}
+
+// LaunchResourceCounts reports the launch-resource pool's idle, created and
+// destroyed streams and events.
+func (b *Backend) LaunchResourceCounts() LaunchResourceCounts { return b.launch.counts() }
+
+// PoolCachedBytes reports the bytes currently cached by the device pool and
+// the pinned host staging pool.
+func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
+	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
+}

@@ -1,0 +1,32 @@
+// Package core keeps byte buffers resident in GPU memory and moves data
+// between host and device with as few copies and synchronizations as the
+// hardware allows.
+//
+// The package owns:
+//
+//   - the Driver seam (driver.go): the narrow set of raw device operations a
+//     Backend needs, implemented over the CUDA driver API and, for tests, by
+//     the simulated device in core/sim;
+//   - the Backend (Open, Close): a resident buffer table with a byte budget
+//     derived from the device's total and live free memory, handles that are
+//     unique across the process, and in-flight reference counts that keep
+//     buffers alive while work uses them;
+//   - uploads and readbacks of resident buffers, validated as a whole batch
+//     before any byte moves, fused with package fusion, staged through pooled
+//     pinned host memory and fenced with one stream synchronization per call;
+//   - pinned host memory for callers (AllocHostPinned, PinHostBuffer) and
+//     asynchronous uploads from it (UploadResidentAsyncAt, SynchronizeUploads);
+//   - the pools below all of that: device allocations and pinned host blocks
+//     in power-of-two buckets, and a launch-resource pool of non-blocking
+//     streams and events;
+//   - one error type, *Error, with sentinels for errors.Is, and a Telemetry
+//     snapshot of bytes, operations, copies and synchronizations.
+//
+// What it must not do: it never panics on caller input, never changes state
+// when a call fails, never passes the legacy null stream to a driver, never
+// accepts a null handle or pointer reported with success, and never leaks a
+// driver object on any failure path. Budget, pooling, fusion and concurrency
+// policy live here, above the Driver; a Driver only performs raw operations.
+//
+// A Backend is safe for use by many goroutines at once.
+package core

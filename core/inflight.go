@@ -1,0 +1,74 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+)
+
+// pin validates bufs against the resident table and marks each of them in
+// flight, all or nothing, returning their device addresses in order. Until
+// release is called, FreeResident refuses those buffers with ErrInFlight and
+// Close refuses with ErrInFlight, so the addresses stay valid while queued
+// device work uses them.
+//
+// For dispatch code: take the guard before queueing work that reads or
+// writes the buffers and call release once that work has completed (after
+// the fence or event synchronization), on every path, including failures
+// after pin succeeded. release is idempotent and safe from any goroutine;
+// it takes no Backend lock, so it may be called while holding one. pin takes
+// only store.mu (shared) and makes no driver call; call it from inside a
+// public method (which holds life), never after Close. Duplicates in bufs
+// are allowed and counted once per occurrence. Errors: ErrUnknownHandle for
+// an unknown, foreign, freed or drifted handle, naming the handle and, for
+// batches, its position.
+func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), err error) {
+	ents, err := b.pinEntries(op, bufs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ptrs = make([]uint64, len(ents))
+	for i, e := range ents {
+		ptrs[i] = e.ptr
+	}
+	return ptrs, b.releaser(op, ents), nil
+}
+
+// pinEntries is pin without building the address list and release closure.
+func (b *Backend) pinEntries(op string, bufs []Buffer) ([]*residentEntry, error) {
+	ents := make([]*residentEntry, len(bufs))
+	b.store.mu.RLock()
+	defer b.store.mu.RUnlock()
+	for i, h := range bufs {
+		e, err := b.store.lookup(op, h)
+		if err != nil {
+			if len(bufs) > 1 {
+				err.Detail = fmt.Sprintf("item %d: %s", i, err.Detail)
+			}
+			return nil, err
+		}
+		ents[i] = e
+	}
+	// Counts change only after every handle validated, so a bad batch marks
+	// nothing. Holding mu shared keeps FreeResident (exclusive) from
+	// removing an entry between its check and these increments.
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	return ents, nil
+}
+
+// unpinEntries drops one use of each entry. An entry already at zero means
+// the accounting is broken; it is logged and left at zero.
+func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
+	for _, e := range ents {
+		if e.inflight.Add(-1) < 0 {
+			e.inflight.Add(1)
+			b.log.Error("resident in-flight count would have gone below zero; left at zero", "op", op, "bytes", e.n)
+		}
+	}
+}
+
+func (b *Backend) releaser(op string, ents []*residentEntry) func() {
+	var once sync.Once
+	return func() { once.Do(func() { b.unpinEntries(op, ents) }) }
+}

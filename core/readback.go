@@ -1,0 +1,302 @@
+package core
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/fusion"
+)
+
+// Range names Len bytes of Buf starting at byte Offset.
+type Range struct {
+	Buf         Buffer
+	Offset, Len int
+}
+
+// DownloadResident reads the whole of h into a new slice.
+func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
+	const op = "DownloadResident"
+	if err := b.enter(op); err != nil {
+		return nil, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} })
+	if err != nil {
+		return nil, err
+	}
+	defer g.release()
+	return append(make([]byte, 0, h.Len), g.bytes(0)...), nil
+}
+
+// DownloadResidentInto reads the whole of h into dst's storage, growing it
+// only when its capacity is too small, and returns the result (append-style:
+// use the returned slice). On failure it returns dst unchanged.
+func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
+	const op = "DownloadResidentInto"
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} })
+	if err != nil {
+		return dst, err
+	}
+	defer g.release()
+	return append(dst[:0], g.bytes(0)...), nil
+}
+
+// DownloadResidentMany reads every buffer in hs with one fence and returns
+// one new slice per handle, in order.
+func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
+	const op = "DownloadResidentMany"
+	if err := b.enter(op); err != nil {
+		return nil, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} })
+	if err != nil {
+		return nil, err
+	}
+	defer g.release()
+	out := make([][]byte, len(hs))
+	for i := range out {
+		out[i] = append(make([]byte, 0, hs[i].Len), g.bytes(i)...)
+	}
+	return out, nil
+}
+
+// DownloadResidentManyInto reads every buffer in hs with one fence into the
+// slots of dst: slot i reuses the capacity of dst's i-th slice (and dst's own
+// capacity is reused for the slots), append-style. On failure it returns dst
+// unchanged.
+func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte, error) {
+	const op = "DownloadResidentManyInto"
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} })
+	if err != nil {
+		return dst, err
+	}
+	defer g.release()
+	return g.fill(dst, 0, len(hs)), nil
+}
+
+// DownloadResidentRange reads n bytes of h starting at byte off into a new
+// slice. A zero-length range gives an empty slice without touching the device.
+func (b *Backend) DownloadResidentRange(h Buffer, off, n int) ([]byte, error) {
+	const op = "DownloadResidentRange"
+	if err := b.enter(op); err != nil {
+		return nil, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Offset: off, Len: n} })
+	if err != nil {
+		return nil, err
+	}
+	defer g.release()
+	return append(make([]byte, 0, n), g.bytes(0)...), nil
+}
+
+// DownloadResidentRangesInto reads every range with one fence into the slots
+// of dst, append-style as in DownloadResidentManyInto. Overlapping and
+// touching ranges of one buffer are read once. On failure it returns dst
+// unchanged.
+func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte, error) {
+	const op = "DownloadResidentRangesInto"
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] })
+	if err != nil {
+		return dst, err
+	}
+	defer g.release()
+	return g.fill(dst, 0, len(rs)), nil
+}
+
+// DownloadResidentBatchesInto reads several batches of ranges with one fence
+// for all of them: result[i][j] holds batches[i][j]. Every level reuses the
+// capacity of dst, append-style. On failure it returns dst unchanged.
+func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte) ([][][]byte, error) {
+	const op = "DownloadResidentBatchesInto"
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	total := 0
+	for i, batch := range batches {
+		t, err := accounting.AddLen(total, len(batch))
+		if err != nil {
+			return dst, &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("batch %d brings the range count past %d", i, math.MaxInt),
+				Fix:    "split the batches", Err: err}
+		}
+		total = t
+	}
+	flat := make([]Range, 0, total)
+	for _, batch := range batches {
+		flat = append(flat, batch...)
+	}
+	g, err := b.gather(op, total, func(i int) Range { return flat[i] })
+	if err != nil {
+		return dst, err
+	}
+	defer g.release()
+	out := growSlots(dst, len(batches))
+	first := 0
+	for i, batch := range batches {
+		out[i] = g.fill(out[i], first, len(batch))
+		first += len(batch)
+	}
+	return out, nil
+}
+
+// growSlots returns s resliced to n elements, reusing its capacity when it
+// suffices and otherwise a new slice that starts with s's elements (including
+// those past len within cap, so their storage is reused too).
+func growSlots[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	out := make([]T, n)
+	copy(out, s[:cap(s)])
+	return out
+}
+
+// gathered is the result of gather: the requested bytes in pinned staging,
+// valid until release.
+type gathered struct {
+	st     staging
+	staged bool // st holds blocks; a zero staging is never released
+	stage  []byte
+	views  []fusion.ReadbackView
+	offs   []int // staging offset of each fused copy
+	lens   []int // requested length of each request
+}
+
+// bytes returns request i's bytes; they alias staging and are valid until
+// release.
+func (g *gathered) bytes(i int) []byte {
+	if g.lens[i] == 0 {
+		return nil
+	}
+	v := g.views[i]
+	start := g.offs[v.Slot] + v.Offset
+	return g.stage[start : start+v.Len]
+}
+
+// fill writes requests first..first+n-1 into dst's slots, append-style.
+func (g *gathered) fill(dst [][]byte, first, n int) [][]byte {
+	out := growSlots(dst, n)
+	for i := range out {
+		out[i] = append(out[i][:0], g.bytes(first+i)...)
+	}
+	return out
+}
+
+func (g *gathered) release() {
+	if g.staged {
+		g.st.release()
+	}
+}
+
+// gather validates n ranges, then reads them: fused, staged into one pinned
+// block, queued on one leased stream and fenced once. Nothing about the
+// caller's outputs is touched here, so a failure leaves them as they were.
+// When every range is empty it makes no driver call at all.
+func (b *Backend) gather(op string, n int, at func(i int) Range) (*gathered, error) {
+	g := &gathered{lens: make([]int, n)}
+	if n == 0 {
+		return g, nil
+	}
+	bufs := make([]Buffer, n)
+	for i := range bufs {
+		bufs[i] = at(i).Buf
+	}
+	ents, err := b.pinEntries(op, bufs)
+	if err != nil {
+		return nil, err
+	}
+	defer b.unpinEntries(op, ents)
+
+	reqs := make([]fusion.ReadbackCopy, n)
+	nonEmpty := 0
+	for i, e := range ents {
+		r := at(i)
+		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
+			return nil, &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
+					itemPrefix(n, i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
+				Fix: "keep offset+length within the buffer's length", Err: err}
+		}
+		g.lens[i] = r.Len
+		if r.Len == 0 {
+			reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+			continue
+		}
+		src, err := accounting.AddPtr(e.ptr, r.Offset)
+		if err != nil {
+			return nil, &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), r.Buf.ID, r.Offset),
+				Fix:    "pass an offset inside the buffer", Err: err}
+		}
+		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID, Src: src, Len: r.Len}
+		nonEmpty++
+	}
+	if nonEmpty == 0 {
+		return g, nil
+	}
+	fused, err := fusion.FuseReadbacks(reqs)
+	if err != nil {
+		return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the readbacks failed",
+			Fix: "split the batch; its addresses or lengths overflow", Err: err}
+	}
+	if fused.Bytes > math.MaxInt {
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", fused.Bytes),
+			"split the batch into smaller ones")
+	}
+	g.views = fused.Views
+	g.offs = make([]int, len(fused.Copies))
+	off := 0
+	for i, c := range fused.Copies {
+		g.offs[i] = off
+		off += c.Len
+	}
+
+	g.st, g.staged = newStaging(b.hostPool), true
+	stage, err := g.st.take(op, int(fused.Bytes))
+	if err != nil {
+		g.st.release()
+		return nil, err
+	}
+	g.stage = stage
+	lease, err := b.launch.lease(op, false)
+	if err != nil {
+		g.st.release()
+		return nil, err
+	}
+	for i, c := range fused.Copies {
+		end := g.offs[i] + c.Len
+		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
+			b.launch.giveBack(lease, b.drain(op, lease.Stream))
+			g.st.release()
+			return nil, driverError(op, "MemcpyDtoHAsync", err)
+		}
+	}
+	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
+		b.launch.giveBack(lease, b.drain(op, lease.Stream))
+		g.st.release()
+		return nil, driverError(op, "StreamSynchronize", err)
+	}
+	b.launch.giveBack(lease, true)
+	b.tel.syncPoints.Add(1)
+	b.tel.d2hBytes.Add(fused.Bytes)
+	b.tel.readbackOps.Add(1)
+	b.tel.requested.Add(uint64(nonEmpty))
+	b.tel.deviceCopies.Add(uint64(len(fused.Copies)))
+	return g, nil
+}

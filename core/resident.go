@@ -1,0 +1,277 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+)
+
+// Buffer is a handle to a resident device buffer: its id and its length in
+// bytes. It is a comparable value, safe to copy and to use as a map key. Ids
+// come from one process-wide counter, are never reused and never wrap, so a
+// Buffer from another Backend, or one already freed, is never mistaken for a
+// live one of this Backend.
+type Buffer struct {
+	ID  uint64
+	Len int
+}
+
+// handleIDs hands out Buffer ids for every Backend in the process; 0 is
+// never handed out, so the zero Buffer is always unknown.
+var handleIDs accounting.Counter
+
+// residentEntry is one live resident buffer.
+type residentEntry struct {
+	ptr    uint64
+	n      int
+	alloc  deviceAlloc // the pool allocation when pooled
+	pooled bool
+	// inflight counts uses by unfinished work. It is changed atomically while
+	// store.mu is held shared (pins) or without the lock (releases), and read
+	// while store.mu is held exclusively, which excludes new pins: that is
+	// what makes FreeResident's check-then-remove safe.
+	inflight atomic.Int64
+}
+
+// residentStore is the resident table and its byte accounting.
+type residentStore struct {
+	// mu guards table (membership). Lookups and pins hold it shared;
+	// inserts, removals and in-flight totals hold it exclusively.
+	mu    sync.RWMutex
+	table map[uint64]*residentEntry
+	// bytes is the sum of the lengths in table plus reservations of
+	// allocations under way. It is atomic so a reservation can be checked
+	// against the budget without holding mu across driver calls.
+	bytes accounting.Counter
+}
+
+func (s *residentStore) init() { s.table = make(map[uint64]*residentEntry) }
+
+// lookup validates h against the table; callers hold mu (either mode).
+// It returns *Error (not error) so batch callers can prefix the item index;
+// check it against nil before converting it to error.
+func (s *residentStore) lookup(op string, h Buffer) (*residentEntry, *Error) {
+	e := s.table[h.ID]
+	if e == nil {
+		return nil, unknownHandle(op, h)
+	}
+	if e.n != h.Len {
+		return nil, newError(op, KindUnknownHandle,
+			fmt.Sprintf("handle %d says %d bytes but the buffer has %d bytes", h.ID, h.Len, e.n),
+			"use the Buffer value AllocateResident returned, unmodified")
+	}
+	return e, nil
+}
+
+func unknownHandle(op string, h Buffer) *Error {
+	return newError(op, KindUnknownHandle,
+		fmt.Sprintf("handle %d (%d bytes) is not a live buffer of this Backend", h.ID, h.Len),
+		"use a Buffer returned by this Backend's AllocateResident and not yet freed")
+}
+
+// inflightTotal sums the in-flight uses over the table; it takes mu
+// exclusively so no pin can start while it counts.
+func (s *residentStore) inflightTotal() (refs int64, handles int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.table {
+		if n := e.inflight.Load(); n > 0 {
+			refs += n
+			handles++
+		}
+	}
+	return refs, handles
+}
+
+// rebuildBytes sets the byte accounting to the sum over the live table. It is
+// the repair for an accounting release that would have gone below zero.
+func (b *Backend) rebuildBytes(op string, released uint64) {
+	b.store.mu.Lock()
+	var total uint64
+	for _, e := range b.store.table {
+		total += uint64(e.n) // lengths are positive ints; their sum is bounded by device memory
+	}
+	b.store.bytes.Store(total)
+	b.store.mu.Unlock()
+	b.log.Error("resident byte accounting would have gone below zero; rebuilt from the live table",
+		"op", op, "released", released, "rebuilt", total)
+}
+
+// releaseBytes returns n reserved bytes to the budget, repairing the
+// accounting from the live table if it would underflow.
+func (b *Backend) releaseBytes(op string, n uint64) {
+	if b.store.bytes.SubOrRepair(n) {
+		b.rebuildBytes(op, n)
+	}
+}
+
+// AllocateResident allocates an n-byte resident buffer on the device. The
+// bytes are reserved against the live budget before the device allocation:
+// resident bytes may grow to the smaller of 9/10 of device memory and the
+// resident bytes plus 9/10 of the device's live free memory. Every failure
+// after the reservation rolls it back and frees whatever was allocated.
+// Small buffers (see WithResidentPoolLimit) come from the device pool.
+func (b *Backend) AllocateResident(n int) (Buffer, error) {
+	const op = "AllocateResident"
+	if err := b.enter(op); err != nil {
+		return Buffer{}, err
+	}
+	defer b.exit()
+	if n <= 0 {
+		return Buffer{}, newError(op, KindInvalidArgument,
+			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
+	}
+	liveFree, _, err := b.drv.MemGetInfo()
+	if err != nil {
+		return Buffer{}, driverError(op, "MemGetInfo", err)
+	}
+	want := uint64(n)
+	total := b.info.TotalMemory
+	err = b.store.bytes.AddGuarded(want, func(next uint64) error {
+		resident := next - want
+		budget := accounting.ResidentLiveBudget(total, liveFree, resident)
+		if next > budget {
+			return newError(op, KindBudget,
+				fmt.Sprintf("resident buffers would need %d bytes but the live resident budget is %d bytes (%d resident, %d of %d device bytes free)",
+					next, budget, resident, liveFree, total),
+				"free unused resident buffers, shard the data, or use a device with more free memory")
+		}
+		return nil
+	})
+	if err != nil {
+		if _, ok := err.(*Error); ok {
+			return Buffer{}, err
+		}
+		return Buffer{}, newError(op, KindBudget, err.Error(), "free unused resident buffers")
+	}
+
+	e := &residentEntry{n: n}
+	if b.usePool(n) {
+		a, err := b.devPool.get(op, n)
+		if err != nil {
+			b.releaseBytes(op, want)
+			return Buffer{}, err
+		}
+		e.ptr, e.alloc, e.pooled = a.ptr, a, true
+	} else {
+		ptr, err := b.drv.MemAlloc(want)
+		if err != nil {
+			b.releaseBytes(op, want)
+			return Buffer{}, driverError(op, "MemAlloc", err)
+		}
+		if ptr == 0 {
+			b.releaseBytes(op, want)
+			return Buffer{}, nullSuccess(op, "MemAlloc")
+		}
+		e.ptr = ptr
+	}
+
+	id, err := handleIDs.Next()
+	if err != nil {
+		b.freeDevice(op, e)
+		b.releaseBytes(op, want)
+		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space is exhausted",
+			"restart the process; handle ids are never reused")
+	}
+	b.store.mu.Lock()
+	b.store.table[id] = e
+	b.store.mu.Unlock()
+	b.tel.residentAllocBytes.Add(want)
+	return Buffer{ID: id, Len: n}, nil
+}
+
+// usePool reports whether an n-byte resident buffer comes from the device pool.
+func (b *Backend) usePool(n int) bool {
+	return b.cfg.residentPoolLimit > 0 && n <= b.cfg.residentPoolLimit
+}
+
+// freeDevice gives an entry's device memory back: to the pool when it came
+// from there, else to the driver. A driver failure is returned and logged.
+func (b *Backend) freeDevice(op string, e *residentEntry) error {
+	if e.pooled {
+		b.devPool.put(e.alloc)
+		return nil
+	}
+	if err := b.drv.MemFree(e.ptr); err != nil {
+		b.log.Error("freeing resident device memory failed", "op", op, "ptr", e.ptr, "bytes", e.n, "err", err)
+		return driverError(op, "MemFree", err)
+	}
+	return nil
+}
+
+// FreeResident frees a resident buffer. It refuses unknown, foreign, freed
+// and length-drifted handles (ErrUnknownHandle) and handles bound to
+// unfinished work (ErrInFlight), changing nothing. If the driver fails to free
+// the memory the buffer stays live and the call can be retried.
+func (b *Backend) FreeResident(h Buffer) error {
+	const op = "FreeResident"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	b.store.mu.Lock()
+	e, err := b.store.lookup(op, h)
+	if err != nil {
+		b.store.mu.Unlock()
+		return err
+	}
+	if n := e.inflight.Load(); n > 0 {
+		b.store.mu.Unlock()
+		return newError(op, KindInFlight,
+			fmt.Sprintf("handle %d is bound to %d in-flight use(s)", h.ID, n),
+			"wait for the pending work using it (or SynchronizeUploads) before freeing it")
+	}
+	delete(b.store.table, h.ID)
+	b.store.mu.Unlock()
+
+	// The driver call runs without the store lock; on failure the entry goes
+	// back (ids are never reused, so nothing can have taken its place).
+	if err := b.freeDevice(op, e); err != nil {
+		b.store.mu.Lock()
+		b.store.table[h.ID] = e
+		b.store.mu.Unlock()
+		return err
+	}
+	b.releaseBytes(op, uint64(e.n))
+	return nil
+}
+
+// ResidentAllocatedBytes returns the bytes held by live resident buffers.
+func (b *Backend) ResidentAllocatedBytes() uint64 { return b.store.bytes.Load() }
+
+// ResidentDevicePtr returns the device address of a resident buffer, for
+// callers that pass it to their own kernels. The address stays valid until
+// the buffer is freed.
+func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
+	const op = "ResidentDevicePtr"
+	if err := b.enter(op); err != nil {
+		return 0, err
+	}
+	defer b.exit()
+	b.store.mu.RLock()
+	defer b.store.mu.RUnlock()
+	e, err := b.store.lookup(op, h)
+	if err != nil {
+		return 0, err
+	}
+	return e.ptr, nil
+}
+
+// releaseAll frees every resident buffer; Close calls it with life held
+// exclusively and no use in flight. Freeing continues past failures; the
+// first is returned.
+func (s *residentStore) releaseAll(op string, b *Backend) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for id, e := range s.table {
+		if err := b.freeDevice(op, e); err != nil && first == nil {
+			first = err
+		}
+		delete(s.table, id)
+	}
+	s.bytes.Store(0)
+	return first
+}

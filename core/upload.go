@@ -1,0 +1,189 @@
+package core
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/fusion"
+)
+
+// Upload is one full-buffer upload: Data must be exactly Buf.Len bytes.
+type Upload struct {
+	Buf  Buffer
+	Data []byte
+}
+
+// UploadAt is one upload of Data into Buf starting at byte Offset; the
+// written range must lie inside the buffer.
+type UploadAt struct {
+	Buf    Buffer
+	Offset int
+	Data   []byte
+}
+
+// UploadResident copies data into the whole of h; len(data) must equal h.Len.
+func (b *Backend) UploadResident(h Buffer, data []byte) error {
+	const op = "UploadResident"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	return b.upload(op, 1, func(int) (Buffer, int, []byte) { return h, 0, data }, true)
+}
+
+// UploadResidentMany copies each upload's data into the whole of its buffer,
+// with one stream synchronization for the batch. Every item is validated
+// before any byte moves; a bad item fails the call with nothing written.
+// When several uploads write the same buffer, later ones win.
+func (b *Backend) UploadResidentMany(ups []Upload) error {
+	const op = "UploadResidentMany"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	return b.upload(op, len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, 0, ups[i].Data }, true)
+}
+
+// UploadResidentAt copies data into h starting at byte off. The range
+// [off, off+len(data)) must lie inside h; an empty data writes nothing.
+func (b *Backend) UploadResidentAt(h Buffer, off int, data []byte) error {
+	const op = "UploadResidentAt"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	return b.upload(op, 1, func(int) (Buffer, int, []byte) { return h, off, data }, false)
+}
+
+// UploadResidentAtMany performs several offset uploads with one stream
+// synchronization. Every item is validated before any byte moves; where
+// uploads overlap, later ones win, exactly as if applied in order.
+func (b *Backend) UploadResidentAtMany(ups []UploadAt) error {
+	const op = "UploadResidentAtMany"
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	return b.upload(op, len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, ups[i].Offset, ups[i].Data }, false)
+}
+
+// itemPrefix names a batch item in messages; single calls need no index.
+func itemPrefix(n, i int) string {
+	if n > 1 {
+		return fmt.Sprintf("item %d: ", i)
+	}
+	return ""
+}
+
+// upload validates n uploads (full: exact lengths; else offset ranges),
+// keeps their buffers in flight for the call, and moves them as fused copies.
+func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte), full bool) error {
+	if n == 0 {
+		return nil
+	}
+	bufs := make([]Buffer, n)
+	for i := range bufs {
+		bufs[i], _, _ = at(i)
+	}
+	ents, err := b.pinEntries(op, bufs)
+	if err != nil {
+		return err
+	}
+	defer b.unpinEntries(op, ents)
+
+	copies := make([]fusion.UploadCopy, 0, n)
+	for i, e := range ents {
+		h, off, data := at(i)
+		if full {
+			if len(data) != h.Len {
+				return newError(op, KindInvalidArgument,
+					fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
+					"pass data of the buffer's length, or use UploadResidentAt for part of it")
+			}
+		} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
+				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+		}
+		if len(data) == 0 {
+			continue
+		}
+		dst, err := accounting.AddPtr(e.ptr, off)
+		if err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
+				Fix:    "pass an offset inside the buffer", Err: err}
+		}
+		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
+	}
+	return b.queueUploads(op, copies)
+}
+
+// queueUploads fuses the copies, packs them into one pinned staging block,
+// queues them on one leased stream and waits once. The caller holds the
+// destination buffers in flight.
+func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
+	if len(copies) == 0 {
+		return nil
+	}
+	fused, bytes, err := fusion.FuseUploads(copies)
+	if err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
+			Fix: "split the batch; its addresses or lengths overflow", Err: err}
+	}
+	if len(fused) == 0 {
+		return nil
+	}
+	if bytes > math.MaxInt {
+		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", bytes),
+			"split the batch into smaller ones")
+	}
+	st := newStaging(b.hostPool)
+	defer st.release()
+	stage, err := st.take(op, int(bytes))
+	if err != nil {
+		return err
+	}
+	off := 0
+	for _, c := range fused {
+		off += copy(stage[off:], c.Data)
+	}
+
+	lease, err := b.launch.lease(op, false)
+	if err != nil {
+		return err
+	}
+	off = 0
+	for _, c := range fused {
+		end := off + len(c.Data)
+		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
+			b.launch.giveBack(lease, b.drain(op, lease.Stream))
+			return driverError(op, "MemcpyHtoDAsync", err)
+		}
+		off = end
+	}
+	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
+		b.launch.giveBack(lease, b.drain(op, lease.Stream))
+		return driverError(op, "StreamSynchronize", err)
+	}
+	b.launch.giveBack(lease, true)
+	b.tel.syncPoints.Add(1)
+	b.tel.h2dBytes.Add(bytes)
+	b.tel.uploadOps.Add(1)
+	b.tel.requested.Add(uint64(len(copies)))
+	b.tel.deviceCopies.Add(uint64(len(fused)))
+	return nil
+}
+
+// drain waits for whatever a failed call already queued on s, so staging is
+// never returned to its pool while a copy may still use it. It reports
+// whether the stream is fit for reuse; when it is not, the lease is given
+// back unhealthy and the stream destroyed.
+func (b *Backend) drain(op string, s Stream) bool {
+	if err := b.drv.StreamSynchronize(s); err != nil {
+		b.log.Error("stream could not be drained after a failed transfer", "op", op, "err", err)
+		return false
+	}
+	return true
+}
