@@ -76,3 +76,20 @@ func (p *launchPool) Lease(op string, timing bool) (*LaunchLease, error) { retur
 func (p *launchPool) GiveBack(l *LaunchLease, healthy bool)              { p.giveBack(l, healthy) }
 func (p *launchPool) Counts() LaunchResourceCounts                       { return p.counts() }
 func (p *launchPool) Close() error                                       { return p.close() }
+
+func (p *launchPool) LeaseTimingPair(op string) (*LaunchLease, error) { return p.leaseTimingPair(op) }
+
+func (s *staging) TakeUpload(op string, data []byte, n int) ([]byte, error) {
+	return s.takeUpload(op, data, n)
+}
+
+type DispatchAllocs = dispatchAllocs
+
+func NewDispatchAllocs(pool *DevicePool) *DispatchAllocs {
+	d := newDispatchAllocs(pool)
+	return &d
+}
+
+func (d *dispatchAllocs) Take(op string, n int) (DeviceAlloc, error) { return d.take(op, n) }
+func (d *dispatchAllocs) Release()                                   { d.release() }
+func (d *dispatchAllocs) Held() int                                  { return d.held() }

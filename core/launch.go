@@ -92,6 +92,17 @@ func newLaunchPoolSize(drv Driver, log *slog.Logger, maxIdle int) *launchPool {
 // acquisition fails, everything acquired so far goes back to the pool and
 // the lease count is unchanged. A closed pool refuses with ErrClosed.
 func (p *launchPool) lease(op string, timing bool) (*launchLease, error) {
+	return p.acquire(op, true, timing)
+}
+
+// leaseTimingPair hands out only a start and an end timing event, for timing
+// work queued on a stream the caller already owns. It is all or nothing like
+// lease, and goes back with giveBack.
+func (p *launchPool) leaseTimingPair(op string) (*launchLease, error) {
+	return p.acquire(op, false, true)
+}
+
+func (p *launchPool) acquire(op string, stream, timing bool) (*launchLease, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -105,11 +116,14 @@ func (p *launchPool) lease(op string, timing bool) (*launchLease, error) {
 
 	l := &launchLease{pool: p}
 	var err error
-	if l.Stream, err = p.acquireStream(op); err == nil {
-		if l.Done, err = p.acquireEvent(op, kindDoneEvent); err == nil && timing {
-			if l.Start, err = p.acquireEvent(op, kindTimingEvent); err == nil {
-				l.End, err = p.acquireEvent(op, kindTimingEvent)
-			}
+	if stream {
+		if l.Stream, err = p.acquireStream(op); err == nil {
+			l.Done, err = p.acquireEvent(op, kindDoneEvent)
+		}
+	}
+	if err == nil && timing {
+		if l.Start, err = p.acquireEvent(op, kindTimingEvent); err == nil {
+			l.End, err = p.acquireEvent(op, kindTimingEvent)
 		}
 	}
 	if err != nil {

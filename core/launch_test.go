@@ -272,3 +272,28 @@ func TestLaunchConcurrentLeases(t *testing.T) {
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }
+
+func TestLaunchTimingPairLeaseHoldsOnlyTimingEvents(t *testing.T) {
+	dev := newDev()
+	p := core.NewLaunchPool(dev, nil)
+	l, err := p.LeaseTimingPair("Time")
+	require.NoError(t, err)
+	assert.Zero(t, l.Stream)
+	assert.Zero(t, l.Done)
+	assert.NotZero(t, l.Start)
+	assert.NotZero(t, l.End)
+	assert.Zero(t, dev.Calls(sim.OpStreamCreate))
+	p.GiveBack(l, true)
+	assert.Equal(t, core.LaunchResourceCounts{TimingEvents: kinds(2, 2, 0)}, p.Counts())
+
+	dev.FailNth(sim.OpEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	l1, err := p.LeaseTimingPair("Time") // both from idle: no EventCreate
+	require.NoError(t, err)
+	l2, err := p.LeaseTimingPair("Time") // first create succeeds, second fails
+	requireErrKind(t, err, core.ErrDriver, "EventCreate failed")
+	assert.Nil(t, l2)
+	assert.Equal(t, core.LaunchResourceCounts{TimingEvents: kinds(1, 3, 0), Leases: 1}, p.Counts())
+	p.GiveBack(l1, true)
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}

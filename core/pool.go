@@ -331,3 +331,45 @@ func (c *bucketCache[T]) count(bucket int) int {
 	defer c.mu.Unlock()
 	return len(c.buckets[bits.TrailingZeros(uint(bucket))].free)
 }
+
+// dispatchAllocs holds the device allocations one dispatch uses (its
+// scratch buffers and parameter block) and gives all of them back to the
+// pool in release, on success and failure alike:
+//
+//	da := newDispatchAllocs(b.devPool)
+//	defer da.release()
+//
+// Like staging, it belongs to one goroutine (or to the pending dispatch that
+// owns it) and must not be copied after its first take.
+type dispatchAllocs struct {
+	pool   *devicePool
+	allocs []deviceAlloc
+}
+
+// newDispatchAllocs returns an empty set that draws from pool.
+func newDispatchAllocs(pool *devicePool) dispatchAllocs {
+	return dispatchAllocs{pool: pool}
+}
+
+// take gets an allocation of at least n bytes (n > 0) that d owns until
+// release. On failure d is unchanged and still releases what it took before.
+func (d *dispatchAllocs) take(op string, n int) (deviceAlloc, error) {
+	a, err := d.pool.get(op, n)
+	if err != nil {
+		return deviceAlloc{}, err
+	}
+	d.allocs = append(d.allocs, a)
+	return a, nil
+}
+
+// held returns the number of allocations d holds.
+func (d *dispatchAllocs) held() int { return len(d.allocs) }
+
+// release gives every allocation back to the pool. It is idempotent.
+func (d *dispatchAllocs) release() {
+	for i := range d.allocs {
+		d.pool.put(d.allocs[i])
+		d.allocs[i] = deviceAlloc{}
+	}
+	d.allocs = d.allocs[:0]
+}

@@ -1,5 +1,7 @@
 package core
 
+import "fmt"
+
 // staging holds the pinned host blocks one transfer call uses and gives all
 // of them back to their pool in release, whichever way the call ends:
 //
@@ -35,6 +37,24 @@ func (s *staging) take(op string, n int) ([]byte, error) {
 	}
 	s.blocks = append(s.blocks, blk)
 	return blk.buf[:n:n], nil
+}
+
+// takeUpload stages data for an upload of n bytes (n >= len(data), n > 0):
+// an n-byte pinned slice holding data followed by zeros, for transfers padded
+// to a size the device side expects. Pooled blocks hold stale bytes, so the
+// padding is cleared explicitly.
+func (s *staging) takeUpload(op string, data []byte, n int) ([]byte, error) {
+	if n < len(data) {
+		return nil, newError(op, KindInvalidArgument,
+			fmt.Sprintf("padded upload length %d is smaller than the %d bytes of data", n, len(data)),
+			"pass a transfer length at least as long as the data")
+	}
+	buf, err := s.take(op, n)
+	if err != nil {
+		return nil, err
+	}
+	clear(buf[copy(buf, data):])
+	return buf, nil
 }
 
 // held returns the number of blocks s holds.

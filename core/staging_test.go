@@ -97,3 +97,71 @@ func TestStagingOnAClosedPoolFailsAndLeaksNothing(t *testing.T) {
 	assert.Zero(t, pool.AllocatedBytes())
 	requireNoLive(t, dev)
 }
+
+func TestStagingTakeUploadCopiesAndZeroesThePadding(t *testing.T) {
+	dev := newDev()
+	pool := core.NewHostPool(dev, 1<<20, nil)
+
+	// Dirty a 16-byte block so the padding must be cleared, not inherited.
+	st := core.NewStaging(pool)
+	dirty, err := st.Take("x", 16)
+	require.NoError(t, err)
+	for i := range dirty {
+		dirty[i] = 0xEE
+	}
+	st.Release()
+
+	cases := []struct {
+		name string
+		data []byte
+		n    int
+		want []byte
+	}{
+		{"exact", []byte{1, 2, 3}, 3, []byte{1, 2, 3}},
+		{"padded", []byte{1, 2, 3}, 10, []byte{1, 2, 3, 0, 0, 0, 0, 0, 0, 0}},
+		{"all padding", nil, 5, []byte{0, 0, 0, 0, 0}},
+	}
+	for _, c := range cases {
+		st := core.NewStaging(pool)
+		buf, err := st.TakeUpload("Upload", c.data, c.n)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, buf, c.name)
+		st.Release()
+	}
+
+	st = core.NewStaging(pool)
+	buf, err := st.TakeUpload("Upload", []byte{1, 2, 3}, 2)
+	requireErrKind(t, err, core.ErrInvalidArgument, "padded upload length 2 is smaller than the 3 bytes of data")
+	assert.Nil(t, buf)
+	_, err = st.TakeUpload("Upload", nil, 0)
+	requireErrKind(t, err, core.ErrInvalidArgument, "request of 0 bytes")
+	assert.Zero(t, st.Held())
+	st.Release()
+	require.NoError(t, pool.Close())
+	requireNoLive(t, dev)
+}
+
+func TestDispatchAllocsGiveEverythingBackOnRelease(t *testing.T) {
+	dev := newDev()
+	pool := core.NewDevicePool(dev, 1<<20, nil)
+	da := core.NewDispatchAllocs(pool)
+	for _, n := range []int{16, 1000, 1000} {
+		a, err := da.Take("Dispatch", n)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, a.Size(), n)
+	}
+	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	_, err := da.Take("Dispatch", 64)
+	requireErrKind(t, err, core.ErrDriver, "Dispatch")
+	_, err = da.Take("Dispatch", 0)
+	requireErrKind(t, err, core.ErrInvalidArgument)
+	assert.Equal(t, 3, da.Held())
+
+	da.Release()
+	da.Release()
+	assert.Zero(t, da.Held())
+	assert.Equal(t, uint64(16+1024+1024), pool.CachedBytes())
+	assert.Equal(t, pool.CachedBytes(), pool.AllocatedBytes())
+	require.NoError(t, pool.Close())
+	requireNoLive(t, dev)
+}
