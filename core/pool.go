@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"math/bits"
 	"sync"
 
@@ -201,14 +202,8 @@ func bucketFor(op, what string, n int) (size, idx int, err error) {
 
 // slotsFor is the per-bucket slot bound for this pool's byte cap.
 func slotsFor(size int, maxCached uint64) int {
-	capInt := maxCached
-	if capInt > uint64(maxIntValue) {
-		capInt = uint64(maxIntValue)
-	}
-	return accounting.BucketSlots(size, int(capInt))
+	return accounting.BucketSlots(size, int(min(maxCached, math.MaxInt)))
 }
-
-const maxIntValue = int(^uint(0) >> 1)
 
 // get returns a device allocation of at least n bytes: a cached one from n's
 // bucket when there is one, otherwise a fresh MemAlloc of the whole bucket.
