@@ -1,0 +1,165 @@
+package fusion
+
+import (
+	"math"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+)
+
+// ReadbackCopy is one device-to-host copy request: read Len bytes from device
+// address Src inside the buffer identified by Handle.
+type ReadbackCopy struct {
+	Handle uint64
+	Src    uint64
+	Len    int
+}
+
+// ReadbackView locates one request's bytes in the fused result: Len bytes
+// starting Offset bytes into the copy Copies[Slot]. A zero-length request's
+// view is {Slot: -1, Offset: 0, Len: 0}: it reads nothing and names no copy.
+type ReadbackView struct {
+	Slot, Offset, Len int
+}
+
+// FusedReadbacks is the result of FuseReadbacks: the copies to perform,
+// ordered by handle and then source address; one view per request, in
+// request order; and the bytes the copies move.
+type FusedReadbacks struct {
+	Copies []ReadbackCopy
+	Views  []ReadbackView
+	Bytes  uint64
+}
+
+// FuseReadbacks merges the requests' source ranges into the fewest copies
+// that cover them: same-handle ranges that overlap or touch become one copy,
+// different handles never merge. Bytes is the union of the requested bytes,
+// counted per handle. Every non-empty request's view reads exactly its bytes
+// from a copy of its own handle; zero-length requests get an empty view and
+// cause no copy.
+//
+// Requests already ordered by (handle, src) are fused without a sort. A
+// negative length is an error wrapping accounting.ErrNegative; a range that
+// does not fit in 64 bits, or a fused copy longer than the largest int, one
+// wrapping accounting.ErrOverflow. reqs is never modified, and nothing is
+// allocated for input that fails.
+func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
+	const op = "FuseReadbacks"
+	sorted := true
+	nonEmpty := 0
+	var prev key
+	for i, r := range reqs {
+		if r.Len < 0 {
+			return FusedReadbacks{}, negativeError(op, i, r.Handle, r.Src, r.Len)
+		}
+		if r.Len == 0 {
+			continue
+		}
+		if uint64(r.Len) > math.MaxUint64-r.Src {
+			return FusedReadbacks{}, overflowError(op, "src", i, r.Handle, r.Src, r.Len)
+		}
+		k := key{r.Handle, r.Src, i}
+		if nonEmpty > 0 && compareKeys(prev, k) > 0 {
+			sorted = false
+		}
+		prev = k
+		nonEmpty++
+	}
+
+	// Visit the non-empty requests in (handle, src, index) order: directly
+	// when the input is sorted, otherwise through a sorted list of keys.
+	// Position p runs over reqs (sorted) or over order (unsorted).
+	var order []key
+	limit := len(reqs)
+	if !sorted {
+		order = make([]key, 0, nonEmpty)
+		for i, r := range reqs {
+			if r.Len > 0 {
+				order = append(order, key{r.Handle, r.Src, i})
+			}
+		}
+		sortKeys(order)
+		limit = len(order)
+	}
+
+	// First pass: count the fused copies and check their lengths and total,
+	// so the outputs are allocated once and only for input that succeeds.
+	groups := 0
+	var bytes uint64
+	var handle, start, end uint64
+	open := false
+	closeGroup := func() error {
+		if end-start > math.MaxInt {
+			return totalOverflowError(op, handle, start, end)
+		}
+		var err error
+		bytes, err = accounting.AddUint64(bytes, end-start)
+		groups++
+		return err
+	}
+	for p := 0; p < limit; p++ {
+		i := p
+		if order != nil {
+			i = order[p].index
+		} else if reqs[i].Len == 0 {
+			continue
+		}
+		r := reqs[i]
+		rEnd := r.Src + uint64(r.Len)
+		if open && r.Handle == handle && r.Src <= end {
+			end = max(end, rEnd)
+			continue
+		}
+		if open {
+			if err := closeGroup(); err != nil {
+				return FusedReadbacks{}, err
+			}
+		}
+		handle, start, end, open = r.Handle, r.Src, rEnd, true
+	}
+	if open {
+		if err := closeGroup(); err != nil {
+			return FusedReadbacks{}, err
+		}
+	}
+
+	out := FusedReadbacks{Bytes: bytes}
+	if len(reqs) > 0 {
+		out.Views = make([]ReadbackView, len(reqs))
+	}
+	if groups > 0 {
+		out.Copies = make([]ReadbackCopy, 0, groups)
+	}
+	for i, r := range reqs {
+		if r.Len == 0 {
+			out.Views[i] = ReadbackView{Slot: -1}
+		}
+	}
+	// Second pass: the same walk, now writing copies and views. A copy's
+	// length is only known when its group closes, so it is patched then.
+	slot := -1
+	for p := 0; p < limit; p++ {
+		i := p
+		if order != nil {
+			i = order[p].index
+		} else if reqs[i].Len == 0 {
+			continue
+		}
+		r := reqs[i]
+		rEnd := r.Src + uint64(r.Len)
+		if slot < 0 || r.Handle != handle || r.Src > end {
+			if slot >= 0 {
+				out.Copies[slot].Len = int(end - start)
+			}
+			out.Copies = append(out.Copies, ReadbackCopy{Handle: r.Handle, Src: r.Src})
+			slot++
+			handle, start, end = r.Handle, r.Src, rEnd
+		} else {
+			end = max(end, rEnd)
+		}
+		out.Views[i] = ReadbackView{Slot: slot, Offset: int(r.Src - start), Len: r.Len}
+	}
+	if slot >= 0 {
+		out.Copies[slot].Len = int(end - start)
+	}
+	return out, nil
+}
