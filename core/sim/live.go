@@ -30,6 +30,10 @@ func (l Live) String() string {
 func (d *Device) Live() Live {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.liveLocked()
+}
+
+func (d *Device) liveLocked() Live {
 	return Live{
 		Allocations:      len(d.allocs),
 		DeviceBytes:      d.allocated,

@@ -1,0 +1,328 @@
+package sim
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// fixture holds one valid target for every operation, so each Op can be
+// called in a way that succeeds when no fault is armed.
+type fixture struct {
+	d                   *Device
+	ptr, sparePtr       uint64
+	pinned, sparePinned []byte
+	reg, spareReg       []byte
+	s, spareStream      core.Stream
+	e, spareEvent       core.Event
+	m, spareModule      core.Module
+	f                   core.Function
+	image               []byte
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	d := New(Config{})
+	fx := &fixture{d: d, image: []byte(testPTX)}
+	fx.ptr, fx.sparePtr = mustAlloc(t, d, 64), mustAlloc(t, d, 64)
+	fx.pinned, fx.sparePinned = mustPinned(t, d, 64), mustPinned(t, d, 64)
+	fx.reg, fx.spareReg = make([]byte, 64), make([]byte, 64)
+	require.NoError(t, d.HostRegister(ptrOf(fx.spareReg), 64))
+	fx.s, fx.spareStream = mustStream(t, d), mustStream(t, d)
+	fx.e, fx.spareEvent = mustEvent(t, d, true), mustEvent(t, d, true)
+	require.NoError(t, d.EventRecord(fx.e, fx.s))
+	require.NoError(t, d.StreamSynchronize(fx.s))
+	var err error
+	fx.m, err = d.ModuleLoad(fx.image)
+	require.NoError(t, err)
+	fx.spareModule, err = d.ModuleLoad(fx.image)
+	require.NoError(t, err)
+	fx.f, err = d.ModuleFunction(fx.m, "add_one")
+	require.NoError(t, err)
+	require.NoError(t, d.BindHostKernel(fx.f, addOne))
+	d.ResetCalls()
+	return fx
+}
+
+// call invokes op once with valid arguments and returns its result (nil for
+// operations that return only an error).
+func (fx *fixture) call(op Op) (any, error) {
+	d := fx.d
+	switch op {
+	case OpInfo:
+		return d.Info()
+	case OpMemGetInfo:
+		free, total, err := d.MemGetInfo()
+		return [2]uint64{free, total}, err
+	case OpMemAlloc:
+		return d.MemAlloc(16)
+	case OpMemFree:
+		return nil, d.MemFree(fx.sparePtr)
+	case OpHostAlloc:
+		return d.HostAlloc(16)
+	case OpHostFree:
+		return nil, d.HostFree(ptrOf(fx.sparePinned))
+	case OpHostRegister:
+		return nil, d.HostRegister(ptrOf(fx.reg), 64)
+	case OpHostUnregister:
+		return nil, d.HostUnregister(ptrOf(fx.spareReg))
+	case OpStreamCreate:
+		return d.StreamCreate()
+	case OpStreamDestroy:
+		return nil, d.StreamDestroy(fx.spareStream)
+	case OpStreamSynchronize:
+		return nil, d.StreamSynchronize(fx.s)
+	case OpStreamQuery:
+		return d.StreamQuery(fx.s)
+	case OpStreamWaitEvent:
+		return nil, d.StreamWaitEvent(fx.s, fx.e)
+	case OpEventCreate:
+		return d.EventCreate(true)
+	case OpEventRecord:
+		return nil, d.EventRecord(fx.e, fx.s)
+	case OpEventQuery:
+		return d.EventQuery(fx.e)
+	case OpEventSynchronize:
+		return nil, d.EventSynchronize(fx.e)
+	case OpEventElapsed:
+		return d.EventElapsed(fx.e, fx.e)
+	case OpEventDestroy:
+		return nil, d.EventDestroy(fx.spareEvent)
+	case OpMemcpyHtoDAsync:
+		return nil, d.MemcpyHtoDAsync(fx.ptr, fx.pinned, fx.s)
+	case OpMemcpyDtoHAsync:
+		return nil, d.MemcpyDtoHAsync(fx.pinned, fx.ptr, fx.s)
+	case OpMemcpyDtoDAsync:
+		return nil, d.MemcpyDtoDAsync(fx.ptr, fx.ptr, 64, fx.s)
+	case OpMemsetD8Async:
+		return nil, d.MemsetD8Async(fx.ptr, 1, 64, fx.s)
+	case OpModuleLoad:
+		return d.ModuleLoad(fx.image)
+	case OpModuleUnload:
+		return nil, d.ModuleUnload(fx.spareModule)
+	case OpModuleFunction:
+		return d.ModuleFunction(fx.m, "fill_u8")
+	case OpLaunch:
+		return nil, d.Launch(fx.f, one, fx.s, []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
+	case OpBindHostKernel:
+		return nil, d.BindHostKernel(fx.f, addOne)
+	}
+	panic("no call for " + op.String())
+}
+
+// snapshot is everything a faulted call must leave alone.
+type snapshot struct {
+	live     Live
+	device   []byte
+	pinned   []byte
+	handles  uintptr
+	modFuncs int
+}
+
+func (fx *fixture) snap(t *testing.T) snapshot {
+	b, err := fx.d.ReadDevice(fx.ptr, 64)
+	require.NoError(t, err)
+	fx.d.mu.Lock()
+	defer fx.d.mu.Unlock()
+	return snapshot{live: fx.d.liveLocked(), device: b, pinned: append([]byte(nil), fx.pinned...),
+		handles: fx.d.nextHandle, modFuncs: len(fx.d.functions)}
+}
+
+func TestFixtureCallsSucceedWithoutFaults(t *testing.T) {
+	for _, op := range Ops() {
+		t.Run(op.String(), func(t *testing.T) {
+			fx := newFixture(t)
+			_, err := fx.call(op)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), fx.d.Calls(op))
+			require.Equal(t, map[Op]uint64{op: 1}, fx.d.CallCounts())
+		})
+	}
+}
+
+func TestFailNthEveryOp(t *testing.T) {
+	codes := []cudaapi.Result{cudaapi.CUDA_ERROR_OUT_OF_MEMORY, cudaapi.CUDA_ERROR_LAUNCH_FAILED}
+	for _, op := range Ops() {
+		for _, code := range codes {
+			t.Run(fmt.Sprintf("%s/%d", op, code), func(t *testing.T) {
+				fx := newFixture(t)
+				fx.d.FailNth(op, 1, code)
+				before := fx.snap(t)
+				res, err := fx.call(op)
+				requireCode(t, code, err)
+				if res != nil {
+					require.True(t, reflect.ValueOf(res).IsZero(), "a failed %s returned %v", op, res)
+				}
+				require.Equal(t, before, fx.snap(t), "a faulted %s changed state", op)
+				_, err = fx.call(op)
+				require.NoError(t, err, "the fault fires once")
+				require.Equal(t, uint64(2), fx.d.Calls(op))
+			})
+		}
+	}
+}
+
+func TestNullNthEveryOp(t *testing.T) {
+	for _, op := range Ops() {
+		t.Run(op.String(), func(t *testing.T) {
+			fx := newFixture(t)
+			fx.d.NullNth(op, 1)
+			before := fx.snap(t)
+			res, err := fx.call(op)
+			require.NoError(t, err)
+			if res != nil {
+				require.True(t, reflect.ValueOf(res).IsZero(), "a null %s returned %v", op, res)
+			}
+			require.Equal(t, before, fx.snap(t), "a null %s kept state", op)
+		})
+	}
+}
+
+func TestFailNthCountsFromArming(t *testing.T) {
+	d := New(Config{})
+	p := mustAlloc(t, d, 1) // calls before arming do not count
+	d.FailNth(OpMemAlloc, 3, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	d.FailNth(OpMemAlloc, 3, cudaapi.CUDA_ERROR_UNKNOWN) // same call: the first armed wins
+	d.NullNth(OpMemAlloc, 4)
+	var ptrs []uint64
+	for range 2 {
+		ptrs = append(ptrs, mustAlloc(t, d, 1))
+	}
+	_, err := d.MemAlloc(1)
+	requireCode(t, cudaapi.CUDA_ERROR_OUT_OF_MEMORY, err)
+	q, err := d.MemAlloc(1)
+	require.NoError(t, err)
+	require.Zero(t, q)
+	ptrs = append(ptrs, mustAlloc(t, d, 1), p)
+	require.Equal(t, uint64(6), d.Calls(OpMemAlloc))
+	require.Equal(t, 4, d.Live().Allocations)
+	for _, p := range ptrs {
+		require.NoError(t, d.MemFree(p))
+	}
+
+	// Arguments that arm nothing.
+	d.FailNth(OpMemAlloc, 0, cudaapi.CUDA_ERROR_UNKNOWN)
+	d.FailNth(OpMemAlloc, 1, cudaapi.CUDA_SUCCESS)
+	d.FailNth(Op(-1), 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	d.FailNth(numOps, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	d.NullNth(OpMemAlloc, -1)
+	d.NullNth(Op(99), 1)
+	p = mustAlloc(t, d, 1)
+	require.NotZero(t, p)
+	require.NoError(t, d.MemFree(p))
+
+	d.FailNth(OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	d.ClearFaults()
+	p = mustAlloc(t, d, 1)
+	require.NoError(t, d.MemFree(p))
+	RequireNoLeaks(t, d)
+}
+
+func TestFailRate(t *testing.T) {
+	pattern := func(seed int64, rate float64, ops ...Op) []bool {
+		d := New(Config{})
+		d.FailRate(seed, rate, ops...)
+		var failed []bool
+		for range 200 {
+			_, err := d.MemAlloc(1)
+			if err != nil {
+				requireCode(t, cudaapi.CUDA_ERROR_UNKNOWN, err)
+			}
+			failed = append(failed, err != nil)
+		}
+		return failed
+	}
+	count := func(b []bool) (n int) {
+		for _, v := range b {
+			if v {
+				n++
+			}
+		}
+		return n
+	}
+	a, b := pattern(7, 0.5, OpMemAlloc), pattern(7, 0.5, OpMemAlloc)
+	require.Equal(t, a, b, "the same seed fails the same calls")
+	require.Zero(t, count(pattern(7, 0)))
+	require.Equal(t, 200, count(pattern(7, 1.5)))
+	require.Zero(t, count(pattern(7, 1, OpMemFree)), "only the named ops fail")
+	require.Equal(t, 200, count(pattern(7, 1)), "no ops named: every op")
+
+	d := New(Config{})
+	d.FailRateWith(1, 0.5, cudaapi.CUDA_ERROR_NOT_PERMITTED, OpStreamCreate)
+	var fails, oks int
+	var streams []core.Stream
+	for range 400 {
+		s, err := d.StreamCreate()
+		if err != nil {
+			requireCode(t, cudaapi.CUDA_ERROR_NOT_PERMITTED, err)
+			require.Zero(t, s)
+			fails++
+			continue
+		}
+		oks++
+		streams = append(streams, s)
+	}
+	require.InDelta(t, 200, fails, 60, "rate 0.5 fails about half")
+	require.Equal(t, oks, d.Live().Streams, "failed creates leave nothing behind")
+	d.ClearFaults()
+	for _, s := range streams {
+		require.NoError(t, d.StreamDestroy(s))
+	}
+	RequireNoLeaks(t, d)
+}
+
+func TestFailRateSequenceIsSeeded(t *testing.T) {
+	run := func(seed int64) []bool {
+		d := New(Config{})
+		d.FailRate(seed, 0.3, OpStreamCreate)
+		var got []bool
+		for range 100 {
+			s, err := d.StreamCreate()
+			got = append(got, err != nil)
+			if err == nil {
+				require.NoError(t, d.StreamDestroy(s))
+			}
+		}
+		return got
+	}
+	require.Equal(t, run(42), run(42))
+	require.NotEqual(t, run(42), run(43))
+}
+
+func TestCallCounters(t *testing.T) {
+	d := New(Config{})
+	require.Empty(t, d.CallCounts())
+	p := mustAlloc(t, d, 8)
+	_, err := d.MemAlloc(0) // failed calls count too
+	require.Error(t, err)
+	require.NoError(t, d.MemFree(p))
+	require.Equal(t, uint64(2), d.Calls(OpMemAlloc))
+	require.Equal(t, uint64(1), d.Calls(OpMemFree))
+	require.Zero(t, d.Calls(Op(-3)))
+	require.Equal(t, map[Op]uint64{OpMemAlloc: 2, OpMemFree: 1}, d.CallCounts())
+	d.ResetCalls()
+	require.Empty(t, d.CallCounts())
+	_, err = d.ReadDevice(p, 0) // helpers are not counted
+	require.Error(t, err)
+	require.Empty(t, d.CallCounts())
+}
+
+func TestOpString(t *testing.T) {
+	seen := map[string]bool{}
+	for _, op := range Ops() {
+		s := op.String()
+		require.NotEmpty(t, s)
+		require.False(t, seen[s], "duplicate name %s", s)
+		seen[s] = true
+		// Every Op names a method of Device.
+		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
+		require.True(t, ok, "Op %s names no Device method", s)
+	}
+	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1, "one Op per Driver method plus BindHostKernel")
+	require.Equal(t, "Op(-1)", Op(-1).String())
+	require.Equal(t, "Op(1000)", Op(1000).String())
+}

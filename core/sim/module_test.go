@@ -1,0 +1,211 @@
+package sim
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+const testPTX = `
+.version 8.0
+.target sm_90
+.visible .entry add_one(
+	.param .u64 p, .param .u32 n
+)
+{ ret; }
+.visible .entry	fill_u8 ( .param .u64 p ) { ret; }
+// .entry in a comment still declares nothing useful, but is harmless
+.entryfake
+`
+
+var one = core.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}}
+
+// addOne adds 1 to each of n bytes at args[0].
+func addOne(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+	b, err := mem.Bytes(args[0].Ptr, int(args[1].U32))
+	if err != nil {
+		return err
+	}
+	for i := range b {
+		b[i]++
+	}
+	return nil
+}
+
+func TestModuleFunctionLookup(t *testing.T) {
+	d := New(Config{})
+	_, err := d.ModuleLoad(nil)
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_IMAGE, err)
+	image := []byte(testPTX)
+	m, err := d.ModuleLoad(image)
+	require.NoError(t, err)
+	require.NotZero(t, m)
+	image[0] = 'X' // the device keeps its own copy
+
+	for _, name := range []string{"add_one", "fill_u8"} {
+		f, err := d.ModuleFunction(m, name)
+		require.NoError(t, err, name)
+		require.NotZero(t, f)
+		again, err := d.ModuleFunction(m, name)
+		require.NoError(t, err)
+		require.Equal(t, f, again, "a name resolves to one Function")
+	}
+	for _, name := range []string{"", "add", "add_one_", "fake", "entryfake", "ret"} {
+		_, err := d.ModuleFunction(m, name)
+		requireCode(t, cudaapi.CUDA_ERROR_NOT_FOUND, err)
+	}
+	_, err = d.ModuleFunction(0, "add_one")
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, err)
+
+	f, err := d.ModuleFunction(m, "add_one")
+	require.NoError(t, err)
+	require.NoError(t, d.ModuleUnload(m))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, d.ModuleUnload(m))
+	_, err = d.ModuleFunction(m, "add_one")
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, err)
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, d.BindHostKernel(f, addOne))
+
+	anyDev := New(Config{AnyFunction: true})
+	am, err := anyDev.ModuleLoad([]byte{0x7f, 'E', 'L', 'F'})
+	require.NoError(t, err)
+	_, err = anyDev.ModuleFunction(am, "whatever")
+	require.NoError(t, err)
+	require.NoError(t, anyDev.ModuleUnload(am))
+	RequireNoLeaks(t, anyDev)
+	RequireNoLeaks(t, d)
+}
+
+func TestLaunchRunsHostKernelLazily(t *testing.T) {
+	r := newRig(t, 16)
+	m, err := r.d.ModuleLoad([]byte(testPTX))
+	require.NoError(t, err)
+	f, err := r.d.ModuleFunction(m, "add_one")
+	require.NoError(t, err)
+	args := []core.KernelArg{{Ptr: r.p, IsPtr: true}, {U32: 16}}
+
+	requireCode(t, cudaapi.CUDA_ERROR_NOT_SUPPORTED, r.d.Launch(f, one, r.s, args))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, r.d.BindHostKernel(f, nil))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, r.d.BindHostKernel(0, addOne))
+	require.NoError(t, r.d.BindHostKernel(f, addOne))
+
+	require.NoError(t, r.d.Launch(f, one, r.s, args))
+	args[1].U32 = 1 // the launch copied its arguments
+	require.NoError(t, r.d.Launch(f, one, r.s, args))
+	require.Equal(t, fill(16, 0), r.device(t), "the kernel runs at execution, not at launch")
+	require.NoError(t, r.d.StreamSynchronize(r.s))
+	require.Equal(t, append([]byte{2}, fill(15, 1)...), r.device(t))
+
+	bad := []struct {
+		name string
+		f    core.Function
+		cfg  core.LaunchConfig
+		s    core.Stream
+		code cudaapi.Result
+	}{
+		{"null function", 0, one, r.s, cudaapi.CUDA_ERROR_INVALID_HANDLE},
+		{"null stream", f, one, 0, cudaapi.CUDA_ERROR_INVALID_HANDLE},
+		{"zero grid", f, core.LaunchConfig{Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"zero block", f, core.LaunchConfig{Grid: one.Grid}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"block too big", f, core.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1024, 2, 1}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"block z too big", f, core.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1, 1, 65}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"grid y too big", f, core.LaunchConfig{Grid: [3]uint32{1, 65536, 1}, Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"shared memory", f, core.LaunchConfig{Grid: one.Grid, Block: one.Block, SharedMem: 1 << 20}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			before := r.d.Live()
+			requireCode(t, tt.code, r.d.Launch(tt.f, tt.cfg, tt.s, args))
+			require.Equal(t, before, r.d.Live())
+		})
+	}
+	require.NoError(t, r.d.Launch(f, core.LaunchConfig{Grid: [3]uint32{maxGridX, 65535, 65535}, Block: [3]uint32{1024, 1, 1}}, r.s, args))
+
+	// Unloading the module keeps already queued launches runnable.
+	require.NoError(t, r.d.ModuleUnload(m))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, r.d.Launch(f, one, r.s, args))
+	require.NoError(t, r.d.StreamSynchronize(r.s))
+	require.Equal(t, append([]byte{3}, fill(15, 1)...), r.device(t))
+	r.close(t)
+}
+
+func TestKernelFailuresSurfaceAtSync(t *testing.T) {
+	var escaped core.KernelMemory
+	kernels := map[string]core.HostKernel{
+		"error": func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
+			return errors.New("boom")
+		},
+		"panic": func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
+			var args []core.KernelArg
+			_ = args[3] // index out of range
+			return nil
+		},
+		"out of bounds": func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+			_, err := mem.Bytes(args[0].Ptr, 17)
+			return err
+		},
+		"negative": func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+			_, err := mem.Bytes(args[0].Ptr, -1)
+			return err
+		},
+		"escapes": func(mem core.KernelMemory, _ core.LaunchConfig, _ []core.KernelArg) error {
+			escaped = mem
+			return nil
+		},
+	}
+	for name, k := range kernels {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 16)
+			m, err := r.d.ModuleLoad([]byte(testPTX))
+			require.NoError(t, err)
+			f, err := r.d.ModuleFunction(m, "fill_u8")
+			require.NoError(t, err)
+			require.NoError(t, r.d.BindHostKernel(f, k))
+			e := mustEvent(t, r.d, false)
+			require.NoError(t, r.d.Launch(f, one, r.s, []core.KernelArg{{Ptr: r.p, IsPtr: true}}))
+			require.NoError(t, r.d.EventRecord(e, r.s))
+			if name == "escapes" {
+				require.NoError(t, r.d.StreamSynchronize(r.s))
+				_, err := escaped.Bytes(r.p, 1)
+				requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, err)
+			} else {
+				requireCode(t, cudaapi.CUDA_ERROR_LAUNCH_FAILED, r.d.StreamSynchronize(r.s))
+				require.NoError(t, r.d.StreamSynchronize(r.s), "reported once, then the stream is usable")
+				done, err := r.d.EventQuery(e)
+				require.NoError(t, err)
+				require.True(t, done)
+			}
+			require.NoError(t, r.d.EventDestroy(e))
+			require.NoError(t, r.d.ModuleUnload(m))
+			r.close(t)
+		})
+	}
+}
+
+func TestKernelSeesLaunchGeometry(t *testing.T) {
+	r := newRig(t, 8)
+	m, err := r.d.ModuleLoad([]byte(testPTX))
+	require.NoError(t, err)
+	f, err := r.d.ModuleFunction(m, "fill_u8")
+	require.NoError(t, err)
+	require.NoError(t, r.d.BindHostKernel(f, func(mem core.KernelMemory, cfg core.LaunchConfig, args []core.KernelArg) error {
+		b, err := mem.Bytes(args[0].Ptr, 8)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint32(b, cfg.Grid[0]*cfg.Block[0])
+		binary.LittleEndian.PutUint32(b[4:], cfg.SharedMem)
+		return nil
+	}))
+	cfg := core.LaunchConfig{Grid: [3]uint32{3, 1, 1}, Block: [3]uint32{128, 1, 1}, SharedMem: 512}
+	require.NoError(t, r.d.Launch(f, cfg, r.s, []core.KernelArg{{Ptr: r.p, IsPtr: true}}))
+	require.NoError(t, r.d.StreamSynchronize(r.s))
+	got := r.device(t)
+	require.Equal(t, uint32(384), binary.LittleEndian.Uint32(got))
+	require.Equal(t, uint32(512), binary.LittleEndian.Uint32(got[4:]))
+	require.NoError(t, r.d.ModuleUnload(m))
+	r.close(t)
+}
