@@ -45,7 +45,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	if n < 0 {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("length %d bytes", n), "pass a non-negative length")
 	}
-	ents, err := b.pinEntries(op, []Buffer{h})
+	ents, err := b.pinEntries(op, []Buffer{h}, nil)
 	if err != nil {
 		return err
 	}

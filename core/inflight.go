@@ -1,9 +1,6 @@
 package core
 
-import (
-	"fmt"
-	"sync"
-)
+import "sync"
 
 // pin validates bufs against the resident table and marks each of them in
 // flight, all or nothing, returning their device addresses in order. Until
@@ -22,7 +19,7 @@ import (
 // an unknown, foreign, freed or drifted handle, naming the handle and, for
 // batches, its position.
 func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), err error) {
-	ents, err := b.pinEntries(op, bufs)
+	ents, err := b.pinEntries(op, bufs, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,16 +31,18 @@ func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), 
 }
 
 // pinEntries is pin without building the address list and release closure.
-func (b *Backend) pinEntries(op string, bufs []Buffer) ([]*residentEntry, error) {
+// label names item i in messages (nil: "item i: " for batches of several).
+func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string) ([]*residentEntry, error) {
 	ents := make([]*residentEntry, len(bufs))
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
 	for i, h := range bufs {
 		e, err := b.store.lookup(op, h)
 		if err != nil {
-			if len(bufs) > 1 {
-				err.Detail = fmt.Sprintf("item %d: %s", i, err.Detail)
+			if label == nil {
+				label = func(i int) string { return itemPrefix(len(bufs), i) }
 			}
+			err.Detail = label(i) + err.Detail
 			return nil, err
 		}
 		ents[i] = e

@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
@@ -21,7 +22,7 @@ func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
 		return nil, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} })
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} }, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +39,7 @@ func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} })
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Len: h.Len} }, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -54,7 +55,7 @@ func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 		return nil, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} })
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} })
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -92,7 +93,7 @@ func (b *Backend) DownloadResidentRange(h Buffer, off, n int) ([]byte, error) {
 		return nil, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Offset: off, Len: n} })
+	g, err := b.gather(op, 1, func(int) Range { return Range{Buf: h, Offset: off, Len: n} }, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] })
+	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -141,7 +142,15 @@ func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte)
 	for _, batch := range batches {
 		flat = append(flat, batch...)
 	}
-	g, err := b.gather(op, total, func(i int) Range { return flat[i] })
+	starts := make([]int, len(batches))
+	for i := 1; i < len(batches); i++ {
+		starts[i] = starts[i-1] + len(batches[i-1])
+	}
+	label := func(i int) string {
+		bi := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
+		return fmt.Sprintf("batch %d item %d: ", bi, i-starts[bi])
+	}
+	g, err := b.gather(op, total, func(i int) Range { return flat[i] }, label)
 	if err != nil {
 		return dst, err
 	}
@@ -208,7 +217,10 @@ func (g *gathered) release() {
 // block, queued on one leased stream and fenced once. Nothing about the
 // caller's outputs is touched here, so a failure leaves them as they were.
 // When every range is empty it makes no driver call at all.
-func (b *Backend) gather(op string, n int, at func(i int) Range) (*gathered, error) {
+//
+// label names request i in messages; nil means "item i: " for batches of
+// several requests and nothing for one.
+func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string) (*gathered, error) {
 	g := &gathered{lens: make([]int, n)}
 	if n == 0 {
 		return g, nil
@@ -217,7 +229,10 @@ func (b *Backend) gather(op string, n int, at func(i int) Range) (*gathered, err
 	for i := range bufs {
 		bufs[i] = at(i).Buf
 	}
-	ents, err := b.pinEntries(op, bufs)
+	if label == nil {
+		label = func(i int) string { return itemPrefix(n, i) }
+	}
+	ents, err := b.pinEntries(op, bufs, label)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +245,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range) (*gathered, err
 		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
 			return nil, &Error{Op: op, Kind: KindInvalidArgument,
 				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
-					itemPrefix(n, i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
+					label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
 				Fix: "keep offset+length within the buffer's length", Err: err}
 		}
 		g.lens[i] = r.Len
@@ -241,7 +256,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range) (*gathered, err
 		src, err := accounting.AddPtr(e.ptr, r.Offset)
 		if err != nil {
 			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), r.Buf.ID, r.Offset),
+				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label(i), r.Buf.ID, r.Offset),
 				Fix:    "pass an offset inside the buffer", Err: err}
 		}
 		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID, Src: src, Len: r.Len}

@@ -86,7 +86,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	for i := range bufs {
 		bufs[i], _, _ = at(i)
 	}
-	ents, err := b.pinEntries(op, bufs)
+	ents, err := b.pinEntries(op, bufs, nil)
 	if err != nil {
 		return err
 	}
