@@ -1,0 +1,214 @@
+package core_test
+
+import (
+	"math"
+	"math/rand"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+func TestAllocHostPinned(t *testing.T) {
+	t.Run("bad sizes", func(t *testing.T) {
+		b, dev := openSim(t, sim.Config{})
+		for _, n := range []int{0, -1, math.MinInt} {
+			p, err := b.AllocHostPinned(n)
+			requireKind(t, err, core.ErrInvalidArgument, n)
+			assert.Nil(t, p)
+		}
+		assert.Zero(t, dev.Calls(sim.OpHostAlloc))
+	})
+	t.Run("driver failure and null success", func(t *testing.T) {
+		b, dev := openSim(t, sim.Config{})
+		dev.FailNth(sim.OpHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+		_, err := b.AllocHostPinned(64)
+		requireKind(t, err, core.ErrDriver, "HostAlloc")
+		dev.NullNth(sim.OpHostAlloc, 1)
+		_, err = b.AllocHostPinned(64)
+		requireKind(t, err, core.ErrDriver, "null")
+		assert.Zero(t, dev.Live().PinnedBuffers)
+	})
+	t.Run("fill, free, refuse a second free", func(t *testing.T) {
+		b, dev := openSim(t, sim.Config{})
+		p, err := b.AllocHostPinned(100)
+		require.NoError(t, err)
+		require.Len(t, p.Bytes(), 100)
+		assert.Equal(t, 100, p.Len())
+		assert.Equal(t, 1, dev.Live().PinnedBuffers)
+		dev.FailNth(sim.OpHostFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+		requireKind(t, p.Free(), core.ErrDriver)
+		assert.Len(t, p.Bytes(), 100, "a failed free keeps the buffer")
+		require.NoError(t, p.Free())
+		assert.Nil(t, p.Bytes())
+		requireKind(t, p.Free(), core.ErrUnknownHandle, "already freed")
+		assert.Zero(t, dev.Live().PinnedBuffers)
+	})
+}
+
+func TestUploadResidentAsyncAt(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	h, err := b.AllocateResident(256)
+	require.NoError(t, err)
+	p, err := b.AllocHostPinned(128)
+	require.NoError(t, err)
+	data := randomBytes(rand.New(rand.NewSource(5)), 128)
+	copy(p.Bytes(), data)
+
+	require.NoError(t, b.UploadResidentAsyncAt(h, 100, p.Pointer(), 128))
+	require.NoError(t, b.UploadResidentAsyncAt(h, 0, unsafe.Add(p.Pointer(), 28), 100))
+	assert.Equal(t, 1, b.LaunchResourceCounts().Leases, "queued on one backend-owned stream")
+	assert.Equal(t, 1, dev.Live().Streams)
+
+	requireKind(t, b.FreeResident(h), core.ErrInFlight, h.ID)
+	requireKind(t, p.Free(), core.ErrInFlight, "2 queued")
+	requireKind(t, b.Close(), core.ErrInFlight, "2 asynchronous")
+
+	syncs := dev.Calls(sim.OpStreamSynchronize)
+	require.NoError(t, b.SynchronizeUploads())
+	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
+	assert.Zero(t, b.LaunchResourceCounts().Leases)
+	require.NoError(t, b.SynchronizeUploads(), "nothing queued: returns at once")
+	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
+
+	got, err := b.DownloadResident(h)
+	require.NoError(t, err)
+	assert.Equal(t, data[28:], got[:100])
+	assert.Equal(t, data, got[100:228])
+	tel := b.Telemetry()
+	assert.Equal(t, uint64(228+256), tel.HostToDeviceBytes+tel.DeviceToHostBytes)
+	require.NoError(t, p.Free())
+	require.NoError(t, b.FreeResident(h))
+}
+
+func TestUploadResidentAsyncAtRefusals(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	h, err := b.AllocateResident(64)
+	require.NoError(t, err)
+	p, err := b.AllocHostPinned(32)
+	require.NoError(t, err)
+	pageable := make([]byte, 32)
+	src := p.Pointer()
+	cases := []struct {
+		name     string
+		h        core.Buffer
+		off      int
+		src      unsafe.Pointer
+		n        int
+		sentinel error
+		numbers  []any
+	}{
+		{"negative length", h, 0, src, -1, core.ErrInvalidArgument, []any{-1}},
+		{"negative offset", h, -1, src, 1, core.ErrInvalidArgument, []any{-1}},
+		{"past end", h, 60, src, 5, core.ErrInvalidArgument, []any{"5 bytes at offset 60"}},
+		{"offset overflow", h, math.MaxInt, src, 1, core.ErrInvalidArgument, []any{math.MaxInt}},
+		{"nil source", h, 0, nil, 1, core.ErrInvalidArgument, []any{"nil"}},
+		{"pageable source", h, 0, unsafe.Pointer(&pageable[0]), 32, core.ErrInvalidArgument, []any{"not inside memory pinned"}},
+		{"source runs past pinned buffer", h, 0, unsafe.Add(src, 31), 2, core.ErrInvalidArgument, []any{"+2"}},
+		{"unknown handle", core.Buffer{ID: 1 << 62, Len: 64}, 0, src, 1, core.ErrUnknownHandle, []any{uint64(1 << 62)}},
+		{"drifted handle", core.Buffer{ID: h.ID, Len: 65}, 0, src, 1, core.ErrUnknownHandle, []any{65}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			calls, tel := dev.CallCounts(), b.Telemetry()
+			err := b.UploadResidentAsyncAt(c.h, c.off, c.src, c.n)
+			requireKind(t, err, c.sentinel, c.numbers...)
+			assert.Equal(t, calls, dev.CallCounts())
+			assert.Equal(t, tel, b.Telemetry())
+			assert.Zero(t, b.LaunchResourceCounts().Leases)
+		})
+	}
+	calls := dev.CallCounts()
+	require.NoError(t, b.UploadResidentAsyncAt(h, 64, nil, 0), "zero bytes queue nothing")
+	assert.Equal(t, calls, dev.CallCounts())
+	require.NoError(t, b.FreeResident(h), "no refusal left the handle in flight")
+	require.NoError(t, p.Free(), "no refusal left the source pending")
+	runtime.KeepAlive(pageable)
+}
+
+func TestUploadResidentAsyncAtDriverFailures(t *testing.T) {
+	for _, op := range []sim.Op{sim.OpStreamCreate, sim.OpEventCreate, sim.OpMemcpyHtoDAsync} {
+		t.Run(op.String(), func(t *testing.T) {
+			b, dev := openSim(t, sim.Config{})
+			h, err := b.AllocateResident(64)
+			require.NoError(t, err)
+			p, err := b.AllocHostPinned(64)
+			require.NoError(t, err)
+			dev.FailNth(op, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+			err = b.UploadResidentAsyncAt(h, 0, p.Pointer(), 64)
+			requireKind(t, err, core.ErrDriver)
+			assert.Zero(t, b.LaunchResourceCounts().Leases)
+			assert.Zero(t, b.Telemetry().HostToDeviceBytes)
+			require.NoError(t, b.FreeResident(h), "the handle is not left in flight")
+			require.NoError(t, p.Free(), "the source is not left pending")
+		})
+	}
+	t.Run("synchronize fails, then retried", func(t *testing.T) {
+		b, dev := openSim(t, sim.Config{})
+		h, err := b.AllocateResident(64)
+		require.NoError(t, err)
+		p, err := b.AllocHostPinned(64)
+		require.NoError(t, err)
+		copy(p.Bytes(), "async bytes")
+		require.NoError(t, b.UploadResidentAsyncAt(h, 0, p.Pointer(), 64))
+		dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+		requireKind(t, b.SynchronizeUploads(), core.ErrDriver)
+		requireKind(t, b.FreeResident(h), core.ErrInFlight, "1 in-flight") // still queued after the failed wait
+		require.NoError(t, b.SynchronizeUploads())
+		got, err := b.DownloadResidentRange(h, 0, 11)
+		require.NoError(t, err)
+		assert.Equal(t, "async bytes", string(got))
+	})
+}
+
+func TestPinHostBuffer(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	h, err := b.AllocateResident(64)
+	require.NoError(t, err)
+	mem := make([]byte, 4096)
+	copy(mem, "registered")
+	p := unsafe.Pointer(&mem[0])
+
+	requireKind(t, b.PinHostBuffer(nil, 10), core.ErrInvalidArgument, "nil")
+	requireKind(t, b.PinHostBuffer(p, 0), core.ErrInvalidArgument, 0)
+	requireKind(t, b.PinHostBuffer(p, -4), core.ErrInvalidArgument, -4)
+	assert.Zero(t, dev.Calls(sim.OpHostRegister))
+
+	dev.FailNth(sim.OpHostRegister, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	requireKind(t, b.PinHostBuffer(p, len(mem)), core.ErrDriver, "HostRegister")
+	requireKind(t, b.UploadResidentAsyncAt(h, 0, p, 10), core.ErrInvalidArgument, "not inside memory pinned")
+
+	require.NoError(t, b.PinHostBuffer(p, len(mem)))
+	requireKind(t, b.PinHostBuffer(unsafe.Add(p, 100), 10), core.ErrInvalidArgument, "overlaps")
+	require.NoError(t, b.UploadResidentAsyncAt(h, 0, p, 10))
+	requireKind(t, b.UnpinHostBuffer(p), core.ErrInFlight, "1 queued")
+	require.NoError(t, b.SynchronizeUploads())
+	got, err := b.DownloadResidentRange(h, 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, "registered", string(got))
+
+	requireKind(t, b.UnpinHostBuffer(unsafe.Add(p, 1)), core.ErrInvalidArgument, "does not start")
+	requireKind(t, b.UnpinHostBuffer(nil), core.ErrInvalidArgument)
+	pb, err := b.AllocHostPinned(16)
+	require.NoError(t, err)
+	requireKind(t, b.UnpinHostBuffer(pb.Pointer()), core.ErrInvalidArgument, "Free method")
+
+	dev.FailNth(sim.OpHostUnregister, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	requireKind(t, b.UnpinHostBuffer(p), core.ErrDriver)
+	assert.Equal(t, 1, dev.Live().RegisteredRanges, "a failed unpin keeps the range pinned")
+	require.NoError(t, b.UnpinHostBuffer(p))
+	assert.Zero(t, dev.Live().RegisteredRanges)
+	requireKind(t, b.UnpinHostBuffer(p), core.ErrInvalidArgument)
+
+	// Close unregisters what is still pinned and frees pinned buffers.
+	require.NoError(t, b.PinHostBuffer(p, 128))
+	require.NoError(t, b.Close())
+	sim.RequireNoLeaks(t, dev)
+	runtime.KeepAlive(mem)
+}
