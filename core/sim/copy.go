@@ -30,7 +30,7 @@ func (d *Device) checkHost(o Op, what string, b []byte) error {
 
 // execDevice resolves a device range when queued work executes; the
 // allocation may have been freed since the work was queued.
-func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, error) {
+func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, *Error) {
 	b, ok := d.deviceRange(ptr, n)
 	if !ok {
 		return nil, fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
@@ -39,7 +39,7 @@ func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, error) {
 	return b, nil
 }
 
-func (d *Device) execHost(o Op, what string, b []byte) error {
+func (d *Device) execHost(o Op, what string, b []byte) *Error {
 	if !d.hostUsable(b) {
 		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
 			"%s [%#x, +%d) was no longer pinned or registered when the queued copy executed (freed before the stream was synchronized?)",
@@ -71,7 +71,7 @@ func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s core.Stream) error {
 	if err := d.checkHost(o, "source", src); err != nil {
 		return err
 	}
-	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) error {
+	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
 		if err := d.execHost(o, "source", src); err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
 	if err := d.checkHost(o, "destination", dst); err != nil {
 		return err
 	}
-	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) error {
+	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
 		if err := d.execHost(o, "destination", dst); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s core.Stream) error
 	if err := d.checkDevice(o, "source", src, n); err != nil {
 		return err
 	}
-	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) error {
+	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) *Error {
 		to, err := d.execDevice(o, "destination", dst, n)
 		if err != nil {
 			return err
@@ -178,7 +178,7 @@ func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s core.Stream) erro
 	if err := d.checkDevice(o, "destination", dst, n); err != nil {
 		return err
 	}
-	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) error {
+	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) *Error {
 		b, err := d.execDevice(o, "destination", dst, n)
 		if err != nil {
 			return err

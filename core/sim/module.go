@@ -197,7 +197,7 @@ func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, a
 		return err
 	}
 	kernel, name, args := fn.kernel, fn.name, slices.Clone(args)
-	d.enqueue(st, &op{kind: o, cost: LaunchOverhead, run: func(d *Device) error {
+	d.enqueue(st, &op{kind: o, cost: LaunchOverhead, run: func(d *Device) *Error {
 		return d.runKernel(name, kernel, cfg, args)
 	}})
 	return nil
@@ -205,7 +205,7 @@ func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, a
 
 // runKernel runs a host kernel with d.mu held, turning errors and panics
 // into CUDA_ERROR_LAUNCH_FAILED.
-func (d *Device) runKernel(name string, k core.HostKernel, cfg core.LaunchConfig, args []core.KernelArg) (err error) {
+func (d *Device) runKernel(name string, k core.HostKernel, cfg core.LaunchConfig, args []core.KernelArg) (err *Error) {
 	mem := &kernelMemory{d: d}
 	mem.live.Store(true)
 	defer func() {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
@@ -26,7 +25,7 @@ type op struct {
 	kind   Op
 	stream *stream
 	cost   time.Duration
-	run    func(d *Device) error // nil for an event record
+	run    func(d *Device) *Error // nil for an event record
 	done   bool
 	at     time.Duration // device time when it finished (event records)
 }
@@ -108,11 +107,7 @@ func (d *Device) runStream(st *stream, until *op) {
 func (d *Device) execute(o *op) {
 	if o.run != nil {
 		if err := o.run(d); err != nil {
-			var se *Error
-			if !errors.As(err, &se) {
-				se = &Error{Op: o.kind, Code: cudaapi.CUDA_ERROR_LAUNCH_FAILED, Detail: err.Error()}
-			}
-			o.stream.fault(se)
+			o.stream.fault(err)
 		}
 	}
 	d.clock += o.cost
@@ -239,7 +234,7 @@ func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 	if rec == nil || rec.done {
 		return nil
 	}
-	d.enqueue(st, &op{kind: OpStreamWaitEvent, cost: EventOverhead, run: func(d *Device) error {
+	d.enqueue(st, &op{kind: OpStreamWaitEvent, cost: EventOverhead, run: func(d *Device) *Error {
 		if !rec.done {
 			d.runStream(rec.stream, rec)
 		}

@@ -360,3 +360,37 @@ func TestEventElapsed(t *testing.T) {
 	require.NoError(t, d.StreamDestroy(s))
 	RequireNoLeaks(t, d)
 }
+
+func TestFreedBeforeExecutionEveryCopy(t *testing.T) {
+	cases := map[string]func(r *rig, q uint64) error{
+		"DtoH source": func(r *rig, q uint64) error { return r.d.MemcpyDtoHAsync(r.stage, q, r.s) },
+		"DtoD source": func(r *rig, q uint64) error { return r.d.MemcpyDtoDAsync(r.p, q, 64, r.s) },
+		"DtoD dest":   func(r *rig, q uint64) error { return r.d.MemcpyDtoDAsync(q, r.p, 64, r.s) },
+		"HtoD dest":   func(r *rig, q uint64) error { return r.d.MemcpyHtoDAsync(q, r.stage, r.s) },
+	}
+	for name, queue := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 64)
+			copy(r.stage, fill(64, 4))
+			q := mustAlloc(t, r.d, 64)
+			require.NoError(t, queue(r, q))
+			require.NoError(t, r.d.MemFree(q))
+			err := r.d.StreamSynchronize(r.s)
+			requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, err)
+			require.Contains(t, err.Error(), "StreamSynchronize")
+			require.Equal(t, fill(64, 4), r.stage, "a failed copy writes nothing")
+			require.Equal(t, fill(64, 0), r.device(t))
+			r.close(t)
+		})
+	}
+	t.Run("DtoH pinned destination freed", func(t *testing.T) {
+		r := newRig(t, 64)
+		dst := mustPinned(t, r.d, 64)
+		require.NoError(t, r.d.MemsetD8Async(r.p, 9, 64, r.s))
+		require.NoError(t, r.d.MemcpyDtoHAsync(dst, r.p, r.s))
+		require.NoError(t, r.d.HostFree(ptrOf(dst)))
+		requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, r.d.StreamSynchronize(r.s))
+		require.Equal(t, fill(64, PoisonByte), dst, "nothing lands in freed staging")
+		r.close(t)
+	})
+}
