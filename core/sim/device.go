@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
@@ -63,11 +64,11 @@ type Device struct {
 
 	// Device memory: real bytes at fake addresses. allocs finds an
 	// allocation by its base; sorted finds the allocation holding an
-	// interior address. Addresses only grow, so sorted stays sorted by
-	// appending and a freed address is never handed out again.
+	// interior address. Addresses come from the process-wide nextAddress
+	// and only grow, so sorted stays sorted by appending, a freed address is
+	// never handed out again, and no two Devices share an address.
 	allocs    map[uint64]*allocation
 	sorted    []*allocation
-	nextAddr  uint64
 	allocated uint64
 
 	// Host memory the device may copy to or from asynchronously.
@@ -75,11 +76,13 @@ type Device struct {
 	registered  rangeSet // from HostRegister; caller memory
 	pinnedBytes uint64
 
-	nextHandle uintptr // shared by every handle kind, so kinds never collide
-	streams    map[core.Stream]*stream
-	events     map[core.Event]*event
-	modules    map[core.Module]*module
-	functions  map[core.Function]*function
+	// Handles of every kind come from the process-wide nextHandle, so a
+	// handle of one kind, or of another Device, is never mistaken for one
+	// of these.
+	streams   map[core.Stream]*stream
+	events    map[core.Event]*event
+	modules   map[core.Module]*module
+	functions map[core.Function]*function
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
@@ -122,13 +125,11 @@ func New(cfg Config) *Device {
 			CCMinor:     cfg.CCMinor,
 			FeatureKey:  cfg.FeatureKey,
 		},
-		allocs:     make(map[uint64]*allocation),
-		nextAddr:   deviceAddressBase,
-		nextHandle: firstHandle,
-		streams:    make(map[core.Stream]*stream),
-		events:     make(map[core.Event]*event),
-		modules:    make(map[core.Module]*module),
-		functions:  make(map[core.Function]*function),
+		allocs:    make(map[uint64]*allocation),
+		streams:   make(map[core.Stream]*stream),
+		events:    make(map[core.Event]*event),
+		modules:   make(map[core.Module]*module),
+		functions: make(map[core.Function]*function),
 	}
 }
 
@@ -165,9 +166,28 @@ func (d *Device) MemGetInfo() (free, total uint64, err error) {
 	return d.cfg.TotalMemory - d.allocated, d.cfg.TotalMemory, nil
 }
 
-// newHandle returns the next handle value; values are never reused.
-func (d *Device) newHandle() uintptr {
-	h := d.nextHandle
-	d.nextHandle++
-	return h
+// Process-wide counters: handles and device addresses are unique across
+// every Device in the process, so one device's handle or pointer passed to
+// another is refused like any unknown one.
+var (
+	nextHandle  atomic.Uintptr
+	nextAddress atomic.Uint64
+)
+
+func init() {
+	nextHandle.Store(firstHandle)
+	nextAddress.Store(deviceAddressBase)
+}
+
+// newHandle returns a handle value never returned before in this process.
+func (d *Device) newHandle() uintptr { return nextHandle.Add(1) - 1 }
+
+// newAddress reserves span bytes of simulated address space, reporting false
+// if the (64-bit) space is exhausted.
+func newAddress(span uint64) (uint64, bool) {
+	end := nextAddress.Add(span)
+	if end < span || end-span < deviceAddressBase {
+		return 0, false
+	}
+	return end - span, true
 }

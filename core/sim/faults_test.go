@@ -119,7 +119,6 @@ type snapshot struct {
 	live     Live
 	device   []byte
 	pinned   []byte
-	handles  uintptr
 	modFuncs int
 }
 
@@ -129,7 +128,7 @@ func (fx *fixture) snap(t *testing.T) snapshot {
 	fx.d.mu.Lock()
 	defer fx.d.mu.Unlock()
 	return snapshot{live: fx.d.liveLocked(), device: b, pinned: append([]byte(nil), fx.pinned...),
-		handles: fx.d.nextHandle, modFuncs: len(fx.d.functions)}
+		modFuncs: len(fx.d.functions)}
 }
 
 func TestFixtureCallsSucceedWithoutFaults(t *testing.T) {

@@ -41,14 +41,17 @@ func (d *Device) MemAlloc(n uint64) (uint64, error) {
 		return 0, fail(OpMemAlloc, cudaapi.CUDA_ERROR_OUT_OF_MEMORY,
 			"requested %d bytes, %d free of %d", n, free, d.cfg.TotalMemory)
 	}
-	// n <= TotalMemory, so the rounding below cannot overflow for any
-	// realistic address space; guard anyway so no input can wrap.
+	// The span rounds n up to the alignment and adds one aligned gap, so
+	// the next allocation never starts right after this one ends.
+	if n > math.MaxUint64-2*deviceAddressAlign {
+		return 0, fail(OpMemAlloc, cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "requested %d bytes", n)
+	}
 	span := (n + 2*deviceAddressAlign - 1) &^ (deviceAddressAlign - 1)
-	if d.nextAddr > math.MaxUint64-span {
+	base, ok := newAddress(span)
+	if !ok {
 		return 0, fail(OpMemAlloc, cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "simulated address space exhausted")
 	}
-	a := &allocation{base: d.nextAddr, data: make([]byte, n)}
-	d.nextAddr += span
+	a := &allocation{base: base, data: make([]byte, n)}
 	d.allocs[a.base] = a
 	d.sorted = append(d.sorted, a)
 	d.allocated += n

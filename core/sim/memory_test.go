@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -137,4 +138,42 @@ func TestInfoDefaultsAndConfig(t *testing.T) {
 	info3, err := New(Config{FeatureKey: 42}).Info()
 	require.NoError(t, err)
 	require.Equal(t, uint64(42), info3.FeatureKey)
+}
+
+func TestForeignPointersAndHandlesRefused(t *testing.T) {
+	a, b := New(Config{}), New(Config{})
+	p := mustAlloc(t, a, 64)
+	s := mustStream(t, a)
+	e := mustEvent(t, a, false)
+	m, err := a.ModuleLoad([]byte(testPTX))
+	require.NoError(t, err)
+
+	// b has live objects of every kind, so a collision would be possible
+	// if handles or addresses were numbered per device.
+	bp := mustAlloc(t, b, 64)
+	bs := mustStream(t, b)
+	be := mustEvent(t, b, false)
+	bm, err := b.ModuleLoad([]byte(testPTX))
+	require.NoError(t, err)
+	require.NotEqual(t, p, bp)
+
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, b.MemFree(p))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, b.StreamDestroy(s))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, b.EventDestroy(e))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, b.ModuleUnload(m))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, b.MemsetD8Async(p, 0, 1, bs))
+
+	for _, d := range []struct {
+		dev *Device
+		p   uint64
+		s   core.Stream
+		e   core.Event
+		m   core.Module
+	}{{a, p, s, e, m}, {b, bp, bs, be, bm}} {
+		require.NoError(t, d.dev.MemFree(d.p))
+		require.NoError(t, d.dev.StreamDestroy(d.s))
+		require.NoError(t, d.dev.EventDestroy(d.e))
+		require.NoError(t, d.dev.ModuleUnload(d.m))
+		RequireNoLeaks(t, d.dev)
+	}
 }
