@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/token"
 	"regexp"
+	"sort"
 	"strings"
 
 	"modernc.org/cc/v4"
@@ -121,10 +122,15 @@ func classify(e entry, symbol string, d *cc.Declarator) (*function, []string, er
 		f.params = append(f.params, p)
 		byName[name] = p
 	}
+	var unused []string
 	for name := range e.roles {
 		if !used[name] {
-			warns = append(warns, fmt.Sprintf("%s: role for parameter %s names no parameter of %s", e.name, name, symbol))
+			unused = append(unused, name)
 		}
+	}
+	sort.Strings(unused) // map order must not reach the output
+	for _, name := range unused {
+		warns = append(warns, fmt.Sprintf("%s: role for parameter %s names no parameter of %s", e.name, name, symbol))
 	}
 	// Length parameters named by slice and text roles are computed by the wrapper.
 	for _, p := range f.params {
