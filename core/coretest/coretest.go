@@ -1,0 +1,412 @@
+// Package coretest is the behavioural conformance suite for core.Driver
+// implementations, run through a core.Backend: the same checks run against
+// the simulated device in CI and against a real GPU on a GPU machine.
+//
+// It owns only tests: it never reaches inside a driver, so everything it
+// checks (bytes round-tripped, budgets against the driver's own free-memory
+// report, pinned asynchronous uploads, concurrent use, memory given back
+// after Close) must hold for any correct Driver.
+package coretest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+// Config configures RunWith.
+type Config struct {
+	// NewDriver returns a fresh driver for one test; it registers any
+	// cleanup the driver needs (t.Cleanup) itself.
+	NewDriver func(t *testing.T) core.Driver
+	// Options are passed to core.Open.
+	Options []core.Option
+	// LeakSlack is how many bytes of free device memory a test may end
+	// with fewer than it started with, for drivers whose free-memory
+	// report moves for reasons of their own. Zero demands an exact match.
+	LeakSlack uint64
+}
+
+// Run runs the conformance suite over drivers from newDriver, demanding
+// that every test give back exactly the device memory it took.
+func Run(t *testing.T, newDriver func(t *testing.T) core.Driver) {
+	RunWith(t, Config{NewDriver: newDriver})
+}
+
+// RunWith runs the conformance suite with cfg.
+func RunWith(t *testing.T, cfg Config) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, b *core.Backend, drv core.Driver)
+	}{
+		{"UploadForms", testUploadForms},
+		{"ReadbackForms", testReadbackForms},
+		{"ZeroLength", testZeroLength},
+		{"Budget", testBudget},
+		{"Refusals", testRefusals},
+		{"PinnedAsync", testPinnedAsync},
+		{"Concurrency", testConcurrency},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			drv := cfg.NewDriver(t)
+			freeBefore := mustFree(t, drv)
+			b, err := core.Open(drv, cfg.Options...)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer func() {
+				if err := b.Close(); err != nil && !errors.Is(err, core.ErrClosed) {
+					t.Errorf("Close: %v", err)
+				}
+				if freeAfter := mustFree(t, drv); freeAfter+cfg.LeakSlack < freeBefore {
+					t.Errorf("device memory leaked: %d bytes free before Open, %d after Close", freeBefore, freeAfter)
+				}
+			}()
+			tc.fn(t, b, drv)
+		})
+	}
+}
+
+func mustFree(t *testing.T, drv core.Driver) uint64 {
+	t.Helper()
+	free, _, err := drv.MemGetInfo()
+	if err != nil {
+		t.Fatalf("MemGetInfo: %v", err)
+	}
+	return free
+}
+
+// model is a set of resident buffers and the bytes each must hold.
+type model struct {
+	t    *testing.T
+	b    *core.Backend
+	r    *rand.Rand
+	bufs []core.Buffer
+	want [][]byte
+}
+
+func newModel(t *testing.T, b *core.Backend, seed int64, sizes ...int) *model {
+	t.Helper()
+	m := &model{t: t, b: b, r: rand.New(rand.NewSource(seed))}
+	for _, n := range sizes {
+		h, err := b.AllocateResident(n)
+		if err != nil {
+			t.Fatalf("AllocateResident(%d): %v", n, err)
+		}
+		m.bufs = append(m.bufs, h)
+		m.want = append(m.want, make([]byte, n))
+	}
+	ups := make([]core.Upload, len(m.bufs))
+	for i := range ups {
+		m.r.Read(m.want[i])
+		ups[i] = core.Upload{Buf: m.bufs[i], Data: m.want[i]}
+	}
+	if err := b.UploadResidentMany(ups); err != nil {
+		t.Fatalf("UploadResidentMany: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, h := range m.bufs {
+			if err := b.FreeResident(h); err != nil && !errors.Is(err, core.ErrClosed) {
+				t.Errorf("FreeResident: %v", err)
+			}
+		}
+	})
+	return m
+}
+
+func (m *model) bytes(n int) []byte {
+	p := make([]byte, n)
+	m.r.Read(p)
+	return p
+}
+
+// check reads every buffer back whole and compares with the model.
+func (m *model) check(what string) {
+	m.t.Helper()
+	got, err := m.b.DownloadResidentMany(m.bufs)
+	if err != nil {
+		m.t.Fatalf("%s: DownloadResidentMany: %v", what, err)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], m.want[i]) {
+			m.t.Fatalf("%s: buffer %d (%d bytes) differs from what was uploaded", what, i, len(got[i]))
+		}
+	}
+}
+
+func (m *model) randomRange() (int, core.Range) {
+	i := m.r.Intn(len(m.bufs))
+	n := m.bufs[i].Len
+	off := m.r.Intn(n + 1)
+	return i, core.Range{Buf: m.bufs[i], Offset: off, Len: m.r.Intn(n - off + 1)}
+}
+
+func testUploadForms(t *testing.T, b *core.Backend, _ core.Driver) {
+	m := newModel(t, b, 1, 1, 255, 4096, 70000)
+	m.check("UploadResidentMany")
+	for i, h := range m.bufs {
+		m.want[i] = m.bytes(h.Len)
+		if err := b.UploadResident(h, m.want[i]); err != nil {
+			t.Fatalf("UploadResident: %v", err)
+		}
+	}
+	m.check("UploadResident")
+	for range 20 {
+		i, rg := m.randomRange()
+		data := m.bytes(rg.Len)
+		copy(m.want[i][rg.Offset:], data)
+		if err := b.UploadResidentAt(rg.Buf, rg.Offset, data); err != nil {
+			t.Fatalf("UploadResidentAt: %v", err)
+		}
+	}
+	m.check("UploadResidentAt")
+	for range 20 {
+		var ups []core.UploadAt
+		for range 1 + m.r.Intn(10) {
+			i, rg := m.randomRange()
+			data := m.bytes(rg.Len)
+			copy(m.want[i][rg.Offset:], data) // later writes win
+			ups = append(ups, core.UploadAt{Buf: rg.Buf, Offset: rg.Offset, Data: data})
+		}
+		if err := b.UploadResidentAtMany(ups); err != nil {
+			t.Fatalf("UploadResidentAtMany: %v", err)
+		}
+		m.check("UploadResidentAtMany")
+	}
+}
+
+func testReadbackForms(t *testing.T, b *core.Backend, _ core.Driver) {
+	m := newModel(t, b, 2, 3, 1000, 8192, 65537)
+	for i, h := range m.bufs {
+		got, err := b.DownloadResident(h)
+		if err != nil || !bytes.Equal(got, m.want[i]) {
+			t.Fatalf("DownloadResident %d: %v", i, err)
+		}
+		into, err := b.DownloadResidentInto(h, make([]byte, 0, 16))
+		if err != nil || !bytes.Equal(into, m.want[i]) {
+			t.Fatalf("DownloadResidentInto %d: %v", i, err)
+		}
+	}
+	var slots [][]byte
+	var err error
+	slots, err = b.DownloadResidentManyInto(m.bufs, slots)
+	if err != nil {
+		t.Fatalf("DownloadResidentManyInto: %v", err)
+	}
+	for i := range m.bufs {
+		if !bytes.Equal(slots[i], m.want[i]) {
+			t.Fatalf("DownloadResidentManyInto slot %d differs", i)
+		}
+	}
+	var batches [][]core.Range
+	for round := range 20 {
+		i, rg := m.randomRange()
+		got, err := b.DownloadResidentRange(rg.Buf, rg.Offset, rg.Len)
+		if err != nil || !bytes.Equal(got, m.want[i][rg.Offset:rg.Offset+rg.Len]) {
+			t.Fatalf("DownloadResidentRange round %d: %v", round, err)
+		}
+		var rs []core.Range
+		var which []int
+		for range m.r.Intn(12) {
+			i, rg := m.randomRange()
+			rs, which = append(rs, rg), append(which, i)
+		}
+		slots, err = b.DownloadResidentRangesInto(rs, slots)
+		if err != nil || len(slots) != len(rs) {
+			t.Fatalf("DownloadResidentRangesInto round %d: %v (%d slots for %d ranges)", round, err, len(slots), len(rs))
+		}
+		for j, rg := range rs {
+			if !bytes.Equal(slots[j], m.want[which[j]][rg.Offset:rg.Offset+rg.Len]) {
+				t.Fatalf("DownloadResidentRangesInto round %d range %d differs", round, j)
+			}
+		}
+		batches = append(batches, rs)
+	}
+	out, err := b.DownloadResidentBatchesInto(batches, nil)
+	if err != nil || len(out) != len(batches) {
+		t.Fatalf("DownloadResidentBatchesInto: %v", err)
+	}
+	for bi, rs := range batches {
+		for j, rg := range rs {
+			i := indexOf(m.bufs, rg.Buf)
+			if !bytes.Equal(out[bi][j], m.want[i][rg.Offset:rg.Offset+rg.Len]) {
+				t.Fatalf("DownloadResidentBatchesInto batch %d item %d differs", bi, j)
+			}
+		}
+	}
+}
+
+func indexOf(bufs []core.Buffer, h core.Buffer) int {
+	for i, x := range bufs {
+		if x == h {
+			return i
+		}
+	}
+	return -1
+}
+
+func testZeroLength(t *testing.T, b *core.Backend, _ core.Driver) {
+	m := newModel(t, b, 3, 64)
+	h := m.bufs[0]
+	before := b.Telemetry()
+	got, err := b.DownloadResidentRange(h, 64, 0)
+	if err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("zero-length range: %v, %v", got, err)
+	}
+	rs, err := b.DownloadResidentRangesInto([]core.Range{{Buf: h}, {Buf: h, Offset: 10}}, nil)
+	if err != nil || len(rs) != 2 || len(rs[0])+len(rs[1]) != 0 {
+		t.Fatalf("zero-length ranges: %v, %v", rs, err)
+	}
+	if err := b.UploadResidentAt(h, 3, nil); err != nil {
+		t.Fatalf("zero-length upload: %v", err)
+	}
+	if after := b.Telemetry(); after != before {
+		t.Fatalf("zero-length work moved counters: %+v then %+v", before, after)
+	}
+}
+
+func testBudget(t *testing.T, b *core.Backend, drv core.Driver) {
+	info, err := drv.Info()
+	if err != nil {
+		t.Fatalf("Info: %v", err)
+	}
+	if b.DeviceMemoryBytes() != info.TotalMemory {
+		t.Fatalf("DeviceMemoryBytes = %d, driver says %d", b.DeviceMemoryBytes(), info.TotalMemory)
+	}
+	free := mustFree(t, drv)
+	budget := accounting.ResidentLiveBudget(info.TotalMemory, free, b.ResidentAllocatedBytes())
+	_, err = b.AllocateResident(int(min(budget+1, uint64(^uint(0)>>1))))
+	if !errors.Is(err, core.ErrBudget) {
+		t.Fatalf("allocating budget+1 = %d bytes: want ErrBudget, got %v", budget+1, err)
+	}
+	if b.ResidentAllocatedBytes() != 0 {
+		t.Fatalf("a refused allocation left %d bytes accounted", b.ResidentAllocatedBytes())
+	}
+	n := int(min(budget/4, 64<<20))
+	h, err := b.AllocateResident(n)
+	if err != nil {
+		t.Fatalf("AllocateResident(%d) within a budget of %d: %v", n, budget, err)
+	}
+	if got := b.ResidentAllocatedBytes(); got != uint64(n) {
+		t.Fatalf("ResidentAllocatedBytes = %d, want %d", got, n)
+	}
+	if err := b.FreeResident(h); err != nil {
+		t.Fatalf("FreeResident: %v", err)
+	}
+	if got := b.ResidentAllocatedBytes(); got != 0 {
+		t.Fatalf("ResidentAllocatedBytes after free = %d", got)
+	}
+}
+
+func testRefusals(t *testing.T, b *core.Backend, _ core.Driver) {
+	m := newModel(t, b, 4, 100)
+	h := m.bufs[0]
+	checks := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"zero size", errOf(b.AllocateResident(0)), core.ErrInvalidArgument},
+		{"unknown handle", b.FreeResident(core.Buffer{ID: 1 << 63, Len: 1}), core.ErrUnknownHandle},
+		{"drifted handle", b.UploadResident(core.Buffer{ID: h.ID, Len: 99}, make([]byte, 99)), core.ErrUnknownHandle},
+		{"length mismatch", b.UploadResident(h, make([]byte, 99)), core.ErrInvalidArgument},
+		{"range past end", errOf(b.DownloadResidentRange(h, 90, 11)), core.ErrInvalidArgument},
+		{"negative offset", b.UploadResidentAt(h, -1, []byte{1}), core.ErrInvalidArgument},
+	}
+	for _, c := range checks {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: want %v, got %v", c.name, c.want, c.err)
+		}
+	}
+	m.check("after refusals")
+}
+
+func errOf[T any](_ T, err error) error { return err }
+
+func testPinnedAsync(t *testing.T, b *core.Backend, _ core.Driver) {
+	m := newModel(t, b, 5, 10000)
+	h := m.bufs[0]
+	p, err := b.AllocHostPinned(4096)
+	if err != nil {
+		t.Fatalf("AllocHostPinned: %v", err)
+	}
+	copy(p.Bytes(), m.bytes(4096))
+	copy(m.want[0][100:], p.Bytes())
+	if err := b.UploadResidentAsyncAt(h, 100, p.Pointer(), 4096); err != nil {
+		t.Fatalf("UploadResidentAsyncAt: %v", err)
+	}
+	if err := b.FreeResident(h); !errors.Is(err, core.ErrInFlight) {
+		t.Fatalf("freeing an async upload's target: want ErrInFlight, got %v", err)
+	}
+	mem := m.bytes(3000)
+	copy(m.want[0][7000:], mem)
+	if err := b.PinHostBuffer(unsafe.Pointer(&mem[0]), len(mem)); err != nil {
+		t.Fatalf("PinHostBuffer: %v", err)
+	}
+	if err := b.UploadResidentAsyncAt(h, 7000, unsafe.Pointer(&mem[0]), len(mem)); err != nil {
+		t.Fatalf("UploadResidentAsyncAt from registered memory: %v", err)
+	}
+	if err := b.SynchronizeUploads(); err != nil {
+		t.Fatalf("SynchronizeUploads: %v", err)
+	}
+	if err := b.UnpinHostBuffer(unsafe.Pointer(&mem[0])); err != nil {
+		t.Fatalf("UnpinHostBuffer: %v", err)
+	}
+	runtime.KeepAlive(mem)
+	if err := p.Free(); err != nil {
+		t.Fatalf("PinnedBuffer.Free: %v", err)
+	}
+	m.check("pinned async uploads")
+}
+
+func testConcurrency(t *testing.T, b *core.Backend, _ core.Driver) {
+	const workers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(w)))
+			for round := range 10 {
+				n := 1 + r.Intn(20000)
+				h, err := b.AllocateResident(n)
+				if err != nil {
+					errs <- err
+					return
+				}
+				data := make([]byte, n)
+				r.Read(data)
+				err = b.UploadResident(h, data)
+				var got []byte
+				if err == nil {
+					got, err = b.DownloadResident(h)
+				}
+				if ferr := b.FreeResident(h); err == nil {
+					err = ferr
+				}
+				if err == nil && !bytes.Equal(got, data) {
+					err = fmt.Errorf("worker %d round %d: bytes differ", w, round)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
