@@ -43,6 +43,7 @@ type Backend struct {
 	hostPool *hostPool
 	launch   *launchPool
 	tel      telemetryCounters
+	progs    programCache // loaded Program modules (program.go, dispatch work)
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -132,6 +133,7 @@ func (b *Backend) Close() error {
 		}
 	}
 	keep(b.store.releaseAll(op, b))
+	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.close())
 	keep(b.pinned.releaseAll(op, b.drv))
 	keep(b.hostPool.close())
