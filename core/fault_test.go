@@ -143,7 +143,7 @@ func faultPaths() []faultPath {
 // accounting and the caller's outputs as they were, hold no launch lease,
 // leave the Backend working, and leak nothing once it is closed.
 func TestFaultInjection(t *testing.T) {
-	nullable := map[sim.Op]bool{sim.OpMemAlloc: true, sim.OpHostAlloc: true, sim.OpStreamCreate: true, sim.OpEventCreate: true}
+	nullable := map[sim.Op]bool{sim.OpMemGetInfo: true, sim.OpMemAlloc: true, sim.OpHostAlloc: true, sim.OpStreamCreate: true, sim.OpEventCreate: true}
 	for _, path := range faultPaths() {
 		t.Run(path.name, func(t *testing.T) {
 			// A dry run finds which driver calls the path makes, and how often.

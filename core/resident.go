@@ -123,9 +123,12 @@ func (b *Backend) AllocateResident(n int) (Buffer, error) {
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
-	liveFree, _, err := b.drv.MemGetInfo()
+	liveFree, reported, err := b.drv.MemGetInfo()
 	if err != nil {
 		return Buffer{}, driverError(op, "MemGetInfo", err)
+	}
+	if reported == 0 {
+		return Buffer{}, nullSuccess(op, "MemGetInfo")
 	}
 	want := uint64(n)
 	total := b.info.TotalMemory
