@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 )
@@ -137,6 +138,10 @@ func (b *Backend) Close() error {
 	keep(b.devPool.close())
 	keep(b.pinned.releaseAll(op, b.drv))
 	keep(b.hostPool.close())
+	// Hook for drivers the Backend owns (OpenCUDA's): closed last, after everything above released through it.
+	if c, ok := b.drv.(io.Closer); ok {
+		keep(c.Close())
+	}
 	return firstErr
 }
 
