@@ -5,20 +5,39 @@ package cudaapi
 /*
 #cgo linux LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+// dlerror's message lives in thread-local storage, and a goroutine may run
+// its next cgo call on another thread, so each call copies the message out
+// before returning.
+static void vyre_dlerror(char *buf, size_t n) {
+	const char *e = dlerror();
+	snprintf(buf, n, "%s", e ? e : "");
+}
+
+static void *vyre_dlopen(const char *path, char *buf, size_t n) {
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		vyre_dlerror(buf, n);
+	}
+	return h;
+}
+
+static void *vyre_dlsym(void *h, const char *name, char *buf, size_t n) {
+	dlerror();
+	void *s = dlsym(h, name);
+	vyre_dlerror(buf, n);
+	return s;
+}
 */
 import "C"
 
 import (
 	"fmt"
 	"os"
-	"sync"
 	"unsafe"
 )
-
-// dlerrorMu serialises dlopen/dlsym with dlerror, whose message is per thread
-// but whose call sequence must not interleave on one thread.
-var dlerrorMu sync.Mutex
 
 // dlLibrary is a library opened with dlopen.
 type dlLibrary struct {
@@ -39,12 +58,11 @@ func openDefault() (library, error) {
 func dlopen(path string) (*dlLibrary, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	dlerrorMu.Lock()
-	defer dlerrorMu.Unlock()
-	h := C.dlopen(cpath, C.RTLD_NOW|C.RTLD_LOCAL)
+	var msg [512]C.char
+	h := C.vyre_dlopen(cpath, &msg[0], C.size_t(len(msg)))
 	if h == nil {
 		return nil, fmt.Errorf("%w: dlopen %s: %s; Fix: install the NVIDIA driver or set %s to libcuda's path",
-			ErrDriverNotFound, path, C.GoString(C.dlerror()), libraryEnv)
+			ErrDriverNotFound, path, C.GoString(&msg[0]), libraryEnv)
 	}
 	return &dlLibrary{path: path, handle: h}, nil
 }
@@ -52,12 +70,10 @@ func dlopen(path string) (*dlLibrary, error) {
 func (l *dlLibrary) lookup(name string) (uintptr, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	dlerrorMu.Lock()
-	defer dlerrorMu.Unlock()
-	C.dlerror() // clear a stale message
-	sym := C.dlsym(l.handle, cname)
-	if msg := C.dlerror(); msg != nil {
-		return 0, fmt.Errorf("dlsym %s in %s: %s", name, l.path, C.GoString(msg))
+	var msg [512]C.char
+	sym := C.vyre_dlsym(l.handle, cname, &msg[0], C.size_t(len(msg)))
+	if msg[0] != 0 {
+		return 0, fmt.Errorf("dlsym %s in %s: %s", name, l.path, C.GoString(&msg[0]))
 	}
 	if sym == nil {
 		return 0, fmt.Errorf("dlsym %s in %s: null address", name, l.path)
