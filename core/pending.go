@@ -153,8 +153,8 @@ func (p *Pending) wait() error {
 	if p.state != pendingQueued {
 		return p.err
 	}
-	if err := p.b.drv.EventSynchronize(p.lease.Done); err != nil {
-		p.fail(driverError(p.op, "EventSynchronize", err))
+	if err := p.b.drv.StreamSynchronize(p.lease.Stream); err != nil {
+		p.fail(driverError(p.op, "StreamSynchronize", err))
 		return p.err
 	}
 	p.b.tel.syncPoints.Add(1)
