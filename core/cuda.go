@@ -89,7 +89,7 @@ const (
 func openError(op, call string, err error) *Error {
 	if errors.Is(err, cudaapi.ErrDriverNotFound) {
 		return &Error{Op: op, Kind: KindUnsupported, Detail: "the CUDA driver library could not be loaded", Err: err,
-			Fix: "install the NVIDIA driver (libcuda.so.1), or set VYRECUDA_LIBCUDA to its path; use core/sim to run without a GPU"}
+			Fix: "to run without a GPU, use the simulated device (core/sim) instead"}
 	}
 	e := &Error{Op: op, Kind: KindDriver, Detail: call + " failed", Err: err,
 		Fix: "check that an NVIDIA GPU is visible (nvidia-smi, CUDA_VISIBLE_DEVICES) and that the driver is working"}

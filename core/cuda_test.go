@@ -52,7 +52,7 @@ func TestCUDAWithoutDriver(t *testing.T) {
 			require.True(t, errors.As(err, &ce), "want *core.Error, got %T", err)
 			assert.NotEmpty(t, ce.Fix)
 			assert.Contains(t, err.Error(), "Fix: ")
-			assert.Contains(t, err.Error(), "VYRECUDA_LIBCUDA")
+			assert.Contains(t, err.Error(), "VYRECUDA_LIBCUDA", "the loader says how to point at libcuda")
 			assert.Nil(t, nilIfTyped(got), "a failed call must return no value")
 		})
 	}

@@ -1,0 +1,215 @@
+//go:build gpu
+
+// Benchmarks of the real driver, named after the workloads in
+// GPU-TESTING.md (W1..W6). Run on a GPU machine:
+//
+//	.gpu/core.test -test.run '^$' -test.bench GPU -test.benchtime 20x
+
+package core_test
+
+import (
+	"math/rand"
+	"runtime"
+	"testing"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+func openBench(b *testing.B) *core.Backend {
+	b.Helper()
+	be, err := core.OpenCUDA(0)
+	if err != nil {
+		b.Fatalf("OpenCUDA: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	return be
+}
+
+// residentSet allocates count buffers of n random bytes each and uploads them.
+func residentSet(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, []core.Upload) {
+	b.Helper()
+	r := rand.New(rand.NewSource(1))
+	bufs := make([]core.Buffer, count)
+	ups := make([]core.Upload, count)
+	for i := range bufs {
+		h, err := be.AllocateResident(n)
+		if err != nil {
+			b.Fatalf("AllocateResident: %v", err)
+		}
+		data := make([]byte, n)
+		r.Read(data)
+		bufs[i], ups[i] = h, core.Upload{Buf: h, Data: data}
+	}
+	if err := be.UploadResidentMany(ups); err != nil { // also warms the staging pool
+		b.Fatalf("UploadResidentMany: %v", err)
+	}
+	b.Cleanup(func() {
+		for _, h := range bufs {
+			_ = be.FreeResident(h)
+		}
+	})
+	return bufs, ups
+}
+
+// W1: upload 1024 x 4 KiB into 1024 resident buffers, one call.
+func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
+	be := openBench(b)
+	_, ups := residentSet(b, be, 1024, 4096)
+	b.SetBytes(1024 * 4096)
+	b.ResetTimer()
+	for range b.N {
+		if err := be.UploadResidentMany(ups); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// W3: read the same 1024 x 4 KiB back, into new slices and into reused ones.
+func BenchmarkGPUW3DownloadMany1024x4KiB(b *testing.B) {
+	be := openBench(b)
+	bufs, _ := residentSet(b, be, 1024, 4096)
+	b.Run("Many", func(b *testing.B) {
+		b.SetBytes(1024 * 4096)
+		for range b.N {
+			if _, err := be.DownloadResidentMany(bufs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ManyInto", func(b *testing.B) {
+		dst, err := be.DownloadResidentManyInto(bufs, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(1024 * 4096)
+		b.ResetTimer()
+		for range b.N {
+			if dst, err = be.DownloadResidentManyInto(bufs, dst); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// W2: upload 256 MiB from a Go slice.
+func BenchmarkGPUW2Upload256MiB(b *testing.B) {
+	be := openBench(b)
+	_, ups := residentSet(b, be, 1, 256<<20)
+	b.SetBytes(256 << 20)
+	b.ResetTimer()
+	for range b.N {
+		if err := be.UploadResident(ups[0].Buf, ups[0].Data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// W6: download 256 MiB into a reused Go slice.
+func BenchmarkGPUW6Download256MiB(b *testing.B) {
+	be := openBench(b)
+	bufs, _ := residentSet(b, be, 1, 256<<20)
+	dst, err := be.DownloadResidentInto(bufs[0], nil) // warms the staging pool
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(256 << 20)
+	b.ResetTimer()
+	for range b.N {
+		if dst, err = be.DownloadResidentInto(bufs[0], dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// W4: AllocateResident + FreeResident through the Backend (no optimizer):
+// pooled sizes hit the device pool, larger ones go to cuMemAlloc/cuMemFree.
+func BenchmarkGPUW4AllocFree(b *testing.B) {
+	be := openBench(b)
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"4KiB-pooled", 4096}, {"1MiB-pooled", 1 << 20}, {"16MiB-direct", 16 << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				h, err := be.AllocateResident(c.n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := be.FreeResident(h); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGPUCallOverhead measures what making the context current costs:
+// a cheap driver call (cuStreamQuery on an idle stream) made raw on a
+// thread that already has the context, the bare cuCtxSetCurrent, and the
+// same query through the adapter, which locks the thread and sets the
+// context around it.
+func BenchmarkGPUCallOverhead(b *testing.B) {
+	drv, err := core.NewCUDADriver(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer drv.(interface{ Close() error }).Close()
+	s, err := drv.StreamCreate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer drv.StreamDestroy(s)
+	dev, err := cudaapi.DeviceGet(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, err := cudaapi.DevicePrimaryCtxRetain(dev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cudaapi.DevicePrimaryCtxRelease(dev)
+
+	b.Run("raw-StreamQuery", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cudaapi.CtxSetCurrent(ctx); err != nil {
+			b.Fatal(err)
+		}
+		for range b.N {
+			if err := cudaapi.StreamQuery(cudaapi.Stream(s)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw-CtxSetCurrent", func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for range b.N {
+			if err := cudaapi.CtxSetCurrent(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("adapter-StreamQuery", func(b *testing.B) {
+		for range b.N {
+			if _, err := drv.StreamQuery(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("adapter-StreamQuery-16goroutines", func(b *testing.B) {
+		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := drv.StreamQuery(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
