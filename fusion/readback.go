@@ -58,7 +58,7 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 			return FusedReadbacks{}, overflowError(op, "src", i, r.Handle, r.Src, r.Len)
 		}
 		k := key{r.Handle, r.Src, i}
-		if nonEmpty > 0 && compareKeys(prev, k) > 0 {
+		if nonEmpty > 0 && before(k, prev) {
 			sorted = false
 		}
 		prev = k
@@ -71,13 +71,14 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	var order []key
 	limit := len(reqs)
 	if !sorted {
-		order = make([]key, 0, nonEmpty)
+		scratch := make([]key, 0, 2*nonEmpty)
+		order = scratch[:0:nonEmpty]
 		for i, r := range reqs {
 			if r.Len > 0 {
 				order = append(order, key{r.Handle, r.Src, i})
 			}
 		}
-		sortKeys(order)
+		sortKeys(order, scratch[nonEmpty:2*nonEmpty])
 		limit = len(order)
 	}
 
