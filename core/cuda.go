@@ -247,9 +247,11 @@ func (d *cudaDriver) Close() error {
 			d.log.Warn("freeing page-locked host memory left at Close", "ordinal", d.info.Ordinal,
 				"addr", fmt.Sprintf("%#x", r.start), "bytes", r.end-r.start, "registered", r.registered)
 			if r.registered {
-				keep(callError("cuMemHostUnregister", cudaapi.MemHostUnregister(r.p)))
-			} else {
-				keep(callError("cuMemFreeHost", cudaapi.MemFreeHost(r.p)))
+				if err := cudaapi.MemHostUnregister(r.p); err != nil {
+					keep(callError("cuMemHostUnregister", err))
+				}
+			} else if err := cudaapi.MemFreeHost(r.p); err != nil {
+				keep(callError("cuMemFreeHost", err))
 			}
 		}
 	}
