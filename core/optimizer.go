@@ -220,10 +220,13 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 // one is freed through the Backend.
 func (d *OptimizerDispatcher) giveBackLocked(op string, buf Buffer, pooled bool) {
 	if pooled {
-		// The bytes were in the pool a moment ago; the sum fits.
-		d.pooledBytes += uint64(buf.Len)
-		d.pool[buf.Len] = append(d.pool[buf.Len], buf)
-		return
+		// Straight back onto its list: mu was held since it was taken, so
+		// this restores the pool exactly, cap and all.
+		if next, err := accounting.AddUint64(d.pooledBytes, uint64(buf.Len)); err == nil {
+			d.pooledBytes = next
+			d.pool[buf.Len] = append(d.pool[buf.Len], buf)
+			return
+		}
 	}
 	if err := d.b.FreeResident(buf); err != nil {
 		d.retire(op, buf, err)
@@ -689,4 +692,81 @@ func (d *OptimizerDispatcher) Close() error {
 func isKind(err error, k Kind) bool {
 	e, ok := err.(*Error)
 	return ok && e.Kind == k
+}
+
+// OptFill sets every byte of buffer ID to Value by device memset.
+type OptFill struct {
+	ID    uint64
+	Value byte
+}
+
+// OptStep is one kernel launch of an OptBatch: Program over the buffers IDs
+// (in the program's order) with Config. Static set ids may be bound; their
+// contents are shared and must only be read.
+type OptStep struct {
+	Program *Program
+	IDs     []uint64
+	Config  DispatchConfig
+}
+
+// OptBatch is a Batch expressed in ids; see Batch for the order it runs in.
+// Clears, fills and uploads write and so refuse static set ids.
+type OptBatch struct {
+	Clears  []uint64      // zeroed by device memset
+	Fills   []OptFill     // set to a byte value by device memset
+	Uploads []OptUploadAt // written from host memory
+	Steps   []OptStep     // kernel launches, in order
+	Reads   []OptRange    // read back after the last step
+}
+
+// Run translates batch to a Batch of the ids' buffers and runs it through
+// Backend.Run: one stream, one fence, clears and fills by memset (zero
+// host-to-device bytes). Read results come back in dst's slots,
+// append-style. Every id and range is validated first: an unknown id, a
+// write into a static set or a range outside its buffer fails the call with
+// nothing queued and dst unchanged.
+func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error) {
+	const op = "Run"
+	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads) + len(batch.Reads)
+	for _, s := range batch.Steps {
+		n += len(s.IDs)
+	}
+	h, err := d.begin(op, n)
+	if err != nil {
+		return dst, err
+	}
+	var bb Batch
+	if len(batch.Clears) > 0 {
+		bb.Clears = make([]Buffer, len(batch.Clears))
+		for i, id := range batch.Clears {
+			bb.Clears[i] = h.hold(id, true, fmt.Sprintf("clear %d: ", i))
+		}
+	}
+	if len(batch.Fills) > 0 {
+		bb.Fills = make([]Fill, len(batch.Fills))
+		for i, f := range batch.Fills {
+			bb.Fills[i] = Fill{Buf: h.hold(f.ID, true, fmt.Sprintf("fill %d: ", i)), Value: f.Value}
+		}
+	}
+	if len(batch.Uploads) > 0 {
+		bb.Uploads = d.resolveUploadsAt(h, op, batch.Uploads)
+	}
+	if len(batch.Steps) > 0 {
+		bb.Steps = make([]Step, len(batch.Steps))
+		for i, s := range batch.Steps {
+			bufs := make([]Buffer, len(s.IDs))
+			for j, id := range s.IDs {
+				bufs[j] = h.hold(id, false, fmt.Sprintf("step %d buffer %d: ", i, j))
+			}
+			bb.Steps[i] = Step{Program: s.Program, Bufs: bufs, Config: s.Config}
+		}
+	}
+	if len(batch.Reads) > 0 {
+		bb.Reads = d.resolveRanges(h, op, batch.Reads)
+	}
+	if err := h.finish(); err != nil {
+		return dst, err
+	}
+	defer h.done(false)
+	return d.b.Run(bb, dst)
 }

@@ -187,9 +187,12 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	}
 	a := &staticAcq{ids: ids, bufs: bufs}
 	var entry *staticEntry
+	cached := d.static.bytes
 	if d.makeStaticRoomLocked(op, total) {
-		entry = &staticEntry{ids: ids, bufs: bufs, bytes: total}
-		a.entry = entry
+		if cached, err = accounting.AddUint64(d.static.bytes, total); err == nil {
+			entry = &staticEntry{ids: ids, bufs: bufs, bytes: total}
+			a.entry = entry
+		}
 	}
 	set, err := d.static.issue(op, a)
 	if err != nil {
@@ -197,10 +200,9 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 		return StaticSet{}, err
 	}
 	if entry != nil {
-		// makeStaticRoomLocked left bytes <= cap-total, so this cannot wrap.
 		entry.refs = 1
 		d.static.entries[key] = entry
-		d.static.bytes += total
+		d.static.bytes = cached
 	}
 	return set, nil
 }

@@ -1,0 +1,634 @@
+package core_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// openOpt opens a Backend on a fresh simulated device (leak-checked at
+// cleanup by openSim) and a dispatcher over it, closed at cleanup first.
+// The Backend sends every allocation straight to the driver, so driver call
+// counts show exactly what the dispatcher allocates and frees.
+func openOpt(t testing.TB, opts ...core.OptimizerOption) (*core.OptimizerDispatcher, *core.Backend, *sim.Device) {
+	t.Helper()
+	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
+	d, err := core.NewOptimizerDispatcher(b, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil && !errors.Is(err, core.ErrClosed) {
+			t.Errorf("dispatcher Close: %v", err)
+		}
+	})
+	return d, b, dev
+}
+
+func allocIDs(t *testing.T, d *core.OptimizerDispatcher, lens ...int) []uint64 {
+	t.Helper()
+	ids := make([]uint64, len(lens))
+	for i, n := range lens {
+		id, err := d.AllocResident(n)
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	return ids
+}
+
+// The reference's pool budget test: with a 64-byte cap the second freed
+// 64-byte buffer evicts the first, and Close returns everything.
+func TestOptimizerPoolBudgetEvictsAndCloseReleases(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	base := b.ResidentAllocatedBytes()
+	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(64))
+	require.NoError(t, err)
+
+	ids := allocIDs(t, d, 64, 64)
+	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "two live buffers")
+	require.NoError(t, d.FreeResident(ids[0]))
+	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "one live, one pooled")
+	require.NoError(t, d.FreeResident(ids[1]))
+	assert.Equal(t, base+64, b.ResidentAllocatedBytes(), "the pool keeps only its cap")
+	assert.Equal(t, core.OptimizerStats{PooledBuffers: 1, PooledBytes: 64, PoolCap: 64,
+		StaticCap: b.DeviceMemoryBytes() / 32}, d.Stats())
+
+	require.NoError(t, d.Close())
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	require.NoError(t, b.Close())
+	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
+}
+
+func TestOptimizerDefaultCapsAreOneThirtySecondOfMemory(t *testing.T) {
+	d, b, _ := openOpt(t)
+	s := d.Stats()
+	assert.Equal(t, b.DeviceMemoryBytes()/32, s.PoolCap)
+	assert.Equal(t, b.DeviceMemoryBytes()/32, s.StaticCap)
+}
+
+// The reference's exactness test, as behaviour: a pool count that does not
+// match the free lists is an error, never clamped, and the failed call
+// changes nothing.
+func TestOptimizerPoolAccountingIsCheckedNotSaturating(t *testing.T) {
+	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
+	ids := allocIDs(t, d, 64)
+	require.NoError(t, d.FreeResident(ids[0]))
+	core.SetOptimizerPooledBytesForTest(d, 10)
+	before, bytesBefore, calls := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
+
+	_, err := d.AllocResident(64)
+	require.ErrorIs(t, err, core.ErrBudget)
+	assert.Contains(t, err.Error(), "10 - 64")
+	assert.Equal(t, before, d.Stats())
+	assert.Equal(t, bytesBefore, b.ResidentAllocatedBytes())
+	assert.Equal(t, calls, dev.CallCounts())
+
+	core.SetOptimizerPooledBytesForTest(d, 64)
+	_, err = d.AllocResident(64)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0), d.Stats().PooledBytes)
+}
+
+// A random alloc/free sequence against a model: the pool count equals the
+// free lists, stays under the cap, and the Backend holds exactly the live
+// plus pooled bytes.
+func TestOptimizerPoolAccountingMatchesModel(t *testing.T) {
+	const limit = 1000
+	d, b, _ := openOpt(t, core.WithOptimizerPoolCap(limit))
+	base := b.ResidentAllocatedBytes()
+	r := rand.New(rand.NewSource(7))
+	sizes := []int{50, 100, 200, 300, 700, 1200}
+	live := map[uint64]int{}
+	for step := 0; step < 400; step++ {
+		if len(live) == 0 || r.Intn(2) == 0 {
+			n := sizes[r.Intn(len(sizes))]
+			id, err := d.AllocResident(n)
+			require.NoError(t, err)
+			live[id] = n
+		} else {
+			for id := range live {
+				require.NoError(t, d.FreeResident(id))
+				delete(live, id)
+				break
+			}
+		}
+		s := d.Stats()
+		var liveBytes uint64
+		for _, n := range live {
+			liveBytes += uint64(n)
+		}
+		require.Equal(t, core.OptimizerPoolListBytesForTest(d), s.PooledBytes, "step %d", step)
+		require.LessOrEqual(t, s.PooledBytes, uint64(limit), "step %d", step)
+		require.Equal(t, len(live), s.LiveIDs, "step %d", step)
+		require.Equal(t, base+liveBytes+s.PooledBytes, b.ResidentAllocatedBytes(), "step %d", step)
+	}
+}
+
+func TestOptimizerReusesExactSizeOnly(t *testing.T) {
+	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
+	first := allocIDs(t, d, 64)[0]
+	pattern := bytes.Repeat([]byte{0xC3}, 64)
+	require.NoError(t, d.UploadResident(first, pattern))
+	old, err := d.Buffer(first)
+	require.NoError(t, err)
+	require.NoError(t, d.FreeResident(first))
+
+	allocs, resident := dev.Calls(sim.OpMemAlloc), b.ResidentAllocatedBytes()
+	smaller := allocIDs(t, d, 32)[0]
+	assert.Equal(t, allocs+1, dev.Calls(sim.OpMemAlloc), "a 64-byte pooled buffer never serves 32 bytes")
+	assert.Equal(t, resident+32, b.ResidentAllocatedBytes())
+	assert.Equal(t, []int{64}, core.OptimizerPooledLensForTest(d))
+
+	reused := allocIDs(t, d, 64)[0]
+	assert.Equal(t, allocs+1, dev.Calls(sim.OpMemAlloc), "the exact size is a pool hit")
+	assert.NotEqual(t, first, reused, "a reused buffer gets a fresh id")
+	got, err := d.Buffer(reused)
+	require.NoError(t, err)
+	assert.Equal(t, old, got)
+	data, err := d.ReadResident(reused)
+	require.NoError(t, err)
+	assert.Equal(t, pattern, data, "the pooled buffer itself came back")
+	assert.Empty(t, core.OptimizerPooledLensForTest(d))
+
+	_, err = d.ReadResident(first)
+	require.ErrorIs(t, err, core.ErrUnknownHandle, "the freed id stays unknown after its buffer is reused")
+	require.NoError(t, d.FreeResident(smaller))
+	require.NoError(t, d.FreeResident(reused))
+}
+
+func TestOptimizerEvictsLargestPooledFirst(t *testing.T) {
+	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(1000))
+	ids := allocIDs(t, d, 100, 200, 300, 500, 400, 1200)
+	for _, id := range ids[:3] {
+		require.NoError(t, d.FreeResident(id))
+	}
+	assert.Equal(t, []int{100, 200, 300}, core.OptimizerPooledLensForTest(d))
+
+	frees := dev.Calls(sim.OpMemFree)
+	require.NoError(t, d.FreeResident(ids[3])) // 600+500 > 1000: the 300 goes
+	assert.Equal(t, []int{100, 200, 500}, core.OptimizerPooledLensForTest(d))
+	require.NoError(t, d.FreeResident(ids[4])) // 800+400 > 1000: the 500 goes
+	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
+	assert.Equal(t, frees+2, dev.Calls(sim.OpMemFree))
+
+	resident := b.ResidentAllocatedBytes()
+	require.NoError(t, d.FreeResident(ids[5])) // alone over the cap: freed at once
+	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
+	assert.Equal(t, resident-1200, b.ResidentAllocatedBytes())
+	assert.Equal(t, uint64(700), d.Stats().PooledBytes)
+}
+
+func TestOptimizerZeroPoolCapFreesEverything(t *testing.T) {
+	d, b, _ := openOpt(t, core.WithOptimizerPoolCap(0))
+	base := b.ResidentAllocatedBytes()
+	id := allocIDs(t, d, 64)[0]
+	require.NoError(t, d.FreeResident(id))
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Zero(t, d.Stats().PooledBuffers)
+}
+
+func TestOptimizerRejectsBadSizes(t *testing.T) {
+	d, _, dev := openOpt(t)
+	for _, n := range []int{0, -1, math.MinInt} {
+		calls := dev.CallCounts()
+		_, err := d.AllocResident(n)
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), strconv.Itoa(n))
+		assert.Equal(t, calls, dev.CallCounts())
+	}
+}
+
+// badIDs returns ids that are not live ids of d, by name.
+func badIDs(t *testing.T, d *core.OptimizerDispatcher, b *core.Backend) map[string]uint64 {
+	t.Helper()
+	freed := allocIDs(t, d, 16)[0]
+	require.NoError(t, d.FreeResident(freed))
+	other, err := core.NewOptimizerDispatcher(b)
+	require.NoError(t, err)
+	foreign, err := other.AllocResident(64)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, other.Close()) })
+	direct, err := b.AllocateResident(64)
+	require.NoError(t, err)
+	return map[string]uint64{
+		"zero":                0,
+		"never issued":        math.MaxUint64 - 3,
+		"freed":               freed,
+		"other dispatcher's":  foreign,
+		"backend buffer's id": direct.ID,
+	}
+}
+
+func TestOptimizerRefusesUnknownIDs(t *testing.T) {
+	d, b, dev := openOpt(t)
+	live := allocIDs(t, d, 64)[0]
+	calls := map[string]func(id uint64) error{
+		"FreeResident":   d.FreeResident,
+		"UploadResident": func(id uint64) error { return d.UploadResident(id, make([]byte, 64)) },
+		"UploadResidentMany": func(id uint64) error {
+			return d.UploadResidentMany([]core.OptUpload{{ID: live, Data: make([]byte, 64)}, {ID: id, Data: make([]byte, 64)}})
+		},
+		"ReadResident": func(id uint64) error { _, err := d.ReadResident(id); return err },
+		"ReadResidentRanges": func(id uint64) error {
+			_, err := d.ReadResidentRanges([]core.OptRange{{ID: id, Len: 1}}, nil)
+			return err
+		},
+		"Run": func(id uint64) error {
+			_, err := d.Run(core.OptBatch{Clears: []uint64{live}, Reads: []core.OptRange{{ID: id, Len: 1}}}, nil)
+			return err
+		},
+		"Buffer": func(id uint64) error { _, err := d.Buffer(id); return err },
+	}
+	for name, id := range badIDs(t, d, b) {
+		for call, f := range calls {
+			t.Run(name+"/"+call, func(t *testing.T) {
+				stats, resident, before := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
+				err := f(id)
+				require.ErrorIs(t, err, core.ErrUnknownHandle)
+				assert.Contains(t, err.Error(), "id "+strconv.FormatUint(id, 10)+" ")
+				assert.Equal(t, stats, d.Stats())
+				assert.Equal(t, resident, b.ResidentAllocatedBytes())
+				assert.Equal(t, before, dev.CallCounts())
+			})
+		}
+	}
+	// The refusals left no busy mark behind: the live id still frees.
+	require.NoError(t, d.FreeResident(live))
+}
+
+func TestOptimizerLengthAndRangeMismatches(t *testing.T) {
+	d, b, _ := openOpt(t)
+	ids := allocIDs(t, d, 64, 32)
+	want := bytes.Repeat([]byte{7}, 64)
+	require.NoError(t, d.UploadResident(ids[0], want))
+	b.ResetTelemetry()
+	cases := []struct {
+		name  string
+		call  func() error
+		parts []string
+	}{
+		{"short upload", func() error { return d.UploadResident(ids[0], make([]byte, 63)) },
+			[]string{"holds 64 bytes but 63 bytes"}},
+		{"long upload", func() error { return d.UploadResident(ids[0], make([]byte, 65)) },
+			[]string{"holds 64 bytes but 65 bytes"}},
+		{"second of many", func() error {
+			return d.UploadResidentMany([]core.OptUpload{{ID: ids[1], Data: make([]byte, 32)}, {ID: ids[0], Data: make([]byte, 10)}})
+		}, []string{"upload 1: id " + strconv.FormatUint(ids[0], 10), "64 bytes but 10"}},
+		{"upload past the end", func() error {
+			return d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[0], Offset: 60, Data: make([]byte, 8)}})
+		}, []string{"8 bytes at offset 60", "its 64 bytes"}},
+		{"negative upload offset", func() error {
+			return d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[0], Offset: -1, Data: make([]byte, 1)}})
+		}, []string{"offset -1"}},
+		{"read past the end", func() error {
+			_, err := d.ReadResidentRanges([]core.OptRange{{ID: ids[1], Offset: 30, Len: 3}}, nil)
+			return err
+		}, []string{"3 bytes at offset 30", "its 32 bytes"}},
+		{"run read past the end", func() error {
+			_, err := d.Run(core.OptBatch{Clears: []uint64{ids[0]}, Reads: []core.OptRange{{ID: ids[1], Len: 33}}}, nil)
+			return err
+		}, []string{"33 bytes at offset 0"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			for _, p := range c.parts {
+				assert.Contains(t, err.Error(), p)
+			}
+			assert.Contains(t, err.Error(), "Fix: ")
+		})
+	}
+	assert.Equal(t, core.Telemetry{}, b.Telemetry(), "no byte moved")
+	got, err := d.ReadResident(ids[0])
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "the run with a bad read did not clear")
+}
+
+func TestOptimizerUploadsAndReadsByID(t *testing.T) {
+	d, b, _ := openOpt(t)
+	r := rand.New(rand.NewSource(3))
+	ids := allocIDs(t, d, 100, 4096, 7)
+	want := [][]byte{randomBytes(r, 100), randomBytes(r, 4096), randomBytes(r, 7)}
+	b.ResetTelemetry()
+	require.NoError(t, d.UploadResidentMany([]core.OptUpload{{ids[0], want[0]}, {ids[1], want[1]}, {ids[2], want[2]}}))
+	assert.Equal(t, uint64(1), b.Telemetry().SyncPoints, "one fence for the batch")
+	patch := []byte{1, 2, 3}
+	require.NoError(t, d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[1], Offset: 10, Data: patch}}))
+	copy(want[1][10:], patch)
+
+	got, err := d.ReadResidentMany(ids)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	dst := [][]byte{make([]byte, 0, 16)}
+	out, err := d.ReadResidentRanges([]core.OptRange{{ID: ids[1], Offset: 8, Len: 6}, {ID: ids[2], Offset: 2, Len: 5}}, dst)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{want[1][8:14], want[2][2:7]}, out)
+}
+
+// The reference's memset test: clears and fills move no host-to-device
+// bytes and go to the device as memsets.
+func TestOptimizerClearAndFillUseMemset(t *testing.T) {
+	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
+	id := allocIDs(t, d, 64)[0]
+	require.NoError(t, d.UploadResident(id, bytes.Repeat([]byte{0xFF}, 64)))
+
+	b.ResetTelemetry()
+	memsets, copies := dev.Calls(sim.OpMemsetD8Async), dev.Calls(sim.OpMemcpyHtoDAsync)
+	out, err := d.Run(core.OptBatch{Clears: []uint64{id}, Reads: []core.OptRange{{ID: id, Len: 64}}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{make([]byte, 64)}, out)
+	tel := b.Telemetry()
+	assert.Zero(t, tel.HostToDeviceBytes)
+	assert.Equal(t, uint64(1), tel.MemsetOps)
+	assert.Equal(t, uint64(1), tel.SyncPoints)
+	assert.Equal(t, memsets+1, dev.Calls(sim.OpMemsetD8Async))
+	assert.Equal(t, copies, dev.Calls(sim.OpMemcpyHtoDAsync), "no host-to-device copy queued")
+
+	b.ResetTelemetry()
+	out, err = d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: 0xA5}}, Reads: []core.OptRange{{ID: id, Len: 64}}}, out)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{bytes.Repeat([]byte{0xA5}, 64)}, out)
+	assert.Zero(t, b.Telemetry().HostToDeviceBytes)
+	assert.Equal(t, memsets+2, dev.Calls(sim.OpMemsetD8Async))
+	require.NoError(t, d.FreeResident(id))
+}
+
+func TestOptimizerRunSequenceWithOneFence(t *testing.T) {
+	d, b, _ := openOpt(t)
+	const n = 256
+	ids := allocIDs(t, d, 4*n, 4*n, 4*n)
+	a, c := make([]byte, 4*n), make([]byte, 4*n)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(a[4*i:], uint32(i))
+		binary.LittleEndian.PutUint32(c[4*i:], uint32(2*i))
+	}
+	want := make([]byte, 4*n)
+	for i := 0; i < n; i++ {
+		binary.LittleEndian.PutUint32(want[4*i:], uint32(5*i)) // (a+c)+c, as u32
+	}
+	b.ResetTelemetry()
+	vadd := core.ProgramVAddU32()
+	out, err := d.Run(core.OptBatch{
+		Clears:  []uint64{ids[2]},
+		Uploads: []core.OptUploadAt{{ID: ids[0], Data: a}, {ID: ids[1], Data: c}},
+		Steps: []core.OptStep{
+			{Program: vadd, IDs: []uint64{ids[0], ids[1], ids[2]}},
+			{Program: vadd, IDs: []uint64{ids[2], ids[1], ids[2]}},
+		},
+		Reads: []core.OptRange{{ID: ids[2], Len: 4 * n}},
+	}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{want}, out)
+	tel := b.Telemetry()
+	assert.Equal(t, uint64(1), tel.SyncPoints)
+	assert.Equal(t, uint64(2), tel.KernelLaunches)
+	assert.Equal(t, uint64(8*n), tel.HostToDeviceBytes)
+}
+
+func TestOptimizerRefusesBusyAndInFlightBuffers(t *testing.T) {
+	d, b, _ := openOpt(t)
+	id := allocIDs(t, d, 64)[0]
+	buf, err := d.Buffer(id)
+	require.NoError(t, err)
+	_, release, err := core.PinForTest(b, []core.Buffer{buf})
+	require.NoError(t, err)
+	stats := d.Stats()
+
+	err = d.FreeResident(id)
+	require.ErrorIs(t, err, core.ErrInFlight)
+	assert.Contains(t, err.Error(), fmt.Sprintf("id %d", id))
+	require.ErrorIs(t, d.Close(), core.ErrInFlight)
+	assert.Equal(t, stats, d.Stats(), "refusals change nothing")
+	_, err = d.ReadResident(id)
+	require.NoError(t, err, "a refused Close left the dispatcher open")
+
+	release()
+	require.NoError(t, d.FreeResident(id))
+}
+
+func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
+	type faultCase struct {
+		name string
+		arm  func(dev *sim.Device)
+		call func(d *core.OptimizerDispatcher, live uint64) error
+		kind error
+	}
+	cases := []faultCase{
+		{"alloc fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrDriver},
+		{"alloc returns null", func(dev *sim.Device) { dev.NullNth(sim.OpMemAlloc, 1) },
+			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrDriver},
+		{"upload copy fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+			func(d *core.OptimizerDispatcher, live uint64) error {
+				return d.UploadResident(live, make([]byte, 64))
+			}, core.ErrDriver},
+		{"read copy fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyDtoHAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+			func(d *core.OptimizerDispatcher, live uint64) error { _, err := d.ReadResident(live); return err }, core.ErrDriver},
+		{"memset fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemsetD8Async, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+			func(d *core.OptimizerDispatcher, live uint64) error {
+				_, err := d.Run(core.OptBatch{Clears: []uint64{live}}, nil)
+				return err
+			}, core.ErrDriver},
+		{"real free of an over-cap buffer fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+			func(d *core.OptimizerDispatcher, live uint64) error { return d.FreeResident(live) }, core.ErrDriver},
+		{"static alloc of the second payload fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemAlloc, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *core.OptimizerDispatcher, _ uint64) error {
+				_, err := d.AcquireStaticUploads(1, [][]byte{{1, 2}, {3}, {4}})
+				return err
+			}, core.ErrDriver},
+		{"static upload fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+			func(d *core.OptimizerDispatcher, _ uint64) error {
+				// 32 bytes: one of the payloads comes from the pool.
+				_, err := d.AcquireStaticUploads(1, [][]byte{make([]byte, 32), {3}})
+				return err
+			}, core.ErrDriver},
+		{"static upload staging fails", func(dev *sim.Device) { dev.FailNth(sim.OpHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *core.OptimizerDispatcher, _ uint64) error {
+				// Larger than any pinned block the pool kept from earlier uploads.
+				_, err := d.AcquireStaticUploads(2, [][]byte{make([]byte, 32), make([]byte, 2<<20)})
+				return err
+			}, core.ErrDriver},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Cap 40: the pooled 32-byte buffer fits, the live 64-byte one
+			// does not, so freeing it is a real free.
+			d, b, dev := openOpt(t, core.WithOptimizerPoolCap(40))
+			ids := allocIDs(t, d, 64, 32)
+			require.NoError(t, d.UploadResident(ids[0], bytes.Repeat([]byte{9}, 64)))
+			require.NoError(t, d.FreeResident(ids[1]))
+			stats, resident, live := d.Stats(), b.ResidentAllocatedBytes(), dev.Live()
+
+			c.arm(dev)
+			err := c.call(d, ids[0])
+			require.ErrorIs(t, err, c.kind)
+			dev.ClearFaults()
+
+			assert.Equal(t, stats, d.Stats())
+			assert.Equal(t, []int{32}, core.OptimizerPooledLensForTest(d))
+			assert.Equal(t, resident, b.ResidentAllocatedBytes())
+			assert.Equal(t, live.Allocations, dev.Live().Allocations)
+			got, err := d.ReadResident(ids[0])
+			require.NoError(t, err, "the live id survived")
+			assert.Equal(t, bytes.Repeat([]byte{9}, 64), got)
+			require.NoError(t, d.FreeResident(ids[0]))
+		})
+	}
+}
+
+// An eviction whose real free fails does not fail the FreeResident that
+// caused it: the evicted buffer is retired and Close frees it.
+func TestOptimizerEvictionFailureRetiresForClose(t *testing.T) {
+	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(64))
+	base := b.ResidentAllocatedBytes()
+	ids := allocIDs(t, d, 64, 64)
+	require.NoError(t, d.FreeResident(ids[0]))
+	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	require.NoError(t, d.FreeResident(ids[1]))
+	s := d.Stats()
+	assert.Equal(t, 1, s.RetiredBuffers)
+	assert.Equal(t, uint64(64), s.PooledBytes)
+	assert.Equal(t, base+128, b.ResidentAllocatedBytes())
+	require.NoError(t, d.Close())
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
+}
+
+func TestOptimizerCloseReleasesEverything(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	base := b.ResidentAllocatedBytes()
+	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(4096), core.WithStaticCacheCap(300))
+	require.NoError(t, err)
+	live := allocIDs(t, d, 64, 128)
+	require.NoError(t, d.FreeResident(live[1]))
+	cached, err := d.AcquireStaticUploads(1, [][]byte{make([]byte, 100)})
+	require.NoError(t, err)
+	require.True(t, cached.Cached)
+	uncached, err := d.AcquireStaticUploads(2, [][]byte{make([]byte, 400)})
+	require.NoError(t, err)
+	require.False(t, uncached.Cached)
+	released, err := d.AcquireStaticUploads(3, [][]byte{make([]byte, 50)})
+	require.NoError(t, err)
+	require.NoError(t, d.ReleaseStaticUploads(released))
+	require.Greater(t, b.ResidentAllocatedBytes(), base)
+
+	// Acquired sets do not block Close: it ends them.
+	require.NoError(t, d.Close())
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	for name, err := range map[string]error{
+		"Close":   d.Close(),
+		"Free":    d.FreeResident(live[0]),
+		"Release": d.ReleaseStaticUploads(cached),
+		"Alloc":   func() error { _, err := d.AllocResident(8); return err }(),
+		"Acquire": func() error { _, err := d.AcquireStaticUploads(1, [][]byte{{1}}); return err }(),
+		"Read":    func() error { _, err := d.ReadResident(live[0]); return err }(),
+		"Run":     func() error { _, err := d.Run(core.OptBatch{}, nil); return err }(),
+	} {
+		assert.ErrorIs(t, err, core.ErrClosed, name)
+	}
+	assert.Equal(t, core.OptimizerStats{PoolCap: 4096, StaticCap: 300}, d.Stats())
+	require.NoError(t, b.Close())
+	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
+}
+
+func TestOptimizerAfterBackendClose(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	d, err := core.NewOptimizerDispatcher(b)
+	require.NoError(t, err)
+	id := allocIDs(t, d, 64)[0]
+	other := allocIDs(t, d, 64)[0]
+	require.NoError(t, d.FreeResident(other))
+	require.NoError(t, b.Close())
+	_, err = d.AllocResident(64)
+	require.ErrorIs(t, err, core.ErrClosed, "no pooled id of a closed Backend is handed out")
+	_, err = d.ReadResident(id)
+	require.ErrorIs(t, err, core.ErrClosed)
+	require.NoError(t, d.Close(), "the Backend already freed everything")
+	_, err = core.NewOptimizerDispatcher(b)
+	require.ErrorIs(t, err, core.ErrClosed)
+	_, err = core.NewOptimizerDispatcher(nil)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+}
+
+// Sixteen goroutines allocate, upload, read, run and free their own buffers
+// and share static sets; every byte read must be the goroutine's own, and
+// Close must return the Backend to its baseline.
+func TestOptimizerConcurrentUse(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	base := b.ResidentAllocatedBytes()
+	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(8<<10), core.WithStaticCacheCap(4<<10))
+	require.NoError(t, err)
+	const workers, rounds = 16, 30
+	shared := [][][]byte{{bytes.Repeat([]byte{1}, 512)}, {bytes.Repeat([]byte{2}, 1024), {3}}, {bytes.Repeat([]byte{4}, 3000)}}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(w)))
+			for i := 0; i < rounds; i++ {
+				n := []int{64, 256, 1000}[r.Intn(3)]
+				id, err := d.AllocResident(n)
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := bytes.Repeat([]byte{byte(w)}, n)
+				if err := d.UploadResident(id, want); err != nil {
+					errs <- err
+					return
+				}
+				set, err := d.AcquireStaticUploads(uint64(i%2), shared[r.Intn(len(shared))])
+				if err != nil {
+					errs <- err
+					return
+				}
+				out, err := d.Run(core.OptBatch{
+					Reads: []core.OptRange{{ID: id, Len: n}, {ID: set.IDs[0], Len: 1}},
+				}, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(out[0], want) {
+					errs <- fmt.Errorf("worker %d round %d read another goroutine's bytes", w, i)
+					return
+				}
+				if err := d.ReleaseStaticUploads(set); err != nil {
+					errs <- err
+					return
+				}
+				if err := d.FreeResident(id); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	s := d.Stats()
+	assert.Zero(t, s.LiveIDs)
+	assert.Zero(t, s.StaticSetsAcquired)
+	assert.LessOrEqual(t, s.PooledBytes, uint64(8<<10))
+	assert.LessOrEqual(t, s.StaticCachedBytes, uint64(4<<10))
+	require.NoError(t, d.Close())
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	require.NoError(t, b.Close())
+	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
+}
