@@ -238,7 +238,7 @@ func TestFuseReadbacksErrors(t *testing.T) {
 		{"negative length", []ReadbackCopy{{1, 0, 4}, {3, 16, -2}}, accounting.ErrNegative, "request 1: handle 3 src 0x10 has length -2"},
 		{"src wraps", []ReadbackCopy{{5, math.MaxUint64 - 1, 2}}, accounting.ErrOverflow, "request 0: handle 5 src 0xfffffffffffffffe + 2 bytes"},
 		{"fused copy longer than an int", []ReadbackCopy{{1, 0, math.MaxInt}, {1, math.MaxInt, 1}}, accounting.ErrOverflow, "handle 1: fused range [0x0, 0x8000000000000000)"},
-		{"total bytes wrap", []ReadbackCopy{{1, 0, math.MaxInt}, {2, 0, math.MaxInt}, {3, 0, math.MaxInt}}, accounting.ErrOverflow, ""},
+		{"total bytes wrap", []ReadbackCopy{{1, 0, math.MaxInt}, {2, 0, math.MaxInt}, {3, 0, math.MaxInt}}, accounting.ErrOverflow, "accounting: FuseReadbacks: overflow: fused copies total 18446744073709551614 + 9223372036854775807 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/vyre-go/vyrecuda/accounting"
@@ -92,10 +93,18 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 		if end-start > math.MaxInt {
 			return totalOverflowError(op, handle, start, end)
 		}
-		var err error
-		bytes, err = accounting.AddUint64(bytes, end-start)
+		if end-start > math.MaxUint64-bytes {
+			return &accounting.Error{
+				Op:  op,
+				Err: accounting.ErrOverflow,
+				Detail: fmt.Sprintf("fused copies total %d + %d bytes, more than fits in 64 bits",
+					bytes, end-start),
+				Fix: "split the batch into smaller batches",
+			}
+		}
+		bytes += end - start
 		groups++
-		return err
+		return nil
 	}
 	for p := 0; p < limit; p++ {
 		i := p
