@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +49,7 @@ func propParameters(t *testing.T, minSuccessful int) *gopter.TestParameters {
 
 var (
 	bigMaxUint64 = new(big.Int).SetUint64(math.MaxUint64)
-	bigMaxInt = big.NewInt(math.MaxInt)
+	bigMaxInt    = big.NewInt(math.MaxInt)
 )
 
 func bigUint64(v uint64) *big.Int { return new(big.Int).SetUint64(v) }

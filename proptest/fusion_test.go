@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"slices"
 	"testing"
@@ -198,14 +199,22 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 			spans = append(spans, fuseSpan{r.Handle, r.Src, r.Src + uint64(r.Len)})
 		}
 	}
+	comps := fuseComponents(spans)
+	union := new(big.Int)
+	tooLong := false
+	for _, c := range comps {
+		union.Add(union, new(big.Int).SetUint64(c.end-c.start))
+		tooLong = tooLong || c.end-c.start > math.MaxInt
+	}
+	if tooLong || !union.IsUint64() {
+		// A fused copy must fit an int length and the total a uint64.
+		if !errors.Is(err, accounting.ErrOverflow) || !reflect.DeepEqual(got, fusion.FusedReadbacks{}) {
+			return fmt.Sprintf("fused ranges too long (union %s): want ErrOverflow and a zero result, got %v", union, err)
+		}
+		return ""
+	}
 	if err != nil {
 		return fmt.Sprintf("unexpected error: %v", err)
-	}
-
-	comps := fuseComponents(spans)
-	var union uint64
-	for _, c := range comps {
-		union += c.end - c.start
 	}
 	if len(got.Copies) != len(comps) {
 		return fmt.Sprintf("got %d copies, want one per connected same-handle range: %d", len(got.Copies), len(comps))
@@ -223,7 +232,7 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 			staging = append(staging, fuseDeviceByte(c.Handle, a))
 		}
 	}
-	if got.Bytes != union {
+	if got.Bytes != union.Uint64() {
 		return fmt.Sprintf("Bytes = %d, want the handle-scoped union %d", got.Bytes, union)
 	}
 	if len(got.Views) != len(reqs) {
