@@ -67,7 +67,10 @@ type OptimizerDispatcher struct {
 	// AllocResident and of static sets (cached or not). Every buffer the
 	// dispatcher owns is in exactly one of ids, pool and retired.
 	ids map[uint64]optBuf
-	// pool holds freed buffers by exact length; lists are never empty.
+	// pool holds freed buffers by exact length. A list emptied by a pool hit
+	// stays (keeping its capacity, so the hot alloc/free round trip does not
+	// allocate) while the map has at most keepEmptyLists keys; eviction
+	// prunes empty lists.
 	pool        map[int][]Buffer
 	pooledBytes uint64 // sum of the lengths in pool
 	static      staticCache
@@ -82,6 +85,9 @@ type optBuf struct {
 	static bool // belongs to a static set: not freeable, not writable by upload
 	busy   int  // uses by dispatcher calls running without mu
 }
+
+// keepEmptyLists bounds how many lengths keep an empty free list around.
+const keepEmptyLists = 64
 
 // OptimizerStats is a snapshot of what an OptimizerDispatcher holds.
 type OptimizerStats struct {
@@ -200,7 +206,7 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 			return Buffer{}, false, accountingError(op, "free pool", err)
 		}
 		buf = list[len(list)-1]
-		if len(list) == 1 {
+		if len(list) == 1 && len(d.pool) > keepEmptyLists {
 			delete(d.pool, n)
 		} else {
 			d.pool[n] = list[:len(list)-1]
@@ -333,7 +339,11 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 // the pool's accounting and is retired.
 func (d *OptimizerDispatcher) evictLargestPooledLocked(op string) bool {
 	largest := 0
-	for n := range d.pool {
+	for n, list := range d.pool {
+		if len(list) == 0 {
+			delete(d.pool, n)
+			continue
+		}
 		largest = max(largest, n)
 	}
 	if largest == 0 {

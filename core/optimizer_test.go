@@ -632,3 +632,22 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 	require.NoError(t, b.Close())
 	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
 }
+
+// The pool-hit round trip is the hot path: it must not allocate.
+func TestOptimizerPoolHitDoesNotAllocate(t *testing.T) {
+	d, _, dev := openOpt(t)
+	id := allocIDs(t, d, 4096)[0]
+	require.NoError(t, d.FreeResident(id))
+	calls := dev.CallCounts()
+	allocs := testing.AllocsPerRun(100, func() {
+		id, err := d.AllocResident(4096)
+		if err == nil {
+			err = d.FreeResident(id)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, allocs)
+	assert.Equal(t, calls, dev.CallCounts(), "no driver call on a pool hit")
+}
