@@ -1,0 +1,348 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+// benchConfig is everything bench's flags set; it is written into
+// results.json so a result says how it was produced.
+type benchConfig struct {
+	Device    string `json:"device"`
+	Ordinal   int    `json:"ordinal"`
+	Repeats   int    `json:"repeats"`
+	Warmup    int    `json:"warmup"`
+	Count     int    `json:"count"`      // small transfers in W1 and W3
+	Small     int    `json:"small"`      // bytes of each small transfer
+	Large     int    `json:"large"`      // bytes of the W2 upload and W6 download
+	Allocs    int    `json:"allocs"`     // alloc+free pairs per W4 run
+	AllocSize int    `json:"alloc_size"` // bytes per W4 allocation
+	Launches  int    `json:"launches"`   // dependent launches per W5 run
+	SweepMin  int    `json:"sweep_min"`  // smallest transfer of the bandwidth sweep
+	SweepMax  int    `json:"sweep_max"`  // largest transfer of the bandwidth sweep
+	Workloads string `json:"workloads"`  // comma-separated ids, or "all"
+	Out       string `json:"-"`
+}
+
+// defaultBenchConfig holds the sizes of DESIGN.md's workloads.
+func defaultBenchConfig() benchConfig {
+	return benchConfig{
+		Device: deviceAuto, Repeats: 10, Warmup: 2,
+		Count: 1024, Small: 4 << 10, Large: 256 << 20,
+		Allocs: 1000, AllocSize: 4 << 10, Launches: 100,
+		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
+	}
+}
+
+// runBench parses bench's flags, runs the selected workloads and the sweep,
+// prints the table and, with -out, writes results.json and bandwidth.svg.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	cfg := defaultBenchConfig()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	dev, ordinal := deviceFlags(fs)
+	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "measured runs per workload and sweep size (median, min and max are over these)")
+	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured runs before the measured ones")
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "W1/W3: number of small buffers")
+	small, large := sizeFlag(cfg.Small), sizeFlag(cfg.Large)
+	allocSize, sweepMin, sweepMax := sizeFlag(cfg.AllocSize), sizeFlag(cfg.SweepMin), sizeFlag(cfg.SweepMax)
+	fs.Var(&small, "small", "W1/W3: bytes per small buffer")
+	fs.Var(&large, "large", "W2/W6: bytes of the large upload and download")
+	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
+	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
+	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
+	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
+	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
+	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
+	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stderr); done {
+		return code
+	}
+	cfg.Device, cfg.Ordinal = string(*dev), *ordinal
+	cfg.Small, cfg.Large, cfg.AllocSize = int(small), int(large), int(allocSize)
+	cfg.SweepMin, cfg.SweepMax = int(sweepMin), int(sweepMax)
+	selected, err := cfg.validate()
+	if err != nil {
+		fmt.Fprintf(stderr, "vyrecuda bench: %v\n", err)
+		return exitUsage
+	}
+
+	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory())
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	fmt.Fprintln(stdout, s.Describe())
+	rep, runErr := runBenchmarks(s, cfg, selected, newProgress(stderr))
+	if err := s.Close(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return fail(stderr, "bench", runErr)
+	}
+	rep.Command = "vyrecuda bench " + strings.Join(args, " ")
+	printTable(stdout, rep)
+	if cfg.Out != "" {
+		if err := writeOutputs(cfg.Out, rep); err != nil {
+			return fail(stderr, "bench", err)
+		}
+		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(cfg.Out, resultsFile), filepath.Join(cfg.Out, plotFile))
+	}
+	return exitOK
+}
+
+// validate checks the numbers and resolves -workloads into the workloads to
+// run, in W1..W6 order.
+func (c *benchConfig) validate() ([]string, error) {
+	switch {
+	case c.Repeats < 1:
+		return nil, fmt.Errorf("-repeats %d: want at least 1", c.Repeats)
+	case c.Warmup < 0:
+		return nil, fmt.Errorf("-warmup %d: want 0 or more", c.Warmup)
+	case c.Count < 1:
+		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
+	case c.Allocs < 1:
+		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.Launches < 1:
+		return nil, fmt.Errorf("-launches %d: want at least 1", c.Launches)
+	case c.SweepMin > c.SweepMax:
+		return nil, fmt.Errorf("-sweep-min %s is above -sweep-max %s", formatBytes(uint64(c.SweepMin)), formatBytes(uint64(c.SweepMax)))
+	}
+	all := workloadIDs()
+	switch strings.TrimSpace(c.Workloads) {
+	case "all", "":
+		return all, nil
+	case "none":
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, id := range strings.Split(c.Workloads, ",") {
+		id = strings.ToUpper(strings.TrimSpace(id))
+		if !slices.Contains(all, id) {
+			return nil, fmt.Errorf("-workloads: unknown workload %q; known: %s, all, none", id, strings.Join(all, ","))
+		}
+		want[id] = true
+	}
+	var out []string
+	for _, id := range all {
+		if want[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// simMemory sizes the simulated device so the largest workload fits its
+// budget twice over (buffers plus pooled copies); zero keeps the default.
+func (c *benchConfig) simMemory() uint64 {
+	big := uint64(max(c.Large, c.SweepMax))
+	need := 3*big + 3*uint64(c.Count)*uint64(c.Small) + 64<<20
+	if need <= 1<<30 {
+		return 0
+	}
+	return need
+}
+
+// sweepSizes returns the sweep's transfer sizes: SweepMin growing 4x, and
+// SweepMax as the last point.
+func (c *benchConfig) sweepSizes() []int {
+	var out []int
+	for n := c.SweepMin; n < c.SweepMax; n *= 4 {
+		out = append(out, n)
+		if n > c.SweepMax/4 {
+			break
+		}
+	}
+	return append(out, c.SweepMax)
+}
+
+// runBenchmarks runs the selected workloads and the sweep on s.
+func runBenchmarks(s *session, cfg benchConfig, selected []string, prog *progress) (*benchReport, error) {
+	rep := &benchReport{
+		Tool: "vyrecuda bench", Time: time.Now().UTC().Format(time.RFC3339),
+		Device: deviceReport{
+			Kind: s.Kind, Name: s.Info.Name, MemoryBytes: s.Info.TotalMemory,
+			ComputeCapability: fmt.Sprintf("%d.%d", s.Info.CCMajor, s.Info.CCMinor), Reason: s.Reason,
+		},
+		Config: cfg,
+	}
+	rep.setHost()
+	sizes := cfg.sweepSizes()
+	total := len(selected) + 2*len(sizes)
+	step := 0
+	for _, id := range selected {
+		step++
+		w := newWorkload(id, cfg)
+		prog.start(step, total, w.ID+" "+w.Title)
+		r, err := measureWorkload(s, w, cfg, prog)
+		if err != nil {
+			prog.done()
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		rep.Workloads = append(rep.Workloads, r)
+	}
+	for _, dir := range []string{dirUpload, dirReadback} {
+		for _, n := range sizes {
+			step++
+			prog.start(step, total, fmt.Sprintf("sweep %s %s", dir, formatBytes(uint64(n))))
+			p, err := measureSweep(s, dir, n, cfg, prog)
+			if err != nil {
+				prog.done()
+				return nil, fmt.Errorf("sweep %s %s: %w", dir, formatBytes(uint64(n)), err)
+			}
+			rep.Sweep = append(rep.Sweep, p)
+		}
+	}
+	prog.done()
+	return rep, nil
+}
+
+// measureWorkload prepares w, runs it Warmup+Repeats times and summarizes
+// the measured runs. A workload that cannot run on this build is reported as
+// skipped, with the reason.
+func measureWorkload(s *session, w workload, cfg benchConfig, prog *progress) (workloadResult, error) {
+	r := workloadResult{ID: w.ID, Title: w.Title, Bytes: w.Bytes, Ops: w.Ops, Target: w.Target.Text}
+	body, cleanup, err := w.prepare(s.Backend)
+	var skip *skipError
+	if errors.As(err, &skip) {
+		r.Skipped = skip.reason
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	times, tel, err := repeat(s.Backend, body, cfg, prog)
+	if cerr := cleanup(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Repeats = len(times)
+	st := summarize(times)
+	r.MedianNs, r.MinNs, r.MaxNs = st.Median.Nanoseconds(), st.Min.Nanoseconds(), st.Max.Nanoseconds()
+	r.PerOpNs = float64(r.MedianNs) / float64(max(w.Ops, 1))
+	if w.Bytes > 0 {
+		r.GBps = gbps(w.Bytes, st.Median)
+	}
+	r.PerRun = perRun(tel, len(times))
+	if s.Kind == deviceCUDA {
+		meets := w.Target.met(r)
+		r.Meets = &meets
+	}
+	return r, nil
+}
+
+// measureSweep times an upload or a readback of one n-byte buffer.
+func measureSweep(s *session, dir string, n int, cfg benchConfig, prog *progress) (sweepPoint, error) {
+	b := s.Backend
+	h, err := b.AllocateResident(n)
+	if err != nil {
+		return sweepPoint{}, err
+	}
+	data := pattern(n, uint32(n))
+	var body func() error
+	if dir == dirUpload {
+		body = func() error { return b.UploadResident(h, data) }
+	} else {
+		if err := b.UploadResident(h, data); err != nil {
+			return sweepPoint{}, errors.Join(err, b.FreeResident(h))
+		}
+		body = func() (err error) {
+			data, err = b.DownloadResidentInto(h, data)
+			return err
+		}
+	}
+	times, _, err := repeat(b, body, cfg, prog)
+	if ferr := b.FreeResident(h); ferr != nil {
+		err = errors.Join(err, ferr)
+	}
+	if err != nil {
+		return sweepPoint{}, err
+	}
+	st := summarize(times)
+	return sweepPoint{
+		Direction: dir, Bytes: int64(n), Repeats: len(times),
+		MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
+		GBps: gbps(int64(n), st.Median),
+	}, nil
+}
+
+// repeat runs body cfg.Warmup times unmeasured, then cfg.Repeats times
+// measured, and returns the measured durations and the telemetry of the
+// measured runs.
+func repeat(b *core.Backend, body func() error, cfg benchConfig, prog *progress) ([]time.Duration, core.Telemetry, error) {
+	for i := 0; i < cfg.Warmup; i++ {
+		if err := body(); err != nil {
+			return nil, core.Telemetry{}, err
+		}
+	}
+	b.ResetTelemetry()
+	times := make([]time.Duration, 0, cfg.Repeats)
+	for i := 0; i < cfg.Repeats; i++ {
+		prog.tick(i+1, cfg.Repeats)
+		start := time.Now()
+		err := body()
+		d := time.Since(start)
+		if err != nil {
+			return nil, core.Telemetry{}, err
+		}
+		// A clock too coarse to see the run would give 0; count it as 1 ns so
+		// rates stay finite and the run is still visible as "too fast".
+		times = append(times, max(d, time.Nanosecond))
+	}
+	return times, b.Telemetry(), nil
+}
+
+// gbps is bytes per nanosecond, which is GB/s (10^9 bytes per second).
+func gbps(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / float64(d.Nanoseconds())
+}
+
+// pattern returns n bytes that differ from buffer to buffer (seed) and from
+// word to word, so a misplaced copy shows up in verification.
+func pattern(n int, seed uint32) []byte {
+	out := make([]byte, n)
+	x := seed*2654435761 + 1
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		out[i] = byte(x)
+	}
+	return out
+}
+
+// writeOutputs writes results.json and bandwidth.svg into dir.
+func writeOutputs(dir string, rep *benchReport) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := rep.marshal()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, resultsFile), js, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, plotFile))
+	if err != nil {
+		return err
+	}
+	werr := writeBandwidthSVG(f, rep)
+	return errors.Join(werr, f.Close())
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// Device choices for -device.
+const (
+	deviceAuto = "auto"
+	deviceSim  = "sim"
+	deviceCUDA = "cuda"
+)
+
+// deviceFlag is the value of -device; Set refuses anything but the three
+// choices, so a typo is a usage error (status 2), not a silent fallback.
+type deviceFlag string
+
+func (d *deviceFlag) String() string { return string(*d) }
+
+func (d *deviceFlag) Set(s string) error {
+	switch s {
+	case deviceAuto, deviceSim, deviceCUDA:
+		*d = deviceFlag(s)
+		return nil
+	}
+	return fmt.Errorf("want auto, sim or cuda, got %q", s)
+}
+
+// deviceFlags registers -device and -ordinal on fs.
+func deviceFlags(fs *flag.FlagSet) (*deviceFlag, *int) {
+	dev := deviceFlag(deviceAuto)
+	fs.Var(&dev, "device", "where to run: auto (GPU when present, else simulated), sim or cuda")
+	ordinal := fs.Int("ordinal", 0, "CUDA device ordinal for -device cuda or auto")
+	return &dev, ordinal
+}
+
+// session is an open Backend and what the user should be told about it.
+type session struct {
+	Backend *core.Backend
+	Kind    string // deviceCUDA or deviceSim
+	Info    core.DeviceInfo
+	Reason  string // why auto chose this device; empty when chosen explicitly
+	sim     *sim.Device
+}
+
+// openCUDA opens a Backend on a real device. It is a variable so tests can
+// check the auto fallback without a GPU.
+var openCUDA = func(ordinal int) (*core.Backend, error) {
+	return core.OpenCUDA(ordinal)
+}
+
+// cudaProbe reports whether a CUDA driver with at least one device is usable,
+// and why not. It is a variable for the same reason as openCUDA.
+var cudaProbe = func() error {
+	devs, err := listDevices()
+	if err != nil {
+		return err
+	}
+	if len(devs) == 0 {
+		return errors.New("the CUDA driver reports no devices")
+	}
+	return nil
+}
+
+// openSession opens the device the user asked for. simMemory sizes the
+// simulated device; zero takes its default.
+func openSession(choice string, ordinal int, simMemory uint64) (*session, error) {
+	switch choice {
+	case deviceCUDA:
+		return openCUDASession(ordinal, "")
+	case deviceSim:
+		return openSimSession(simMemory, "")
+	}
+	if err := cudaProbe(); err != nil {
+		return openSimSession(simMemory, describeDriverError(err))
+	}
+	s, err := openCUDASession(ordinal, "a CUDA device is present")
+	if err != nil {
+		return openSimSession(simMemory, fmt.Sprintf("opening CUDA device %d failed: %v", ordinal, err))
+	}
+	return s, nil
+}
+
+func openCUDASession(ordinal int, reason string) (*session, error) {
+	b, err := openCUDA(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Backend: b, Kind: deviceCUDA, Info: b.DeviceInfo(), Reason: reason}, nil
+}
+
+func openSimSession(memory uint64, reason string) (*session, error) {
+	dev := sim.New(sim.Config{TotalMemory: memory})
+	b, err := core.Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Backend: b, Kind: deviceSim, Info: b.DeviceInfo(), Reason: reason, sim: dev}, nil
+}
+
+// Describe is the one line that says where the command runs.
+func (s *session) Describe() string {
+	where := fmt.Sprintf("GPU %d", s.Info.Ordinal)
+	if s.Kind == deviceSim {
+		where = "simulated (no GPU needed)"
+	}
+	line := fmt.Sprintf("device: %s: %s, %s, compute capability %d.%d",
+		where, s.Info.Name, formatBytes(s.Info.TotalMemory), s.Info.CCMajor, s.Info.CCMinor)
+	if s.Reason != "" {
+		line += "; -device auto chose it: " + s.Reason
+	}
+	return line
+}
+
+// Close closes the Backend and, on the simulated device, checks that it
+// released every object it created.
+func (s *session) Close() error {
+	err := s.Backend.Close()
+	if s.sim != nil {
+		if live := s.sim.Live(); !live.Zero() {
+			err = errors.Join(err, fmt.Errorf("the simulated device still holds objects after Close: %v", live))
+		}
+	}
+	return err
+}
+
+// describeDriverError turns a loader or driver failure into a short phrase.
+func describeDriverError(err error) string {
+	if errors.Is(err, cudaapi.ErrDriverNotFound) {
+		return "no CUDA driver found"
+	}
+	var res cudaapi.Result
+	if errors.As(err, &res) && res == cudaapi.CUDA_ERROR_NO_DEVICE {
+		return "the CUDA driver found no device"
+	}
+	return err.Error()
+}

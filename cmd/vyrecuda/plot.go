@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Plot geometry in SVG user units.
+const (
+	plotW, plotH                              = 760, 470
+	marginL, marginR, marginTop, marginBottom = 80, 30, 60, 70
+)
+
+// series is one line of the plot.
+type series struct {
+	Name, Color string
+	X, Y        []float64 // X in bytes, Y in GB/s
+}
+
+// writeBandwidthSVG draws the sweep: bandwidth (GB/s) against transfer size
+// on a log2 x axis, one line for uploads and one for readbacks. It is plain
+// SVG written by hand, so the command needs no plotting dependency.
+func writeBandwidthSVG(w io.Writer, r *benchReport) error {
+	up := series{Name: "upload (host to device)", Color: "#1f77b4"}
+	down := series{Name: "readback (device to host)", Color: "#d62728"}
+	for _, p := range r.Sweep {
+		s := &up
+		if p.Direction == dirReadback {
+			s = &down
+		}
+		s.X = append(s.X, float64(p.Bytes))
+		s.Y = append(s.Y, p.GBps)
+	}
+	title := fmt.Sprintf("vyrecuda bandwidth on %s (%s), median of %d runs", r.Device.Name, r.Device.Kind, r.Config.Repeats)
+	return drawPlot(w, title, []series{up, down})
+}
+
+// drawPlot writes a line chart with a log2 x axis of byte sizes and a linear
+// y axis starting at zero.
+func drawPlot(w io.Writer, title string, ss []series) error {
+	bw := bufio.NewWriter(w)
+	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
+	for _, s := range ss {
+		for i := range s.X {
+			xmin, xmax = math.Min(xmin, s.X[i]), math.Max(xmax, s.X[i])
+			ymax = math.Max(ymax, s.Y[i])
+		}
+	}
+	if math.IsInf(xmin, 1) { // no points: draw empty axes over 4 KiB..1 MiB
+		xmin, xmax = 4<<10, 1<<20
+	}
+	lx0, lx1 := math.Floor(math.Log2(xmin)), math.Ceil(math.Log2(xmax))
+	if lx1 <= lx0 {
+		lx0, lx1 = lx0-1, lx1+1
+	}
+	ytop, ystep := niceAxis(ymax)
+	x0, x1 := float64(marginL), float64(plotW-marginR)
+	y0, y1 := float64(plotH-marginBottom), float64(marginTop)
+	px := func(b float64) float64 { return x0 + (math.Log2(b)-lx0)/(lx1-lx0)*(x1-x0) }
+	py := func(v float64) float64 { return y0 - v/ytop*(y0-y1) }
+
+	fmt.Fprintf(bw, `<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
+<rect width="100%%" height="100%%" fill="white"/>
+<text x="%d" y="28" text-anchor="middle" font-size="15">%s</text>
+`, plotW, plotH, plotW, plotH, plotW/2, esc(title))
+
+	// Horizontal grid and y labels.
+	for v := 0.0; v <= ytop*(1+1e-9); v += ystep {
+		y := py(v)
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0, y, x1, y)
+		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-6, y+4, trimFloat(v))
+	}
+	// Vertical grid and x labels: every power of two, labelled every other
+	// one when there are many.
+	every := 1
+	if lx1-lx0 > 12 {
+		every = 2
+	}
+	for e := lx0; e <= lx1; e++ {
+		x := px(math.Exp2(e))
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", x, y0, x, y1)
+		if int(e-lx0)%every == 0 {
+			fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y0+18, esc(formatBytes(uint64(math.Exp2(e)))))
+		}
+	}
+	// Axes and their labels.
+	fmt.Fprintf(bw, `<path d="M%.1f %.1f V%.1f H%.1f" fill="none" stroke="black"/>`+"\n", x0, y1, y0, x1)
+	fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">transfer size (bytes, log scale)</text>`+"\n", (x0+x1)/2, plotH-22)
+	fmt.Fprintf(bw, `<text transform="translate(22 %.1f) rotate(-90)" text-anchor="middle">bandwidth (GB/s)</text>`+"\n", (y0+y1)/2)
+
+	// Lines and points with tooltips.
+	for _, s := range ss {
+		if len(s.X) == 0 {
+			continue
+		}
+		pts := make([]string, len(s.X))
+		for j := range s.X {
+			pts[j] = fmt.Sprintf("%.1f,%.1f", px(s.X[j]), py(s.Y[j]))
+		}
+		fmt.Fprintf(bw, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), s.Color)
+		for j := range s.X {
+			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s at %.2f GB/s</title></circle>`+"\n",
+				px(s.X[j]), py(s.Y[j]), s.Color, esc(s.Name), esc(formatBytes(uint64(s.X[j]))), s.Y[j])
+		}
+	}
+	// The legend, on a white box drawn over the lines so it stays readable.
+	fmt.Fprintf(bw, `<rect x="%.1f" y="%.1f" width="200" height="%d" fill="white" fill-opacity="0.85" stroke="#ccc"/>`+"\n",
+		x0+6, y1+2, 8+18*len(ss))
+	for i, s := range ss {
+		ly := y1 + 16 + float64(i)*18
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+12, ly-4, x0+36, ly-4, s.Color)
+		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x0+42, ly, esc(s.Name))
+	}
+	fmt.Fprintln(bw, "</svg>")
+	return bw.Flush()
+}
+
+// niceAxis returns a y-axis top at or above v and a tick step from the 1, 2,
+// 5 series, giving four to ten ticks.
+func niceAxis(v float64) (top, step float64) {
+	if !(v > 0) || math.IsInf(v, 1) {
+		return 1, 0.25
+	}
+	raw := v / 5
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		step = m * mag
+		if step >= raw {
+			break
+		}
+	}
+	return math.Ceil(v/step) * step, step
+}
+
+// trimFloat prints a tick value without trailing zeros.
+func trimFloat(v float64) string {
+	s := fmt.Sprintf("%.3f", v)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s
+}
+
+// esc escapes text for SVG character data and attributes.
+func esc(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s)) // writes to a strings.Builder never fail
+	return b.String()
+}

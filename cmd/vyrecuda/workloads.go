@@ -1,0 +1,235 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+// workload is one of DESIGN.md's benchmark workloads, sized by benchConfig.
+type workload struct {
+	ID     string
+	Title  string
+	Bytes  int64 // bytes moved per run, for GB/s; 0 for latency workloads
+	Ops    int   // operations per run, for the per-operation time
+	Target target
+	// prepare allocates what the workload needs and returns the measured
+	// body and the cleanup that frees it all. An error wrapping *skipError
+	// reports a workload this build cannot run.
+	prepare func(b *core.Backend) (body func() error, cleanup func() error, err error)
+}
+
+// skipError marks a workload that cannot run here, with the reason.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+// target is a workload's goal on the H100, from DESIGN.md.
+type target struct {
+	Text     string
+	MaxRun   time.Duration // median run at most this, when set
+	MaxPerOp time.Duration // median per operation at most this, when set
+	MinGBps  float64       // median rate at least this, when set
+}
+
+// met reports whether r reaches the target.
+func (t target) met(r workloadResult) bool {
+	switch {
+	case t.MaxRun > 0:
+		return time.Duration(r.MedianNs) <= t.MaxRun
+	case t.MaxPerOp > 0:
+		return r.PerOpNs <= float64(t.MaxPerOp.Nanoseconds())
+	case t.MinGBps > 0:
+		return r.GBps >= t.MinGBps
+	}
+	return true
+}
+
+// workloadIDs lists the workloads in the order bench runs them.
+// W4B is W4 through the Backend's own device pool rather than the optimizer
+// dispatcher's, for callers that use AllocateResident directly.
+func workloadIDs() []string { return []string{"W1", "W2", "W3", "W4", "W4B", "W5", "W6"} }
+
+// newWorkload builds workload id for cfg; id comes from workloadIDs.
+func newWorkload(id string, cfg benchConfig) workload {
+	small := formatBytes(uint64(cfg.Small))
+	large := formatBytes(uint64(cfg.Large))
+	switch id {
+	case "W1":
+		return workload{
+			ID: id, Title: fmt.Sprintf("upload %d x %s into %d resident buffers", cfg.Count, small, cfg.Count),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 300 us", MaxRun: 300 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyUpload(b, cfg) },
+		}
+	case "W2":
+		return workload{
+			ID: id, Title: fmt.Sprintf("upload %s from a Go slice", large),
+			Bytes: int64(cfg.Large), Ops: 1,
+			Target:  target{Text: ">= 35 GB/s", MinGBps: 35},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareLargeUpload(b, cfg) },
+		}
+	case "W3":
+		return workload{
+			ID: id, Title: fmt.Sprintf("read back %d x %s from %d buffers", cfg.Count, small, cfg.Count),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 300 us", MaxRun: 300 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyReadback(b, cfg) },
+		}
+	case "W4":
+		return workload{
+			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (optimizer pool), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
+			Ops:     cfg.Allocs,
+			Target:  target{Text: "<= 0.5 us per pair", MaxPerOp: 500 * time.Nanosecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareOptimizerAlloc(b, cfg) },
+		}
+	case "W4B":
+		return workload{
+			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (Backend device pool), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
+			Ops:     cfg.Allocs,
+			Target:  target{Text: "<= 0.5 us per pair", MaxPerOp: 500 * time.Nanosecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return preparePooledAlloc(b, cfg) },
+		}
+	case "W5":
+		return workload{
+			ID: id, Title: fmt.Sprintf("%d dependent tiny launches + 1 fence", cfg.Launches),
+			Ops:     cfg.Launches,
+			Target:  target{Text: "<= 450 us", MaxRun: 450 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareLaunches(b, cfg) },
+		}
+	default: // W6
+		return workload{
+			ID: "W6", Title: fmt.Sprintf("download %s into a Go slice", large),
+			Bytes: int64(cfg.Large), Ops: 1,
+			Target:  target{Text: ">= 35 GB/s", MinGBps: 35},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareLargeDownload(b, cfg) },
+		}
+	}
+}
+
+// allocMany allocates n buffers of size bytes, freeing them all on failure.
+func allocMany(b *core.Backend, n, size int) ([]core.Buffer, error) {
+	hs := make([]core.Buffer, 0, n)
+	for i := 0; i < n; i++ {
+		h, err := b.AllocateResident(size)
+		if err != nil {
+			return nil, errors.Join(err, freeAll(b, hs))
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// freeAll frees every buffer and returns every failure.
+func freeAll(b *core.Backend, hs []core.Buffer) error {
+	var errs []error
+	for _, h := range hs {
+		if err := b.FreeResident(h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// W1: one UploadResidentMany of Count small buffers.
+func prepareManyUpload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	hs, err := allocMany(b, cfg.Count, cfg.Small)
+	if err != nil {
+		return nil, nil, err
+	}
+	ups := make([]core.Upload, len(hs))
+	for i, h := range hs {
+		ups[i] = core.Upload{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+	}
+	return func() error { return b.UploadResidentMany(ups) }, func() error { return freeAll(b, hs) }, nil
+}
+
+// W2: one UploadResident of a Large buffer from an ordinary Go slice.
+func prepareLargeUpload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	h, err := b.AllocateResident(cfg.Large)
+	if err != nil {
+		return nil, nil, err
+	}
+	data := pattern(cfg.Large, 2)
+	return func() error { return b.UploadResident(h, data) }, func() error { return b.FreeResident(h) }, nil
+}
+
+// W3: one DownloadResidentManyInto of Count small buffers into reused slots.
+func prepareManyReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	hs, err := allocMany(b, cfg.Count, cfg.Small)
+	if err != nil {
+		return nil, nil, err
+	}
+	ups := make([]core.Upload, len(hs))
+	for i, h := range hs {
+		ups[i] = core.Upload{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+	}
+	if err := b.UploadResidentMany(ups); err != nil {
+		return nil, nil, errors.Join(err, freeAll(b, hs))
+	}
+	var dst [][]byte
+	body := func() (err error) {
+		dst, err = b.DownloadResidentManyInto(hs, dst)
+		return err
+	}
+	return body, func() error { return freeAll(b, hs) }, nil
+}
+
+// W4: Allocs pairs of the optimizer dispatcher's AllocResident and
+// FreeResident: after the first, an exact-size pool pop and push.
+func prepareOptimizerAlloc(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	d, err := core.NewOptimizerDispatcher(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	body := func() error {
+		for i := 0; i < cfg.Allocs; i++ {
+			id, err := d.AllocResident(cfg.AllocSize)
+			if err != nil {
+				return err
+			}
+			if err := d.FreeResident(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return body, d.Close, nil
+}
+
+// W4B: Allocs pairs of AllocateResident and FreeResident, served by the
+// Backend's device pool after the first.
+func preparePooledAlloc(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	body := func() error {
+		for i := 0; i < cfg.Allocs; i++ {
+			h, err := b.AllocateResident(cfg.AllocSize)
+			if err != nil {
+				return err
+			}
+			if err := b.FreeResident(h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return body, func() error { return nil }, nil
+}
+
+// W6: one DownloadResidentInto of a Large buffer into a reused Go slice.
+func prepareLargeDownload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	h, err := b.AllocateResident(cfg.Large)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := b.UploadResident(h, pattern(cfg.Large, 6)); err != nil {
+		return nil, nil, errors.Join(err, b.FreeResident(h))
+	}
+	dst := make([]byte, cfg.Large)
+	body := func() (err error) {
+		dst, err = b.DownloadResidentInto(h, dst)
+		return err
+	}
+	return body, func() error { return b.FreeResident(h) }, nil
+}
