@@ -426,21 +426,21 @@ type holder struct {
 	err  error
 }
 
-// hold resolves id (naming it with prefix in messages); write refuses
+// hold resolves id (naming it as it in messages); write refuses
 // static buffers, which are immutable. After the first error it does
 // nothing. Callers hold mu.
-func (h *holder) hold(id uint64, write bool, prefix string) Buffer {
+func (h *holder) hold(id uint64, write bool, it item) Buffer {
 	if h.err != nil {
 		return Buffer{}
 	}
 	e, ok := h.d.ids[id]
 	if !ok {
-		h.err = unknownID(h.op, prefix, id)
+		h.err = unknownID(h.op, it.String(), id)
 		return Buffer{}
 	}
 	if write && e.static {
 		h.err = newError(h.op, KindInvalidArgument,
-			fmt.Sprintf("%sid %d belongs to a static upload set, whose contents are immutable", prefix, id),
+			fmt.Sprintf("%sid %d belongs to a static upload set, whose contents are immutable", it, id),
 			"write into a buffer from AllocResident instead")
 		return Buffer{}
 	}
@@ -490,22 +490,49 @@ func (h *holder) finish() error {
 	return h.err
 }
 
-func itemLabel(what string, n, i int) string {
-	if n > 1 {
-		return fmt.Sprintf("%s %d: ", what, i)
-	}
-	return ""
+// item names one element of a request in messages ("upload 3: ", "step 1
+// buffer 2: "); it is formatted only when an error needs it, so resolving a
+// large batch builds no strings.
+type item struct {
+	what string // "" for a lone item, which needs no name
+	i, j int    // j < 0: no sub-index
 }
 
-func lengthMismatch(op, prefix string, id uint64, want, got int) *Error {
+func (it item) String() string {
+	switch {
+	case it.what == "":
+		return ""
+	case it.j >= 0:
+		return fmt.Sprintf("%s %d buffer %d: ", it.what, it.i, it.j)
+	}
+	return fmt.Sprintf("%s %d: ", it.what, it.i)
+}
+
+// batchLabel is itemLabel that always names items inside a Run.
+func batchLabel(what string, n, i int, inBatch bool) item {
+	if inBatch {
+		return item{what: what, i: i, j: -1}
+	}
+	return itemLabel(what, n, i)
+}
+
+// itemLabel names element i of n; a lone element goes unnamed.
+func itemLabel(what string, n, i int) item {
+	if n > 1 {
+		return item{what: what, i: i, j: -1}
+	}
+	return item{}
+}
+
+func lengthMismatch(op string, it item, id uint64, want, got int) *Error {
 	return newError(op, KindInvalidArgument,
-		fmt.Sprintf("%sid %d holds %d bytes but %d bytes were given", prefix, id, want, got),
+		fmt.Sprintf("%sid %d holds %d bytes but %d bytes were given", it, id, want, got),
 		"pass data of the buffer's length, or use UploadResidentAtMany for part of it")
 }
 
-func rangeError(op, prefix, what string, id uint64, off, n, limit int, err error) *Error {
+func rangeError(op string, it item, what string, id uint64, off, n, limit int, err error) *Error {
 	return &Error{Op: op, Kind: KindInvalidArgument,
-		Detail: fmt.Sprintf("%sid %d: %s of %d bytes at offset %d does not fit its %d bytes", prefix, id, what, n, off, limit),
+		Detail: fmt.Sprintf("%sid %d: %s of %d bytes at offset %d does not fit its %d bytes", it, id, what, n, off, limit),
 		Fix:    "keep offset+length within the buffer's length", Err: err}
 }
 
@@ -568,7 +595,7 @@ func (d *OptimizerDispatcher) UploadResidentAtMany(ups []OptUploadAt) error {
 	if err != nil {
 		return err
 	}
-	out := d.resolveUploadsAt(h, op, ups)
+	out := d.resolveUploadsAt(h, op, ups, false)
 	if err := h.finish(); err != nil {
 		return err
 	}
@@ -576,10 +603,12 @@ func (d *OptimizerDispatcher) UploadResidentAtMany(ups []OptUploadAt) error {
 	return d.b.UploadResidentAtMany(out)
 }
 
-func (d *OptimizerDispatcher) resolveUploadsAt(h *holder, op string, ups []OptUploadAt) []UploadAt {
+// resolveUploadsAt resolves and range-checks offset uploads; inBatch names
+// every item (a Run has other sections), else only items of several.
+func (d *OptimizerDispatcher) resolveUploadsAt(h *holder, op string, ups []OptUploadAt, inBatch bool) []UploadAt {
 	out := make([]UploadAt, len(ups))
 	for i, u := range ups {
-		p := itemLabel("upload", len(ups), i)
+		p := batchLabel("upload", len(ups), i, inBatch)
 		buf := h.hold(u.ID, true, p)
 		if h.err == nil {
 			if _, err := accounting.RangeEnd(u.Offset, len(u.Data), buf.Len); err != nil {
@@ -591,10 +620,12 @@ func (d *OptimizerDispatcher) resolveUploadsAt(h *holder, op string, ups []OptUp
 	return out
 }
 
-func (d *OptimizerDispatcher) resolveRanges(h *holder, op string, rs []OptRange) []Range {
+// resolveRanges resolves and range-checks reads, naming them as
+// resolveUploadsAt does.
+func (d *OptimizerDispatcher) resolveRanges(h *holder, op string, rs []OptRange, inBatch bool) []Range {
 	out := make([]Range, len(rs))
 	for i, r := range rs {
-		p := itemLabel("read", len(rs), i)
+		p := batchLabel("read", len(rs), i, inBatch)
 		buf := h.hold(r.ID, false, p)
 		if h.err == nil {
 			if _, err := accounting.RangeEnd(r.Offset, r.Len, buf.Len); err != nil {
@@ -643,7 +674,7 @@ func (d *OptimizerDispatcher) ReadResidentRanges(rs []OptRange, dst [][]byte) ([
 	if err != nil {
 		return dst, err
 	}
-	ranges := d.resolveRanges(h, op, rs)
+	ranges := d.resolveRanges(h, op, rs, false)
 	if err := h.finish(); err != nil {
 		return dst, err
 	}
@@ -749,30 +780,30 @@ func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error
 	if len(batch.Clears) > 0 {
 		bb.Clears = make([]Buffer, len(batch.Clears))
 		for i, id := range batch.Clears {
-			bb.Clears[i] = h.hold(id, true, fmt.Sprintf("clear %d: ", i))
+			bb.Clears[i] = h.hold(id, true, item{"clear", i, -1})
 		}
 	}
 	if len(batch.Fills) > 0 {
 		bb.Fills = make([]Fill, len(batch.Fills))
 		for i, f := range batch.Fills {
-			bb.Fills[i] = Fill{Buf: h.hold(f.ID, true, fmt.Sprintf("fill %d: ", i)), Value: f.Value}
+			bb.Fills[i] = Fill{Buf: h.hold(f.ID, true, item{"fill", i, -1}), Value: f.Value}
 		}
 	}
 	if len(batch.Uploads) > 0 {
-		bb.Uploads = d.resolveUploadsAt(h, op, batch.Uploads)
+		bb.Uploads = d.resolveUploadsAt(h, op, batch.Uploads, true)
 	}
 	if len(batch.Steps) > 0 {
 		bb.Steps = make([]Step, len(batch.Steps))
 		for i, s := range batch.Steps {
 			bufs := make([]Buffer, len(s.IDs))
 			for j, id := range s.IDs {
-				bufs[j] = h.hold(id, false, fmt.Sprintf("step %d buffer %d: ", i, j))
+				bufs[j] = h.hold(id, false, item{"step", i, j})
 			}
 			bb.Steps[i] = Step{Program: s.Program, Bufs: bufs, Config: s.Config}
 		}
 	}
 	if len(batch.Reads) > 0 {
-		bb.Reads = d.resolveRanges(h, op, batch.Reads)
+		bb.Reads = d.resolveRanges(h, op, batch.Reads, true)
 	}
 	if err := h.finish(); err != nil {
 		return dst, err

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -248,6 +249,13 @@ func TestOptimizerRefusesUnknownIDs(t *testing.T) {
 			_, err := d.Run(core.OptBatch{Clears: []uint64{live}, Reads: []core.OptRange{{ID: id, Len: 1}}}, nil)
 			return err
 		},
+		"Run step": func(id uint64) error {
+			_, err := d.Run(core.OptBatch{Steps: []core.OptStep{{Program: core.ProgramVAddU32(), IDs: []uint64{live, live, id}}}}, nil)
+			if err != nil && !strings.Contains(err.Error(), "step 0 buffer 2: ") {
+				return fmt.Errorf("message does not name the step and buffer: %w", err)
+			}
+			return err
+		},
 		"Buffer": func(id uint64) error { _, err := d.Buffer(id); return err },
 	}
 	for name, id := range badIDs(t, d, b) {
@@ -298,7 +306,7 @@ func TestOptimizerLengthAndRangeMismatches(t *testing.T) {
 		{"run read past the end", func() error {
 			_, err := d.Run(core.OptBatch{Clears: []uint64{ids[0]}, Reads: []core.OptRange{{ID: ids[1], Len: 33}}}, nil)
 			return err
-		}, []string{"33 bytes at offset 0"}},
+		}, []string{"read 0: id " + strconv.FormatUint(ids[1], 10), "33 bytes at offset 0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
