@@ -225,11 +225,15 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 
 	// Kernel parameters and functions (loading modules on first use).
 	args := make([]KernelArg, nArgs)
+	var last *Program
+	var f Function
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
-		f, err := b.function(op, s.Program)
-		if err != nil {
-			return nil, err
+		if s.Program != last { // sequences usually repeat one program; skip the cache lock
+			if f, err = b.function(op, s.Program); err != nil {
+				return nil, err
+			}
+			last = s.Program
 		}
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]

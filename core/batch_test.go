@@ -269,3 +269,22 @@ func BenchmarkSimW5DependentLaunches(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100/1000, "us/launch")
 }
+
+func TestRunMixesPrograms(t *testing.T) {
+	f := newVAddFixture(t)
+	out, err := f.b.Run(core.Batch{
+		Steps: []core.Step{
+			{Program: core.ProgramFillU32(), Bufs: []core.Buffer{f.o}, Config: core.DispatchConfig{Scalars: []uint32{5}}},
+			{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{f.o, f.c, f.o}},
+			{Program: core.ProgramCopyU32(), Bufs: []core.Buffer{f.o, f.a}},
+			{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{f.a, f.a, f.o}},
+			{Program: core.ProgramFillU32(), Bufs: []core.Buffer{f.c}, Config: core.DispatchConfig{Scalars: []uint32{9}}},
+		},
+		Reads: []core.Range{{Buf: f.o, Len: 16}, {Buf: f.c, Len: 16}},
+	}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []uint32{30, 50, 70, 90}, words(out[0]))
+	assert.Equal(t, []uint32{9, 9, 9, 9}, words(out[1]))
+	assert.Equal(t, uint64(3), f.dev.Calls(sim.OpModuleLoad), "one module per distinct image")
+	f.requireReleased(t)
+}

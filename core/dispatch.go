@@ -3,13 +3,15 @@ package core
 // DispatchResident launches p over bufs (in the program's order) with cfg
 // and waits for it with one fence. It is Run of a one-step Batch: every
 // argument is validated before anything is queued, and the bound buffers
-// stay in flight until the launch has completed.
+// stay in flight until the launch has completed. cfg.Timing has no effect
+// here (there is no Pending to report it); use DispatchResidentAsync.
 func (b *Backend) DispatchResident(p *Program, bufs []Buffer, cfg DispatchConfig) error {
 	const op = "DispatchResident"
 	if err := b.enter(op); err != nil {
 		return err
 	}
 	defer b.exit()
+	cfg.Timing = false
 	pd, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
 	if err != nil {
 		return err

@@ -164,6 +164,13 @@ func TestDispatchDerivesGridCountAndScalars(t *testing.T) {
 	}
 }
 
+func TestDispatchResidentIgnoresTiming(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	h := residentWith(t, b, u32s(1, 2))
+	require.NoError(t, b.DispatchResident(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{Timing: true}))
+	assert.Zero(t, b.LaunchResourceCounts().TimingEvents.Created, "no Pending reports it, so no timing events are leased")
+}
+
 func TestDispatchFixedGridPassesNoCount(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
 	r := &recorder{}
