@@ -219,7 +219,10 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 	if len(got.Copies) != len(comps) {
 		return fmt.Sprintf("got %d copies, want one per connected same-handle range: %d", len(got.Copies), len(comps))
 	}
-	// Perform the copies into one staging buffer, as a caller would.
+	// Perform the copies into one staging buffer, as a caller would, when
+	// the bytes are few enough to hold; the structural checks below already
+	// pin every view to its request's bytes for larger ones.
+	materialize := union.Uint64() <= 1<<20
 	var staging []byte
 	starts := make([]int, len(got.Copies))
 	for j, c := range got.Copies {
@@ -228,7 +231,7 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 			return fmt.Sprintf("copy %d is %+v, want handle %d [%d, %d)", j, c, want.handle, want.start, want.end)
 		}
 		starts[j] = len(staging)
-		for a := c.Src; a < c.Src+uint64(c.Len); a++ {
+		for a := c.Src; materialize && a < c.Src+uint64(c.Len); a++ {
 			staging = append(staging, fuseDeviceByte(c.Handle, a))
 		}
 	}
@@ -252,6 +255,9 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 		c := got.Copies[v.Slot]
 		if c.Handle != r.Handle || c.Src+uint64(v.Offset) != r.Src || v.Offset+v.Len > c.Len {
 			return fmt.Sprintf("request %d (%+v) has view %+v into copy %+v", i, r, v, c)
+		}
+		if !materialize {
+			continue
 		}
 		view := staging[starts[v.Slot]+v.Offset : starts[v.Slot]+v.Offset+v.Len]
 		for k, b := range view {
