@@ -56,32 +56,17 @@ func residentSet(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, [
 	return bufs, ups
 }
 
-// contextModes runs f once per way of making the context current.
-func contextModes(b *testing.B, f func(b *testing.B)) {
-	for _, m := range []struct {
-		name     string
-		askFirst bool
-	}{{"set", false}, {"ask-first", true}} {
-		b.Run(m.name, func(b *testing.B) {
-			prev := core.SetContextAskFirstForTest(m.askFirst)
-			defer core.SetContextAskFirstForTest(prev)
-			f(b)
-		})
-	}
-}
-
 // W1: upload 1024 x 4 KiB into 1024 resident buffers, one call.
 func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
 	be := openBench(b)
 	_, ups := residentSet(b, be, 1024, 4096)
-	contextModes(b, func(b *testing.B) {
-		b.SetBytes(1024 * 4096)
-		for range b.N {
-			if err := be.UploadResidentMany(ups); err != nil {
-				b.Fatal(err)
-			}
+	b.SetBytes(1024 * 4096)
+	b.ResetTimer()
+	for range b.N {
+		if err := be.UploadResidentMany(ups); err != nil {
+			b.Fatal(err)
 		}
-	})
+	}
 }
 
 // W3: read the same 1024 x 4 KiB back, into new slices and into reused ones.
@@ -231,23 +216,21 @@ func BenchmarkGPUCallOverhead(b *testing.B) {
 			}
 		}
 	})
-	contextModes(b, func(b *testing.B) {
-		b.Run("adapter-StreamQuery", func(b *testing.B) {
-			for range b.N {
+	b.Run("adapter-StreamQuery", func(b *testing.B) {
+		for range b.N {
+			if _, err := drv.StreamQuery(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("adapter-StreamQuery-16goroutines", func(b *testing.B) {
+		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
 				if _, err := drv.StreamQuery(s); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-		b.Run("adapter-StreamQuery-16goroutines", func(b *testing.B) {
-			b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := drv.StreamQuery(s); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		})
 	})
 }
