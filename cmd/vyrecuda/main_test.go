@@ -485,3 +485,12 @@ func TestFormatBytes(t *testing.T) {
 		assert.Equal(t, want, formatBytes(in))
 	}
 }
+
+func TestBenchOutIntoAFileFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "taken")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	code, stdout, stderr := runCmd(append(smallBench, "-workloads", "W2", "-sweep-max", "4KiB", "-out", file)...)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stdout, "W2 upload", "the table is printed before the files are written")
+	assert.Contains(t, stderr, "vyrecuda bench: mkdir "+file)
+}
