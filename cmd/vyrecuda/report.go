@@ -69,7 +69,6 @@ type workloadResult struct {
 	Target   string    `json:"target"`
 	Meets    *bool     `json:"meets,omitempty"` // only on a GPU: sim times say nothing about one
 	PerRun   runCounts `json:"per_run"`
-	Skipped  string    `json:"skipped,omitempty"`
 }
 
 // runCounts is the Backend's telemetry per measured run.
@@ -140,10 +139,6 @@ func printTable(w io.Writer, r *benchReport) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nworkload\tmedian\tmin\tmax\trate\twork/run\tsyncs/run\ttarget (H100)\tstatus")
 		for _, x := range r.Workloads {
-			if x.Skipped != "" {
-				fmt.Fprintf(tw, "%s %s\t-\t-\t-\t-\t-\t-\t%s\tskipped: %s\n", x.ID, x.Title, x.Target, x.Skipped)
-				continue
-			}
 			fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Title,
 				formatDuration(time.Duration(x.MedianNs)), formatDuration(time.Duration(x.MinNs)),
 				formatDuration(time.Duration(x.MaxNs)), rate(x), work(x.PerRun),

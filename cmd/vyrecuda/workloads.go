@@ -16,15 +16,9 @@ type workload struct {
 	Ops    int   // operations per run, for the per-operation time
 	Target target
 	// prepare allocates what the workload needs and returns the measured
-	// body and the cleanup that frees it all. An error wrapping *skipError
-	// reports a workload this build cannot run.
+	// body and the cleanup that frees it all.
 	prepare func(b *core.Backend) (body func() error, cleanup func() error, err error)
 }
-
-// skipError marks a workload that cannot run here, with the reason.
-type skipError struct{ reason string }
-
-func (e *skipError) Error() string { return "skipped: " + e.reason }
 
 // target is a workload's goal on the H100, from DESIGN.md.
 type target struct {
