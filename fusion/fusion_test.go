@@ -158,9 +158,12 @@ func TestFuseUploadsAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _, _, _ = FuseUploads(sortedDisjoint) })
 	assert.Equal(t, 1.0, allocs, "sorted input with nothing to merge allocates only the output")
 
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop scratch at random")
+	}
 	unsortedMerging := []UploadCopy{{2, 0, bs("ef")}, {1, 2, bs("cd")}, {1, 0, bs("ab")}, {1, 9, bs("x")}, {1, 8, bs("y")}}
 	allocs = testing.AllocsPerRun(100, func() { _, _, _ = FuseUploads(unsortedMerging) })
-	assert.Equal(t, 3.0, allocs, "scratch order, output and one shared merge buffer")
+	assert.Equal(t, 2.0, allocs, "output and one shared merge buffer; the sort scratch is recycled")
 }
 
 func TestFuseReadbacks(t *testing.T) {
@@ -255,7 +258,10 @@ func TestFuseReadbacksAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _, _ = FuseReadbacks(sorted) })
 	assert.Equal(t, 2.0, allocs, "sorted input: views and copies only, no sort scratch")
 
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop scratch at random")
+	}
 	unsorted := []ReadbackCopy{{2, 0, 8}, {1, 2, 4}, {1, 0, 4}}
 	allocs = testing.AllocsPerRun(100, func() { _, _ = FuseReadbacks(unsorted) })
-	assert.Equal(t, 3.0, allocs, "unsorted input adds one sort scratch")
+	assert.Equal(t, 2.0, allocs, "unsorted input: still views and copies only, the scratch is recycled")
 }

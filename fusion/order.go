@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // key orders requests by handle, then address, then request index. The index
@@ -36,6 +37,34 @@ func compareKeys(a, b key) int {
 	return a.index - b.index
 }
 
+// scratchPool recycles sort scratch between calls: it holds *[]key.
+// Keys hold no pointers, so a pooled buffer keeps no caller memory alive.
+var scratchPool sync.Pool
+
+// maxPooledKeys bounds what the pool keeps (1.5 MiB of keys), so one huge
+// batch does not pin its scratch for the life of the process.
+const maxPooledKeys = 1 << 16
+
+// getScratch returns an empty key slice with capacity at least n.
+func getScratch(n int) *[]key {
+	if p, ok := scratchPool.Get().(*[]key); ok && cap(*p) >= n {
+		*p = (*p)[:0]
+		return p
+	}
+	s := make([]key, 0, n)
+	return &s
+}
+
+func putScratch(p *[]key) {
+	if cap(*p) <= maxPooledKeys {
+		scratchPool.Put(p)
+	}
+}
+
+// sortHook, when set by a test, runs on every sortKeys call, so tests can
+// prove sorted input is never sorted.
+var sortHook func()
+
 // smallSort is the size below which a comparison sort beats the radix
 // passes' fixed cost of clearing and scanning their counters.
 const smallSort = 48
@@ -50,6 +79,9 @@ const maxDigitBits = 11
 // and it costs a few linear passes where a comparison sort of 1024 keys
 // costs ~10k comparisons.
 func sortKeys(keys, tmp []key) {
+	if sortHook != nil {
+		sortHook()
+	}
 	if len(keys) < smallSort || len(keys) > math.MaxInt32 {
 		slices.SortFunc(keys, compareKeys)
 		return

@@ -38,7 +38,9 @@ type FusedReadbacks struct {
 // from a copy of its own handle; zero-length requests get an empty view and
 // cause no copy.
 //
-// Requests already ordered by (handle, src) are fused without a sort. A
+// Requests already ordered by (handle, src) are fused without a sort or
+// scratch; the scratch other batches sort in is recycled, so steady use
+// allocates only Views and Copies. A
 // negative length is an error wrapping accounting.ErrNegative; a range that
 // does not fit in 64 bits, or a fused copy longer than the largest int, one
 // wrapping accounting.ErrOverflow. reqs is never modified, and nothing is
@@ -72,7 +74,9 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	var order []key
 	limit := len(reqs)
 	if !sorted {
-		scratch := make([]key, 0, 2*nonEmpty)
+		sp := getScratch(2 * nonEmpty)
+		defer putScratch(sp)
+		scratch := *sp
 		order = scratch[:0:nonEmpty]
 		for i, r := range reqs {
 			if r.Len > 0 {

@@ -26,7 +26,8 @@ type UploadCopy struct {
 // exceeds the requested bytes.
 //
 // Requests already ordered by (handle, dst) are fused without a sort, and
-// without scratch when they hold no empty copies. An address range that does
+// without scratch when they hold no empty copies. Scratch is recycled, so
+// steady use allocates only the result and the merge buffer. An address range that does
 // not fit in 64 bits is an error wrapping accounting.ErrOverflow; copies is
 // never modified, and nothing is allocated for input that fails.
 func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err error) {
@@ -86,7 +87,9 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 		if !sorted {
 			size *= 2
 		}
-		scratch := make([]key, 0, size)
+		sp := getScratch(size)
+		defer putScratch(sp)
+		scratch := *sp
 		order = scratch[:0:nonEmpty]
 		for i := range copies {
 			if c := &copies[i]; len(c.Data) > 0 {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fusion
+
+const raceEnabled = false
