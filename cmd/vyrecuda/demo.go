@@ -97,7 +97,7 @@ func demo(b *core.Backend, words int, out io.Writer) (err error) {
 	fmt.Fprintf(out, "  device -> host: %s in %d readback calls\n", formatBytes(t.DeviceToHostBytes), t.ReadbackOps)
 	fmt.Fprintf(out, "  copies: %d requested, %d after fusion\n", t.RequestedCopies, t.DeviceCopies)
 	fmt.Fprintf(out, "  kernel launches: %d, device memsets: %d (no host bytes)\n", t.KernelLaunches, t.MemsetOps)
-	fmt.Fprintf(out, "  sync points: %d (one per pass, plus one for the cold static upload)\n", t.SyncPoints)
+	fmt.Fprintf(out, "  sync points: %d host waits on the device in all\n", t.SyncPoints)
 	fmt.Fprintf(out, "  optimizer pool: %d buffers (%s) kept for reuse; static cache: %d set (%s)\n",
 		st.PooledBuffers, formatBytes(st.PooledBytes), st.StaticEntries, formatBytes(st.StaticCachedBytes))
 	fmt.Fprintf(out, "  time: %s wall clock for both passes\n", formatDuration(elapsed))
@@ -178,7 +178,7 @@ func demoPass(b *core.Backend, d *core.OptimizerDispatcher, in demoInputs, pass 
 		staticNote = "static b from the cache (nothing uploaded)"
 	}
 	fmt.Fprintf(out, "pass %d: %s; %d of 5 buffers reused from the optimizer pool, resident bytes +%s; "+
-		"%s up, %s down, %d sync points; verified %d words\n",
+		"%s up, %s down, sync points: %d; verified %d words\n",
 		pass, staticNote, reused, formatBytes(grown),
 		formatBytes(after.HostToDeviceBytes-before.HostToDeviceBytes),
 		formatBytes(after.DeviceToHostBytes-before.DeviceToHostBytes),
