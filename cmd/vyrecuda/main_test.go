@@ -193,7 +193,9 @@ func TestDemoOnSim(t *testing.T) {
 		"device: simulated (no GPU needed)",
 		"1000 uint32 words (3.9 KiB) per buffer",
 		"pass 1: static b uploaded (3.9 KiB); 0 of 5 buffers reused",
-		"pass 2: static b from the cache (nothing uploaded); 5 of 5 buffers reused from the optimizer pool, resident bytes +0 B",
+		// The warm pass: no new device memory, only a uploaded, one fence.
+		"pass 2: static b from the cache (nothing uploaded); 5 of 5 buffers reused from the optimizer pool, resident bytes +0 B; " +
+			"3.9 KiB up, 3.9 KiB down, sync points: 1;",
 		"verified 1000 words",
 		// Per pass 8 upload chunks and 4 read ranges, plus the static upload:
 		// 25 copies requested; fused, one upload and one readback per pass.
