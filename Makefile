@@ -46,9 +46,12 @@ generate:
 demo:
 	$(GO) run ./cmd/vyrecuda demo
 
-## bench: Go benchmarks (sim) and the command's bench table.
+## bench: Go benchmarks, then the command's W1-W6 table on the default device
+## (the GPU when present, else the simulated device), writing bench-out/.
+BENCHFLAGS ?= -count 256 -large 16MiB -sweep-max 16MiB
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO) run ./cmd/vyrecuda bench $(BENCHFLAGS) -out bench-out
 
 ## gpu-test-bin: build gpu-tagged test binaries into .gpu/ with .gpu/run.sh to run them on a GPU machine.
 gpu-test-bin:
