@@ -445,7 +445,7 @@ func TestFuseReadbacksProperties(t *testing.T) {
 			return checkReadbacks(readbacksFrom(specs))
 		}, gen.SliceOf(small)))
 
-	props.Property("sorted input fuses without a sort: no scratch allocation",
+	props.Property("sorted input allocates only its views and copies (no scratch, no sort)",
 		prop.ForAll(func(specs []readbackSpec) string {
 			reqs := readbacksFrom(specs)
 			sortReadbacks(reqs)
