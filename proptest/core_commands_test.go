@@ -1,0 +1,1550 @@
+package proptest
+
+// The steps (commands) of the core.Backend state machine: how each is drawn
+// from a source of entropy, what the model predicts for it, and what is
+// checked after it. One drawing function serves gopter (math/rand through
+// gopter's generator parameters), the concurrency property (math/rand) and
+// FuzzBackendSequence (the fuzzer's bytes), so all three explore the same
+// command language.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/commands"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+)
+
+// entropy hands out the choices a step is drawn from.
+type entropy interface {
+	// intn returns a choice in [0, n); n > 0.
+	intn(n int) int
+}
+
+type randEntropy struct{ r *rand.Rand }
+
+func (e randEntropy) intn(n int) int { return e.r.Intn(n) }
+
+// byteEntropy reads choices from a fuzzer's bytes; past the end every choice
+// is 0.
+type byteEntropy struct{ b []byte }
+
+func (e *byteEntropy) intn(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	need := 1
+	switch {
+	case n > 1<<16:
+		need = 4
+	case n > 1<<8:
+		need = 2
+	}
+	var v uint32
+	for i := 0; i < need; i++ {
+		v <<= 8
+		if len(e.b) > 0 {
+			v |= uint32(e.b[0])
+			e.b = e.b[1:]
+		}
+	}
+	return int(v % uint32(n))
+}
+
+func (e *byteEntropy) done() bool { return len(e.b) == 0 }
+
+func chance(src entropy, pct int) bool { return src.intn(100) < pct }
+
+// pattern is the source of upload bytes: data for seed s is a window into it,
+// copied with copy (cheap under the race detector, unlike a byte loop).
+var pattern = func() []byte {
+	p := make([]byte, 1<<20+1024)
+	x := uint32(2463534242)
+	for i := range p {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		p[i] = byte(x >> 11)
+	}
+	return p
+}()
+
+// patternData returns n bytes of upload data for seed.
+func patternData(seed, n int) []byte {
+	out := make([]byte, max(n, 0))
+	fillPattern(out, seed)
+	return out
+}
+
+func fillPattern(dst []byte, seed int) {
+	off := (seed & 0x7fffffff) % 1021
+	for len(dst) > 0 {
+		dst = dst[copy(dst, pattern[off:off+1<<20]):]
+	}
+}
+
+// drawSize draws an allocation size: mostly small, some around power-of-two
+// and pool-limit boundaries, some of a few MiB, and a few invalid.
+func drawSize(src entropy) int {
+	switch r := src.intn(100); {
+	case r < 3:
+		return -src.intn(2)
+	case r < 40:
+		return 1 + src.intn(256)
+	case r < 65:
+		return 257 + src.intn(64<<10)
+	case r < 80:
+		return 1<<(10+src.intn(12)) + src.intn(3) - 1
+	case r < 92:
+		return 64<<10 + src.intn(1<<20)
+	default:
+		return 1<<20 + src.intn(3<<20)
+	}
+}
+
+// place is a byte range inside a handle, drawn before the handle's length is
+// known and resolved against it when the step runs.
+type place struct{ mode, a, b int }
+
+// Place modes; the ones before placeZero name ranges that never fit.
+const (
+	placeOut    = iota // ends past the buffer
+	placeNegOff        // negative offset
+	placeNegLen        // negative length
+	placePast          // starts past the end, zero length
+	placeZero
+	placeWhole
+	placeIn
+)
+
+func drawPlace(src entropy, negLen bool) place {
+	modes := [...]int{placeOut, placeNegOff, placeNegLen, placePast,
+		placeZero, placeZero, placeWhole, placeWhole, placeWhole,
+		placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn, placeIn}
+	m := modes[src.intn(len(modes))]
+	if m == placeNegLen && !negLen {
+		m = placeZero
+	}
+	return place{mode: m, a: src.intn(1 << 24), b: src.intn(1 << 24)}
+}
+
+// drawPlaces draws n places for a batch; most batches hold only ranges that
+// fit (if their handles are live), so one bad item does not reject nearly
+// every batch.
+func drawPlaces(src entropy, n int, negLen bool) []place {
+	clean := chance(src, 75)
+	ps := make([]place, n)
+	for i := range ps {
+		switch {
+		case i > 0 && chance(src, 25):
+			ps[i] = ps[src.intn(i)] // the same range again, or one that shares its start
+			ps[i].b += src.intn(64)
+		default:
+			ps[i] = drawPlace(src, negLen)
+			if clean && ps[i].mode < placeZero {
+				ps[i].mode = placeIn
+			}
+		}
+	}
+	return ps
+}
+
+// resolve returns the offset and length p names in a buffer of n bytes.
+func (p place) resolve(n int) (off, length int) {
+	n = max(n, 0)
+	switch p.mode {
+	case placeIn:
+		off = p.a % (n + 1)
+		return off, p.b % (n - off + 1)
+	case placeZero:
+		return p.a % (n + 1), 0
+	case placeWhole:
+		return 0, n
+	case placeOut:
+		off = p.a % (n + 1)
+		return off, n - off + 1 + p.b%4
+	case placeNegOff:
+		return -1 - p.a%3, p.b % (n + 1)
+	case placeNegLen:
+		return p.a % (n + 1), -1 - p.b%2
+	default:
+		return n + 1 + p.a%3, 0
+	}
+}
+
+func rangeOK(off, n, limit int) bool { return off >= 0 && n >= 0 && off <= limit-n }
+
+// step is one command of the state machine.
+type step interface {
+	// run performs the step on the runner's Backend and model and returns a
+	// violation of the properties, or nil.
+	run(r *runner) error
+	String() string
+}
+
+// withFault is embedded by steps that may carry a chosen fault.
+type withFault struct{ f *faultSpec }
+
+func (w withFault) chosenFault() *faultSpec { return w.f }
+
+func (w withFault) faultString() string {
+	if w.f == nil {
+		return ""
+	}
+	return " !" + w.f.String()
+}
+
+// stepKinds limits what drawStep may produce.
+type stepKinds struct {
+	async  bool // asynchronous uploads, SynchronizeUploads, pinned memory
+	close  bool // Close-and-reopen
+	reset  bool // ResetTelemetry
+	faults bool // attach chosen faults
+}
+
+var allKinds = stepKinds{async: true, close: true, reset: true}
+
+// drawStep draws one step.
+func drawStep(src entropy, k stepKinds) step {
+	type choice struct {
+		w    int
+		make func() step
+	}
+	choices := []choice{
+		{14, func() step { return drawAlloc(src) }},
+		{8, func() step { return &freeStep{pick: src.intn(1 << 20)} }},
+		{6, func() step {
+			return &uploadStep{pick: src.intn(1 << 20), delta: drawDelta(src), seed: src.intn(1 << 16)}
+		}},
+		{8, func() step {
+			return &uploadAtStep{pick: src.intn(1 << 20), at: drawPlace(src, false), seed: src.intn(1 << 16)}
+		}},
+		{5, func() step { return drawUploadMany(src) }},
+		{6, func() step { return drawUploadAtMany(src) }},
+		{16, func() step { return drawRead(src) }},
+		{2, func() step { return &ptrStep{pick: src.intn(1 << 20)} }},
+	}
+	if k.async {
+		choices = append(choices,
+			choice{6, func() step { return drawAsync(src) }},
+			choice{4, func() step { return &syncStep{} }},
+			choice{3, func() step { return &allocPinnedStep{size: drawPinnedSize(src)} }},
+			choice{2, func() step { return &freePinnedStep{pick: src.intn(1 << 20)} }},
+			choice{3, func() step {
+				return &pinStep{size: drawPinnedSize(src), mode: src.intn(5), pick: src.intn(1 << 20)}
+			}},
+			choice{2, func() step { return &unpinStep{pick: src.intn(1 << 20), mode: max(src.intn(6)-2, 0)} }},
+		)
+	}
+	if k.reset {
+		choices = append(choices, choice{1, func() step { return &resetStep{} }})
+	}
+	if k.close {
+		choices = append(choices, choice{1, func() step { return &closeStep{try: src.intn(2) == 0} }})
+	}
+	total := 0
+	for _, c := range choices {
+		total += c.w
+	}
+	x := src.intn(total)
+	var s step
+	for _, c := range choices {
+		if x < c.w {
+			s = c.make()
+			break
+		}
+		x -= c.w
+	}
+	if k.faults && chance(src, 35) {
+		f := drawFault(src)
+		if fs, ok := s.(interface{ setFault(*faultSpec) }); ok {
+			fs.setFault(f)
+		}
+	}
+	return s
+}
+
+func drawDelta(src entropy) int {
+	if chance(src, 85) {
+		return 0
+	}
+	return src.intn(5) - 2
+}
+
+func drawPinnedSize(src entropy) int {
+	switch r := src.intn(100); {
+	case r < 4:
+		return -src.intn(2)
+	case r < 60:
+		return 1 + src.intn(4096)
+	default:
+		return 4097 + src.intn(256<<10)
+	}
+}
+
+// drawPicks draws n handle numbers, often repeating an earlier one so
+// batches write and read the same buffer several times.
+func drawPicks(src entropy, n int) []int {
+	clean := chance(src, 75)
+	picks := make([]int, n)
+	for i := range picks {
+		switch {
+		case i > 0 && chance(src, 40):
+			picks[i] = picks[src.intn(i)]
+		case clean:
+			picks[i] = pickLive(src.intn(1 << 20))
+		default:
+			picks[i] = src.intn(1 << 20)
+		}
+	}
+	return picks
+}
+
+func drawCount(src entropy) int {
+	if chance(src, 8) {
+		return 0
+	}
+	return 1 + src.intn(6)
+}
+
+// ---- allocation and free ----
+
+// allocStep allocates: size bytes (rel 0), exactly what is left of the live
+// budget (rel 1), or more than is left (rel 2).
+type allocStep struct {
+	withFault
+	size int
+	rel  int
+}
+
+func drawAlloc(src entropy) *allocStep {
+	s := &allocStep{size: drawSize(src)}
+	switch r := src.intn(100); {
+	case r < 6:
+		s.rel = 1
+	case r < 14:
+		s.rel = 2
+	}
+	return s
+}
+
+func (s *allocStep) setFault(f *faultSpec) { s.f = f }
+func (s *allocStep) String() string {
+	return fmt.Sprintf("alloc(size=%d rel=%d)%s", s.size, s.rel, s.faultString())
+}
+
+// remainingCap keeps "exactly the rest of the budget" allocations small
+// enough to stay cheap; past it the step asks for one byte too many instead.
+const remainingCap = 8 << 20
+
+func (s *allocStep) run(r *runner) error {
+	const call = "AllocateResident"
+	free := r.liveFree()
+	resident := r.b.ResidentAllocatedBytes()
+	budget := liveBudget(r.cfg.total, free, resident)
+	left := int(budget - resident)
+	n := s.size
+	switch s.rel {
+	case 1:
+		n = left
+		if left <= 0 || left > remainingCap {
+			n = left + 1
+		}
+	case 2:
+		n = left + 1 + max(s.size, 0)%(1<<20)
+	}
+	var want core.Kind
+	switch {
+	case n <= 0:
+		want = core.KindInvalidArgument
+	case r.cfg.shared:
+		// Other goroutines allocate at the same time: either outcome is
+		// possible, and the total is checked at the end.
+	case uint64(n) > uint64(left):
+		want = core.KindBudget
+	}
+	// A pooled buffer takes its whole power-of-two bucket, which may not fit
+	// the free memory even when n fits the budget; concurrent allocations
+	// can take the memory at any time.
+	r.allowOOM = n > 0 && (r.cfg.devSize(n) > free || r.cfg.shared)
+	r.logf("AllocateResident(%d) left=%d free=%d", n, left, free)
+	h, err := r.b.AllocateResident(n)
+	if r.cfg.shared && n > 0 && errors.Is(err, core.ErrBudget) {
+		return nil
+	}
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	switch out {
+	case rejected:
+		if want == core.KindBudget {
+			return r.expectCalls(call+" over budget", map[sim.Op]uint64{sim.OpMemGetInfo: 1})
+		}
+		return r.noCalls(call + " invalid")
+	case faulted:
+		if h != (core.Buffer{}) {
+			return fmt.Errorf("failed %s returned handle %+v", call, h)
+		}
+		return nil
+	}
+	if h.Len != n || h.ID == 0 {
+		return fmt.Errorf("%s(%d) returned %+v", call, n, h)
+	}
+	for _, old := range r.m.order {
+		if old.ID == h.ID {
+			return fmt.Errorf("%s returned id %d twice", call, h.ID)
+		}
+	}
+	if !r.cfg.shared {
+		if after := r.b.ResidentAllocatedBytes(); after > budget {
+			return fmt.Errorf("resident bytes %d exceed the live budget %d checked before the call", after, budget)
+		}
+		if err := r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemGetInfo: 1}); err != nil {
+			return err
+		}
+	}
+	ptr, err := r.b.ResidentDevicePtr(h)
+	if err != nil || ptr == 0 {
+		return fmt.Errorf("ResidentDevicePtr of a new buffer: %#x, %v", ptr, err)
+	}
+	r.m.bufs[h.ID] = &mbuf{h: h, ptr: ptr, data: make([]byte, n), unknown: spans{{0, n}}}
+	r.m.order = append(r.m.order, h)
+	r.m.tel.ResidentAllocationBytes += uint64(n)
+	return nil
+}
+
+// freeStep frees a handle: live, freed, unknown, foreign or drifted.
+type freeStep struct {
+	withFault
+	pick int
+}
+
+func (s *freeStep) setFault(f *faultSpec) { s.f = f }
+func (s *freeStep) String() string        { return fmt.Sprintf("free(%d)%s", s.pick, s.faultString()) }
+
+func (s *freeStep) run(r *runner) error {
+	const call = "FreeResident"
+	h := r.pick(s.pick)
+	var want core.Kind
+	switch {
+	case !r.m.valid(h):
+		want = core.KindUnknownHandle
+	case r.m.bufs[h.ID].pending > 0:
+		want = core.KindInFlight
+	}
+	r.logf("FreeResident(%+v)", h)
+	err := r.b.FreeResident(h)
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	switch out {
+	case rejected:
+		return r.noCalls(call + " refused")
+	case faulted:
+		// The buffer stays live and intact; a later free retries.
+		return r.audit(h.ID)
+	}
+	delete(r.m.bufs, h.ID)
+	if r.cfg.poolLimit > 0 && h.Len <= r.cfg.poolLimit {
+		return r.expectTransfer(call+" pooled", nil)
+	}
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemFree: 1})
+}
+
+// ptrStep asks for a handle's device address.
+type ptrStep struct{ pick int }
+
+func (s *ptrStep) String() string { return fmt.Sprintf("ptr(%d)", s.pick) }
+
+func (s *ptrStep) run(r *runner) error {
+	const call = "ResidentDevicePtr"
+	h := r.pick(s.pick)
+	var want core.Kind
+	if !r.m.valid(h) {
+		want = core.KindUnknownHandle
+	}
+	ptr, err := r.b.ResidentDevicePtr(h)
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	if out == succeeded && ptr != r.m.bufs[h.ID].ptr {
+		return fmt.Errorf("%s(%+v) = %#x, was %#x when allocated", call, h, ptr, r.m.bufs[h.ID].ptr)
+	}
+	if out != succeeded && ptr != 0 {
+		return fmt.Errorf("failed %s returned %#x", call, ptr)
+	}
+	return r.noCalls(call)
+}
+
+// ---- uploads ----
+
+// upItem is one resolved upload.
+type upItem struct {
+	h    core.Buffer
+	off  int
+	data []byte
+}
+
+// predictUploads is the model's verdict for a batch of uploads: every handle
+// is validated before any range (UnknownHandle first), then every item's
+// length or range (InvalidArgument).
+func (r *runner) predictUploads(items []upItem, full bool) core.Kind {
+	for _, it := range items {
+		if !r.m.valid(it.h) {
+			return core.KindUnknownHandle
+		}
+	}
+	for _, it := range items {
+		if full && len(it.data) != it.h.Len || !full && !rangeOK(it.off, len(it.data), it.h.Len) {
+			return core.KindInvalidArgument
+		}
+	}
+	return 0
+}
+
+// doUploads runs a validated-and-judged upload call and updates the model.
+func (r *runner) doUploads(call string, items []upItem, full bool, do func() error) error {
+	want := r.predictUploads(items, full)
+	for _, it := range items {
+		r.logf("%s item %+v off=%d n=%d", call, it.h, it.off, len(it.data))
+	}
+	err := do()
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	switch out {
+	case rejected:
+		return r.noCalls(call + " rejected")
+	case faulted:
+		// Copies queued before the failure may have landed: the model
+		// forgets every destination byte of the batch, nothing else.
+		for _, it := range items {
+			r.m.forget(it.h.ID, span{it.off, it.off + len(it.data)})
+		}
+		return nil
+	}
+	byHandle := make(map[uint64][]span)
+	nonEmpty := 0
+	for _, it := range items {
+		if len(it.data) == 0 {
+			continue
+		}
+		nonEmpty++
+		byHandle[it.h.ID] = append(byHandle[it.h.ID], span{it.off, it.off + len(it.data)})
+		r.m.write(it.h.ID, it.off, it.data)
+	}
+	if nonEmpty == 0 {
+		return r.noCalls(call + " with nothing to move")
+	}
+	moved, copies := unionStats(byHandle)
+	t := &r.m.tel
+	t.HostToDeviceBytes += moved
+	t.UploadOps++
+	t.SyncPoints++
+	t.RequestedCopies += uint64(nonEmpty)
+	t.DeviceCopies += uint64(copies)
+	if err := r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: uint64(copies), sim.OpStreamSynchronize: 1}); err != nil {
+		return err
+	}
+	for id := range byHandle {
+		if err := r.audit(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uploadStep is UploadResident with data of the handle's length plus delta.
+type uploadStep struct {
+	withFault
+	pick, delta, seed int
+}
+
+func (s *uploadStep) setFault(f *faultSpec) { s.f = f }
+func (s *uploadStep) String() string {
+	return fmt.Sprintf("upload(%d delta=%d seed=%d)%s", s.pick, s.delta, s.seed, s.faultString())
+}
+
+func (s *uploadStep) run(r *runner) error {
+	h := r.pick(s.pick)
+	data := patternData(s.seed, h.Len+s.delta)
+	return r.doUploads("UploadResident", []upItem{{h, 0, data}}, true, func() error { return r.b.UploadResident(h, data) })
+}
+
+// uploadAtStep is UploadResidentAt.
+type uploadAtStep struct {
+	withFault
+	pick int
+	at   place
+	seed int
+}
+
+func (s *uploadAtStep) setFault(f *faultSpec) { s.f = f }
+func (s *uploadAtStep) String() string {
+	return fmt.Sprintf("uploadAt(%d %+v seed=%d)%s", s.pick, s.at, s.seed, s.faultString())
+}
+
+func (s *uploadAtStep) run(r *runner) error {
+	h := r.pick(s.pick)
+	off, n := s.at.resolve(h.Len)
+	data := patternData(s.seed, n)
+	return r.doUploads("UploadResidentAt", []upItem{{h, off, data}}, false, func() error { return r.b.UploadResidentAt(h, off, data) })
+}
+
+// uploadManyStep is UploadResidentMany; picks repeat, so later uploads of a
+// buffer overwrite earlier ones.
+type uploadManyStep struct {
+	withFault
+	picks, deltas, seeds []int
+}
+
+func drawUploadMany(src entropy) *uploadManyStep {
+	n := drawCount(src)
+	s := &uploadManyStep{picks: drawPicks(src, n), deltas: make([]int, n), seeds: make([]int, n)}
+	for i := range s.deltas {
+		if chance(src, 30) {
+			s.deltas[i] = drawDelta(src)
+		}
+		s.seeds[i] = src.intn(1 << 16)
+	}
+	return s
+}
+
+func (s *uploadManyStep) setFault(f *faultSpec) { s.f = f }
+func (s *uploadManyStep) String() string {
+	return fmt.Sprintf("uploadMany(picks=%v deltas=%v seeds=%v)%s", s.picks, s.deltas, s.seeds, s.faultString())
+}
+
+func (s *uploadManyStep) run(r *runner) error {
+	items := make([]upItem, len(s.picks))
+	ups := make([]core.Upload, len(s.picks))
+	for i, p := range s.picks {
+		h := r.pick(p)
+		items[i] = upItem{h, 0, patternData(s.seeds[i], h.Len+s.deltas[i])}
+		ups[i] = core.Upload{Buf: h, Data: items[i].data}
+	}
+	return r.doUploads("UploadResidentMany", items, true, func() error { return r.b.UploadResidentMany(ups) })
+}
+
+// uploadAtManyStep is UploadResidentAtMany with overlapping and repeated
+// destinations.
+type uploadAtManyStep struct {
+	withFault
+	picks []int
+	ats   []place
+	seeds []int
+}
+
+func drawUploadAtMany(src entropy) *uploadAtManyStep {
+	n := drawCount(src)
+	s := &uploadAtManyStep{picks: drawPicks(src, n), ats: drawPlaces(src, n, false), seeds: make([]int, n)}
+	for i := range s.seeds {
+		s.seeds[i] = src.intn(1 << 16)
+	}
+	return s
+}
+
+func (s *uploadAtManyStep) setFault(f *faultSpec) { s.f = f }
+func (s *uploadAtManyStep) String() string {
+	return fmt.Sprintf("uploadAtMany(picks=%v ats=%v seeds=%v)%s", s.picks, s.ats, s.seeds, s.faultString())
+}
+
+func (s *uploadAtManyStep) run(r *runner) error {
+	items := make([]upItem, len(s.picks))
+	ups := make([]core.UploadAt, len(s.picks))
+	for i, p := range s.picks {
+		h := r.pick(p)
+		off, n := s.ats[i].resolve(h.Len)
+		items[i] = upItem{h, off, patternData(s.seeds[i], n)}
+		ups[i] = core.UploadAt{Buf: h, Offset: off, Data: items[i].data}
+	}
+	return r.doUploads("UploadResidentAtMany", items, false, func() error { return r.b.UploadResidentAtMany(ups) })
+}
+
+// ---- readbacks ----
+
+const (
+	readWhole = iota
+	readInto
+	readRange
+	readMany
+	readManyInto
+	readRangesInto
+	readBatchesInto
+	numReadAPIs
+)
+
+var readCalls = [numReadAPIs]string{"DownloadResident", "DownloadResidentInto", "DownloadResidentRange",
+	"DownloadResidentMany", "DownloadResidentManyInto", "DownloadResidentRangesInto", "DownloadResidentBatchesInto"}
+
+// dstSpec describes caller-owned output slots handed to the Into calls.
+type dstSpec struct{ slots, spare, capMode, fill int }
+
+func drawDst(src entropy, items int) dstSpec {
+	return dstSpec{slots: src.intn(items + 3), spare: src.intn(3), capMode: src.intn(4), fill: src.intn(256)}
+}
+
+// slice builds one slot: nil, short, or roomy, with known filler bytes.
+func (d dstSpec) slice(i int) []byte {
+	mode := d.capMode
+	if mode == 3 {
+		mode = (i + d.fill) % 3
+	}
+	switch mode {
+	case 0:
+		return nil
+	case 1:
+		s := make([]byte, i%5, 4+i%13)
+		return fill(s, byte(d.fill))
+	default:
+		s := make([]byte, 3, 8192)
+		return fill(s, byte(d.fill))
+	}
+}
+
+func fill(s []byte, v byte) []byte {
+	full := s[:cap(s)]
+	for i := range full {
+		full[i] = v
+	}
+	return s
+}
+
+func (d dstSpec) slots2() [][]byte {
+	out := make([][]byte, d.slots, d.slots+d.spare)
+	full := out[:cap(out)]
+	for i := range full {
+		full[i] = d.slice(i)
+	}
+	return out
+}
+
+// snapshot is a deep copy of caller-owned output, including the bytes past
+// each slice's length within its capacity, so a failed call can be proven to
+// have left every byte and header as it was.
+type snapshot struct {
+	ptr      unsafe.Pointer
+	len, cap int
+	bytes    []byte
+	elems    []snapshot
+}
+
+func snap1(s []byte) snapshot {
+	return snapshot{unsafe.Pointer(unsafe.SliceData(s)), len(s), cap(s), bytes.Clone(s[:cap(s)]), nil}
+}
+
+func snap2(s [][]byte) snapshot {
+	sn := snapshot{ptr: unsafe.Pointer(unsafe.SliceData(s)), len: len(s), cap: cap(s)}
+	for _, e := range s[:cap(s)] {
+		sn.elems = append(sn.elems, snap1(e))
+	}
+	return sn
+}
+
+func snap3(s [][][]byte) snapshot {
+	sn := snapshot{ptr: unsafe.Pointer(unsafe.SliceData(s)), len: len(s), cap: cap(s)}
+	for _, e := range s[:cap(s)] {
+		sn.elems = append(sn.elems, snap2(e))
+	}
+	return sn
+}
+
+func (a snapshot) equal(b snapshot) bool {
+	if a.ptr != b.ptr || a.len != b.len || a.cap != b.cap || !bytes.Equal(a.bytes, b.bytes) || len(a.elems) != len(b.elems) {
+		return false
+	}
+	for i := range a.elems {
+		if !a.elems[i].equal(b.elems[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// readStep reads with one of the seven readback calls.
+type readStep struct {
+	withFault
+	api     int
+	picks   []int
+	ats     []place
+	batches []int // readBatchesInto: items per batch
+	dst     dstSpec
+}
+
+func drawRead(src entropy) *readStep {
+	s := &readStep{api: src.intn(numReadAPIs)}
+	n := 1
+	switch s.api {
+	case readMany, readManyInto, readRangesInto:
+		n = drawCount(src)
+	case readBatchesInto:
+		s.batches = make([]int, src.intn(4))
+		n = 0
+		for i := range s.batches {
+			s.batches[i] = src.intn(4)
+			n += s.batches[i]
+		}
+	}
+	s.picks = drawPicks(src, n)
+	s.ats = drawPlaces(src, n, true)
+	s.dst = drawDst(src, n)
+	return s
+}
+
+func (s *readStep) setFault(f *faultSpec) { s.f = f }
+func (s *readStep) String() string {
+	return fmt.Sprintf("read(%s picks=%v ats=%v batches=%v dst=%+v)%s", readCalls[s.api], s.picks, s.ats, s.batches, s.dst, s.faultString())
+}
+
+func (s *readStep) run(r *runner) error {
+	call := readCalls[s.api]
+	rs := make([]core.Range, len(s.picks))
+	for i, p := range s.picks {
+		h := r.pick(p)
+		rs[i] = core.Range{Buf: h, Len: h.Len}
+		if s.api == readRange || s.api == readRangesInto || s.api == readBatchesInto {
+			rs[i].Offset, rs[i].Len = s.ats[i].resolve(h.Len)
+		}
+		r.logf("%s item %+v off=%d n=%d", call, h, rs[i].Offset, rs[i].Len)
+	}
+	var want core.Kind
+	for _, x := range rs {
+		if !r.m.valid(x.Buf) {
+			want = core.KindUnknownHandle
+			break
+		}
+	}
+	if want == 0 {
+		for _, x := range rs {
+			if !rangeOK(x.Offset, x.Len, x.Buf.Len) {
+				want = core.KindInvalidArgument
+				break
+			}
+		}
+	}
+
+	var (
+		got    [][]byte // one result per range, on success
+		err    error
+		before snapshot
+		after  func() snapshot
+		reuse  func() error // capacity reuse of caller slots, on success
+		nilOut bool         // the call's result on failure must be nil
+	)
+	switch s.api {
+	case readWhole, readRange:
+		var out []byte
+		if s.api == readWhole {
+			out, err = r.b.DownloadResident(rs[0].Buf)
+		} else {
+			out, err = r.b.DownloadResidentRange(rs[0].Buf, rs[0].Offset, rs[0].Len)
+		}
+		got, nilOut = [][]byte{out}, out == nil
+	case readInto:
+		dst := s.dst.slice(s.dst.fill)
+		before = snap1(dst)
+		var out []byte
+		out, err = r.b.DownloadResidentInto(rs[0].Buf, dst)
+		got = [][]byte{out}
+		after = func() snapshot { return snap1(out) }
+		reuse = func() error { return checkReuse(dst, out, rs[0].Len) }
+	case readMany:
+		hs := make([]core.Buffer, len(rs))
+		for i := range rs {
+			hs[i] = rs[i].Buf
+		}
+		got, err = r.b.DownloadResidentMany(hs)
+		nilOut = got == nil
+	case readManyInto, readRangesInto:
+		dst := s.dst.slots2()
+		before = snap2(dst)
+		if s.api == readManyInto {
+			hs := make([]core.Buffer, len(rs))
+			for i := range rs {
+				hs[i] = rs[i].Buf
+			}
+			got, err = r.b.DownloadResidentManyInto(hs, dst)
+		} else {
+			got, err = r.b.DownloadResidentRangesInto(rs, dst)
+		}
+		out := got
+		after = func() snapshot { return snap2(out) }
+		reuse = func() error { return checkReuse2(dst, out, rs) }
+	case readBatchesInto:
+		batches := make([][]core.Range, len(s.batches))
+		at := 0
+		for i, n := range s.batches {
+			batches[i] = rs[at : at+n : at+n]
+			at += n
+		}
+		dst := make([][][]byte, s.dst.slots, s.dst.slots+s.dst.spare)
+		full := dst[:cap(dst)]
+		for i := range full {
+			full[i] = s.dst.slots2()
+		}
+		before = snap3(dst)
+		var out [][][]byte
+		out, err = r.b.DownloadResidentBatchesInto(batches, dst)
+		after = func() snapshot { return snap3(out) }
+		if err == nil {
+			if len(out) != len(batches) {
+				return fmt.Errorf("%s returned %d batches, want %d", call, len(out), len(batches))
+			}
+			for i := range out {
+				if len(out[i]) != len(batches[i]) {
+					return fmt.Errorf("%s batch %d has %d results, want %d", call, i, len(out[i]), len(batches[i]))
+				}
+				got = append(got, out[i]...)
+			}
+		}
+		reuse = func() error {
+			for i := range min(len(dst), len(out)) {
+				if err := checkReuse2(dst[i], out[i], batches[i]); err != nil {
+					return fmt.Errorf("batch %d: %w", i, err)
+				}
+			}
+			return nil
+		}
+	}
+
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	if out != succeeded {
+		if after != nil && !after().equal(before) {
+			return fmt.Errorf("failed %s changed the caller's output slots", call)
+		}
+		if after == nil && !nilOut {
+			return fmt.Errorf("failed %s returned a non-nil result", call)
+		}
+		if out == rejected {
+			return r.noCalls(call + " rejected")
+		}
+		return nil
+	}
+	if len(got) != len(rs) {
+		return fmt.Errorf("%s returned %d results for %d ranges", call, len(got), len(rs))
+	}
+	byHandle := make(map[uint64][]span)
+	nonEmpty := 0
+	for i, x := range rs {
+		if len(got[i]) != x.Len {
+			return fmt.Errorf("%s result %d has %d bytes, want %d", call, i, len(got[i]), x.Len)
+		}
+		if x.Len == 0 {
+			continue
+		}
+		nonEmpty++
+		byHandle[x.Buf.ID] = append(byHandle[x.Buf.ID], span{x.Offset, x.Offset + x.Len})
+		if err := r.m.checkBytes(x.Buf.ID, x.Offset, got[i]); err != nil {
+			return fmt.Errorf("%s result %d: %w", call, i, err)
+		}
+	}
+	if reuse != nil {
+		if err := reuse(); err != nil {
+			return fmt.Errorf("%s: %w", call, err)
+		}
+	}
+	if nonEmpty == 0 {
+		return r.noCalls(call + " of nothing")
+	}
+	moved, copies := unionStats(byHandle)
+	t := &r.m.tel
+	t.DeviceToHostBytes += moved
+	t.ReadbackOps++
+	t.SyncPoints++
+	t.RequestedCopies += uint64(nonEmpty)
+	t.DeviceCopies += uint64(copies)
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyDtoHAsync: uint64(copies), sim.OpStreamSynchronize: 1})
+}
+
+// checkReuse checks the append-style contract: a caller slot with room for
+// the result is reused, not reallocated.
+func checkReuse(dst, out []byte, n int) error {
+	if n > 0 && cap(dst) >= n && unsafe.SliceData(out) != unsafe.SliceData(dst) {
+		return fmt.Errorf("a caller slot of capacity %d was not reused for %d bytes", cap(dst), n)
+	}
+	return nil
+}
+
+func checkReuse2(dst, out [][]byte, rs []core.Range) error {
+	if len(out) != len(rs) {
+		return fmt.Errorf("%d results for %d ranges", len(out), len(rs))
+	}
+	if len(rs) <= cap(dst) && len(rs) > 0 && unsafe.SliceData(out) != unsafe.SliceData(dst) {
+		return fmt.Errorf("caller slots of capacity %d were not reused for %d results", cap(dst), len(rs))
+	}
+	for i := range min(len(dst), len(rs)) {
+		if err := checkReuse(dst[i], out[i], rs[i].Len); err != nil {
+			return fmt.Errorf("slot %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// expectTransfer checks a successful call's device calls: the transfer and
+// synchronization calls exactly as given, and none but resource calls
+// (pooled staging and device memory, lease streams and events, whose count
+// depends on pool state the model does not track) besides.
+func (r *runner) expectTransfer(what string, exact map[sim.Op]uint64) error {
+	if r.cfg.shared {
+		return nil
+	}
+	got := r.callsDelta()
+	for op, n := range got {
+		if _, ok := exact[op]; !ok && !resourceOps[op] {
+			return fmt.Errorf("%s: device calls %v; %v is not expected", what, got, op)
+		}
+		_ = n
+	}
+	for op, n := range exact {
+		if got[op] != n {
+			return fmt.Errorf("%s: device calls %v, want %v exactly %d time(s)", what, got, op, n)
+		}
+	}
+	return nil
+}
+
+var resourceOps = map[sim.Op]bool{
+	sim.OpMemAlloc: true, sim.OpMemFree: true, sim.OpHostAlloc: true, sim.OpHostFree: true,
+	sim.OpStreamCreate: true, sim.OpStreamDestroy: true, sim.OpEventCreate: true, sim.OpEventDestroy: true,
+}
+
+// ---- pinned memory and asynchronous uploads ----
+
+// asyncStep is UploadResidentAsyncAt from pinned memory (or from memory that
+// is not pinned, a nil pointer, or a range crossing the end of a pinned
+// region).
+type asyncStep struct {
+	withFault
+	pick    int
+	at      place
+	slot    int
+	srcMode int // 0 inside a pinned slot, 1 crossing its end, 2 unpinned Go memory, 3 nil
+	srcOff  int
+	seed    int
+}
+
+func drawAsync(src entropy) *asyncStep {
+	s := &asyncStep{pick: src.intn(1 << 20), at: drawPlace(src, true), slot: src.intn(1 << 20), srcOff: src.intn(1 << 20), seed: src.intn(1 << 16)}
+	switch r := src.intn(100); {
+	case r < 8:
+		s.srcMode = 1
+	case r < 12:
+		s.srcMode = 2
+	case r < 14:
+		s.srcMode = 3
+	}
+	return s
+}
+
+func (s *asyncStep) setFault(f *faultSpec) { s.f = f }
+func (s *asyncStep) String() string {
+	return fmt.Sprintf("async(%d %+v slot=%d src=%d/%d seed=%d)%s", s.pick, s.at, s.slot, s.srcMode, s.srcOff, s.seed, s.faultString())
+}
+
+func (s *asyncStep) run(r *runner) error {
+	const call = "UploadResidentAsyncAt"
+	h := r.pick(s.pick)
+	off, n := s.at.resolve(h.Len)
+	var slot *pinSlot
+	var live []*pinSlot
+	for _, p := range r.m.pinned {
+		if p.live && p.gen == r.gen {
+			live = append(live, p)
+		}
+	}
+	switch {
+	case len(live) > 0 && s.slot%4 != 3:
+		slot = live[s.slot%len(live)]
+	case len(r.m.pinned) > 0:
+		slot = r.m.pinned[s.slot%len(r.m.pinned)]
+	}
+	mode := s.srcMode
+	if slot == nil && mode < 2 || slot != nil && len(slot.mem) == 0 {
+		mode = 2
+	}
+	if mode == 0 && n > len(slot.mem) {
+		n = len(slot.mem) // a length the slot can hold
+	}
+	var (
+		src    unsafe.Pointer
+		inside bool
+		data   []byte
+		loose  []byte // unpinned source memory, kept alive across the call
+	)
+	switch mode {
+	case 0, 1:
+		so := 0
+		if mode == 0 {
+			so = min(s.srcOff%(len(slot.mem)-max(n, 0)+1), len(slot.mem)-1)
+		} else {
+			so = len(slot.mem) - 1 - s.srcOff%min(len(slot.mem), 4)
+		}
+		src = unsafe.Pointer(&slot.mem[so])
+		inside = slot.live && slot.gen == r.gen && n >= 0 && so+n <= len(slot.mem)
+		if inside {
+			if slot.pending == 0 {
+				fillPattern(slot.mem[so:so+n], s.seed)
+			}
+			data = bytes.Clone(slot.mem[so : so+n])
+		}
+	case 2:
+		loose = make([]byte, max(n, 1))
+		src = unsafe.Pointer(&loose[0])
+	}
+	var want core.Kind
+	switch {
+	case n < 0:
+		want = core.KindInvalidArgument
+	case !r.m.valid(h):
+		want = core.KindUnknownHandle
+	case !rangeOK(off, n, h.Len):
+		want = core.KindInvalidArgument
+	case n == 0:
+	case !inside:
+		want = core.KindInvalidArgument
+	}
+	r.logf("%s(%+v, %d, src mode %d, %d)", call, h, off, mode, n)
+	err := r.b.UploadResidentAsyncAt(h, off, src, n)
+	runtime.KeepAlive(loose)
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	switch out {
+	case rejected:
+		return r.noCalls(call + " rejected")
+	case faulted:
+		return nil
+	}
+	if n == 0 {
+		return r.noCalls(call + " of nothing")
+	}
+	r.m.async = append(r.m.async, asyncWrite{id: h.ID, off: off, data: data, slot: slot})
+	r.m.bufs[h.ID].pending++
+	slot.pending++
+	t := &r.m.tel
+	t.HostToDeviceBytes += uint64(n)
+	t.UploadOps++
+	t.RequestedCopies++
+	t.DeviceCopies++
+	// Queued without waiting: one copy and no synchronization.
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: 1})
+}
+
+// syncStep is SynchronizeUploads.
+type syncStep struct{ withFault }
+
+func (s *syncStep) setFault(f *faultSpec) { s.f = f }
+func (s *syncStep) String() string        { return "sync()" + s.faultString() }
+
+func (s *syncStep) run(r *runner) error {
+	const call = "SynchronizeUploads"
+	queued := len(r.m.async)
+	r.logf("%s with %d queued", call, queued)
+	err := r.b.SynchronizeUploads()
+	out, verr := r.judge(call, err, 0)
+	if verr != nil || out != succeeded {
+		return verr
+	}
+	if queued == 0 {
+		return r.noCalls(call + " with nothing queued")
+	}
+	touched := make(map[uint64]bool)
+	for _, w := range r.m.async {
+		touched[w.id] = true
+	}
+	r.m.synchronized()
+	r.m.tel.SyncPoints++
+	if err := r.expectTransfer(call, map[sim.Op]uint64{sim.OpStreamSynchronize: 1}); err != nil {
+		return err
+	}
+	for id := range touched {
+		if err := r.audit(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocPinnedStep is AllocHostPinned.
+type allocPinnedStep struct {
+	withFault
+	size int
+}
+
+func (s *allocPinnedStep) setFault(f *faultSpec) { s.f = f }
+func (s *allocPinnedStep) String() string {
+	return fmt.Sprintf("allocPinned(%d)%s", s.size, s.faultString())
+}
+
+func (s *allocPinnedStep) run(r *runner) error {
+	const call = "AllocHostPinned"
+	var want core.Kind
+	if s.size <= 0 {
+		want = core.KindInvalidArgument
+	}
+	pb, err := r.b.AllocHostPinned(s.size)
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	if out != succeeded {
+		if pb != nil {
+			return fmt.Errorf("failed %s returned a buffer", call)
+		}
+		if out == rejected {
+			return r.noCalls(call)
+		}
+		return nil
+	}
+	mem := pb.Bytes()
+	if len(mem) != s.size || pb.Len() != s.size || pb.Pointer() != unsafe.Pointer(unsafe.SliceData(mem)) {
+		return fmt.Errorf("%s(%d) gave %d bytes, Len %d", call, s.size, len(mem), pb.Len())
+	}
+	r.m.pinned = append(r.m.pinned, &pinSlot{alloc: true, pb: pb, mem: mem, gen: r.gen, live: true})
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpHostAlloc: 1})
+}
+
+// freePinnedStep is PinnedBuffer.Free on a live, freed or closed buffer.
+type freePinnedStep struct{ pick int }
+
+func (s *freePinnedStep) String() string { return fmt.Sprintf("freePinned(%d)", s.pick) }
+
+func (s *freePinnedStep) run(r *runner) error {
+	const call = "PinnedBuffer.Free"
+	var slots []*pinSlot
+	for _, p := range r.m.pinned {
+		if p.alloc {
+			slots = append(slots, p)
+		}
+	}
+	if len(slots) == 0 {
+		return nil
+	}
+	p := slots[s.pick%len(slots)]
+	var want core.Kind
+	switch {
+	case p.gen != r.gen:
+		want = core.KindClosed
+	case !p.live:
+		want = core.KindUnknownHandle
+	case p.pending > 0:
+		want = core.KindInFlight
+	}
+	err := p.pb.Free()
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		if verr == nil && out == rejected {
+			return r.noCalls(call + " refused")
+		}
+		return verr
+	}
+	p.live = false
+	if p.pb.Bytes() != nil {
+		return fmt.Errorf("freed pinned buffer still returns its bytes")
+	}
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpHostFree: 1})
+}
+
+// pinStep is PinHostBuffer: new Go memory (mode 0), a range overlapping one
+// already pinned (1), a nil pointer (2), a non-positive length (3), or
+// memory pinned before and since unpinned or closed (4).
+type pinStep struct {
+	withFault
+	size, mode, pick int
+}
+
+func (s *pinStep) setFault(f *faultSpec) { s.f = f }
+func (s *pinStep) String() string {
+	return fmt.Sprintf("pin(size=%d mode=%d pick=%d)%s", s.size, s.mode, s.pick, s.faultString())
+}
+
+func (s *pinStep) run(r *runner) error {
+	const call = "PinHostBuffer"
+	var live, dead []*pinSlot
+	for _, p := range r.m.pinned {
+		switch {
+		case p.live && p.gen == r.gen:
+			live = append(live, p)
+		case !p.alloc:
+			dead = append(dead, p)
+		}
+	}
+	mode := s.mode
+	if mode == 1 && len(live) == 0 || mode == 4 && len(dead) == 0 {
+		mode = 0
+	}
+	size := max(s.size, 1)
+	var (
+		ptr  unsafe.Pointer
+		n    = size
+		want core.Kind
+		slot *pinSlot
+	)
+	switch mode {
+	case 0:
+		slot = &pinSlot{mem: make([]byte, size)}
+		ptr = slot.ptr()
+	case 1:
+		p := live[s.pick%len(live)]
+		k := s.pick % len(p.mem)
+		ptr, n, want = unsafe.Pointer(&p.mem[k]), 1+s.pick%64, core.KindInvalidArgument
+	case 2:
+		want = core.KindInvalidArgument
+	case 3:
+		slot = &pinSlot{mem: make([]byte, 1)}
+		ptr, n, want = slot.ptr(), -s.pick%2, core.KindInvalidArgument
+	case 4:
+		slot = dead[s.pick%len(dead)]
+		ptr, n = slot.ptr(), len(slot.mem)
+	}
+	r.logf("%s(mode %d, %d)", call, mode, n)
+	err := r.b.PinHostBuffer(ptr, n)
+	out, verr := r.judge(call, err, want)
+	if verr != nil {
+		return verr
+	}
+	switch out {
+	case rejected:
+		return r.noCalls(call + " rejected")
+	case faulted:
+		return nil
+	}
+	slot.live, slot.gen, slot.pending = true, r.gen, 0
+	if mode == 0 {
+		r.m.pinned = append(r.m.pinned, slot)
+	}
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpHostRegister: 1})
+}
+
+// unpinStep is UnpinHostBuffer of a registered range's start (mode 0), an
+// interior address (1), an AllocHostPinned buffer (2) or nil (3).
+type unpinStep struct{ pick, mode int }
+
+func (s *unpinStep) String() string { return fmt.Sprintf("unpin(%d mode=%d)", s.pick, s.mode) }
+
+func (s *unpinStep) run(r *runner) error {
+	const call = "UnpinHostBuffer"
+	var regs, allocs []*pinSlot
+	for _, p := range r.m.pinned {
+		if p.alloc {
+			allocs = append(allocs, p)
+		} else {
+			regs = append(regs, p)
+		}
+	}
+	var (
+		ptr  unsafe.Pointer
+		slot *pinSlot
+		want = core.KindInvalidArgument
+	)
+	switch {
+	case s.mode == 0 && len(regs) > 0:
+		slot = regs[s.pick%len(regs)]
+		for i := range regs { // prefer one that is pinned now
+			if c := regs[(s.pick+i)%len(regs)]; c.live && c.gen == r.gen {
+				slot = c
+				break
+			}
+		}
+		ptr = slot.ptr()
+		if slot.live && slot.gen == r.gen {
+			want = 0
+			if slot.pending > 0 {
+				want = core.KindInFlight
+			}
+		}
+	case s.mode == 1 && len(regs) > 0:
+		p := regs[s.pick%len(regs)]
+		if len(p.mem) < 2 {
+			return nil
+		}
+		ptr = unsafe.Pointer(&p.mem[1+s.pick%(len(p.mem)-1)])
+	case s.mode == 2 && len(allocs) > 0:
+		ptr = allocs[s.pick%len(allocs)].ptr()
+	case s.mode == 3:
+	default:
+		return nil
+	}
+	err := r.b.UnpinHostBuffer(ptr)
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		if verr == nil && out == rejected {
+			return r.noCalls(call + " refused")
+		}
+		return verr
+	}
+	slot.live = false
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpHostUnregister: 1})
+}
+
+// resetStep is ResetTelemetry.
+type resetStep struct{}
+
+func (resetStep) String() string { return "resetTelemetry()" }
+
+func (resetStep) run(r *runner) error {
+	r.b.ResetTelemetry()
+	r.m.tel = core.Telemetry{}
+	return r.noCalls("ResetTelemetry")
+}
+
+// closeStep closes the Backend, first trying while uploads are queued when
+// try is set (Close must refuse and change nothing), checks the device is
+// empty, and opens a new Backend on the same device.
+type closeStep struct{ try bool }
+
+func (s *closeStep) String() string { return fmt.Sprintf("closeReopen(try=%v)", s.try) }
+
+func (s *closeStep) run(r *runner) error {
+	if r.cfg.shared {
+		return nil
+	}
+	if s.try && len(r.m.async) > 0 {
+		err := r.b.Close()
+		if _, verr := r.judge("Close", err, core.KindInFlight); verr != nil {
+			return verr
+		}
+		if err := r.noCalls("Close refused"); err != nil {
+			return err
+		}
+		if err := r.checkGlobal(); err != nil {
+			return fmt.Errorf("after the refused Close: %w", err)
+		}
+	}
+	if err := r.closeAndCheck(); err != nil {
+		return err
+	}
+	return r.reopen()
+}
+
+// ---- gopter glue ----
+
+// genState is the gopter State: the sequence's configuration. Everything
+// else a step needs is resolved when it runs (see core_model_test.go).
+type genState struct{ cfg runConfig }
+
+// stepCommand adapts a step to gopter's commands.Command.
+type stepCommand struct{ s step }
+
+func (c stepCommand) Run(sut commands.SystemUnderTest) commands.Result {
+	if err := sut.(*runner).do(c.s); err != nil {
+		return err
+	}
+	return nil
+}
+func (c stepCommand) NextState(st commands.State) commands.State { return st }
+func (c stepCommand) PreCondition(commands.State) bool           { return true }
+func (c stepCommand) PostCondition(_ commands.State, res commands.Result) *gopter.PropResult {
+	if res != nil {
+		return gopter.NewPropResult(false, res.(error).Error())
+	}
+	return &gopter.PropResult{Status: gopter.PropTrue}
+}
+func (c stepCommand) String() string { return c.s.String() }
+
+// drawConfig draws a sequence's device and Backend configuration: a small
+// device so budgets are hit, and pool settings from none to the defaults.
+func drawConfig(src entropy, faults faultMode) runConfig {
+	cfg := runConfig{
+		total:         []uint64{32 << 20, 48 << 20, 64 << 20}[src.intn(3)],
+		devicePoolCap: []uint64{core.DefaultDevicePoolCap, 0, 4 << 20}[src.intn(3)],
+		pinnedPoolCap: []uint64{core.DefaultPinnedPoolCap, 0, 1 << 20}[src.intn(3)],
+		poolLimit:     []int{core.DefaultResidentPoolLimit, 0, 64 << 10}[src.intn(3)],
+		faults:        faults,
+	}
+	if faults == faultsRandom {
+		cfg.rate = []float64{0.02, 0.05, 0.15}[src.intn(3)]
+		cfg.rateSeed = int64(src.intn(1 << 30))
+	}
+	return cfg
+}
+
+// coreCommands is the gopter state machine over a Backend on sim. A failure
+// found when a sequence's runner is torn down (the final Close) is recorded
+// in *teardown, since gopter gives Destroy no way to fail the property.
+func coreCommands(faults faultMode, kinds stepKinds, foreign core.Buffer, teardown *error) commands.Commands {
+	return &commands.ProtoCommands{
+		NewSystemUnderTestFunc: func(st commands.State) commands.SystemUnderTest {
+			coreStats.sequences.Add(1)
+			r, err := newRunner(st.(*genState).cfg, foreign)
+			if err != nil {
+				r = &runner{broken: err}
+			}
+			return r
+		},
+		DestroySystemUnderTestFunc: func(sut commands.SystemUnderTest) {
+			r := sut.(*runner)
+			if r.b == nil {
+				return
+			}
+			if r.broken != nil {
+				// Already reported; release what can be released.
+				r.dev.ClearFaults()
+				_ = r.b.SynchronizeUploads()
+				_ = r.b.Close()
+				return
+			}
+			if err := r.closeAndCheck(); err != nil && *teardown == nil {
+				*teardown = fmt.Errorf("final Close of a sequence on %v: %w\nlast calls:\n  %v", r.cfg, err, r.trace)
+			}
+		},
+		InitialStateGen: func(p *gopter.GenParameters) *gopter.GenResult {
+			return gopter.NewGenResult(&genState{cfg: drawConfig(randEntropy{p.Rng}, faults)}, gopter.NoShrinker)
+		},
+		GenCommandFunc: func(st commands.State) gopter.Gen {
+			return func(p *gopter.GenParameters) *gopter.GenResult {
+				return gopter.NewGenResult(stepCommand{drawStep(randEntropy{p.Rng}, kinds)}, gopter.NoShrinker)
+			}
+		},
+	}
+}
+
+// propSize is how many sequences a property runs and how long they get.
+type propSize struct{ sequences, maxSteps int }
+
+// runCoreProperty runs the state machine with the given faults and reports
+// the seed and the reproducing command on failure.
+func runCoreProperty(t *testing.T, faults faultMode, kinds stepKinds, ci, long propSize) {
+	seed := coreSeed(t)
+	size := ci
+	if coreLong() {
+		size = long
+	}
+	fs, err := newForeign()
+	require.NoError(t, err)
+	stats := snapshotCoreStats()
+	var teardown error
+	params := gopter.DefaultTestParametersWithSeed(seed)
+	params.MinSuccessfulTests = size.sequences
+	params.MaxSize = size.maxSteps
+	params.MaxShrinkCount = 200
+	props := gopter.NewProperties(params)
+	props.Property("core.Backend agrees with the model", commands.Prop(coreCommands(faults, kinds, fs.h, &teardown)))
+	props.TestingRun(t)
+	require.NoError(t, teardown)
+	require.NoError(t, fs.close())
+	logCoreStats(t, stats)
+}
+
+// TestCoreStateMachine runs random command sequences against a Backend on
+// the simulated device and the model, without faults.
+func TestCoreStateMachine(t *testing.T) {
+	runCoreProperty(t, faultsOff, allKinds, propSize{40, 60}, propSize{2000, 200})
+}

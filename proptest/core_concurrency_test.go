@@ -1,0 +1,101 @@
+package proptest
+
+import (
+	"math/rand"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+)
+
+// TestCoreConcurrent runs random command sequences from several goroutines
+// on one Backend (run it under -race). Each goroutine owns its buffers and a
+// model of them, and checks every read of its own buffers byte for byte as
+// it goes; allocations may fail for lack of budget at any time, since the
+// others allocate too. Only goroutine 0 uses pinned memory and asynchronous
+// uploads, because SynchronizeUploads completes every goroutine's queued
+// uploads at once. Afterwards ResidentAllocatedBytes equals the sum of the
+// goroutines' surviving buffers, the telemetry equals the sum of what each
+// goroutine's successful calls moved (the counters are exact sums, so the
+// interleaving does not matter), and Close leaves the device empty.
+func TestCoreConcurrent(t *testing.T) {
+	seed := coreSeed(t)
+	rounds, steps := 4, 80
+	if coreLong() {
+		rounds, steps = 60, 400
+	}
+	const workers = 4
+	fs, err := newForeign()
+	require.NoError(t, err)
+	stats := snapshotCoreStats()
+	for round := range rounds {
+		rng := rand.New(rand.NewSource(seed + int64(round)))
+		cfg := drawConfig(randEntropy{rng}, faultsOff)
+		dev := sim.New(sim.Config{TotalMemory: cfg.total})
+		log := new(logCounter)
+		b, err := core.Open(dev, cfg.options(log)...)
+		require.NoError(t, err)
+		coreStats.sequences.Add(workers)
+
+		runners := make([]*runner, workers)
+		var wg sync.WaitGroup
+		for w := range runners {
+			r := newSharedRunner(cfg, dev, b, log, fs.h)
+			runners[w] = r
+			src := randEntropy{rand.New(rand.NewSource(seed*1000 + int64(round*workers+w)))}
+			kinds := stepKinds{async: w == 0}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range steps {
+					if r.do(drawStep(src, kinds)) != nil {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for w, r := range runners {
+			require.NoError(t, r.broken, "round %d (config %v) goroutine %d", round, cfg, w)
+		}
+
+		// Goroutine 0 may have uploads queued: synchronize them like any
+		// caller must before Close.
+		r0 := runners[0]
+		if len(r0.m.async) > 0 {
+			require.NoError(t, b.SynchronizeUploads())
+			r0.m.synchronized()
+			r0.m.tel.SyncPoints++
+		}
+		var resident uint64
+		var want core.Telemetry
+		for _, r := range runners {
+			resident += r.m.residentBytes()
+			for id := range r.m.bufs {
+				require.NoError(t, r.audit(id), "round %d", round)
+			}
+			tel := r.m.tel
+			want.HostToDeviceBytes += tel.HostToDeviceBytes
+			want.DeviceToHostBytes += tel.DeviceToHostBytes
+			want.UploadOps += tel.UploadOps
+			want.ReadbackOps += tel.ReadbackOps
+			want.SyncPoints += tel.SyncPoints
+			want.ResidentAllocationBytes += tel.ResidentAllocationBytes
+			want.DeviceCopies += tel.DeviceCopies
+			want.RequestedCopies += tel.RequestedCopies
+			want.MemsetOps += tel.MemsetOps
+			want.KernelLaunches += tel.KernelLaunches
+		}
+		assert.Equal(t, resident, b.ResidentAllocatedBytes(), "round %d: resident bytes vs surviving buffers", round)
+		assert.Equal(t, want, b.Telemetry(), "round %d: telemetry vs the sum of every goroutine's calls", round)
+		require.NoError(t, b.Close(), "round %d", round)
+		require.NoError(t, log.check(), "round %d", round)
+		require.True(t, sim.RequireNoLeaks(t, dev), "round %d (config %v)", round, cfg)
+	}
+	require.NoError(t, fs.close())
+	logCoreStats(t, stats)
+}

@@ -1,0 +1,938 @@
+package proptest
+
+// This file holds the plain reference model the core.Backend properties check
+// against, the runner that executes one step on a Backend and on the model
+// together, and the checks made after every step.
+//
+// Why the model lives in the runner and not in gopter's State: a command's
+// NextState cannot see what Run returned, but whether a step succeeds can
+// depend on the device (an injected fault, a pooled bucket that no longer fits
+// the free memory, another goroutine's allocations). So the gopter State only
+// counts steps, every step names its handles by a number resolved against the
+// handles seen so far (which keeps sequences valid when gopter shrinks them),
+// and the runner advances the model on the observed outcome after checking
+// that the outcome was one the model allowed.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/bits"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// Knobs. CI runs a fixed seed at a size that keeps these properties to well
+// under two minutes of `make test` on a 2-core machine; the long mode is for
+// runs as long as `make fuzz`.
+const (
+	coreDefaultSeed = 20250601
+	coreSeedEnv     = "VYRECUDA_PROP_SEED"
+	coreLongEnv     = "VYRECUDA_PROP_LONG"
+)
+
+var coreLongFlag = flag.Bool("prop.long", false, "run the core.Backend properties at fuzz-run length (also: "+coreLongEnv+"=1)")
+
+// coreLong reports whether the long mode is on.
+func coreLong() bool { return *coreLongFlag || os.Getenv(coreLongEnv) != "" }
+
+// coreSeed returns the seed for test name and arranges for it, and the one
+// command that reproduces a failure, to be printed when the test fails.
+func coreSeed(t *testing.T) int64 {
+	t.Helper()
+	seed := int64(coreDefaultSeed)
+	if s := os.Getenv(coreSeedEnv); s != "" {
+		v, err := strconv.ParseInt(s, 0, 64)
+		if err != nil {
+			t.Fatalf("%s=%q is not an integer: %v", coreSeedEnv, s, err)
+		}
+		seed = v
+	}
+	name := t.Name()
+	t.Cleanup(func() {
+		if t.Failed() {
+			long := ""
+			if coreLong() {
+				long = " " + coreLongEnv + "=1"
+			}
+			t.Logf("seed %d; reproduce with: %s=%d%s go test -race -count=1 -run '^%s$' ./proptest",
+				seed, coreSeedEnv, seed, long, name)
+		}
+	})
+	return seed
+}
+
+// coreStats counts what the properties ran, for the logs and the report.
+var coreStats struct {
+	sequences, steps, rejected, faulted atomic.Int64
+
+	mu       sync.Mutex
+	outcomes map[string]*[3]int64 // per call: succeeded, rejected, faulted
+}
+
+func countOutcome(call string, o outcome) {
+	coreStats.mu.Lock()
+	defer coreStats.mu.Unlock()
+	if coreStats.outcomes == nil {
+		coreStats.outcomes = make(map[string]*[3]int64)
+	}
+	c := coreStats.outcomes[call]
+	if c == nil {
+		c = new([3]int64)
+		coreStats.outcomes[call] = c
+	}
+	c[o]++
+}
+
+func logCoreStats(t *testing.T, before [4]int64) {
+	now := snapshotCoreStats()
+	t.Logf("ran %d sequences, %d steps (%d rejected as predicted, %d failed by injected faults)",
+		now[0]-before[0], now[1]-before[1], now[2]-before[2], now[3]-before[3])
+	if testing.Verbose() {
+		coreStats.mu.Lock()
+		defer coreStats.mu.Unlock()
+		calls := make([]string, 0, len(coreStats.outcomes))
+		for c := range coreStats.outcomes {
+			calls = append(calls, c)
+		}
+		sort.Strings(calls)
+		for _, c := range calls {
+			o := coreStats.outcomes[c]
+			t.Logf("  %-28s ok %6d  rejected %6d  faulted %6d (cumulative)", c, o[0], o[1], o[2])
+		}
+	}
+}
+
+func snapshotCoreStats() [4]int64 {
+	return [4]int64{coreStats.sequences.Load(), coreStats.steps.Load(), coreStats.rejected.Load(), coreStats.faulted.Load()}
+}
+
+// span is the byte interval [off, end).
+type span struct{ off, end int }
+
+// spans is a sorted list of disjoint, non-touching spans.
+type spans []span
+
+// add returns s with x merged in.
+func (s spans) add(x span) spans {
+	if x.end <= x.off {
+		return s
+	}
+	out := make(spans, 0, len(s)+1)
+	for _, y := range s {
+		if y.end < x.off || y.off > x.end {
+			out = append(out, y)
+			continue
+		}
+		x = span{min(x.off, y.off), max(x.end, y.end)}
+	}
+	out = append(out, x)
+	sort.Slice(out, func(i, j int) bool { return out[i].off < out[j].off })
+	return out
+}
+
+// remove returns s without the bytes of x.
+func (s spans) remove(x span) spans {
+	out := make(spans, 0, len(s)+1)
+	for _, y := range s {
+		if y.end <= x.off || y.off >= x.end {
+			out = append(out, y)
+			continue
+		}
+		if y.off < x.off {
+			out = append(out, span{y.off, x.off})
+		}
+		if y.end > x.end {
+			out = append(out, span{x.end, y.end})
+		}
+	}
+	return out
+}
+
+// overlaps reports whether any span of s shares a byte with x.
+func (s spans) overlaps(x span) bool {
+	for _, y := range s {
+		if y.off < x.end && x.off < y.end {
+			return true
+		}
+	}
+	return false
+}
+
+// unionStats is the copy-fusion expectation, computed from the documented
+// contract of package fusion rather than by calling it: copies of one handle
+// whose ranges overlap or touch become one copy, copies of different handles
+// never merge, and the bytes moved are the union of the requested bytes per
+// handle. It returns those bytes and the number of copies.
+func unionStats(byHandle map[uint64][]span) (bytes uint64, copies int) {
+	for _, list := range byHandle {
+		var u spans
+		for _, x := range list {
+			u = u.add(x)
+		}
+		for _, x := range u {
+			bytes += uint64(x.end - x.off)
+		}
+		copies += len(u)
+	}
+	return bytes, copies
+}
+
+// mbuf is the model of one live resident buffer.
+type mbuf struct {
+	h    core.Buffer
+	ptr  uint64 // device address, for auditing device memory directly
+	data []byte // expected bytes wherever they are known
+	// unknown holds bytes whose value the model does not know: fresh
+	// buffers (AllocateResident does not promise zeros; pooled memory is
+	// reused) and the destinations of a synchronous upload that failed after
+	// some copies may have landed.
+	unknown spans
+	// conflict holds bytes written synchronously while an asynchronous
+	// upload to them was queued: the two are not ordered, so after
+	// SynchronizeUploads their value is unknown.
+	conflict spans
+	pending  int // queued asynchronous uploads into this buffer
+}
+
+// asyncWrite is one queued UploadResidentAsyncAt.
+type asyncWrite struct {
+	id   uint64
+	off  int
+	data []byte // the source bytes; the source is not changed while queued
+	slot *pinSlot
+}
+
+// pinSlot is one piece of host memory pinned (or once pinned) through a
+// Backend: an AllocHostPinned buffer or Go memory registered with
+// PinHostBuffer.
+type pinSlot struct {
+	alloc   bool               // AllocHostPinned; else PinHostBuffer of mem
+	pb      *core.PinnedBuffer // when alloc
+	mem     []byte             // the memory; for alloc, Bytes() while live
+	gen     int                // the Backend generation it was pinned through
+	live    bool
+	pending int // queued asynchronous uploads reading it
+}
+
+func (p *pinSlot) ptr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(p.mem)) }
+
+// model is the reference state of one owner's buffers: everything the
+// runner has been handed, what is live, and the telemetry the owner's
+// successful calls should have produced.
+type model struct {
+	bufs   map[uint64]*mbuf
+	order  []core.Buffer // every handle ever returned, live or not, for picks
+	pinned []*pinSlot
+	async  []asyncWrite
+	tel    core.Telemetry
+}
+
+func newModel() *model { return &model{bufs: make(map[uint64]*mbuf)} }
+
+func (m *model) residentBytes() uint64 {
+	var n uint64
+	for _, b := range m.bufs {
+		n += uint64(b.h.Len)
+	}
+	return n
+}
+
+// valid reports whether h names a live buffer of the model exactly.
+func (m *model) valid(h core.Buffer) bool {
+	b := m.bufs[h.ID]
+	return b != nil && b.h.Len == h.Len
+}
+
+// pendingSpans returns the bytes of buffer id that queued asynchronous
+// uploads will write: racy to read until SynchronizeUploads.
+func (m *model) pendingSpans(id uint64) spans {
+	var s spans
+	for _, w := range m.async {
+		if w.id == id {
+			s = s.add(span{w.off, w.off + len(w.data)})
+		}
+	}
+	return s
+}
+
+// write records a synchronous write that succeeded.
+func (m *model) write(id uint64, off int, data []byte) {
+	b := m.bufs[id]
+	x := span{off, off + len(data)}
+	copy(b.data[off:], data)
+	b.unknown = b.unknown.remove(x)
+	m.markConflict(b, x)
+}
+
+// forget records that the bytes of x may have been written with anything.
+func (m *model) forget(id uint64, x span) {
+	b := m.bufs[id]
+	if b == nil || x.end <= x.off {
+		return
+	}
+	b.unknown = b.unknown.add(x)
+	m.markConflict(b, x)
+}
+
+func (m *model) markConflict(b *mbuf, x span) {
+	if b.pending == 0 {
+		return
+	}
+	for _, p := range m.pendingSpans(b.h.ID) {
+		o := span{max(p.off, x.off), min(p.end, x.end)}
+		if o.off < o.end {
+			b.conflict = b.conflict.add(o)
+		}
+	}
+}
+
+// synchronized applies every queued asynchronous upload, in queue order.
+func (m *model) synchronized() {
+	for _, w := range m.async {
+		b := m.bufs[w.id]
+		copy(b.data[w.off:], w.data)
+		b.unknown = b.unknown.remove(span{w.off, w.off + len(w.data)})
+		w.slot.pending = 0
+	}
+	for _, b := range m.bufs {
+		for _, c := range b.conflict {
+			b.unknown = b.unknown.add(c)
+		}
+		b.conflict, b.pending = nil, 0
+	}
+	m.async = nil
+}
+
+// checkBytes compares got, read from [off, off+len(got)) of buffer id, with
+// every byte the model knows there.
+func (m *model) checkBytes(id uint64, off int, got []byte) error {
+	b := m.bufs[id]
+	skip := b.unknown
+	for _, p := range m.pendingSpans(id) {
+		skip = skip.add(p)
+	}
+	at := off
+	end := off + len(got)
+	check := func(x span) error {
+		if x.off >= x.end {
+			return nil
+		}
+		if g, w := got[x.off-off:x.end-off], b.data[x.off:x.end]; !bytes.Equal(g, w) {
+			i := 0
+			for g[i] == w[i] {
+				i++
+			}
+			return fmt.Errorf("handle %d byte %d: read %#x, model has %#x (bytes [%d,%d) checked)",
+				id, x.off+i, g[i], w[i], x.off, x.end)
+		}
+		return nil
+	}
+	for _, s := range skip {
+		if s.end <= at || s.off >= end {
+			continue
+		}
+		if err := check(span{at, min(s.off, end)}); err != nil {
+			return err
+		}
+		at = max(at, s.end)
+	}
+	return check(span{at, end})
+}
+
+// Fault modes.
+type faultMode int
+
+const (
+	faultsOff    faultMode = iota
+	faultsChosen           // a step may carry one fault, armed for that step only
+	faultsRandom           // sim.FailRate over the listed operations for the whole sequence
+)
+
+// faultOps are the driver calls faults are injected into: allocation, pinned
+// allocation and registration, copies, memset, stream and event creation,
+// synchronization and the memory query. Releases (MemFree, HostFree,
+// destroys) are left out on purpose: a Backend has nowhere to report a
+// failed release from a pool eviction except its log, so those leak by
+// design; FreeResident's own MemFree is covered by freeStep's fault.
+var faultOps = []sim.Op{
+	sim.OpMemGetInfo, sim.OpMemAlloc, sim.OpHostAlloc, sim.OpHostRegister,
+	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize,
+	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
+}
+
+// nullOps are the calls whose null-with-success result a Backend can detect
+// (a zero handle, pointer or slice). A null result of an error-only call such
+// as StreamSynchronize is a lie no caller can see through, so it is not used.
+var nullOps = []sim.Op{sim.OpMemAlloc, sim.OpHostAlloc, sim.OpStreamCreate, sim.OpEventCreate}
+
+// faultSpec is one chosen fault: the nth call of op during the step fails
+// with code, or returns null with success.
+type faultSpec struct {
+	op   sim.Op
+	nth  int
+	null bool
+	code cudaapi.Result
+}
+
+func (f faultSpec) String() string {
+	if f.null {
+		return fmt.Sprintf("null(%v#%d)", f.op, f.nth)
+	}
+	return fmt.Sprintf("fail(%v#%d,%d)", f.op, f.nth, int32(f.code))
+}
+
+// runConfig describes one sequence's device and Backend.
+type runConfig struct {
+	total         uint64
+	devicePoolCap uint64
+	pinnedPoolCap uint64
+	poolLimit     int // WithResidentPoolLimit
+	faults        faultMode
+	rate          float64 // faultsRandom
+	rateSeed      int64   // faultsRandom
+	shared        bool    // several runners on one Backend (concurrency)
+}
+
+func (c runConfig) String() string {
+	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d faults=%d rate=%g seed=%d}",
+		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.faults, c.rate, c.rateSeed)
+}
+
+// logCounter is the Backend's logger in these properties: it keeps the
+// expected error reports of fault runs out of the test output, and lets a
+// fault-free run prove the Backend never had to log (a logged repair or
+// release failure there is a bug).
+type logCounter struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last string
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) Handle(_ context.Context, rec slog.Record) error {
+	l.n.Add(1)
+	l.mu.Lock()
+	l.last = rec.Message
+	l.mu.Unlock()
+	return nil
+}
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCounter) WithGroup(string) slog.Handler      { return l }
+
+func (l *logCounter) check() error {
+	if n := l.n.Load(); n > 0 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return fmt.Errorf("the Backend logged %d error(s) without any fault injected, last: %q", n, l.last)
+	}
+	return nil
+}
+
+func (c runConfig) options(log *logCounter) []core.Option {
+	return []core.Option{
+		core.WithLogger(slog.New(log)),
+		core.WithDevicePoolCap(c.devicePoolCap),
+		core.WithPinnedPoolCap(c.pinnedPoolCap),
+		core.WithResidentPoolLimit(c.poolLimit),
+	}
+}
+
+// devSize is the device memory an n-byte resident buffer occupies: its
+// power-of-two bucket when it comes from the device pool, else n.
+func (c runConfig) devSize(n int) uint64 {
+	if c.poolLimit > 0 && n <= c.poolLimit {
+		return uint64(1) << bits.Len(uint(n-1))
+	}
+	return uint64(n)
+}
+
+// foreignSide is a second Backend on its own device whose live handle the
+// runners pass to the Backend under test as a foreign handle.
+type foreignSide struct {
+	dev *sim.Device
+	b   *core.Backend
+	h   core.Buffer
+}
+
+func newForeign() (*foreignSide, error) {
+	dev := sim.New(sim.Config{TotalMemory: 1 << 20})
+	b, err := core.Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	h, err := b.AllocateResident(64)
+	if err != nil {
+		return nil, err
+	}
+	return &foreignSide{dev: dev, b: b, h: h}, nil
+}
+
+func (f *foreignSide) close() error {
+	if err := f.b.Close(); err != nil {
+		return err
+	}
+	if l := f.dev.Live(); !l.Zero() {
+		return fmt.Errorf("foreign device leaked: %s", l)
+	}
+	return nil
+}
+
+// runner executes steps on a Backend and on the model, and judges each.
+type runner struct {
+	cfg     runConfig
+	dev     *sim.Device
+	b       *core.Backend
+	log     *logCounter
+	gen     int // Backend generation: Close-and-reopen steps start a new one
+	foreign core.Buffer
+	m       *model
+
+	// The fault armed for the current step, and the call count of its
+	// operation when it was armed.
+	armed      *faultSpec
+	armedCalls uint64
+	allowOOM   bool // this step's allocation may not fit the device
+
+	// Call counts of the device when the current step began.
+	callsBefore map[sim.Op]uint64
+
+	broken error    // first violation; later steps are skipped
+	trace  []string // resolved calls of the last steps, for failure messages
+}
+
+// newRunner opens a Backend on a fresh simulated device.
+func newRunner(cfg runConfig, foreign core.Buffer) (*runner, error) {
+	r := &runner{cfg: cfg, dev: sim.New(sim.Config{TotalMemory: cfg.total}), foreign: foreign, m: newModel(), log: new(logCounter)}
+	b, err := core.Open(r.dev, cfg.options(r.log)...)
+	if err != nil {
+		return nil, err
+	}
+	r.b = b
+	r.armRandom()
+	return r, nil
+}
+
+// newSharedRunner returns a runner over an existing Backend, for one of
+// several goroutines sharing it.
+func newSharedRunner(cfg runConfig, dev *sim.Device, b *core.Backend, log *logCounter, foreign core.Buffer) *runner {
+	cfg.shared = true
+	return &runner{cfg: cfg, dev: dev, b: b, log: log, foreign: foreign, m: newModel()}
+}
+
+func (r *runner) armRandom() {
+	if r.cfg.faults == faultsRandom {
+		r.dev.FailRate(r.cfg.rateSeed+int64(r.gen), r.cfg.rate, randomFaultOps()...)
+	}
+}
+
+// logf appends a resolved call to the trace.
+func (r *runner) logf(format string, args ...any) {
+	const keep = 12
+	if len(r.trace) == keep {
+		copy(r.trace, r.trace[1:])
+		r.trace = r.trace[:keep-1]
+	}
+	r.trace = append(r.trace, fmt.Sprintf(format, args...))
+}
+
+// do runs one step and every check after it. It returns the first violation
+// of the sequence (and nil for every step after it, which is skipped).
+func (r *runner) do(s step) error {
+	if r.broken != nil {
+		return nil
+	}
+	coreStats.steps.Add(1)
+	if !r.cfg.shared {
+		r.callsBefore = r.dev.CallCounts()
+	}
+	r.allowOOM = false
+	if f, ok := s.(interface{ chosenFault() *faultSpec }); ok && r.cfg.faults == faultsChosen {
+		if fs := f.chosenFault(); fs != nil && r.permitFault(s, fs) {
+			r.armed = fs
+			r.armedCalls = r.dev.Calls(fs.op)
+			if fs.null {
+				r.dev.NullNth(fs.op, fs.nth)
+			} else {
+				r.dev.FailNth(fs.op, fs.nth, fs.code)
+			}
+		}
+	}
+	err := s.run(r)
+	if r.armed != nil {
+		r.armed = nil
+		r.dev.ClearFaults()
+	}
+	if err == nil && !r.cfg.shared {
+		err = r.checkGlobal()
+	}
+	if err != nil {
+		r.broken = fmt.Errorf("step %v: %w\nlast calls:\n  %s", s, err, strings.Join(r.trace, "\n  "))
+		return r.broken
+	}
+	return nil
+}
+
+// permitFault keeps MemFree faults to FreeResident of a buffer the Backend
+// frees with MemFree directly (see faultOps).
+func (r *runner) permitFault(s step, f *faultSpec) bool {
+	if f.op != sim.OpMemFree {
+		return true
+	}
+	fs, ok := s.(*freeStep)
+	if !ok {
+		return false
+	}
+	h := r.pick(fs.pick)
+	return r.m.valid(h) && r.m.bufs[h.ID].pending == 0 && !(r.cfg.poolLimit > 0 && h.Len <= r.cfg.poolLimit)
+}
+
+// faultFired reports whether the fault armed for this step hit a call.
+func (r *runner) faultFired() bool {
+	return r.armed != nil && r.dev.Calls(r.armed.op)-r.armedCalls >= uint64(r.armed.nth)
+}
+
+// outcome is how a Backend call ended, once judged.
+type outcome int
+
+const (
+	succeeded outcome = iota
+	rejected          // failed as the model predicted
+	faulted           // failed because of an injected fault (or an allowed OOM)
+)
+
+// judge checks a call's error against the model's prediction want (0: the
+// call must succeed; otherwise the Kind it must fail with). Every error must
+// be a *core.Error naming the call and carrying a fix.
+func (r *runner) judge(call string, err error, want core.Kind) (outcome, error) {
+	o, verr := r.judgeCall(call, err, want)
+	if verr == nil {
+		countOutcome(call, o)
+	}
+	return o, verr
+}
+
+func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, error) {
+	fired := r.faultFired()
+	if err == nil {
+		if fired {
+			return 0, fmt.Errorf("%s: injected %v fired but the call succeeded", call, r.armed)
+		}
+		if want != 0 {
+			return 0, fmt.Errorf("%s succeeded; the model predicted %v", call, want)
+		}
+		return succeeded, nil
+	}
+	var e *core.Error
+	if !errors.As(err, &e) {
+		return 0, fmt.Errorf("%s: error %v (%T) is not a *core.Error", call, err, err)
+	}
+	if e.Op != call || e.Fix == "" {
+		return 0, fmt.Errorf("%s: error %q names op %q or has no fix", call, err, e.Op)
+	}
+	if e.Kind == core.KindDriver {
+		switch {
+		case fired:
+			if !r.armed.null && e.Code != r.armed.code {
+				return 0, fmt.Errorf("%s: injected code %d but the error carries %d: %v", call, r.armed.code, e.Code, err)
+			}
+			coreStats.faulted.Add(1)
+			return faulted, nil
+		case r.cfg.faults == faultsRandom:
+			coreStats.faulted.Add(1)
+			return faulted, nil
+		case r.allowOOM && e.Code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY:
+			return faulted, nil
+		}
+	}
+	if fired {
+		return 0, fmt.Errorf("%s: injected %v fired but the call failed with %v: %v", call, r.armed, e.Kind, err)
+	}
+	if want == 0 {
+		return 0, fmt.Errorf("%s failed; the model predicted success: %v", call, err)
+	}
+	if e.Kind != want {
+		return 0, fmt.Errorf("%s failed with %v; the model predicted %v: %v", call, e.Kind, want, err)
+	}
+	coreStats.rejected.Add(1)
+	return rejected, nil
+}
+
+// callsDelta returns the device calls made since the step began.
+func (r *runner) callsDelta() map[sim.Op]uint64 {
+	d := make(map[sim.Op]uint64)
+	for op, n := range r.dev.CallCounts() {
+		if n > r.callsBefore[op] {
+			d[op] = n - r.callsBefore[op]
+		}
+	}
+	return d
+}
+
+// expectCalls checks the device calls of the step so far: exactly want for
+// the ops in want, and none of any other op. Skipped in shared mode.
+func (r *runner) expectCalls(what string, want map[sim.Op]uint64) error {
+	if r.cfg.shared {
+		return nil
+	}
+	got := r.callsDelta()
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: device calls %v, want exactly %v", what, got, want)
+	}
+	for op, n := range want {
+		if got[op] != n {
+			return fmt.Errorf("%s: device calls %v, want exactly %v", what, got, want)
+		}
+	}
+	return nil
+}
+
+// noCalls checks that a rejected or empty call did not touch the device.
+func (r *runner) noCalls(what string) error { return r.expectCalls(what, nil) }
+
+// pick resolves a step's handle number against the handles seen so far:
+// mostly live handles, sometimes any handle seen (live or freed), and
+// sometimes a special one that is never live: the zero Buffer, another
+// Backend's live handle, an id never handed out, or a live handle with a
+// drifted length.
+func (r *runner) pick(p int) core.Buffer {
+	p &= 1<<30 - 1
+	class, p := p%16, p/16
+	if class < 12 {
+		var live []core.Buffer
+		for _, h := range r.m.order {
+			if r.m.valid(h) {
+				live = append(live, h)
+			}
+		}
+		if len(live) > 0 {
+			return live[p%len(live)]
+		}
+	}
+	n := len(r.m.order)
+	if n > 0 && class < 15 {
+		return r.m.order[p%n]
+	}
+	switch p % 4 {
+	case 0:
+		return core.Buffer{}
+	case 1:
+		return r.foreign
+	case 2:
+		return core.Buffer{ID: 1<<62 + uint64(p), Len: 1 + p%64}
+	default:
+		if n == 0 {
+			return core.Buffer{ID: 1 << 61, Len: 8}
+		}
+		h := r.m.order[(p/4)%n]
+		if p%2 == 0 || h.Len == 1 {
+			h.Len++
+		} else {
+			h.Len--
+		}
+		return h
+	}
+}
+
+// pickLive turns a drawn handle number into one that picks a live handle
+// whenever there is one; batches mostly use such numbers, so that one bad
+// item does not reject nearly every batch.
+func pickLive(p int) int { return p - p%16 + p%12 }
+
+// budgetTotal is 9/10 of total device memory rounded down (the documented
+// total resident budget), computed here without package accounting.
+func budgetTotal(total uint64) uint64 {
+	hi, lo := bits.Mul64(total, 9)
+	q, _ := bits.Div64(hi, lo, 10)
+	return q
+}
+
+// liveBudget is the documented live resident budget for the given live free
+// device memory and resident bytes.
+func liveBudget(total, liveFree, resident uint64) uint64 {
+	tb := budgetTotal(total)
+	if resident >= tb {
+		return resident
+	}
+	return resident + min(tb-resident, budgetTotal(liveFree))
+}
+
+// liveFree is what the device reports free right now (sim: total minus live
+// allocations), read without a counted driver call.
+func (r *runner) liveFree() uint64 {
+	l := r.dev.Live()
+	return r.cfg.total - l.DeviceBytes
+}
+
+// checkGlobal is run after every step (single-owner mode): accounting equals
+// the model, the budget holds, telemetry moved exactly as the model says,
+// and the device holds exactly what the Backend owns, so nothing leaked.
+func (r *runner) checkGlobal() error {
+	m := r.m
+	if r.cfg.faults == faultsOff {
+		if err := r.log.check(); err != nil {
+			return err
+		}
+	}
+	if got, want := r.b.ResidentAllocatedBytes(), m.residentBytes(); got != want {
+		return fmt.Errorf("ResidentAllocatedBytes %d, live buffers hold %d", got, want)
+	}
+	if got, tb := r.b.ResidentAllocatedBytes(), budgetTotal(r.cfg.total); got > tb {
+		return fmt.Errorf("resident bytes %d exceed the total budget %d", got, tb)
+	}
+	if got := r.b.Telemetry(); got != m.tel {
+		return fmt.Errorf("telemetry %+v, model expects %+v", got, m.tel)
+	}
+	live := r.dev.Live()
+	devCached, hostCached := r.b.PoolCachedBytes()
+	var devWant uint64
+	for _, b := range m.bufs {
+		devWant += r.cfg.devSize(b.h.Len)
+	}
+	var pinnedWant uint64
+	regs := 0
+	for _, p := range m.pinned {
+		if p.live && p.gen == r.gen {
+			if p.alloc {
+				pinnedWant += uint64(len(p.mem))
+			} else {
+				regs++
+			}
+		}
+	}
+	held := 0
+	if len(m.async) > 0 {
+		held = 1
+	}
+	lrc := r.b.LaunchResourceCounts()
+	var problems []string
+	if live.DeviceBytes != devWant+devCached {
+		problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
+	}
+	if live.PinnedBytes != pinnedWant+hostCached {
+		problems = append(problems, fmt.Sprintf("pinned bytes %d, want %d caller buffers + %d pooled staging", live.PinnedBytes, pinnedWant, hostCached))
+	}
+	if live.RegisteredRanges != regs {
+		problems = append(problems, fmt.Sprintf("registered ranges %d, want %d", live.RegisteredRanges, regs))
+	}
+	if lrc.Leases != held {
+		problems = append(problems, fmt.Sprintf("launch leases %d, want %d", lrc.Leases, held))
+	}
+	if live.Streams != lrc.Streams.Idle+held || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
+		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, async lease %d", live.Streams, lrc.Streams, held))
+	}
+	ev := lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + held
+	evNet := lrc.CompletionEvents.Created - lrc.CompletionEvents.Destroyed + lrc.TimingEvents.Created - lrc.TimingEvents.Destroyed
+	if live.Events != ev || uint64(live.Events) != evNet {
+		problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, held))
+	}
+	if live.QueuedOps != len(m.async) {
+		problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads", live.QueuedOps, len(m.async)))
+	}
+	if live.Modules != 0 {
+		problems = append(problems, fmt.Sprintf("modules %d", live.Modules))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
+	}
+	return nil
+}
+
+// audit reads buffer id straight from simulated device memory, bypassing the
+// Backend, and compares it with the model.
+func (r *runner) audit(id uint64) error {
+	b := r.m.bufs[id]
+	if b == nil {
+		return nil
+	}
+	got, err := r.dev.ReadDevice(b.ptr, b.h.Len)
+	if err != nil {
+		return fmt.Errorf("audit of handle %d at %#x: %v", id, b.ptr, err)
+	}
+	if err := r.m.checkBytes(id, 0, got); err != nil {
+		return fmt.Errorf("device memory (read directly): %w", err)
+	}
+	return nil
+}
+
+// closeAndCheck synchronizes what is queued, closes the Backend and checks
+// that Close released everything and that the closed Backend refuses calls.
+// Faults are disarmed first: this is the end of a sequence, not a step
+// under test.
+func (r *runner) closeAndCheck() error {
+	r.dev.ClearFaults()
+	if len(r.m.async) > 0 {
+		if err := r.b.SynchronizeUploads(); err != nil {
+			return fmt.Errorf("SynchronizeUploads before Close: %v", err)
+		}
+		r.m.synchronized()
+		r.m.tel.SyncPoints++
+	}
+	for id := range r.m.bufs {
+		if err := r.audit(id); err != nil {
+			return err
+		}
+	}
+	tel := r.b.Telemetry()
+	if err := r.b.Close(); err != nil {
+		return fmt.Errorf("Close: %v", err)
+	}
+	if l := r.dev.Live(); !l.Zero() {
+		return fmt.Errorf("after Close the device still holds: %s", l)
+	}
+	if err := r.b.Close(); !errors.Is(err, core.ErrClosed) {
+		return fmt.Errorf("second Close returned %v, want ErrClosed", err)
+	}
+	if _, err := r.b.AllocateResident(1); !errors.Is(err, core.ErrClosed) {
+		return fmt.Errorf("AllocateResident after Close returned %v, want ErrClosed", err)
+	}
+	if got := r.b.Telemetry(); got != tel {
+		return fmt.Errorf("telemetry changed by Close: %+v, was %+v", got, tel)
+	}
+	for _, p := range r.m.pinned {
+		if p.alloc && p.gen == r.gen {
+			if p.pb.Bytes() != nil {
+				return fmt.Errorf("pinned buffer still has bytes after Close")
+			}
+			if err := p.pb.Free(); !errors.Is(err, core.ErrClosed) {
+				return fmt.Errorf("PinnedBuffer.Free after Close returned %v, want ErrClosed", err)
+			}
+		}
+		if p.gen == r.gen {
+			p.live, p.pending = false, 0
+		}
+	}
+	if l := r.dev.Live(); !l.Zero() {
+		return fmt.Errorf("calls after Close left objects on the device: %s", l)
+	}
+	return nil
+}
+
+// reopen opens a new Backend on the same device after closeAndCheck. Old
+// handles stay in the pick list: the new Backend must refuse every one.
+func (r *runner) reopen() error {
+	b, err := core.Open(r.dev, r.cfg.options(r.log)...)
+	if err != nil {
+		return err
+	}
+	r.b = b
+	r.gen++
+	r.m.bufs = make(map[uint64]*mbuf)
+	r.m.async = nil
+	r.m.tel = core.Telemetry{}
+	r.armRandom()
+	return nil
+}
