@@ -16,9 +16,10 @@ import (
 // on one Backend (run it under -race). Each goroutine owns its buffers and a
 // model of them, and checks every read of its own buffers byte for byte as
 // it goes; allocations may fail for lack of budget at any time, since the
-// others allocate too. Only goroutine 0 uses pinned memory and asynchronous
-// uploads, because SynchronizeUploads completes every goroutine's queued
-// uploads at once. Afterwards ResidentAllocatedBytes equals the sum of the
+// others allocate too. Every goroutine dispatches kernels over its own
+// buffers and awaits them; only goroutine 0 uses pinned memory and
+// asynchronous uploads, because SynchronizeUploads completes every
+// goroutine's queued uploads at once. Afterwards ResidentAllocatedBytes equals the sum of the
 // goroutines' surviving buffers, the telemetry equals the sum of what each
 // goroutine's successful calls moved (the counters are exact sums, so the
 // interleaving does not matter), and Close leaves the device empty.
@@ -63,13 +64,10 @@ func TestCoreConcurrent(t *testing.T) {
 			require.NoError(t, r.broken, "round %d (config %v) goroutine %d", round, cfg, w)
 		}
 
-		// Goroutine 0 may have uploads queued: synchronize them like any
-		// caller must before Close.
-		r0 := runners[0]
-		if len(r0.m.async) > 0 {
-			require.NoError(t, b.SynchronizeUploads())
-			r0.m.synchronized()
-			r0.m.tel.SyncPoints++
+		// Wait for queued dispatches and uploads, as any caller must before
+		// Close.
+		for _, r := range runners {
+			require.NoError(t, r.settleAll(), "round %d", round)
 		}
 		var resident uint64
 		var want core.Telemetry

@@ -16,6 +16,7 @@ package proptest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -205,7 +206,27 @@ type mbuf struct {
 	// upload to them was queued: the two are not ordered, so after
 	// SynchronizeUploads their value is unknown.
 	conflict spans
-	pending  int // queued asynchronous uploads into this buffer
+	asyncN   int // queued asynchronous uploads into this buffer
+	dispN    int // unfinished dispatches binding this buffer
+}
+
+// inFlight reports whether FreeResident must refuse the buffer.
+func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN > 0 }
+
+// dispatch is one DispatchResidentAsync of ProgramFillU32 (dst) or
+// ProgramCopyU32 (src, dst) and its Pending.
+type dispatch struct {
+	p       *core.Pending
+	fill    bool
+	value   uint32
+	src     uint64 // copy: the source buffer
+	dst     uint64
+	n       int // bytes the kernel writes: 4 * (dst length / 4)
+	timing  bool
+	ids     []uint64 // bound buffers, in flight until completion
+	dirty   bool     // its source or destination was written while it was queued
+	settled bool
+	err     error // the failure it settled with
 }
 
 // asyncWrite is one queued UploadResidentAsyncAt.
@@ -238,7 +259,19 @@ type model struct {
 	order  []core.Buffer // every handle ever returned, live or not, for picks
 	pinned []*pinSlot
 	async  []asyncWrite
+	disp   []*dispatch // every dispatch of the current Backend, settled or not
 	tel    core.Telemetry
+}
+
+// queued returns the dispatches not settled yet.
+func (m *model) queued() []*dispatch {
+	var q []*dispatch
+	for _, d := range m.disp {
+		if !d.settled {
+			q = append(q, d)
+		}
+	}
+	return q
 }
 
 func newModel() *model { return &model{bufs: make(map[uint64]*mbuf)} }
@@ -257,9 +290,9 @@ func (m *model) valid(h core.Buffer) bool {
 	return b != nil && b.h.Len == h.Len
 }
 
-// pendingSpans returns the bytes of buffer id that queued asynchronous
-// uploads will write: racy to read until SynchronizeUploads.
-func (m *model) pendingSpans(id uint64) spans {
+// asyncSpans returns the bytes of buffer id that queued asynchronous
+// uploads will write.
+func (m *model) asyncSpans(id uint64) spans {
 	var s spans
 	for _, w := range m.async {
 		if w.id == id {
@@ -269,6 +302,29 @@ func (m *model) pendingSpans(id uint64) spans {
 	return s
 }
 
+// racySpans returns the bytes of buffer id that queued work (asynchronous
+// uploads, unfinished dispatches) will write: racy to read until it is
+// waited for.
+func (m *model) racySpans(id uint64) spans {
+	s := m.asyncSpans(id)
+	for _, d := range m.queued() {
+		if d.dst == id {
+			s = s.add(span{0, d.n})
+		}
+	}
+	return s
+}
+
+// touch records a write of x in buffer id: an unfinished dispatch that
+// reads or writes those bytes is no longer ordered against it.
+func (m *model) touch(id uint64, x span) {
+	for _, d := range m.queued() {
+		if (d.dst == id || !d.fill && d.src == id) && x.off < d.n && d.n > 0 && x.end > x.off {
+			d.dirty = true
+		}
+	}
+}
+
 // write records a synchronous write that succeeded.
 func (m *model) write(id uint64, off int, data []byte) {
 	b := m.bufs[id]
@@ -276,6 +332,7 @@ func (m *model) write(id uint64, off int, data []byte) {
 	copy(b.data[off:], data)
 	b.unknown = b.unknown.remove(x)
 	m.markConflict(b, x)
+	m.touch(id, x)
 }
 
 // forget records that the bytes of x may have been written with anything.
@@ -286,13 +343,14 @@ func (m *model) forget(id uint64, x span) {
 	}
 	b.unknown = b.unknown.add(x)
 	m.markConflict(b, x)
+	m.touch(id, x)
 }
 
 func (m *model) markConflict(b *mbuf, x span) {
-	if b.pending == 0 {
+	if b.asyncN == 0 {
 		return
 	}
-	for _, p := range m.pendingSpans(b.h.ID) {
+	for _, p := range m.asyncSpans(b.h.ID) {
 		o := span{max(p.off, x.off), min(p.end, x.end)}
 		if o.off < o.end {
 			b.conflict = b.conflict.add(o)
@@ -306,15 +364,44 @@ func (m *model) synchronized() {
 		b := m.bufs[w.id]
 		copy(b.data[w.off:], w.data)
 		b.unknown = b.unknown.remove(span{w.off, w.off + len(w.data)})
+		m.touch(w.id, span{w.off, w.off + len(w.data)})
 		w.slot.pending = 0
 	}
 	for _, b := range m.bufs {
 		for _, c := range b.conflict {
 			b.unknown = b.unknown.add(c)
 		}
-		b.conflict, b.pending = nil, 0
+		b.conflict, b.asyncN = nil, 0
 	}
 	m.async = nil
+}
+
+// settle records that dispatch d finished: ok says it ran (its effect is
+// applied), otherwise its destination bytes are unknown.
+func (m *model) settle(d *dispatch, ok bool, err error) {
+	d.settled, d.err = true, err
+	for _, id := range d.ids {
+		m.bufs[id].dispN--
+	}
+	x := span{0, d.n}
+	if !ok || d.dirty {
+		m.forget(d.dst, x)
+		return
+	}
+	if d.fill {
+		data := make([]byte, d.n)
+		for i := 0; i+4 <= d.n; i += 4 {
+			binary.LittleEndian.PutUint32(data[i:], d.value)
+		}
+		m.write(d.dst, 0, data)
+		return
+	}
+	src := m.bufs[d.src]
+	if src.unknown.overlaps(x) || m.racySpans(d.src).overlaps(x) {
+		m.forget(d.dst, x)
+		return
+	}
+	m.write(d.dst, 0, bytes.Clone(src.data[:d.n]))
 }
 
 // checkBytes compares got, read from [off, off+len(got)) of buffer id, with
@@ -322,7 +409,7 @@ func (m *model) synchronized() {
 func (m *model) checkBytes(id uint64, off int, got []byte) error {
 	b := m.bufs[id]
 	skip := b.unknown
-	for _, p := range m.pendingSpans(id) {
+	for _, p := range m.racySpans(id) {
 		skip = skip.add(p)
 	}
 	at := off
@@ -372,6 +459,7 @@ var faultOps = []sim.Op{
 	sim.OpMemGetInfo, sim.OpMemAlloc, sim.OpHostAlloc, sim.OpHostRegister,
 	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize,
 	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
+	sim.OpLaunch, sim.OpEventRecord, sim.OpEventQuery, sim.OpModuleLoad, sim.OpModuleFunction,
 }
 
 // nullOps are the calls whose null-with-success result a Backend can detect
@@ -597,7 +685,7 @@ func (r *runner) permitFault(s step, f *faultSpec) bool {
 		return false
 	}
 	h := r.pick(fs.pick)
-	return r.m.valid(h) && r.m.bufs[h.ID].pending == 0 && !(r.cfg.poolLimit > 0 && h.Len <= r.cfg.poolLimit)
+	return r.m.valid(h) && !r.m.bufs[h.ID].inFlight() && !(r.cfg.poolLimit > 0 && h.Len <= r.cfg.poolLimit)
 }
 
 // faultFired reports whether the fault armed for this step hit a call.
@@ -813,9 +901,17 @@ func (r *runner) checkGlobal() error {
 			}
 		}
 	}
-	held := 0
+	held, heldEvents := 0, 0
 	if len(m.async) > 0 {
-		held = 1
+		held, heldEvents = 1, 1
+	}
+	queuedDisp := m.queued()
+	for _, d := range queuedDisp {
+		held++
+		heldEvents++
+		if d.timing {
+			heldEvents += 2
+		}
 	}
 	lrc := r.b.LaunchResourceCounts()
 	var problems []string
@@ -834,16 +930,18 @@ func (r *runner) checkGlobal() error {
 	if live.Streams != lrc.Streams.Idle+held || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
 		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, async lease %d", live.Streams, lrc.Streams, held))
 	}
-	ev := lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + held
+	ev := lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + heldEvents
 	evNet := lrc.CompletionEvents.Created - lrc.CompletionEvents.Destroyed + lrc.TimingEvents.Created - lrc.TimingEvents.Destroyed
 	if live.Events != ev || uint64(live.Events) != evNet {
 		problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, held))
 	}
-	if live.QueuedOps != len(m.async) {
-		problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads", live.QueuedOps, len(m.async)))
+	// Each queued asynchronous upload is one queued copy; a queued dispatch
+	// adds its launch and event records.
+	if len(queuedDisp) == 0 && live.QueuedOps != len(m.async) || live.QueuedOps < len(m.async)+2*len(queuedDisp) {
+		problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, len(m.async), len(queuedDisp)))
 	}
-	if live.Modules != 0 {
-		problems = append(problems, fmt.Sprintf("modules %d", live.Modules))
+	if live.Modules > len(builtinPrograms) {
+		problems = append(problems, fmt.Sprintf("modules %d for %d programs", live.Modules, len(builtinPrograms)))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
@@ -874,12 +972,8 @@ func (r *runner) audit(id uint64) error {
 // under test.
 func (r *runner) closeAndCheck() error {
 	r.dev.ClearFaults()
-	if len(r.m.async) > 0 {
-		if err := r.b.SynchronizeUploads(); err != nil {
-			return fmt.Errorf("SynchronizeUploads before Close: %v", err)
-		}
-		r.m.synchronized()
-		r.m.tel.SyncPoints++
+	if err := r.settleAll(); err != nil {
+		return err
 	}
 	for id := range r.m.bufs {
 		if err := r.audit(id); err != nil {
@@ -921,6 +1015,26 @@ func (r *runner) closeAndCheck() error {
 	return nil
 }
 
+// settleAll waits for every dispatch and asynchronous upload still queued,
+// as a caller must before Close.
+func (r *runner) settleAll() error {
+	for _, d := range r.m.queued() {
+		if err := d.p.Close(); err != nil {
+			return fmt.Errorf("Pending.Close before Close: %v", err)
+		}
+		r.m.settle(d, true, nil)
+		r.m.tel.SyncPoints++
+	}
+	if len(r.m.async) > 0 {
+		if err := r.b.SynchronizeUploads(); err != nil {
+			return fmt.Errorf("SynchronizeUploads before Close: %v", err)
+		}
+		r.m.synchronized()
+		r.m.tel.SyncPoints++
+	}
+	return nil
+}
+
 // reopen opens a new Backend on the same device after closeAndCheck. Old
 // handles stay in the pick list: the new Backend must refuse every one.
 func (r *runner) reopen() error {
@@ -932,6 +1046,7 @@ func (r *runner) reopen() error {
 	r.gen++
 	r.m.bufs = make(map[uint64]*mbuf)
 	r.m.async = nil
+	r.m.disp = nil
 	r.m.tel = core.Telemetry{}
 	r.armRandom()
 	return nil
