@@ -50,6 +50,11 @@ type Backend struct {
 // Open builds a Backend over drv. It asks the driver for the device's
 // description once; everything else is created lazily on first use, so Open
 // itself allocates nothing on the device.
+//
+// Open takes ownership of drv: when drv also implements io.Closer (the real
+// driver from NewCUDADriver does), Backend.Close closes it last, after
+// everything was released through it. To keep using a driver after the
+// Backend is closed, pass a wrapper that does not implement io.Closer.
 func Open(drv Driver, opts ...Option) (*Backend, error) {
 	const op = "Open"
 	if drv == nil {
