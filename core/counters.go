@@ -11,6 +11,7 @@ type telemetryCounters struct {
 	residentAllocBytes        atomic.Uint64
 	deviceCopies, requested   atomic.Uint64
 	memsetOps, kernelLaunches atomic.Uint64
+	packedLaunches            atomic.Uint64
 }
 
 func (c *telemetryCounters) snapshot() Telemetry {
@@ -25,12 +26,13 @@ func (c *telemetryCounters) snapshot() Telemetry {
 		RequestedCopies:         c.requested.Load(),
 		MemsetOps:               c.memsetOps.Load(),
 		KernelLaunches:          c.kernelLaunches.Load(),
+		PackedLaunches:          c.packedLaunches.Load(),
 	}
 }
 
 func (c *telemetryCounters) reset() {
 	for _, v := range []*atomic.Uint64{&c.h2dBytes, &c.d2hBytes, &c.uploadOps, &c.readbackOps,
-		&c.syncPoints, &c.residentAllocBytes, &c.deviceCopies, &c.requested, &c.memsetOps, &c.kernelLaunches} {
+		&c.syncPoints, &c.residentAllocBytes, &c.deviceCopies, &c.requested, &c.memsetOps, &c.kernelLaunches, &c.packedLaunches} {
 		v.Store(0)
 	}
 }

@@ -25,6 +25,7 @@ type config struct {
 	pinnedPoolCap     uint64
 	residentPoolLimit int
 	log               *slog.Logger
+	xfer              transferTuning // zero: defaults (pipeline.go)
 }
 
 func defaultConfig() config {

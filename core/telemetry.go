@@ -13,4 +13,5 @@ type Telemetry struct {
 	RequestedCopies         uint64 // copies requested before fusion
 	MemsetOps               uint64 // device memsets queued
 	KernelLaunches          uint64 // kernels launched
+	PackedLaunches          uint64 // scatter and gather kernels of packed transfers (not in KernelLaunches)
 }

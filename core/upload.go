@@ -120,9 +120,13 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	return b.queueUploads(op, copies)
 }
 
-// queueUploads fuses the copies, packs them into one pinned staging block,
-// queues them on one leased stream and waits once. The caller holds the
-// destination buffers in flight.
+// queueUploads fuses the copies and moves them by one of three paths, each
+// with one stream synchronization per batch except the pipeline (which
+// waits once per reused staging block): one large copy is pipelined through
+// a few staging blocks (pipeline.go); many small ones are packed into one
+// DMA plus one scatter launch (packed.go); anything else is packed into one
+// pinned staging block and queued as one driver copy per fused copy on one
+// leased stream. The caller holds the destination buffers in flight.
 func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
 	if len(copies) == 0 {
 		return nil
@@ -139,29 +143,42 @@ func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", bytes),
 			"split the batch into smaller ones")
 	}
+	t := b.tuning()
+	switch {
+	case len(fused) == 1 && t.pipelines(bytes):
+		return b.uploadPipelined(op, &t, fused[0].Dst, fused[0].Data, len(copies))
+	case t.packs(len(fused), bytes):
+		return b.uploadPacked(op, &t, fused, bytes, len(copies))
+	}
 	st := newStaging(b.hostPool)
 	defer st.release()
 	stage, err := st.take(op, int(bytes))
 	if err != nil {
 		return err
 	}
-	off := 0
-	for _, c := range fused {
-		off += copy(stage[off:], c.Data)
+	offs := make([]int, len(fused)+1)
+	for i, c := range fused {
+		offs[i+1] = offs[i] + len(c.Data)
+	}
+	if len(fused) == 1 {
+		parallelCopy(stage, fused[0].Data, t.copyWorkers(len(stage)))
+	} else {
+		forParts(len(fused), t.copyWorkers(len(stage)), func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				copy(stage[offs[i]:], fused[i].Data)
+			}
+		})
 	}
 
 	lease, err := b.launch.lease(op, false)
 	if err != nil {
 		return err
 	}
-	off = 0
-	for _, c := range fused {
-		end := off + len(c.Data)
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
+	for i, c := range fused {
+		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[offs[i]:offs[i+1]:offs[i+1]], lease.Stream); err != nil {
 			b.launch.giveBack(lease, b.drain(op, lease.Stream))
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
-		off = end
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.launch.giveBack(lease, b.drain(op, lease.Stream))
