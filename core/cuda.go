@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -88,8 +89,14 @@ const (
 // KindUnsupported with the loader's error, a CUDA result is KindDriver.
 func openError(op, call string, err error) *Error {
 	if errors.Is(err, cudaapi.ErrDriverNotFound) {
-		return &Error{Op: op, Kind: KindUnsupported, Detail: "the CUDA driver library could not be loaded", Err: err,
-			Fix: "to run without a GPU, use the simulated device (core/sim) instead"}
+		// The loader's message ends with its own "Fix:" sentence; fold it into
+		// this error's one Fix instead of printing two.
+		cause, fix := splitFix(err)
+		if fix != "" {
+			fix += "; "
+		}
+		return &Error{Op: op, Kind: KindUnsupported, Detail: "the CUDA driver library could not be loaded", Err: cause,
+			Fix: fix + "to run without a GPU, use the simulated device (core/sim) instead"}
 	}
 	e := &Error{Op: op, Kind: KindDriver, Detail: call + " failed", Err: err,
 		Fix: "check that an NVIDIA GPU is visible (nvidia-smi, CUDA_VISIBLE_DEVICES) and that the driver is working"}
@@ -102,6 +109,27 @@ func openError(op, call string, err error) *Error {
 		}
 	}
 	return e
+}
+
+// fixlessError carries an error's text without its trailing "Fix:" sentence
+// and still unwraps to it, so errors.Is keeps working.
+type fixlessError struct {
+	msg string
+	err error
+}
+
+func (e *fixlessError) Error() string { return e.msg }
+func (e *fixlessError) Unwrap() error { return e.err }
+
+// splitFix separates a "...; Fix: sentence" error message into the cause
+// (as an error wrapping err) and the sentence.
+func splitFix(err error) (error, string) {
+	msg := err.Error()
+	i := strings.Index(msg, "; Fix: ")
+	if i < 0 {
+		return err, ""
+	}
+	return &fixlessError{msg: msg[:i], err: err}, msg[i+len("; Fix: "):]
 }
 
 // initDriver loads libcuda and initializes it; cuInit is idempotent, so it
