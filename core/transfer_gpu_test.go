@@ -1,0 +1,153 @@
+//go:build gpu
+
+// The transfer paths on a real GPU: correctness with random bytes for the
+// packed and pipelined paths against the plain ones, and the W1, W2, W3, W6
+// benchmarks with each path side by side. Run on a GPU machine:
+//
+//	.gpu/core.test -test.run 'GPUTransfer' -test.bench 'GPUW[1236].*(4K|Paths)' -test.benchtime 20x
+
+package core_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+func openXferGPU(tb testing.TB, opt core.Option) *core.Backend {
+	tb.Helper()
+	be, err := core.OpenCUDA(0, opt)
+	require.NoError(tb, err, "OpenCUDA")
+	tb.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			tb.Errorf("Close: %v", err)
+		}
+	})
+	return be
+}
+
+func openXferGPUBench(b *testing.B, opt core.Option) *core.Backend { return openXferGPU(b, opt) }
+
+// TestGPUTransferPackedMatchesPlain uploads and reads random batches (odd
+// lengths, odd offsets, overlaps) through the packed path and checks every
+// byte against what the per-copy path reads back, and the other way round.
+func TestGPUTransferPackedMatchesPlain(t *testing.T) {
+	packed := openXferGPU(t, nil)
+	plain := openXferGPU(t, core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1}))
+	r := rand.New(rand.NewSource(1))
+	lens := []int{4096, 1, 17, 4095, 65536, 300, 16}
+	for _, writer := range []*core.Backend{packed, plain} {
+		reader := packed
+		if writer == packed {
+			reader = plain
+		}
+		wb := make([]core.Buffer, 256)
+		rb := make([]core.Buffer, len(wb))
+		want := make([][]byte, len(wb))
+		for i := range wb {
+			n := lens[i%len(lens)]
+			var err error
+			wb[i], err = writer.AllocateResident(n)
+			require.NoError(t, err)
+			rb[i], err = reader.AllocateResident(n)
+			require.NoError(t, err)
+			want[i] = make([]byte, n)
+			r.Read(want[i])
+		}
+		var ups []core.UploadAt
+		for i, h := range wb {
+			ups = append(ups, core.UploadAt{Buf: h, Data: want[i]})
+		}
+		for i := 0; i < 64; i++ {
+			k := r.Intn(len(wb))
+			off := r.Intn(wb[k].Len)
+			d := make([]byte, r.Intn(wb[k].Len-off+1))
+			r.Read(d)
+			ups = append(ups, core.UploadAt{Buf: wb[k], Offset: off, Data: d})
+			copy(want[k][off:], d)
+		}
+		require.NoError(t, writer.UploadResidentAtMany(ups))
+		got, err := writer.DownloadResidentManyInto(wb, nil)
+		require.NoError(t, err)
+		for i := range got {
+			require.True(t, bytes.Equal(want[i], got[i]), "writer read back buffer %d", i)
+		}
+		// Round trip through the other Backend's path.
+		var cross []core.Upload
+		for i, h := range rb {
+			cross = append(cross, core.Upload{Buf: h, Data: got[i]})
+		}
+		require.NoError(t, reader.UploadResidentMany(cross))
+		var rs []core.Range
+		for _, h := range rb {
+			rs = append(rs, core.Range{Buf: h, Offset: h.Len / 3, Len: h.Len - h.Len/3}, core.Range{Buf: h, Len: h.Len / 2})
+		}
+		back, err := reader.DownloadResidentRangesInto(rs, nil)
+		require.NoError(t, err)
+		for j, rg := range rs {
+			i := j / 2
+			require.True(t, bytes.Equal(want[i][rg.Offset:rg.Offset+rg.Len], back[j]), "range %d", j)
+		}
+		for i := range wb {
+			require.NoError(t, writer.FreeResident(wb[i]))
+			require.NoError(t, reader.FreeResident(rb[i]))
+		}
+	}
+	assert.NotZero(t, packed.Telemetry().PackedLaunches, "the packed Backend took the packed path")
+	assert.Zero(t, plain.Telemetry().PackedLaunches)
+}
+
+// TestGPUTransferPipelinedMatchesPlain moves 40 MiB + 123 bytes (a partial
+// last chunk) through the pipeline both ways and checks every byte.
+func TestGPUTransferPipelinedMatchesPlain(t *testing.T) {
+	piped := openXferGPU(t, nil)
+	r := rand.New(rand.NewSource(2))
+	const n = 40<<20 + 123
+	want := make([]byte, n)
+	r.Read(want)
+	h, err := piped.AllocateResident(n)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, piped.FreeResident(h)) }()
+	piped.ResetTelemetry()
+	require.NoError(t, piped.UploadResident(h, want))
+	assert.Greater(t, piped.Telemetry().DeviceCopies, uint64(1), "uploaded in chunks")
+	got, err := piped.DownloadResident(h)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "download")
+	into, err := piped.DownloadResidentInto(h, make([]byte, 0, n+10))
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, into), "download into")
+	part, err := piped.DownloadResidentRange(h, 1000, n-2000)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want[1000:n-1000], part), "range")
+	// At an offset, read back by the per-copy path of small ranges.
+	patch := make([]byte, 20<<20)
+	r.Read(patch)
+	require.NoError(t, piped.UploadResidentAt(h, 777, patch))
+	copy(want[777:], patch)
+	var rs []core.Range
+	for off := 0; off < n; off += n / 7 {
+		rs = append(rs, core.Range{Buf: h, Offset: off, Len: min(4096, n-off)})
+	}
+	back, err := piped.DownloadResidentRangesInto(rs, nil)
+	require.NoError(t, err)
+	for i, rg := range rs {
+		require.True(t, bytes.Equal(want[rg.Offset:rg.Offset+rg.Len], back[i]), fmt.Sprint("range ", i))
+	}
+}
+
+// W1 and W3 compare the packed path with one driver copy per buffer; W2 and
+// W6 compare the pipeline with one whole staging block (parallel copy, and
+// one thread as before). BenchmarkGPUW2Upload256MiB and
+// BenchmarkGPUW6Download256MiB (default paths only) live in
+// cuda_bench_gpu_test.go, hence the Paths suffix here.
+func BenchmarkGPUW1UploadMany1024x4K(b *testing.B)   { benchW1(b, openXferGPUBench) }
+func BenchmarkGPUW3DownloadMany1024x4K(b *testing.B) { benchW3(b, openXferGPUBench) }
+func BenchmarkGPUW2Upload256MiBPaths(b *testing.B)   { benchW2(b, openXferGPUBench) }
+func BenchmarkGPUW6Download256MiBPaths(b *testing.B) { benchW6(b, openXferGPUBench) }
