@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"runtime"
 	"testing"
@@ -205,13 +206,14 @@ func (w withFault) faultString() string {
 
 // stepKinds limits what drawStep may produce.
 type stepKinds struct {
-	async  bool // asynchronous uploads, SynchronizeUploads, pinned memory
-	close  bool // Close-and-reopen
-	reset  bool // ResetTelemetry
-	faults bool // attach chosen faults
+	async     bool // asynchronous uploads, SynchronizeUploads, pinned memory
+	close     bool // Close-and-reopen
+	reset     bool // ResetTelemetry
+	optimizer bool // OptimizerDispatcher pool and static cache
+	faults    bool // attach chosen faults
 }
 
-var allKinds = stepKinds{async: true, close: true, reset: true}
+var allKinds = stepKinds{async: true, close: true, reset: true, optimizer: true}
 
 // drawStep draws one step.
 func drawStep(src entropy, k stepKinds) step {
@@ -234,6 +236,14 @@ func drawStep(src entropy, k stepKinds) step {
 		{2, func() step { return &ptrStep{pick: src.intn(1 << 20)} }},
 		{6, func() step { return drawDispatch(src) }},
 		{5, func() step { return &awaitStep{pick: src.intn(1 << 20), how: src.intn(4)} }},
+	}
+	if k.optimizer {
+		choices = append(choices,
+			choice{5, func() step { return &optAllocStep{size: drawPow2(src)} }},
+			choice{4, func() step { return &optFreeStep{pick: src.intn(1 << 20)} }},
+			choice{4, func() step { return drawStaticAcquire(src) }},
+			choice{3, func() step { return &staticReleaseStep{pick: src.intn(1 << 20)} }},
+		)
 	}
 	if k.async {
 		choices = append(choices,
@@ -422,7 +432,7 @@ func (s *allocStep) run(r *runner) error {
 	r.m.bufs[h.ID] = &mbuf{h: h, ptr: ptr, data: make([]byte, n), unknown: spans{{0, n}}}
 	r.m.order = append(r.m.order, h)
 	r.m.tel.ResidentAllocationBytes += uint64(n)
-	return nil
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemGetInfo: 1})
 }
 
 // freeStep frees a handle: live, freed, unknown, foreign or drifted.
@@ -1503,6 +1513,9 @@ func (s *dispatchStep) run(r *runner) error {
 		if out == rejected {
 			return r.noCalls(call + " rejected")
 		}
+		// A driver failure after the launch was queued drains the stream,
+		// so the kernel may have run: its output bytes are unknown.
+		r.m.forget(dst.ID, span{0, d.n})
 		return nil
 	}
 	d.p = p
@@ -1645,6 +1658,8 @@ func drawConfig(src entropy, faults faultMode) runConfig {
 		poolLimit:     []int{core.DefaultResidentPoolLimit, 0, 64 << 10}[src.intn(3)],
 		faults:        faults,
 	}
+	cfg.optPoolCap = []int{-1, 0, 64 << 10}[src.intn(3)]
+	cfg.staticCap = []int{-1, 0, 32 << 10}[src.intn(3)]
 	if faults == faultsRandom {
 		cfg.rate = []float64{0.02, 0.05, 0.15}[src.intn(3)]
 		cfg.rateSeed = int64(src.intn(1 << 30))
@@ -1723,4 +1738,418 @@ func runCoreProperty(t *testing.T, faults faultMode, kinds stepKinds, ci, long p
 // the simulated device and the model, without faults.
 func TestCoreStateMachine(t *testing.T) {
 	runCoreProperty(t, faultsOff, allKinds, propSize{40, 60}, propSize{2000, 200})
+}
+
+// ---- optimizer dispatcher: exact-size pool and static upload cache ----
+
+// optModel is the model of the current Backend's OptimizerDispatcher, made
+// on the first optimizer step. Its sizes are powers of two, so every buffer
+// it owns occupies exactly its length on the device whether or not the
+// Backend's device pool serves it (which keeps checkGlobal's device-bytes
+// check exact), while sizes still differ enough to prove the pool never
+// hands a larger buffer to a smaller request.
+type optModel struct {
+	d           *core.OptimizerDispatcher
+	poolCap     uint64
+	ids         map[uint64]int // live ids and their lengths
+	order       []uint64       // every id handed out, for picks
+	pool        map[int]int    // pooled buffers: length -> count
+	pooledBytes uint64
+	sets        []*optSet
+}
+
+// optSet is one static acquisition.
+type optSet struct {
+	set      core.StaticSet
+	key      string
+	bytes    uint64
+	released bool
+}
+
+func (o *optModel) live() (n uint64) {
+	for _, l := range o.ids {
+		n += uint64(l)
+	}
+	for _, s := range o.sets {
+		if !s.released && !s.set.Cached {
+			n += s.bytes
+		}
+	}
+	return n
+}
+
+// put is the documented free path: a buffer larger than the cap is freed at
+// once; otherwise the largest pooled buffers are freed, one at a time, until
+// it fits, and it joins the pool.
+func (o *optModel) put(n int) {
+	if uint64(n) > o.poolCap {
+		return
+	}
+	for o.pooledBytes > o.poolCap-uint64(n) {
+		largest := 0
+		for l, c := range o.pool {
+			if c > 0 {
+				largest = max(largest, l)
+			}
+		}
+		o.pool[largest]--
+		o.pooledBytes -= uint64(largest)
+	}
+	o.pool[n]++
+	o.pooledBytes += uint64(n)
+}
+
+// take pops an exact-length pooled buffer and reports whether there was one.
+func (o *optModel) take(n int) bool {
+	if o.pool[n] == 0 {
+		return false
+	}
+	o.pool[n]--
+	o.pooledBytes -= uint64(n)
+	return true
+}
+
+// optimizer returns the runner's dispatcher model, making the dispatcher on
+// first use with caps drawn for the sequence.
+func (r *runner) optimizer() (*optModel, error) {
+	if r.opt != nil {
+		return r.opt, nil
+	}
+	var opts []core.OptimizerOption
+	poolCap := r.cfg.total / 32
+	if r.cfg.optPoolCap >= 0 {
+		poolCap = uint64(r.cfg.optPoolCap)
+		opts = append(opts, core.WithOptimizerPoolCap(poolCap))
+	}
+	if r.cfg.staticCap >= 0 {
+		opts = append(opts, core.WithStaticCacheCap(uint64(r.cfg.staticCap)))
+	}
+	d, err := core.NewOptimizerDispatcher(r.b, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("NewOptimizerDispatcher: %v", err)
+	}
+	r.opt = &optModel{d: d, poolCap: poolCap, ids: make(map[uint64]int), pool: make(map[int]int)}
+	return r.opt, nil
+}
+
+// checkOptimizer checks the dispatcher against its model: the exact free
+// pool, live ids and acquisitions, the caps, and the Backend's resident
+// bytes as the sum of everything the runner and the dispatcher hold.
+func (r *runner) checkOptimizer() error {
+	o := r.opt
+	if o == nil {
+		return nil
+	}
+	st := o.d.Stats()
+	var pooled int
+	for _, c := range o.pool {
+		pooled += c
+	}
+	acquired := 0
+	for _, s := range o.sets {
+		if !s.released {
+			acquired++
+		}
+	}
+	switch {
+	case st.LiveIDs != len(o.ids):
+		return fmt.Errorf("optimizer live ids %d, model %d", st.LiveIDs, len(o.ids))
+	case st.PooledBuffers != pooled || st.PooledBytes != o.pooledBytes:
+		return fmt.Errorf("optimizer pool %d buffers / %d bytes, model %d / %d (%v)", st.PooledBuffers, st.PooledBytes, pooled, o.pooledBytes, o.pool)
+	case st.PooledBytes > st.PoolCap || st.StaticCachedBytes > st.StaticCap:
+		return fmt.Errorf("optimizer over its caps: %+v", st)
+	case st.StaticSetsAcquired != acquired:
+		return fmt.Errorf("optimizer acquisitions %d, model %d", st.StaticSetsAcquired, acquired)
+	case st.RetiredBuffers != 0 && r.cfg.faults == faultsOff:
+		return fmt.Errorf("optimizer retired buffers without faults: %+v", st)
+	}
+	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes
+	if got := r.b.ResidentAllocatedBytes(); got != want {
+		return fmt.Errorf("ResidentAllocatedBytes %d, want %d (runner %d + dispatcher live %d + pooled %d + static cached %d)",
+			got, want, r.m.residentBytes(), o.live(), st.PooledBytes, st.StaticCachedBytes)
+	}
+	return nil
+}
+
+func drawPow2(src entropy) int {
+	if chance(src, 3) {
+		return -src.intn(2)
+	}
+	return 1 << src.intn(17)
+}
+
+// optAllocStep is OptimizerDispatcher.AllocResident.
+type optAllocStep struct {
+	withFault
+	size int
+}
+
+func (s *optAllocStep) setFault(f *faultSpec) { s.f = f }
+func (s *optAllocStep) String() string        { return fmt.Sprintf("optAlloc(%d)%s", s.size, s.faultString()) }
+
+func (s *optAllocStep) run(r *runner) error {
+	const call = "AllocResident"
+	o, err := r.optimizer()
+	if err != nil {
+		return err
+	}
+	n := s.size
+	free := r.liveFree()
+	resident := r.b.ResidentAllocatedBytes()
+	left := liveBudget(r.cfg.total, free, resident) - resident
+	hit := n > 0 && o.pool[n] > 0
+	var want core.Kind
+	switch {
+	case n <= 0:
+		want = core.KindInvalidArgument
+	case !hit && uint64(n) > left:
+		want = core.KindBudget
+	}
+	r.allowOOM = n > 0 && !hit && r.cfg.devSize(n) > free
+	r.logf("optimizer %s(%d) pooled=%d left=%d", call, n, o.pool[n], left)
+	id, err := o.d.AllocResident(n)
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		return verr
+	}
+	buf, err := o.d.Buffer(id)
+	if err != nil || buf.Len != n {
+		return fmt.Errorf("Buffer(%d) of a new %d-byte id: %+v, %v (a pool must never serve a smaller request with a larger buffer)", id, n, buf, err)
+	}
+	for _, old := range o.order {
+		if old == id {
+			return fmt.Errorf("%s returned id %d twice", call, id)
+		}
+	}
+	o.ids[id] = n
+	o.order = append(o.order, id)
+	if o.take(n) {
+		return r.noCalls(call + " from the pool")
+	}
+	r.m.tel.ResidentAllocationBytes += uint64(n)
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemGetInfo: 1})
+}
+
+// optFreeStep is OptimizerDispatcher.FreeResident of a live id, a freed one,
+// an id of an acquired static set, or one never handed out.
+type optFreeStep struct {
+	withFault
+	pick int
+}
+
+func (s *optFreeStep) setFault(f *faultSpec) { s.f = f }
+func (s *optFreeStep) String() string        { return fmt.Sprintf("optFree(%d)%s", s.pick, s.faultString()) }
+
+func (s *optFreeStep) run(r *runner) error {
+	const call = "FreeResident"
+	o, err := r.optimizer()
+	if err != nil {
+		return err
+	}
+	var id uint64 = 1<<62 + uint64(s.pick)
+	want := core.KindUnknownHandle
+	var held []uint64
+	for _, st := range o.sets {
+		if !st.released {
+			held = append(held, st.set.IDs...)
+		}
+	}
+	switch c := s.pick % 10; {
+	case c < 7 && len(o.ids) > 0:
+		var live []uint64
+		for _, x := range o.order {
+			if _, ok := o.ids[x]; ok {
+				live = append(live, x)
+			}
+		}
+		id, want = live[s.pick%len(live)], 0
+	case c < 8 && len(o.order) > 0:
+		id = o.order[s.pick%len(o.order)]
+		if _, ok := o.ids[id]; ok {
+			want = 0
+		}
+	case c < 9 && len(held) > 0:
+		id, want = held[s.pick%len(held)], core.KindInvalidArgument
+	}
+	r.logf("optimizer %s(%d)", call, id)
+	err = o.d.FreeResident(id)
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		if verr == nil && out == rejected {
+			return r.noCalls(call + " refused")
+		}
+		return verr
+	}
+	n := o.ids[id]
+	delete(o.ids, id)
+	o.put(n)
+	if _, err := o.d.Buffer(id); !errors.Is(err, core.ErrUnknownHandle) {
+		return fmt.Errorf("Buffer of a freed id: %v, want ErrUnknownHandle", err)
+	}
+	return nil
+}
+
+// staticCatalog is the payloads static acquisitions draw from, few enough
+// that the same content is acquired again while cached.
+var staticCatalog = [...]struct{ seed, n int }{{1, 64}, {2, 256}, {3, 1024}, {4, 4096}, {5, 16384}, {6, 256}}
+
+// staticAcquireStep is AcquireStaticUploads of catalog payloads in a domain.
+type staticAcquireStep struct {
+	withFault
+	domain  uint64
+	payload []int // catalog indices; -1 is an empty payload
+}
+
+func drawStaticAcquire(src entropy) *staticAcquireStep {
+	s := &staticAcquireStep{domain: uint64(src.intn(2))}
+	n := 1 + src.intn(3)
+	if chance(src, 3) {
+		n = 0
+	}
+	for range n {
+		p := src.intn(len(staticCatalog))
+		if chance(src, 3) {
+			p = -1
+		}
+		s.payload = append(s.payload, p)
+	}
+	return s
+}
+
+func (s *staticAcquireStep) setFault(f *faultSpec) { s.f = f }
+func (s *staticAcquireStep) String() string {
+	return fmt.Sprintf("staticAcquire(domain=%d payloads=%v)%s", s.domain, s.payload, s.faultString())
+}
+
+func (s *staticAcquireStep) run(r *runner) error {
+	const call = "AcquireStaticUploads"
+	o, err := r.optimizer()
+	if err != nil {
+		return err
+	}
+	payloads := make([][]byte, len(s.payload))
+	var want core.Kind
+	if len(payloads) == 0 {
+		want = core.KindInvalidArgument
+	}
+	var total uint64
+	for i, p := range s.payload {
+		if p < 0 {
+			payloads[i] = []byte{}
+			want = core.KindInvalidArgument
+			continue
+		}
+		payloads[i] = patternData(staticCatalog[p].seed, staticCatalog[p].n)
+		total += uint64(staticCatalog[p].n)
+	}
+	key := fmt.Sprint(s.domain, s.payload)
+	var held *optSet // an acquisition of the same content that the cache holds now
+	for _, st := range o.sets {
+		if !st.released && st.set.Cached && st.key == key {
+			held = st
+		}
+	}
+	r.logf("optimizer %s(%s) held=%v", call, key, held != nil)
+	telBefore := r.b.Telemetry()
+	set, err := o.d.AcquireStaticUploads(s.domain, payloads)
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		switch {
+		case verr == nil && out == rejected:
+			return r.noCalls(call + " rejected")
+		case verr == nil && out == faulted:
+			// The buffers allocated before the failure were freed again,
+			// but ResidentAllocationBytes counts allocations made: it may
+			// have grown by the fresh (unpooled) payloads allocated in
+			// order before the failure, and by nothing else.
+			grew := r.b.Telemetry().ResidentAllocationBytes - telBefore.ResidentAllocationBytes
+			pool := maps.Clone(o.pool)
+			var prefix uint64
+			ok := grew == 0
+			for _, p := range s.payload {
+				if n := staticCatalog[p].n; pool[n] > 0 {
+					pool[n]--
+				} else {
+					prefix += uint64(n)
+					ok = ok || grew == prefix
+				}
+			}
+			if !ok {
+				return fmt.Errorf("failed %s grew ResidentAllocationBytes by %d, not by a prefix of its fresh payloads", call, grew)
+			}
+			r.m.tel.ResidentAllocationBytes += grew
+		}
+		return verr
+	}
+	if len(set.IDs) != len(payloads) || len(set.Bufs) != len(payloads) {
+		return fmt.Errorf("%s returned %d ids and %d buffers for %d payloads", call, len(set.IDs), len(set.Bufs), len(payloads))
+	}
+	if held != nil && (!set.CacheHit || fmt.Sprint(set.IDs) != fmt.Sprint(held.set.IDs)) {
+		return fmt.Errorf("%s of content the cache holds for an unreleased acquisition missed: hit=%v ids %v, held %v", call, set.CacheHit, set.IDs, held.set.IDs)
+	}
+	for i, b := range set.Bufs {
+		ptr, err := r.b.ResidentDevicePtr(b)
+		if err != nil {
+			return fmt.Errorf("static buffer %d: %v", i, err)
+		}
+		got, err := r.dev.ReadDevice(ptr, b.Len)
+		if err != nil || !bytes.Equal(got, payloads[i]) {
+			return fmt.Errorf("static buffer %d does not hold its payload (%v)", i, err)
+		}
+	}
+	o.sets = append(o.sets, &optSet{set: set, key: key, bytes: total})
+	if set.CacheHit {
+		// The warm path uploads nothing and waits for nothing.
+		return r.noCalls(call + " warm")
+	}
+	// The cold path uploads every payload exactly once, with one fence.
+	t := &r.m.tel
+	fresh := uint64(0) // buffers allocated through the Backend, each with its budget query
+	for _, n := range s.payload {
+		if !o.take(staticCatalog[n].n) {
+			t.ResidentAllocationBytes += uint64(staticCatalog[n].n)
+			fresh++
+		}
+	}
+	t.HostToDeviceBytes += total
+	t.UploadOps++
+	t.SyncPoints++
+	t.RequestedCopies += uint64(len(payloads))
+	t.DeviceCopies += uint64(len(payloads))
+	return r.expectTransfer(call+" cold", map[sim.Op]uint64{sim.OpMemGetInfo: fresh, sim.OpMemcpyHtoDAsync: uint64(len(payloads)), sim.OpStreamSynchronize: 1})
+}
+
+// staticReleaseStep is ReleaseStaticUploads of an acquisition, released
+// already or not.
+type staticReleaseStep struct{ pick int }
+
+func (s *staticReleaseStep) String() string { return fmt.Sprintf("staticRelease(%d)", s.pick) }
+
+func (s *staticReleaseStep) run(r *runner) error {
+	const call = "ReleaseStaticUploads"
+	if r.opt == nil || len(r.opt.sets) == 0 {
+		return nil
+	}
+	o := r.opt
+	st := o.sets[s.pick%len(o.sets)]
+	var want core.Kind
+	if st.released {
+		want = core.KindUnknownHandle
+	}
+	err := o.d.ReleaseStaticUploads(st.set)
+	out, verr := r.judge(call, err, want)
+	if verr != nil || out != succeeded {
+		if verr == nil && out == rejected {
+			return r.noCalls(call + " refused")
+		}
+		return verr
+	}
+	st.released = true
+	if !st.set.Cached {
+		// An uncached set's buffers go back through the free path.
+		for _, b := range st.set.Bufs {
+			o.put(b.Len)
+		}
+	}
+	return nil
 }
