@@ -1737,7 +1737,7 @@ func runCoreProperty(t *testing.T, faults faultMode, kinds stepKinds, ci, long p
 // TestCoreStateMachine runs random command sequences against a Backend on
 // the simulated device and the model, without faults.
 func TestCoreStateMachine(t *testing.T) {
-	runCoreProperty(t, faultsOff, allKinds, propSize{40, 60}, propSize{2000, 200})
+	runCoreProperty(t, faultsOff, allKinds, propSize{80, 60}, propSize{3000, 200})
 }
 
 // ---- optimizer dispatcher: exact-size pool and static upload cache ----

@@ -25,7 +25,7 @@ import (
 // interleaving does not matter), and Close leaves the device empty.
 func TestCoreConcurrent(t *testing.T) {
 	seed := coreSeed(t)
-	rounds, steps := 4, 80
+	rounds, steps := 6, 100
 	if coreLong() {
 		rounds, steps = 60, 400
 	}

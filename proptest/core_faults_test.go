@@ -83,13 +83,13 @@ func drawFault(src entropy) *faultSpec {
 func TestCoreStateMachineFaults(t *testing.T) {
 	kinds := allKinds
 	kinds.faults = true
-	runCoreProperty(t, faultsChosen, kinds, propSize{40, 60}, propSize{2000, 200})
+	runCoreProperty(t, faultsChosen, kinds, propSize{80, 60}, propSize{3000, 200})
 }
 
 // TestCoreStateMachineRandomFaults runs the state machine while every listed
 // driver operation fails at a random rate (2% to 15%).
 func TestCoreStateMachineRandomFaults(t *testing.T) {
-	runCoreProperty(t, faultsRandom, allKinds, propSize{30, 60}, propSize{1500, 200})
+	runCoreProperty(t, faultsRandom, allKinds, propSize{60, 60}, propSize{2000, 200})
 }
 
 // TestCoreFailedDrainLeaksNothing: a transfer whose copy or fence fails is
