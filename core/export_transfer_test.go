@@ -15,6 +15,7 @@ type TransferTuning struct {
 	Blocks           int
 	Workers          int
 	BytesPerWorker   int
+	PackParts        int
 }
 
 // WithTransferTuning sets the thresholds that choose the transfer paths.
@@ -22,7 +23,7 @@ func WithTransferTuning(t TransferTuning) Option {
 	return func(c *config) {
 		c.xfer = transferTuning{packMinCopies: t.PackMinCopies, packMaxMeanBytes: t.PackMaxMeanBytes,
 			packMaxBytes: t.PackMaxBytes, pipelineMin: t.PipelineMinBytes, chunk: t.ChunkBytes,
-			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker}
+			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker, packParts: t.PackParts}
 	}
 }
 

@@ -44,6 +44,15 @@ const (
 	packBlockThreads = 256
 	// packMaxGrid caps the grid; the kernels stride over the entries.
 	packMaxGrid = 65535
+	// packParts is how many DMAs carry a large packed upload's data, so
+	// packing part k+1 overlaps the DMA of part k instead of every byte
+	// being packed before the first one moves (1024 x 4 KiB: ~100 us of DMA
+	// that would otherwise follow all of the packing). Each part costs one
+	// driver copy (~2.6 us).
+	packParts = 4
+	// packPartMinBytes is the least packed data worth splitting: below it
+	// the DMA is a few microseconds and one copy is cheaper.
+	packPartMinBytes = 1 << 20
 )
 
 // packs reports whether n fused copies of bytes in all take the packed path.
@@ -163,13 +172,15 @@ func packedTwin(name string, mem KernelMemory, args []KernelArg, scatter bool) e
 }
 
 // uploadPacked moves fused copies (bytes in all, requested copies before
-// fusion) as one packed block: one DMA, one scatter launch, one fence. The
+// fusion) as one packed block: one DMA (or, from packPartMinBytes of data,
+// the table plus packParts DMAs that overlap the packing), one scatter
+// launch, one fence. The
 // module is loaded before anything is taken, so a load failure holds
 // nothing; every later failure drains the stream and gives back both
 // staging allocations.
 //
 // Telemetry: HostToDeviceBytes counts the payload (not the table and
-// padding), DeviceCopies the one DMA, PackedLaunches the scatter.
+// padding), DeviceCopies the DMAs, PackedLaunches the scatter.
 func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.UploadCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().scatter)
 	if err != nil {
@@ -187,13 +198,25 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 		return err
 	}
 	defer b.devPool.put(dev)
-	forParts(len(fused), t.copyWorkers(lay.total), func(i int) int { return lay.offs[i] }, lay.table, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			c := &fused[i]
-			copy(stage[lay.offs[i]:], c.Data)
-			lay.putEntry(stage, i, c.Dst, len(c.Data))
-		}
-	})
+	pack := func(lo, hi int) {
+		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+		forParts(hi-lo, t.copyWorkers(end-base), func(i int) int { return lay.offs[lo+i] - base },
+			end-base, func(a, z int) {
+				for i := lo + a; i < lo+z; i++ {
+					copy(stage[lay.offs[i]:], fused[i].Data)
+				}
+			})
+	}
+	for i, c := range fused {
+		lay.putEntry(stage, i, c.Dst, len(c.Data))
+	}
+	parts := 1
+	if lay.dataEnd >= packPartMinBytes {
+		parts = max(min(t.packParts, len(fused)), 1)
+	}
+	if parts == 1 {
+		pack(0, len(fused))
+	}
 
 	lease, err := b.launch.lease(op, false)
 	if err != nil {
@@ -204,8 +227,25 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 		b.launch.giveBack(lease, b.drain(op, s))
 		return driverError(op, call, err)
 	}
-	if err := b.drv.MemcpyHtoDAsync(dev.ptr, stage, s); err != nil {
-		return fail("MemcpyHtoDAsync", err)
+	dmas := uint64(1)
+	if parts == 1 {
+		if err := b.drv.MemcpyHtoDAsync(dev.ptr, stage, s); err != nil {
+			return fail("MemcpyHtoDAsync", err)
+		}
+	} else {
+		// The table first, then each part as soon as it is packed.
+		if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), stage[lay.table:], s); err != nil {
+			return fail("MemcpyHtoDAsync", err)
+		}
+		for k := range parts {
+			lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
+			pack(lo, hi)
+			start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+			if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(start), stage[start:end:end], s); err != nil {
+				return fail("MemcpyHtoDAsync", err)
+			}
+		}
+		dmas += uint64(parts)
 	}
 	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(len(fused))}}
 	if err := b.drv.Launch(f, packLaunch(len(fused)), s, args); err != nil {
@@ -219,7 +259,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)
 	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(1)
+	b.tel.deviceCopies.Add(dmas)
 	b.tel.packedLaunches.Add(1)
 	return nil
 }

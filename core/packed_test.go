@@ -49,10 +49,14 @@ func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 	tests := []struct {
 		name string
 		lens []int
+		dmas uint64
 	}{
-		{"aligned 4 KiB", []int{4096}},
-		{"odd lengths", []int{1, 7, 100, 4095, 33}},
-		{"mixed", []int{16, 4096, 3, 65536, 250}},
+		{"aligned 4 KiB", []int{4096}, 1},
+		{"odd lengths", []int{1, 7, 100, 4095, 33}, 1},
+		{"mixed", []int{16, 4096, 3, 65536, 250}, 1},
+		// From 1 MiB of data the table goes first and the data in four
+		// parts, each sent as soon as it is packed.
+		{"large, in parts", []int{65536, 4095}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,9 +89,9 @@ func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 				payload += uint64(h.Len)
 			}
 			assert.Equal(t, core.Telemetry{HostToDeviceBytes: payload, UploadOps: 1, SyncPoints: 1,
-				RequestedCopies: uint64(len(ups)), DeviceCopies: 1, PackedLaunches: 1}, b.Telemetry())
+				RequestedCopies: uint64(len(ups)), DeviceCopies: tt.dmas, PackedLaunches: 1}, b.Telemetry())
 			after := dev.CallCounts()
-			assert.Equal(t, calls[sim.OpMemcpyHtoDAsync]+1, after[sim.OpMemcpyHtoDAsync])
+			assert.Equal(t, calls[sim.OpMemcpyHtoDAsync]+tt.dmas, after[sim.OpMemcpyHtoDAsync])
 			assert.Equal(t, calls[sim.OpLaunch]+1, after[sim.OpLaunch])
 			assert.Equal(t, calls[sim.OpStreamSynchronize]+1, after[sim.OpStreamSynchronize])
 		})
@@ -214,43 +218,47 @@ func packedFaults() []packedFault {
 }
 
 func TestPackedUploadFailuresLeakNothing(t *testing.T) {
-	for _, f := range packedFaults() {
-		t.Run(f.name, func(t *testing.T) {
-			b, dev := openSim(t, sim.Config{})
-			r := rand.New(rand.NewSource(3))
-			n := core.PackMinCopiesForTest
-			bufs, old := packedSet(t, b, dev, r, n, 4096)
-			ups := make([]core.Upload, n)
-			for i, h := range bufs {
-				ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
-			}
-			b.ResetTelemetry()
-			f.arm(dev)
-			err := b.UploadResidentMany(ups)
-			require.Error(t, err)
-			assert.ErrorIs(t, err, core.ErrDriver)
-			assert.Contains(t, err.Error(), f.want)
-			assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
-			if f.want != "StreamSynchronize" && f.want != "Launch" {
-				// Nothing reached the destinations (a failed sync drains the
-				// queued scatter, which then runs).
-				for i, h := range bufs {
-					require.Equal(t, old[i], simBytes(t, b, dev, h), "buffer %d", i)
-				}
-			}
-			assert.Zero(t, b.Telemetry().UploadOps, "a failed upload is not counted")
-			// The Backend stays usable and the same batch then succeeds.
-			require.NoError(t, b.UploadResidentMany(ups))
-			for i, h := range bufs {
-				require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
-			}
-			for _, h := range bufs {
-				require.NoError(t, b.FreeResident(h), "nothing is left in flight")
-			}
-			require.NoError(t, b.Close())
-			sim.RequireNoLeaks(t, dev)
-		})
+	for _, size := range []int{4096, 65536} { // one DMA; the table and the data in parts
+		for _, f := range packedFaults() {
+			t.Run(fmt.Sprintf("%s/%d", f.name, size), func(t *testing.T) { packedUploadFault(t, f, size) })
+		}
 	}
+}
+
+func packedUploadFault(t *testing.T, f packedFault, size int) {
+	b, dev := openSim(t, sim.Config{})
+	r := rand.New(rand.NewSource(3))
+	n := core.PackMinCopiesForTest
+	bufs, old := packedSet(t, b, dev, r, n, size)
+	ups := make([]core.Upload, n)
+	for i, h := range bufs {
+		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+	}
+	b.ResetTelemetry()
+	f.arm(dev)
+	err := b.UploadResidentMany(ups)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, core.ErrDriver)
+	assert.Contains(t, err.Error(), f.want)
+	assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
+	if f.want != "StreamSynchronize" && f.want != "Launch" {
+		// Nothing reached the destinations (a failed sync drains the
+		// queued scatter, which then runs).
+		for i, h := range bufs {
+			require.Equal(t, old[i], simBytes(t, b, dev, h), "buffer %d", i)
+		}
+	}
+	assert.Zero(t, b.Telemetry().UploadOps, "a failed upload is not counted")
+	// The Backend stays usable and the same batch then succeeds.
+	require.NoError(t, b.UploadResidentMany(ups))
+	for i, h := range bufs {
+		require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
+	}
+	for _, h := range bufs {
+		require.NoError(t, b.FreeResident(h), "nothing is left in flight")
+	}
+	require.NoError(t, b.Close())
+	sim.RequireNoLeaks(t, dev)
 }
 
 func TestPackedReadbackFailuresLeaveOutputsUnchanged(t *testing.T) {

@@ -22,12 +22,16 @@ const (
 	// this size keeps the per-chunk costs (one driver copy, one stream
 	// synchronization, one round of goroutines) under 1% while the
 	// pipeline's fill and drain (one chunk each) stay a few percent of a
-	// 256 MiB transfer.
-	pipelineChunkBytes = 8 << 20
+	// 256 MiB transfer. Split over 16 goroutines each copies 1 MiB, the size
+	// from which Go's memmove uses non-temporal stores: the staging (or the
+	// caller's slice) is written without first being read into the cache,
+	// which matters because the copy shares host memory bandwidth with the
+	// DMA running beside it.
+	pipelineChunkBytes = 16 << 20
 	// pipelineBlocks is the staging blocks (and streams) in rotation: with
 	// two the copy of chunk i+1 waits for the DMA of chunk i-1 to end; four
-	// absorb jitter in either without stalling the other, for 32 MiB of
-	// pinned staging, well under the pinned pool's default cap.
+	// absorb jitter in either without stalling the other, for 64 MiB of
+	// pinned staging, a quarter of the pinned pool's default cap.
 	pipelineBlocks = 4
 	// copyBytesPerWorker is the least host copying worth a goroutine:
 	// starting and joining one costs about a microsecond, 256 KiB takes
@@ -53,6 +57,7 @@ type transferTuning struct {
 	blocks           int // pipeline staging blocks
 	workers          int // most copy goroutines
 	perWorker        int // least bytes per copy goroutine
+	packParts        int // DMAs the data of a packed upload is split into
 }
 
 // tuning returns the Backend's transfer tuning with defaults filled in.
@@ -71,6 +76,7 @@ func (b *Backend) tuning() transferTuning {
 	def(&t.blocks, pipelineBlocks)
 	def(&t.workers, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
 	def(&t.perWorker, copyBytesPerWorker)
+	def(&t.packParts, packParts)
 	return t
 }
 

@@ -22,10 +22,13 @@ type xferPath struct {
 var (
 	packedPaths = []xferPath{
 		{"packed", nil},
+		{"packed-1dma", core.WithTransferTuning(core.TransferTuning{PackParts: 1})},
 		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1})},
 	}
 	pipelinePaths = []xferPath{
 		{"pipelined", nil},
+		{"pipelined-8M", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 8 << 20})},
+		{"pipelined-32M-3blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 32 << 20, Blocks: 3})},
 		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1})},
 		{"staged-whole-1thread", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1, Workers: 1})},
 	}
