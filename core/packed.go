@@ -45,11 +45,12 @@ const (
 	// packMaxGrid caps the grid; the kernels stride over the entries.
 	packMaxGrid = 65535
 	// packParts is how many DMAs carry a large packed upload's data, so
-	// packing part k+1 overlaps the DMA of part k instead of every byte
-	// being packed before the first one moves (1024 x 4 KiB: ~100 us of DMA
-	// that would otherwise follow all of the packing). Each part costs one
-	// driver copy (~2.6 us).
-	packParts = 4
+	// packing part k+1 could overlap the DMA of part k. Measured on an H200
+	// host, 1024 x 4 KiB: one DMA 608 us, four parts 765 us (each part's
+	// goroutines start and join separately, which costs more than the
+	// overlap gains), so the default is one; the split stays as a tuning
+	// for hosts where the DMA dominates.
+	packParts = 1
 	// packPartMinBytes is the least packed data worth splitting: below it
 	// the DMA is a few microseconds and one copy is cheaper.
 	packPartMinBytes = 1 << 20

@@ -54,9 +54,7 @@ func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 		{"aligned 4 KiB", []int{4096}, 1},
 		{"odd lengths", []int{1, 7, 100, 4095, 33}, 1},
 		{"mixed", []int{16, 4096, 3, 65536, 250}, 1},
-		// From 1 MiB of data the table goes first and the data in four
-		// parts, each sent as soon as it is packed.
-		{"large, in parts", []int{65536, 4095}, 5},
+		{"large", []int{65536, 4095}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,6 +215,28 @@ func packedFaults() []packedFault {
 	}
 }
 
+// packedInParts splits packed uploads of 1 MiB or more into 4 DMAs.
+var packedInParts = core.WithTransferTuning(core.TransferTuning{PackParts: 4})
+
+func TestPackedUploadInParts(t *testing.T) {
+	b, dev := openSim(t, sim.Config{}, packedInParts)
+	r := rand.New(rand.NewSource(8))
+	bufs, _ := packedSet(t, b, dev, r, 64, 65536, 4095)
+	ups := make([]core.Upload, len(bufs))
+	for i, h := range bufs {
+		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+	}
+	b.ResetTelemetry()
+	require.NoError(t, b.UploadResidentMany(ups))
+	for i, h := range bufs {
+		require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
+	}
+	tel := b.Telemetry()
+	assert.Equal(t, uint64(5), tel.DeviceCopies, "the table first, then the data in four parts")
+	assert.Equal(t, uint64(1), tel.SyncPoints)
+	assert.Equal(t, uint64(1), tel.PackedLaunches)
+}
+
 func TestPackedUploadFailuresLeakNothing(t *testing.T) {
 	for _, size := range []int{4096, 65536} { // one DMA; the table and the data in parts
 		for _, f := range packedFaults() {
@@ -226,7 +246,7 @@ func TestPackedUploadFailuresLeakNothing(t *testing.T) {
 }
 
 func packedUploadFault(t *testing.T, f packedFault, size int) {
-	b, dev := openSim(t, sim.Config{})
+	b, dev := openSim(t, sim.Config{}, packedInParts)
 	r := rand.New(rand.NewSource(3))
 	n := core.PackMinCopiesForTest
 	bufs, old := packedSet(t, b, dev, r, n, size)

@@ -18,21 +18,22 @@ const (
 	// staging block with a parallel copy is as fast.
 	pipelineMinBytes = 2 * pipelineChunkBytes
 	// pipelineChunkBytes is the bytes per chunk. Pinned DMA reaches close to
-	// its peak from a few MiB (37.5 GB/s at 1 MiB on the H100), and a chunk
-	// this size keeps the per-chunk costs (one driver copy, one stream
-	// synchronization, one round of goroutines) under 1% while the
-	// pipeline's fill and drain (one chunk each) stay a few percent of a
-	// 256 MiB transfer. Split over 16 goroutines each copies 1 MiB, the size
-	// from which Go's memmove uses non-temporal stores: the staging (or the
-	// caller's slice) is written without first being read into the cache,
-	// which matters because the copy shares host memory bandwidth with the
-	// DMA running beside it.
-	pipelineChunkBytes = 16 << 20
+	// its peak from a few MiB (37.5 GB/s at 1 MiB on the H100), so the
+	// chunk size is about the host side: split over 16 goroutines each
+	// copies 2 MiB, past the 1 MiB from which Go's memmove uses
+	// non-temporal stores, so the destination is written without first
+	// being read into the cache (the copy shares host memory bandwidth with
+	// the DMA beside it). Measured on an H200 host (16 cores), 256 MiB:
+	// 8 MiB chunks x 4 blocks 23.5 / 24.3 GB/s up / down, 16 MiB x 4 32.0 /
+	// 27.4, 32 MiB x 3 32.9 / 32.9; staged whole with 16 goroutines 22 /
+	// 21, with one 5.2 / 5.4.
+	pipelineChunkBytes = 32 << 20
 	// pipelineBlocks is the staging blocks (and streams) in rotation: with
-	// two the copy of chunk i+1 waits for the DMA of chunk i-1 to end; four
-	// absorb jitter in either without stalling the other, for 64 MiB of
-	// pinned staging, a quarter of the pinned pool's default cap.
-	pipelineBlocks = 4
+	// two the copy of chunk i+1 waits for the DMA of chunk i-1 to end; three
+	// absorb jitter in either without stalling the other, for 96 MiB of
+	// pinned staging, within the pinned pool's default cap so the blocks
+	// stay cached between calls.
+	pipelineBlocks = 3
 	// copyBytesPerWorker is the least host copying worth a goroutine:
 	// starting and joining one costs about a microsecond, 256 KiB takes
 	// about 25 us on one thread.

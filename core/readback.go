@@ -29,7 +29,7 @@ func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
 // only when its capacity is too small, and returns the result (append-style:
 // use the returned slice). On failure it returns dst unchanged; its bytes are
 // unchanged too, except after a device failure in the middle of a pipelined
-// transfer (h.Len of 32 MiB or more, written into dst's storage as it
+// transfer (h.Len of 64 MiB or more, written into dst's storage as it
 // arrives), which may leave a prefix of that storage holding h's bytes.
 func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 	const op = "DownloadResidentInto"

@@ -22,13 +22,13 @@ type xferPath struct {
 var (
 	packedPaths = []xferPath{
 		{"packed", nil},
-		{"packed-1dma", core.WithTransferTuning(core.TransferTuning{PackParts: 1})},
+		{"packed-4parts", core.WithTransferTuning(core.TransferTuning{PackParts: 4})},
 		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1})},
 	}
 	pipelinePaths = []xferPath{
 		{"pipelined", nil},
-		{"pipelined-8M", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 8 << 20})},
-		{"pipelined-32M-3blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 32 << 20, Blocks: 3})},
+		{"pipelined-8M-4blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 8 << 20, Blocks: 4})},
+		{"pipelined-16M-4blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 16 << 20, Blocks: 4})},
 		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1})},
 		{"staged-whole-1thread", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1, Workers: 1})},
 	}

@@ -103,12 +103,13 @@ func TestGPUTransferPackedMatchesPlain(t *testing.T) {
 	assert.Zero(t, plain.Telemetry().PackedLaunches)
 }
 
-// TestGPUTransferPipelinedMatchesPlain moves 40 MiB + 123 bytes (a partial
-// last chunk) through the pipeline both ways and checks every byte.
+// TestGPUTransferPipelinedMatchesPlain moves 72 MiB + 123 bytes (past the
+// 64 MiB threshold, with a partial last chunk) through the pipeline both
+// ways and checks every byte.
 func TestGPUTransferPipelinedMatchesPlain(t *testing.T) {
 	piped := openXferGPU(t, nil)
 	r := rand.New(rand.NewSource(2))
-	const n = 40<<20 + 123
+	const n = 72<<20 + 123
 	want := make([]byte, n)
 	r.Read(want)
 	h, err := piped.AllocateResident(n)
