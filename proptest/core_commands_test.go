@@ -125,6 +125,7 @@ const (
 	placeZero
 	placeWhole
 	placeIn
+	placeSlot // slot a of b equal slots, its first half: wide batches of separate ranges
 )
 
 func drawPlace(src entropy, negLen bool) place {
@@ -177,6 +178,8 @@ func (p place) resolve(n int) (off, length int) {
 		return -1 - p.a%3, p.b % (n + 1)
 	case placeNegLen:
 		return p.a % (n + 1), -1 - p.b%2
+	case placeSlot:
+		return n * p.a / p.b, n / (2 * p.b)
 	default:
 		return n + 1 + p.a%3, 0
 	}
@@ -321,6 +324,25 @@ func drawPicks(src entropy, n int) []int {
 	return picks
 }
 
+// packMinCopies is core's documented threshold (core/packed.go) from which a
+// batch of fused copies may be packed into one DMA plus one kernel launch.
+const packMinCopies = 32
+
+// drawWide draws a wide batch: n separate ranges, one per equal slot of a
+// single buffer, so the batch has n fused copies and may take the packed
+// path. It returns the picks and the places.
+func drawWide(src entropy) ([]int, []place) {
+	n := packMinCopies - 2 + src.intn(40)
+	pick := pickLive(src.intn(1 << 20))
+	picks := make([]int, n)
+	ps := make([]place, n)
+	for i := range ps {
+		picks[i] = pick
+		ps[i] = place{mode: placeSlot, a: i, b: n}
+	}
+	return picks, ps
+}
+
 func drawCount(src entropy) int {
 	if chance(src, 8) {
 		return 0
@@ -355,7 +377,9 @@ func (s *allocStep) String() string {
 }
 
 // remainingCap keeps "exactly the rest of the budget" allocations small
-// enough to stay cheap; past it the step asks for one byte too many instead.
+// enough to stay cheap, and every buffer below the size at which core
+// pipelines a transfer through several staging blocks with a fence per block
+// (16 MiB); past it the step asks for one byte too many instead.
 const remainingCap = 8 << 20
 
 func (s *allocStep) run(r *runner) error {
@@ -373,6 +397,12 @@ func (s *allocStep) run(r *runner) error {
 		}
 	case 2:
 		n = left + 1 + max(s.size, 0)%(1<<20)
+	}
+	if r.cfg.shared && s.rel != 0 {
+		// With other goroutines freeing, "more than is left" can succeed;
+		// keep such buffers small enough that their transfers take one
+		// fence per call, as the model assumes (see remainingCap).
+		n = min(n, remainingCap)
 	}
 	var want core.Kind
 	switch {
@@ -532,6 +562,9 @@ func (r *runner) doUploads(call string, items []upItem, full bool, do func() err
 	for _, it := range items {
 		r.logf("%s item %+v off=%d n=%d", call, it.h, it.off, len(it.data))
 	}
+	// A packed transfer stages through a device allocation outside the
+	// resident budget, which a nearly full device may not have.
+	r.allowOOM = len(items) >= packMinCopies
 	err := do()
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
@@ -567,8 +600,7 @@ func (r *runner) doUploads(call string, items []upItem, full bool, do func() err
 	t.UploadOps++
 	t.SyncPoints++
 	t.RequestedCopies += uint64(nonEmpty)
-	t.DeviceCopies += uint64(copies)
-	if err := r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: uint64(copies), sim.OpStreamSynchronize: 1}); err != nil {
+	if err := r.expectPath(call, copies, sim.OpMemcpyHtoDAsync); err != nil {
 		return err
 	}
 	for id := range byHandle {
@@ -662,7 +694,14 @@ type uploadAtManyStep struct {
 
 func drawUploadAtMany(src entropy) *uploadAtManyStep {
 	n := drawCount(src)
-	s := &uploadAtManyStep{picks: drawPicks(src, n), ats: drawPlaces(src, n, false), seeds: make([]int, n)}
+	s := &uploadAtManyStep{}
+	if chance(src, 12) {
+		s.picks, s.ats = drawWide(src)
+		n = len(s.picks)
+	} else {
+		s.picks, s.ats = drawPicks(src, n), drawPlaces(src, n, false)
+	}
+	s.seeds = make([]int, n)
 	for i := range s.seeds {
 		s.seeds[i] = src.intn(1 << 16)
 	}
@@ -810,8 +849,13 @@ func drawRead(src entropy) *readStep {
 			n += s.batches[i]
 		}
 	}
-	s.picks = drawPicks(src, n)
-	s.ats = drawPlaces(src, n, true)
+	if s.api == readRangesInto && chance(src, 30) {
+		s.picks, s.ats = drawWide(src)
+		n = len(s.picks)
+	} else {
+		s.picks = drawPicks(src, n)
+		s.ats = drawPlaces(src, n, true)
+	}
 	s.dst = drawDst(src, n)
 	return s
 }
@@ -848,6 +892,7 @@ func (s *readStep) run(r *runner) error {
 		}
 	}
 
+	r.allowOOM = len(rs) >= packMinCopies // see doUploads
 	var (
 		got    [][]byte // one result per range, on success
 		err    error
@@ -980,8 +1025,39 @@ func (s *readStep) run(r *runner) error {
 	t.ReadbackOps++
 	t.SyncPoints++
 	t.RequestedCopies += uint64(nonEmpty)
-	t.DeviceCopies += uint64(copies)
-	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyDtoHAsync: uint64(copies), sim.OpStreamSynchronize: 1})
+	return r.expectPath(call, copies, sim.OpMemcpyDtoHAsync)
+}
+
+// expectPath checks the device calls and telemetry of a successful upload or
+// readback of the given fused copies. Below packMinCopies core takes the
+// plain path: one driver copy per fused copy (op) and one fence. From there
+// it may pack: one scatter or gather launch, a few DMAs and one fence; the
+// exact DMA count is a tuning, so the model then checks that DeviceCopies
+// counts exactly the copies the device saw and PackedLaunches the launch.
+func (r *runner) expectPath(call string, copies int, op sim.Op) error {
+	t := &r.m.tel
+	if r.cfg.shared && copies >= packMinCopies {
+		// Either path; the totals are bounded at the end.
+		r.m.packable++
+	}
+	if r.cfg.shared || copies < packMinCopies {
+		t.DeviceCopies += uint64(copies)
+		return r.expectTransfer(call, map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1, sim.OpLaunch: 0})
+	}
+	got := r.callsDelta()
+	if got[sim.OpLaunch] == 0 {
+		t.DeviceCopies += uint64(copies)
+		return r.expectTransfer(call+" (plain)", map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1})
+	}
+	dmas := got[sim.OpMemcpyHtoDAsync] + got[sim.OpMemcpyDtoHAsync]
+	countOutcome(call+" (packed)", succeeded)
+	t.DeviceCopies += dmas
+	t.PackedLaunches++
+	if dmas == 0 || dmas > 4 || got[op] == 0 {
+		return fmt.Errorf("%s (packed): device calls %v", call, got)
+	}
+	return r.expectTransfer(call+" (packed)", map[sim.Op]uint64{sim.OpLaunch: 1, sim.OpStreamSynchronize: 1,
+		sim.OpMemcpyHtoDAsync: got[sim.OpMemcpyHtoDAsync], sim.OpMemcpyDtoHAsync: got[sim.OpMemcpyDtoHAsync]})
 }
 
 // checkReuse checks the append-style contract: a caller slot with room for

@@ -25,7 +25,7 @@ import (
 // interleaving does not matter), and Close leaves the device empty.
 func TestCoreConcurrent(t *testing.T) {
 	seed := coreSeed(t)
-	rounds, steps := 6, 100
+	rounds, steps := 4, 80
 	if coreLong() {
 		rounds, steps = 60, 400
 	}
@@ -69,7 +69,7 @@ func TestCoreConcurrent(t *testing.T) {
 		for _, r := range runners {
 			require.NoError(t, r.settleAll(), "round %d", round)
 		}
-		var resident uint64
+		var resident, packable uint64
 		var want core.Telemetry
 		for _, r := range runners {
 			resident += r.m.residentBytes()
@@ -77,6 +77,7 @@ func TestCoreConcurrent(t *testing.T) {
 				require.NoError(t, r.audit(id), "round %d", round)
 			}
 			tel := r.m.tel
+			packable += r.m.packable
 			want.HostToDeviceBytes += tel.HostToDeviceBytes
 			want.DeviceToHostBytes += tel.DeviceToHostBytes
 			want.UploadOps += tel.UploadOps
@@ -89,7 +90,17 @@ func TestCoreConcurrent(t *testing.T) {
 			want.KernelLaunches += tel.KernelLaunches
 		}
 		assert.Equal(t, resident, b.ResidentAllocatedBytes(), "round %d: resident bytes vs surviving buffers", round)
-		assert.Equal(t, want, b.Telemetry(), "round %d: telemetry vs the sum of every goroutine's calls", round)
+		// A wide transfer may be packed (one launch, fewer copies) or not,
+		// whichever way the interleaving let core's tuning decide; those two
+		// counters are bounded, every other one is exact.
+		got := b.Telemetry()
+		assert.LessOrEqual(t, got.PackedLaunches, packable, "round %d: packed launches", round)
+		assert.LessOrEqual(t, got.DeviceCopies, want.DeviceCopies, "round %d: device copies", round)
+		if got.PackedLaunches == 0 {
+			assert.Equal(t, want.DeviceCopies, got.DeviceCopies, "round %d: device copies without packing", round)
+		}
+		got.PackedLaunches, got.DeviceCopies, want.DeviceCopies = 0, 0, 0
+		assert.Equal(t, want, got, "round %d: telemetry vs the sum of every goroutine's calls", round)
 		require.NoError(t, b.Close(), "round %d", round)
 		require.NoError(t, log.check(), "round %d", round)
 		require.True(t, sim.RequireNoLeaks(t, dev), "round %d (config %v)", round, cfg)

@@ -262,6 +262,9 @@ type model struct {
 	async  []asyncWrite
 	disp   []*dispatch // every dispatch of the current Backend, settled or not
 	tel    core.Telemetry
+	// packable counts, in shared mode, transfers that may have been packed:
+	// tel then holds their plain-path DeviceCopies, an upper bound.
+	packable uint64
 }
 
 // queued returns the dispatches not settled yet.
@@ -959,8 +962,10 @@ func (r *runner) checkGlobal() error {
 	if len(queuedDisp) == 0 && live.QueuedOps != len(m.async) || live.QueuedOps < len(m.async)+2*len(queuedDisp) {
 		problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, len(m.async), len(queuedDisp)))
 	}
-	if live.Modules > len(builtinPrograms) {
-		problems = append(problems, fmt.Sprintf("modules %d for %d programs", live.Modules, len(builtinPrograms)))
+	// The built-in programs, plus the scatter and gather kernels of packed
+	// transfers.
+	if live.Modules > len(builtinPrograms)+2 {
+		problems = append(problems, fmt.Sprintf("modules %d for %d programs and the packing kernels", live.Modules, len(builtinPrograms)))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
