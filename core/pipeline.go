@@ -2,7 +2,8 @@ package core
 
 import (
 	"runtime"
-	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Large transfers are pipelined: the bytes move in chunks through a few
@@ -34,6 +35,14 @@ const (
 	// pinned staging, within the pinned pool's default cap so the blocks
 	// stay cached between calls.
 	pipelineBlocks = 3
+	// pipelineTaperBytes is the smallest chunk at the exposed end of a
+	// pipelined transfer. Copying is the slower stage, so an upload's time is
+	// every chunk's copy plus the DMA of the last chunk, and a download's the
+	// DMA of the first plus every copy: with 32 MiB there that is 0.6 ms at
+	// 54 GB/s, 7% of 256 MiB. Chunks grow from this size, doubling, towards
+	// that end (4, 4, 8, 16, 32, 32, ... MiB) so that end's DMA takes
+	// about 80 us.
+	pipelineTaperBytes = 4 << 20
 	// copyBytesPerWorker is the least host copying worth a goroutine:
 	// starting and joining one costs about a microsecond, 256 KiB takes
 	// about 25 us on one thread.
@@ -59,6 +68,7 @@ type transferTuning struct {
 	workers          int // most copy goroutines
 	perWorker        int // least bytes per copy goroutine
 	packParts        int // DMAs the data of a packed upload is split into
+	taper            int // smallest chunk at a pipeline's exposed end; < 0: no taper
 }
 
 // tuning returns the Backend's transfer tuning with defaults filled in.
@@ -78,6 +88,7 @@ func (b *Backend) tuning() transferTuning {
 	def(&t.workers, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
 	def(&t.perWorker, copyBytesPerWorker)
 	def(&t.packParts, packParts)
+	def(&t.taper, pipelineTaperBytes)
 	return t
 }
 
@@ -86,52 +97,242 @@ func (t *transferTuning) pipelines(n uint64) bool {
 	return t.pipelineMin >= 0 && n >= uint64(t.pipelineMin)
 }
 
+// chunkBounds splits n bytes into pipeline chunks and returns their
+// offsets, 0 first and n last. Chunks are t.chunk bytes, except towards the
+// exposed end (the last chunk when atEnd, else the first), where they shrink
+// by halves down to two chunks of t.taper bytes, and the remainder that
+// whole chunks leave, which goes at the other end.
+func (t *transferTuning) chunkBounds(n int, atEnd bool) []int {
+	var sizes []int // from the exposed end
+	if t.taper > 0 && t.taper < t.chunk {
+		c, rest := t.taper, n
+		for i := 0; rest > 0 && c < t.chunk; i++ {
+			sizes = append(sizes, min(c, rest))
+			rest -= min(c, rest)
+			if i > 0 {
+				c *= 2
+			}
+		}
+		for rest > 0 {
+			sizes = append(sizes, min(t.chunk, rest))
+			rest -= min(t.chunk, rest)
+		}
+	} else {
+		// Whole chunks from the start, the remainder last.
+		for lo := 0; lo < n; lo += t.chunk {
+			sizes = append(sizes, min(t.chunk, n-lo))
+		}
+		atEnd = false
+	}
+	bounds := make([]int, len(sizes)+1)
+	for k := range sizes {
+		sz := sizes[k]
+		if atEnd {
+			sz = sizes[len(sizes)-1-k]
+		}
+		bounds[k+1] = bounds[k] + sz
+	}
+	return bounds
+}
+
 // copyWorkers returns how many goroutines copy n bytes of host memory.
 func (t *transferTuning) copyWorkers(n int) int {
 	return max(min(t.workers, n/t.perWorker), 1)
 }
 
-// parallelCopy copies src into dst (of equal length) with w goroutines, the
-// calling one among them.
+// Host copies are split into tasks that goroutines claim one at a time
+// from a shared counter, the calling goroutine among them, so the caller
+// never waits for a helper that has not started: it waits only for tasks
+// already running. Helpers come from copyHelpers, a package-wide set of
+// goroutines that keep polling for work for a short while after each job.
+// On the device host (a virtual machine) waking an idle thread took tens of
+// microseconds, and the wake-ups of 15 helpers follow one another: a
+// 1024 x 4 KiB pack (about 0.5 ms of copying on one thread) ran on little
+// more than one core when each call started its helpers afresh.
+const (
+	// tasksPerWorker is how many tasks each worker's share is split into,
+	// so early workers take over the shares of late ones.
+	tasksPerWorker = 4
+	// ntCopyBytes is the length from which Go's memmove (amd64) switches to
+	// non-temporal stores, which write the destination without first
+	// reading it into the cache; copy tasks of large copies are kept at
+	// least this long.
+	ntCopyBytes = 1 << 20
+	// helperSpin is how long a helper keeps polling for the next job after
+	// its last one: longer than the driver work between the copies of
+	// back-to-back calls (a DMA, a launch and a fence, 0.1-0.3 ms), so a
+	// stream of calls finds its helpers awake, and short enough that an
+	// idle process burns at most this much time per helper after a call.
+	helperSpin = 500 * time.Microsecond
+	// helperIdle is how long a parked helper waits for a job before it
+	// exits, so an idle process keeps no goroutines.
+	helperIdle = 100 * time.Millisecond
+)
+
+// taskJob is n tasks claimed in order by whoever runs work.
+type taskJob struct {
+	f    func(i int)
+	n    int64
+	next atomic.Int64
+	left atomic.Int64
+	done chan struct{} // closed when the last task has returned
+}
+
+// work runs claimed tasks until none is left to claim.
+func (j *taskJob) work() {
+	for {
+		i := j.next.Add(1) - 1
+		if i >= j.n {
+			return
+		}
+		j.f(int(i))
+		if j.left.Add(-1) == 0 {
+			close(j.done)
+		}
+	}
+}
+
+// helperSet is the goroutines that help with the current job.
+type helperSet struct {
+	cur  atomic.Pointer[taskJob] // the job being shared, nil when none
+	live atomic.Int32            // helper goroutines running
+	wake chan struct{}           // one token wakes one parked helper
+	spin atomic.Int64            // polling time after a job, nanoseconds
+	idle time.Duration
+}
+
+// copyHelpers serves every Backend: one job at a time is shared with them;
+// a call that finds it busy starts helpers of its own.
+var copyHelpers = newHelperSet(helperSpin, helperIdle)
+
+func newHelperSet(spin, idle time.Duration) *helperSet {
+	h := &helperSet{wake: make(chan struct{}, maxCopyWorkers), idle: idle}
+	h.spin.Store(int64(spin))
+	return h
+}
+
+// run shares j with up to helpers helpers and works on it until every task
+// has returned. It reports false, doing nothing, when another job is being
+// shared.
+func (h *helperSet) run(j *taskJob, helpers int) bool {
+	if !h.cur.CompareAndSwap(nil, j) {
+		return false
+	}
+	helpers = min(helpers, cap(h.wake))
+	for range helpers {
+		// Polling helpers take the job by themselves; parked ones need a token.
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	for n := h.live.Load(); n < int32(helpers); n++ {
+		h.live.Add(1)
+		go h.helper()
+	}
+	j.work()
+	<-j.done
+	h.cur.Store(nil)
+	return true
+}
+
+// helper works on shared jobs, polling for the next one for h.spin after
+// each, then parks until woken or h.idle passes, when it exits.
+func (h *helperSet) helper() {
+	defer h.live.Add(-1)
+	timer := time.NewTimer(h.idle)
+	defer timer.Stop()
+	for {
+		until := time.Now().Add(time.Duration(h.spin.Load()))
+		for k := 0; ; k++ {
+			if j := h.cur.Load(); j != nil && j.next.Load() < j.n {
+				j.work()
+				until = time.Now().Add(time.Duration(h.spin.Load()))
+				continue
+			}
+			if k%16 == 15 && time.Now().After(until) {
+				break
+			}
+			runtime.Gosched()
+		}
+		timer.Reset(h.idle)
+		select {
+		case <-h.wake:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// runTasks runs f(0..n-1), each once, on up to w goroutines including the
+// calling one, and returns when every f has returned. Helpers that have not
+// claimed a task by then claim none later, so nothing f uses is touched
+// after runTasks returns.
+func runTasks(n, w int, f func(i int)) {
+	if w <= 1 || n <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	j := &taskJob{f: f, n: int64(n), done: make(chan struct{})}
+	j.left.Store(int64(n))
+	if copyHelpers.run(j, min(w, n)-1) {
+		return
+	}
+	for range min(w, n) - 1 {
+		go j.work()
+	}
+	j.work()
+	<-j.done
+}
+
+// copyTask is the bytes per task of a parallel copy of n bytes by w
+// workers: about tasksPerWorker tasks each, but at least ntCopyBytes when
+// that still gives every worker one (so each task uses non-temporal
+// stores), a multiple of 64 so tasks cover whole cache lines.
+func copyTask(n, w int) int {
+	task := n / (w * tasksPerWorker)
+	if task < ntCopyBytes {
+		task = min(ntCopyBytes, n/w)
+	}
+	return max((task+63)&^63, 64)
+}
+
+// parallelCopy copies src into dst (of equal length) on up to w goroutines,
+// the calling one among them.
 func parallelCopy(dst, src []byte, w int) {
 	n := len(src)
 	if w <= 1 || n < 2 {
 		copy(dst, src)
 		return
 	}
-	part := (n + w - 1) / w
-	part = (part + 63) &^ 63 // whole cache lines per worker
-	var wg sync.WaitGroup
-	for lo := part; lo < n; lo += part {
-		hi := min(lo+part, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			copy(dst[lo:hi], src[lo:hi])
-		}()
-	}
-	copy(dst[:min(part, n)], src[:min(part, n)])
-	wg.Wait()
+	task := copyTask(n, w)
+	runTasks((n+task-1)/task, w, func(i int) {
+		lo := i * task
+		hi := min(lo+task, n)
+		copy(dst[lo:hi], src[lo:hi])
+	})
 }
 
-// forParts splits items [0, n) into at most w contiguous parts of about equal
-// weight and runs f on each, the first on the calling goroutine. start(i) is
-// the cumulative weight before item i (non-decreasing, start(0) == 0) and
-// total the weight of all items.
+// forParts splits items [0, n) into contiguous parts of about equal weight,
+// about tasksPerWorker per worker, and runs f on each on up to w
+// goroutines, the calling one among them. start(i) is the cumulative weight
+// before item i (non-decreasing, start(0) == 0) and total the weight of all
+// items.
 func forParts(n, w int, start func(i int) int, total int, f func(lo, hi int)) {
 	if w <= 1 || n < 2 {
 		f(0, n)
 		return
 	}
-	w = min(w, n)
-	var wg sync.WaitGroup
+	parts := min(n, w*tasksPerWorker)
+	bounds := make([]int, 1, parts+1)
 	lo := 0
-	first := -1
-	for k := 1; k <= w && lo < n; k++ {
+	for k := 1; k <= parts && lo < n; k++ {
 		hi := n
-		if k < w {
+		if k < parts {
 			// The first item whose start reaches this part's share of the weight.
-			goal := total / w * k
+			goal := int(uint64(total) * uint64(k) / uint64(parts))
 			a, z := lo+1, n
 			for a < z {
 				m := int(uint(a+z) >> 1)
@@ -143,19 +344,10 @@ func forParts(n, w int, start func(i int) int, total int, f func(lo, hi int)) {
 			}
 			hi = a
 		}
-		if first < 0 {
-			first = hi
-		} else {
-			wg.Add(1)
-			go func(lo, hi int) {
-				defer wg.Done()
-				f(lo, hi)
-			}(lo, hi)
-		}
+		bounds = append(bounds, hi)
 		lo = hi
 	}
-	f(0, first)
-	wg.Wait()
+	runTasks(len(bounds)-1, w, func(k int) { f(bounds[k], bounds[k+1]) })
 }
 
 // pipeline is the staging blocks and streams of one pipelined transfer.
@@ -233,7 +425,8 @@ func (p *pipeline) finish(healthy bool) {
 // chunk as a device copy.
 func (b *Backend) uploadPipelined(op string, t *transferTuning, dst uint64, data []byte, requested int) error {
 	n := len(data)
-	chunks := (n + t.chunk - 1) / t.chunk
+	bounds := t.chunkBounds(n, true)
+	chunks := len(bounds) - 1
 	k := min(t.blocks, chunks)
 	p, err := b.newPipeline(op, k, t.chunk)
 	if err != nil {
@@ -246,8 +439,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, dst uint64, data
 				return p.fail(err)
 			}
 		}
-		lo := i * t.chunk
-		hi := min(lo+t.chunk, n)
+		lo, hi := bounds[i], bounds[i+1]
 		blk := p.blocks[j][: hi-lo : hi-lo]
 		parallelCopy(blk, data[lo:hi], t.copyWorkers(hi-lo))
 		if err := b.drv.MemcpyHtoDAsync(dst+uint64(lo), blk, p.leases[j].Stream); err != nil {
@@ -280,15 +472,15 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, dst uint64, data
 // synchronization as a sync point and each chunk as a device copy.
 func (b *Backend) downloadPipelined(op string, t *transferTuning, out []byte, src uint64) error {
 	n := len(out)
-	chunks := (n + t.chunk - 1) / t.chunk
+	bounds := t.chunkBounds(n, false)
+	chunks := len(bounds) - 1
 	k := min(t.blocks, chunks)
 	p, err := b.newPipeline(op, k, t.chunk)
 	if err != nil {
 		return err
 	}
 	queue := func(i int) error {
-		lo := i * t.chunk
-		hi := min(lo+t.chunk, n)
+		lo, hi := bounds[i], bounds[i+1]
 		j := i % k
 		if err := b.drv.MemcpyDtoHAsync(p.blocks[j][:hi-lo:hi-lo], src+uint64(lo), p.leases[j].Stream); err != nil {
 			return driverError(op, "MemcpyDtoHAsync", err)
@@ -305,8 +497,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, out []byte, sr
 		if err := p.wait(j); err != nil {
 			return p.fail(err)
 		}
-		lo := i * t.chunk
-		hi := min(lo+t.chunk, n)
+		lo, hi := bounds[i], bounds[i+1]
 		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], t.copyWorkers(hi-lo))
 		if i+k < chunks {
 			if err := queue(i + k); err != nil {

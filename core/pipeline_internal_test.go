@@ -2,10 +2,13 @@ package core
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestForPartsCoversEveryItemOnce(t *testing.T) {
@@ -38,7 +41,7 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 			for i := range seen {
 				assert.Equal(t, int32(1), seen[i].Load(), "item %d", i)
 			}
-			assert.LessOrEqual(t, parts.Load(), int32(max(tt.w, 1)))
+			assert.LessOrEqual(t, parts.Load(), int32(max(tt.w*tasksPerWorker, 1)))
 		})
 	}
 }
@@ -53,6 +56,100 @@ func TestParallelCopy(t *testing.T) {
 			dst := make([]byte, n)
 			parallelCopy(dst, src, w)
 			assert.Equal(t, src, dst, "n=%d w=%d", n, w)
+		}
+	}
+}
+
+func TestRunTasksRunsEachTaskOnceAndLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for _, n := range []int{0, 1, 2, 7, 64, 1000} {
+		for _, w := range []int{0, 1, 2, 5, 16} {
+			seen := make([]atomic.Int32, n)
+			runTasks(n, w, func(i int) { seen[i].Add(1) })
+			// Every task has returned by the time runTasks does.
+			for i := range seen {
+				require.Equal(t, int32(1), seen[i].Load(), "n=%d w=%d task %d", n, w, i)
+			}
+		}
+	}
+	// Helpers that found no task left exit on their own.
+	assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= before }, 5*time.Second, time.Millisecond)
+}
+
+func TestCopyTaskKeepsLargeCopiesNonTemporal(t *testing.T) {
+	tests := []struct{ n, w, want int }{
+		{32 << 20, 16, 1 << 20},  // 2 tasks each of 1 MiB rather than 4 of 512 KiB
+		{256 << 20, 16, 4 << 20}, // 4 tasks each
+		{4 << 20, 16, 256 << 10}, // too small for 1 MiB tasks: one each
+		{1000, 3, 384},           // whole cache lines
+		{10, 16, 64},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, copyTask(tt.n, tt.w), "n=%d w=%d", tt.n, tt.w)
+	}
+}
+
+func TestChunkBoundsTaperTheExposedEnd(t *testing.T) {
+	const M = 1 << 20
+	tests := []struct {
+		name   string
+		tune   transferTuning
+		n      int
+		atEnd  bool
+		chunks []int
+	}{
+		{"upload 256 MiB", transferTuning{chunk: 32 * M, taper: 4 * M}, 256 * M, true,
+			[]int{32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 16 * M, 8 * M, 4 * M, 4 * M}},
+		{"download 256 MiB", transferTuning{chunk: 32 * M, taper: 4 * M}, 256 * M, false,
+			[]int{4 * M, 4 * M, 8 * M, 16 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M}},
+		{"remainder at the far end", transferTuning{chunk: 32 * M, taper: 4 * M}, 72*M + 123, true,
+			[]int{8*M + 123, 32 * M, 16 * M, 8 * M, 4 * M, 4 * M}},
+		{"shorter than the taper", transferTuning{chunk: 32 * M, taper: 4 * M}, 6 * M, false, []int{4 * M, 2 * M}},
+		{"no taper", transferTuning{chunk: 64, taper: -1}, 1000, true, append(repeat(64, 15), 40)},
+		{"taper not below the chunk", transferTuning{chunk: 64, taper: 64}, 128, false, []int{64, 64}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.tune.chunkBounds(tt.n, tt.atEnd)
+			var got []int
+			for k := range len(b) - 1 {
+				got = append(got, b[k+1]-b[k])
+			}
+			assert.Equal(t, tt.chunks, got)
+			assert.Equal(t, tt.n, b[len(b)-1])
+		})
+	}
+}
+
+func repeat(v, n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
+}
+
+func TestRunTasksConcurrentJobsAllComplete(t *testing.T) {
+	for _, spin := range []time.Duration{0, helperSpin} {
+		old := copyHelpers.spin.Swap(int64(spin))
+		const jobs, n = 8, 200
+		var seen [jobs][n]atomic.Int32
+		done := make(chan struct{})
+		for k := range jobs {
+			// One job at a time is shared with the helpers; the others start their own.
+			go func() {
+				runTasks(n, 4, func(i int) { seen[k][i].Add(1) })
+				done <- struct{}{}
+			}()
+		}
+		for range jobs {
+			<-done
+		}
+		copyHelpers.spin.Store(old)
+		for k := range seen {
+			for i := range seen[k] {
+				require.Equal(t, int32(1), seen[k][i].Load(), "spin %v job %d task %d", spin, k, i)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package core_test
 import (
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
@@ -16,21 +17,37 @@ import (
 // xferPath is one way of moving the bytes, chosen by a test-only tuning.
 type xferPath struct {
 	name string
-	opt  core.Option // nil: the defaults
+	opt  core.Option   // nil: the defaults
+	spin time.Duration // copy helpers' polling time; 0: the default
+}
+
+// open opens a Backend for p and applies its helper setting until the
+// benchmark ends.
+func (p xferPath) open(b *testing.B, open xferOpener) *core.Backend {
+	if p.spin != 0 {
+		b.Cleanup(core.SetCopyHelperSpin(max(p.spin, 0)))
+	}
+	return open(b, p.opt)
 }
 
 var (
 	packedPaths = []xferPath{
-		{"packed", nil},
-		{"packed-4parts", core.WithTransferTuning(core.TransferTuning{PackParts: 4})},
-		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1})},
+		{"packed", nil, 0},
+		{"packed-2parts", core.WithTransferTuning(core.TransferTuning{PackParts: 2}), 0},
+		{"packed-4parts", core.WithTransferTuning(core.TransferTuning{PackParts: 4}), 0},
+		{"packed-8workers", core.WithTransferTuning(core.TransferTuning{Workers: 8}), 0},
+		{"packed-nospin", nil, -1},
+		{"packed-spin2ms", nil, 2 * time.Millisecond},
+		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1}), 0},
 	}
 	pipelinePaths = []xferPath{
-		{"pipelined", nil},
-		{"pipelined-8M-4blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 8 << 20, Blocks: 4})},
-		{"pipelined-16M-4blocks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 16 << 20, Blocks: 4})},
-		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1})},
-		{"staged-whole-1thread", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1, Workers: 1})},
+		{"pipelined", nil, 0},
+		{"pipelined-no-taper", core.WithTransferTuning(core.TransferTuning{TaperBytes: -1}), 0},
+		{"pipelined-nospin", nil, -1},
+		{"pipelined-taper-2M", core.WithTransferTuning(core.TransferTuning{TaperBytes: 2 << 20}), 0},
+		{"pipelined-4blocks", core.WithTransferTuning(core.TransferTuning{Blocks: 4}), 0},
+		{"pipelined-64M-chunks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 64 << 20, Blocks: 2}), 0},
+		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1}), 0},
 	}
 )
 
@@ -67,7 +84,7 @@ func xferBuffers(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, [
 func benchW1(b *testing.B, open xferOpener) {
 	for _, p := range packedPaths {
 		b.Run(p.name, func(b *testing.B) {
-			be := open(b, p.opt)
+			be := p.open(b, open)
 			_, ups := xferBuffers(b, be, 1024, 4<<10)
 			if err := be.UploadResidentMany(ups); err != nil {
 				b.Fatal(err)
@@ -86,7 +103,7 @@ func benchW1(b *testing.B, open xferOpener) {
 func benchW3(b *testing.B, open xferOpener) {
 	for _, p := range packedPaths {
 		b.Run(p.name, func(b *testing.B) {
-			be := open(b, p.opt)
+			be := p.open(b, open)
 			bufs, _ := xferBuffers(b, be, 1024, 4<<10)
 			dst, err := be.DownloadResidentManyInto(bufs, nil)
 			if err != nil {
@@ -106,7 +123,7 @@ func benchW3(b *testing.B, open xferOpener) {
 func benchW2(b *testing.B, open xferOpener) {
 	for _, p := range pipelinePaths {
 		b.Run(p.name, func(b *testing.B) {
-			be := open(b, p.opt)
+			be := p.open(b, open)
 			_, ups := xferBuffers(b, be, 1, 256<<20)
 			b.SetBytes(256 << 20)
 			b.ResetTimer()
@@ -122,7 +139,7 @@ func benchW2(b *testing.B, open xferOpener) {
 func benchW6(b *testing.B, open xferOpener) {
 	for _, p := range pipelinePaths {
 		b.Run(p.name, func(b *testing.B) {
-			be := open(b, p.opt)
+			be := p.open(b, open)
 			bufs, _ := xferBuffers(b, be, 1, 256<<20)
 			dst, err := be.DownloadResidentInto(bufs[0], nil)
 			if err != nil {
