@@ -93,14 +93,18 @@ func TestCoreStateMachineRandomFaults(t *testing.T) {
 }
 
 // TestCoreFailedDrainLeaksNothing: a transfer whose copy or fence fails is
-// drained with one more StreamSynchronize before its staging goes back to the
-// pool. When that drain fails as well, core (upload.go queueUploads and
-// readback.go gather, through drain and launchPool.giveBack(lease, false))
-// destroys the stream with the copy still queued: the simulated device
-// refuses (CUDA_ERROR_ILLEGAL_STATE, logged), so the stream leaks past Close
-// with its copy queued, and the staging block that copy reads has already
-// gone back to the pinned pool for reuse. Found by
-// TestCoreStateMachineRandomFaults; skipped until core handles it.
+// drained with one more StreamSynchronize (Backend.drain, upload.go) before
+// its staging goes back to the pool. When that drain fails as well, the
+// caller gives the lease back unhealthy and launchPool.giveBack destroys the
+// stream with the copy still queued: the simulated device refuses
+// (CUDA_ERROR_ILLEGAL_STATE, logged), so the stream leaks past Close, which
+// returns nil, with its copy queued; and the staging block that copy reads
+// has already gone back to the pinned pool for reuse (on a real device the
+// destroy succeeds but the DMA may still read recycled staging). Every
+// caller of drain has the pattern: queueUploads, gather, the packed and
+// pipelined paths, enqueue (batch.go), Pending.fail and
+// UploadResidentAsyncAt. Found by TestCoreStateMachineRandomFaults; skipped
+// until core handles it.
 func TestCoreFailedDrainLeaksNothing(t *testing.T) {
 	if os.Getenv(knownBugsEnv) == "" {
 		t.Skipf("known core bug (a failed drain leaks its stream); set %s=1 to run", knownBugsEnv)
