@@ -70,6 +70,9 @@ func coreSeed(t *testing.T) int64 {
 			if coreLong() {
 				long = " " + coreLongEnv + "=1"
 			}
+			if os.Getenv(knownBugsEnv) != "" {
+				long += " " + knownBugsEnv + "=1"
+			}
 			t.Logf("seed %d; reproduce with: %s=%d%s go test -race -count=1 -run '^%s$' ./proptest",
 				seed, coreSeedEnv, seed, long, name)
 		}
