@@ -20,8 +20,13 @@ race:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT)
 
-## fuzz: run every fuzz target for FUZZTIME each (default 2m).
+## fuzz: the core state-machine properties at long size, then every fuzz target
+## for FUZZTIME each (default 2m).
 fuzz:
+	@if [ "$(FUZZTIME)" != "$(FUZZSHORT)" ]; then \
+	  echo "long core properties (VYRECUDA_PROP_LONG=1)"; \
+	  VYRECUDA_PROP_LONG=1 $(GO) test -count=1 -run '^TestCore' ./proptest || exit 1; \
+	fi
 	@set -e; $(GO) test -list '^Fuzz' $(PKGS) > .fuzzlist.tmp 2>&1 || { cat .fuzzlist.tmp; rm -f .fuzzlist.tmp; exit 1; }; \
 	awk '/^Fuzz/ {t = t " " $$1} /^ok/ { if (t != "") print $$2 t; t = "" }' .fuzzlist.tmp > .fuzzpairs.tmp; rm -f .fuzzlist.tmp; \
 	while read -r pkg targets; do \
