@@ -11,9 +11,26 @@
 //     derived from the device's total and live free memory, handles that are
 //     unique across the process, and in-flight reference counts that keep
 //     buffers alive while work uses them;
+//   - the real driver (OpenCUDA, NewCUDADriver, Devices): the Driver over
+//     cudaapi, holding the device's primary context and making it current on
+//     whichever OS thread runs each call;
 //   - uploads and readbacks of resident buffers, validated as a whole batch
 //     before any byte moves, fused with package fusion, staged through pooled
 //     pinned host memory and fenced with one stream synchronization per call;
+//     many small copies travel packed (one DMA plus one scatter or gather
+//     launch of the built-in kernels in core/kernels), large ones pipelined in
+//     chunks through several pinned blocks, with host copies spread over
+//     goroutines;
+//   - programs and launches: Program (a PTX image, entry point, grid rule and
+//     a Go twin for the simulated device), modules loaded once per Backend,
+//     the built-in programs (ProgramFillU32, ProgramCopyU32, ProgramVAddU32,
+//     ProgramScaleF32), DispatchResident and DispatchResidentAsync with
+//     Pending results that hold their buffers in flight until they complete,
+//     and Batch (clears, fills, uploads, steps, reads) run with one fence by
+//     Run or RunAsync;
+//   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
+//     pool of resident buffers addressed by id, and a content-addressed cache
+//     of static uploads;
 //   - pinned host memory for callers (AllocHostPinned, PinHostBuffer) and
 //     asynchronous uploads from it (UploadResidentAsyncAt, SynchronizeUploads);
 //   - the pools below all of that: device allocations and pinned host blocks
