@@ -332,14 +332,12 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 			return fail("EventRecord", err)
 		}
 	}
-	for i := range plans {
-		if err := b.drv.Launch(plans[i].fn, plans[i].cfg, s, plans[i].args); err != nil {
-			e := driverError(op, "Launch", err)
-			e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
-			b.launch.giveBack(lease, b.drain(op, s))
-			release()
-			return nil, e
-		}
+	if i, err := b.launchPlans(s, plans); err != nil {
+		e := driverError(op, "Launch", err)
+		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
+		b.launch.giveBack(lease, b.drain(op, s))
+		release()
+		return nil, e
 	}
 	if timing {
 		if err := b.drv.EventRecord(lease.End, s); err != nil {

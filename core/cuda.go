@@ -76,6 +76,10 @@ type cudaDriver struct {
 	// outlives the call.
 	hostMu sync.RWMutex
 	host   hostRanges
+
+	// launchBufs holds C parameter buffers for reuse by Launch and
+	// LaunchBatch; Close frees them.
+	launchBufs launchBuffers
 }
 
 // Sentinel-like results for the adapter's own refusals; errors.As finds the
@@ -259,6 +263,7 @@ func (d *cudaDriver) Close() error {
 		return newError("cuda.Close", KindClosed, "the CUDA driver was already closed", "close it once")
 	}
 	d.closed = true
+	d.launchBufs.freeAll() // no launch holds one: each runs under life shared
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var first error
@@ -798,41 +803,24 @@ func (d *cudaDriver) ModuleFunction(m Module, name string) (Function, error) {
 	return Function(f), nil
 }
 
-// Launch queues a kernel launch on s. The parameters live in C memory for
-// the call (the driver copies them when the launch is queued).
+// Launch queues a kernel launch on s. The parameters are packed into a
+// pooled C buffer (the driver copies them when the launch is queued), so a
+// warm driver allocates nothing per launch.
 func (d *cudaDriver) Launch(f Function, cfg LaunchConfig, s Stream, args []KernelArg) error {
 	const call = "cuLaunchKernel"
-	switch {
-	case f == 0:
-		return refused(call, "null function", "pass a function from ModuleFunction")
-	case s == 0:
+	if err := checkLaunch(call, f, cfg, len(args)); err != nil {
+		return err
+	}
+	if s == 0 {
 		return nullStream(call)
-	}
-	for i := range 3 {
-		if cfg.Grid[i] == 0 || cfg.Block[i] == 0 {
-			return refused(call, fmt.Sprintf("grid %v, block %v", cfg.Grid, cfg.Block), "use at least 1 in every grid and block dimension")
-		}
-	}
-	params, err := cudaapi.NewKernelParams(len(args))
-	if err != nil {
-		return callError(call, err)
-	}
-	defer params.Free()
-	for i, a := range args {
-		if a.IsPtr {
-			err = params.SetDevicePtr(i, cudaapi.DevicePtr(a.Ptr))
-		} else {
-			err = params.SetUint32(i, a.U32)
-		}
-		if err != nil {
-			return callError(call, err)
-		}
 	}
 	if err := d.begin(); err != nil {
 		return err
 	}
-	err = cudaapi.LaunchKernel(cudaapi.Function(f), cfg.Grid[0], cfg.Grid[1], cfg.Grid[2],
-		cfg.Block[0], cfg.Block[1], cfg.Block[2], cfg.SharedMem, cudaapi.Stream(s), params.Pointer(), nil)
+	lb := d.launchBufs.take()
+	one := [1]Launch{{F: f, Cfg: cfg, Args: args}}
+	_, err := queueLaunches(lb, s, one[:], len(args))
+	d.launchBufs.put(lb)
 	d.end()
 	if err != nil {
 		return callError(call, err)

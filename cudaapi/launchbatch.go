@@ -84,6 +84,11 @@ func (b *LaunchBatch) values() unsafe.Pointer {
 	return unsafe.Add(b.mem, b.recCap*int(unsafe.Sizeof(launchRecord{})))
 }
 
+// Bytes returns the size of the C memory b holds.
+func (b *LaunchBatch) Bytes() int {
+	return b.recCap*int(unsafe.Sizeof(launchRecord{})) + b.valCap*kernelSlot
+}
+
 // Len returns the number of launches added since Reset.
 func (b *LaunchBatch) Len() int { return b.n }
 

@@ -1,0 +1,16 @@
+package sim
+
+import "github.com/vyre-go/vyrecuda/core"
+
+// LaunchBatch queues ls on s one Launch at a time (core.BatchLauncher), so
+// Backends over the simulated device take the batched path, with the same
+// counters and faults as separate launches: a failing launch stops the
+// batch, and its index comes back with the error.
+func (d *Device) LaunchBatch(s core.Stream, ls []core.Launch) (int, error) {
+	for i := range ls {
+		if err := d.Launch(ls[i].F, ls[i].Cfg, s, ls[i].Args); err != nil {
+			return i, err
+		}
+	}
+	return len(ls), nil
+}
