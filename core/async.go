@@ -89,7 +89,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	created := false
 	if b.async.lease == nil {
-		lease, err := b.launch.lease(op, false)
+		lease, err := b.lease(op, false)
 		if err != nil {
 			b.unpendRegion(reg)
 			return err
@@ -99,7 +99,8 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	if err := b.drv.MemcpyHtoDAsync(dst, unsafe.Slice((*byte)(src), n), b.async.lease.Stream); err != nil {
 		b.unpendRegion(reg)
 		if created {
-			b.launch.giveBack(b.async.lease, b.drain(op, b.async.lease.Stream))
+			// A fresh stream: the failed copy was its only work.
+			b.drain(op, held{}, b.async.lease)
 			b.async.lease = nil
 		}
 		return driverError(op, "MemcpyHtoDAsync", err)

@@ -21,6 +21,9 @@ import (
 //     nest, or a waiting Close deadlocks them).
 //   - async.mu guards the stream and the bookkeeping of queued asynchronous
 //     uploads (UploadResidentAsyncAt, SynchronizeUploads).
+//   - quar.mu guards the quarantine (quarantine.go); it is held across the
+//     StreamSynchronize of its retries, and never together with store.mu or
+//     pinned.mu.
 //   - store.mu guards the resident table (see residentStore).
 //   - pinned.mu guards the registry of caller-pinned host memory.
 //
@@ -43,6 +46,7 @@ type Backend struct {
 	devPool  *devicePool
 	hostPool *hostPool
 	launch   *launchPool
+	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache // loaded Program modules (program.go, dispatch work)
 }
@@ -109,6 +113,15 @@ func closedError(op string) *Error {
 // resources still leased. After Close every call returns ErrClosed,
 // including Close itself. A driver failure while releasing is returned (the
 // first one) after everything else has still been released.
+//
+// Close first retries the streams of failed calls that could not be drained
+// (quarantine.go). When one still cannot be synchronized, Close destroys
+// its launch resources but leaves the memory its queued work may touch
+// allocated (its staging and the resident buffers it targets: freeing them
+// could let that work write into memory handed to someone else), releases
+// everything else, and returns an ErrDriver saying what was left. A
+// synchronization that keeps failing means the device context is most
+// likely broken; that memory is reclaimed with the context.
 func (b *Backend) Close() error {
 	const op = "Close"
 	b.life.Lock()
@@ -121,23 +134,32 @@ func (b *Backend) Close() error {
 			fmt.Sprintf("%d asynchronous upload(s) are queued and not synchronized", n),
 			"call SynchronizeUploads before Close")
 	}
-	if refs, handles := b.store.inflightTotal(); refs > 0 {
+	// The quarantine's own in-flight references and leases do not refuse
+	// Close: settleQuarantine deals with them below.
+	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("%d resident buffer(s) are bound to %d in-flight use(s)", handles, refs),
+			fmt.Sprintf("%d resident buffer(s) are bound to %d in-flight use(s)", handles, refs-b.quar.refs.Load()),
 			"wait for pending work (Await or Close it) before closing the Backend")
 	}
-	// The launch pool refuses while leases are out; asking it first means a
-	// refusal leaves everything else untouched.
-	firstErr := b.launch.close()
-	if errors.Is(firstErr, ErrInFlight) {
-		return firstErr
+	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
+		return newError(op, KindInFlight,
+			fmt.Sprintf("%d launch-resource lease(s) still out", n),
+			"await or close every pending dispatch before closing the Backend")
 	}
-	b.closed = true
+	firstErr := b.settleQuarantine(op)
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
+	// The launch pool refuses while leases are out; asking it first means a
+	// refusal leaves everything else untouched.
+	lerr := b.launch.close()
+	if errors.Is(lerr, ErrInFlight) {
+		return lerr
+	}
+	keep(lerr)
+	b.closed = true
 	keep(b.store.releaseAll(op, b))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.close())
@@ -172,8 +194,13 @@ func (b *Backend) LiveFreeMemory() (uint64, error) {
 }
 
 // LaunchResourceCounts reports the launch-resource pool's idle, created and
-// destroyed streams and events.
-func (b *Backend) LaunchResourceCounts() LaunchResourceCounts { return b.launch.counts() }
+// destroyed streams and events, the leases out and, of those, the ones held
+// in quarantine because their stream could not be drained after a failure.
+func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
+	c := b.launch.counts()
+	c.Quarantined = int(b.quar.leases.Load())
+	return c
+}
 
 // PoolCachedBytes reports the bytes currently cached by the device pool and
 // the pinned host staging pool.

@@ -295,16 +295,24 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 			return nil, err
 		}
 	}
-	lease, err := b.launch.lease(op, timing)
+	lease, err := b.lease(op, timing)
 	if err != nil {
 		release()
 		return nil, err
 	}
 
 	// Queue everything; a driver failure drains what was queued so no copy
-	// still uses the staging, then releases it all.
+	// still uses the staging, then releases it all (or, when the drain
+	// fails, quarantines it).
+	drain := func() {
+		h := held{st: []*staging{&p.up}, ents: ents}
+		if rd != nil {
+			h.st = append(h.st, &rd.st)
+		}
+		b.drain(op, h, lease)
+	}
 	fail := func(call string, err error) (*Pending, error) {
-		b.launch.giveBack(lease, b.drain(op, lease.Stream))
+		drain()
 		release()
 		return nil, driverError(op, call, err)
 	}
@@ -335,7 +343,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 	if i, err := b.launchPlans(s, plans); err != nil {
 		e := driverError(op, "Launch", err)
 		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
-		b.launch.giveBack(lease, b.drain(op, s))
+		drain()
 		release()
 		return nil, e
 	}

@@ -28,6 +28,11 @@ type LaunchResourceCounts struct {
 	CompletionEvents LaunchKindCounts
 	TimingEvents     LaunchKindCounts
 	Leases           int
+	// Quarantined counts the leases, among Leases, that a Backend holds
+	// because a failed call could not drain their stream: their work may
+	// still use staging, which is held with them until a retried
+	// synchronization succeeds (Backend.Close explains what happens then).
+	Quarantined int
 }
 
 // launchLease is the set of resources one launch or transfer batch uses: a

@@ -183,7 +183,7 @@ func packedTwin(name string, mem KernelMemory, args []KernelArg, scatter bool) e
 //
 // Telemetry: HostToDeviceBytes counts the payload (not the table and
 // padding), DeviceCopies the DMAs, PackedLaunches the scatter.
-func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.UploadCopy, bytes uint64, requested int) error {
+func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().scatter)
 	if err != nil {
 		return err
@@ -199,7 +199,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 	if err != nil {
 		return err
 	}
-	defer b.devPool.put(dev)
+	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	pack := func(lo, hi int) {
 		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
 		forParts(hi-lo, t.copyWorkers(end-base), func(i int) int { return lay.offs[lo+i] - base },
@@ -220,13 +220,13 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 		pack(0, len(fused))
 	}
 
-	lease, err := b.launch.lease(op, false)
+	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
 	fail := func(call string, err error) error {
-		b.launch.giveBack(lease, b.drain(op, s))
+		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	dmas := uint64(1)
@@ -274,7 +274,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, fused []fusion.Uplo
 //
 // Telemetry: DeviceToHostBytes counts the payload, DeviceCopies both DMAs,
 // PackedLaunches the gather.
-func (b *Backend) gatherPacked(op string, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
+func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().gather)
 	if err != nil {
 		return err
@@ -295,19 +295,19 @@ func (b *Backend) gatherPacked(op string, g *gathered, copies []fusion.ReadbackC
 		release()
 		return err
 	}
-	defer b.devPool.put(dev)
+	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	for i, c := range copies {
 		lay.putEntry(stage, i, c.Src, c.Len)
 	}
 
-	lease, err := b.launch.lease(op, false)
+	lease, err := b.lease(op, false)
 	if err != nil {
 		release()
 		return err
 	}
 	s := lease.Stream
 	fail := func(call string, err error) error {
-		b.launch.giveBack(lease, b.drain(op, s))
+		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
 		return driverError(op, call, err)
 	}

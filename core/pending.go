@@ -181,10 +181,17 @@ func (p *Pending) complete() {
 
 // fail settles work whose fence or query failed: whatever was queued is
 // drained so no copy still uses the staging, and everything is released,
-// the lease unhealthy.
+// the lease unhealthy. When the drain fails, the lease, the staging and an
+// in-flight reference on the bound buffers go to the Backend's quarantine
+// instead (quarantine.go).
 func (p *Pending) fail(err *Error) {
 	p.err = err
-	p.b.drain(p.op, p.lease.Stream)
+	h := held{st: []*staging{&p.up}, ents: p.ents, discard: true}
+	if p.rd != nil {
+		h.st = append(h.st, &p.rd.st)
+	}
+	p.b.drain(p.op, h, p.lease)
+	p.lease = nil
 	p.settle()
 	p.collect(false)
 }

@@ -358,6 +358,7 @@ func forParts(n, w int, start func(i int) int, total int, f func(lo, hi int)) {
 type pipeline struct {
 	b      *Backend
 	op     string
+	ents   []*residentEntry // the transfer's resident buffer, for the quarantine
 	st     staging
 	blocks [][]byte
 	leases []*launchLease
@@ -365,9 +366,9 @@ type pipeline struct {
 }
 
 // newPipeline takes k staging blocks of chunk bytes and k leased streams,
-// all or nothing.
-func (b *Backend) newPipeline(op string, k, chunk int) (*pipeline, error) {
-	p := &pipeline{b: b, op: op, st: newStaging(b.hostPool)}
+// all or nothing, for a transfer whose caller holds ents in flight.
+func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk int) (*pipeline, error) {
+	p := &pipeline{b: b, op: op, ents: ents, st: newStaging(b.hostPool)}
 	p.blocks = make([][]byte, k)
 	for j := range p.blocks {
 		blk, err := p.st.take(op, chunk)
@@ -379,7 +380,7 @@ func (b *Backend) newPipeline(op string, k, chunk int) (*pipeline, error) {
 	}
 	p.leases = make([]*launchLease, 0, k)
 	for range k {
-		l, err := b.launch.lease(op, false)
+		l, err := b.lease(op, false)
 		if err != nil {
 			p.finish(true)
 			return nil, err
@@ -399,11 +400,9 @@ func (p *pipeline) wait(j int) error {
 }
 
 // fail drains every stream so no queued copy still uses the staging, gives
-// everything back and returns err.
+// everything back (or, when a drain fails, quarantines it) and returns err.
 func (p *pipeline) fail(err error) error {
-	for _, l := range p.leases {
-		p.b.launch.giveBack(l, p.b.drain(p.op, l.Stream))
-	}
+	p.b.drain(p.op, held{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
 	p.leases = nil
 	p.st.release()
 	return err
@@ -427,12 +426,12 @@ func (p *pipeline) finish(healthy bool) {
 // Telemetry counts each stream synchronization (k-1 reuse waits per round
 // of blocks, plus one per stream at the end) as a sync point and each
 // chunk as a device copy.
-func (b *Backend) uploadPipelined(op string, t *transferTuning, dst uint64, data []byte, requested int) error {
+func (b *Backend) uploadPipelined(op string, t *transferTuning, ents []*residentEntry, dst uint64, data []byte, requested int) error {
 	n := len(data)
 	bounds := t.chunkBounds(n, true)
 	chunks := len(bounds) - 1
 	k := min(t.blocks, chunks)
-	p, err := b.newPipeline(op, k, t.chunk)
+	p, err := b.newPipeline(op, ents, k, t.chunk)
 	if err != nil {
 		return err
 	}
@@ -474,12 +473,12 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, dst uint64, data
 // the first chunk leaves a prefix of out holding device bytes (callers
 // reusing caller storage document this). Telemetry counts each stream
 // synchronization as a sync point and each chunk as a device copy.
-func (b *Backend) downloadPipelined(op string, t *transferTuning, out []byte, src uint64) error {
+func (b *Backend) downloadPipelined(op string, t *transferTuning, ents []*residentEntry, out []byte, src uint64) error {
 	n := len(out)
 	bounds := t.chunkBounds(n, false)
 	chunks := len(bounds) - 1
 	k := min(t.blocks, chunks)
-	p, err := b.newPipeline(op, k, t.chunk)
+	p, err := b.newPipeline(op, ents, k, t.chunk)
 	if err != nil {
 		return err
 	}

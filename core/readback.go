@@ -340,13 +340,13 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	switch {
 	case into != nil && n == 1 && len(fused.Copies) == 1 && t.pipelines(fused.Bytes):
 		out := into(int(fused.Bytes))
-		if err := b.downloadPipelined(op, t, out, fused.Copies[0].Src); err != nil {
+		if err := b.downloadPipelined(op, t, ents, out, fused.Copies[0].Src); err != nil {
 			return nil, err
 		}
 		g.direct = out
 		return g, nil
 	case t.packs(len(fused.Copies), fused.Bytes):
-		if err := b.gatherPacked(op, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
+		if err := b.gatherPacked(op, ents, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
 			return nil, err
 		}
 		return g, nil
@@ -365,7 +365,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return nil, err
 	}
 	g.stage = stage
-	lease, err := b.launch.lease(op, false)
+	lease, err := b.lease(op, false)
 	if err != nil {
 		g.st.release()
 		return nil, err
@@ -373,13 +373,13 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	for i, c := range fused.Copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
-			b.launch.giveBack(lease, b.drain(op, lease.Stream))
+			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 			g.st.release()
 			return nil, driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.launch.giveBack(lease, b.drain(op, lease.Stream))
+		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
 		return nil, driverError(op, "StreamSynchronize", err)
 	}

@@ -220,6 +220,16 @@ func (b *Backend) FreeResident(h Buffer) error {
 		b.store.mu.Unlock()
 		return err
 	}
+	if e.inflight.Load() > 0 && b.quar.refs.Load() > 0 {
+		// The quarantine may be what holds it: retry it, then look again.
+		b.store.mu.Unlock()
+		b.retryQuarantine()
+		b.store.mu.Lock()
+		if e, err = b.store.lookup(op, h); err != nil {
+			b.store.mu.Unlock()
+			return err
+		}
+	}
 	if n := e.inflight.Load(); n > 0 {
 		b.store.mu.Unlock()
 		return newError(op, KindInFlight,
@@ -263,15 +273,19 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 }
 
 // releaseAll frees every resident buffer; Close calls it with life held
-// exclusively and no use in flight. Freeing continues past failures; the
+// exclusively and no use in flight but the quarantine's: a buffer that work
+// of an unsynchronized stream may still write is forgotten without being
+// freed (settleQuarantine reports it). Freeing continues past failures; the
 // first is returned.
 func (s *residentStore) releaseAll(op string, b *Backend) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
 	for id, e := range s.table {
-		if err := b.freeDevice(op, e); err != nil && first == nil {
-			first = err
+		if e.inflight.Load() == 0 {
+			if err := b.freeDevice(op, e); err != nil && first == nil {
+				first = err
+			}
 		}
 		delete(s.table, id)
 	}

@@ -68,6 +68,19 @@ func (s *staging) takeUpload(op string, data []byte, n int) ([]byte, error) {
 // held returns the number of blocks s holds.
 func (s *staging) held() int { return len(s.blocks) }
 
+// detach hands every block over to the caller and leaves s empty, so a
+// deferred release gives nothing back: for staging that queued work may
+// still use after the call ends (see drain).
+func (s *staging) detach() []pinnedBlock {
+	if len(s.blocks) == 0 {
+		return nil
+	}
+	out := append([]pinnedBlock(nil), s.blocks...)
+	clear(s.blocks)
+	s.blocks = s.blocks[:0]
+	return out
+}
+
 // release gives every block back to the pool. It is idempotent: a second
 // call finds nothing to give back.
 func (s *staging) release() {

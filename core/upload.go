@@ -117,7 +117,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		}
 		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
 	}
-	return b.queueUploads(op, copies)
+	return b.queueUploads(op, ents, copies)
 }
 
 // queueUploads fuses the copies and moves them by one of three paths, each
@@ -126,8 +126,9 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 // a few staging blocks (pipeline.go); many small ones are packed into one
 // DMA plus one scatter launch (packed.go); anything else is packed into one
 // pinned staging block and queued as one driver copy per fused copy on one
-// leased stream. The caller holds the destination buffers in flight.
-func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
+// leased stream. The caller holds the destination buffers (ents) in flight;
+// a failed drain quarantines them with the staging (quarantine.go).
+func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) error {
 	if len(copies) == 0 {
 		return nil
 	}
@@ -146,9 +147,9 @@ func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
 	t := b.tuning()
 	switch {
 	case len(fused) == 1 && t.pipelines(bytes):
-		return b.uploadPipelined(op, &t, fused[0].Dst, fused[0].Data, len(copies))
+		return b.uploadPipelined(op, &t, ents, fused[0].Dst, fused[0].Data, len(copies))
 	case t.packs(len(fused), bytes):
-		return b.uploadPacked(op, &t, fused, bytes, len(copies))
+		return b.uploadPacked(op, &t, ents, fused, bytes, len(copies))
 	}
 	st := newStaging(b.hostPool)
 	defer st.release()
@@ -170,18 +171,18 @@ func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
 		})
 	}
 
-	lease, err := b.launch.lease(op, false)
+	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
 	}
 	for i, c := range fused {
 		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[offs[i]:offs[i+1]:offs[i+1]], lease.Stream); err != nil {
-			b.launch.giveBack(lease, b.drain(op, lease.Stream))
+			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.launch.giveBack(lease, b.drain(op, lease.Stream))
+		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.giveBack(lease, true)
@@ -191,16 +192,4 @@ func (b *Backend) queueUploads(op string, copies []fusion.UploadCopy) error {
 	b.tel.requested.Add(uint64(len(copies)))
 	b.tel.deviceCopies.Add(uint64(len(fused)))
 	return nil
-}
-
-// drain waits for whatever a failed call already queued on s, so staging is
-// never returned to its pool while a copy may still use it. It reports
-// whether the stream is fit for reuse; when it is not, the lease is given
-// back unhealthy and the stream destroyed.
-func (b *Backend) drain(op string, s Stream) bool {
-	if err := b.drv.StreamSynchronize(s); err != nil {
-		b.log.Error("stream could not be drained after a failed transfer", "op", op, "err", err)
-		return false
-	}
-	return true
 }

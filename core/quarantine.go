@@ -1,0 +1,219 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// A call whose device work failed drains its streams with one more
+// StreamSynchronize before it gives anything back (drain). When that drain
+// fails too, work may still be queued on the stream: copies that read or
+// write the call's pinned staging, its device staging and the resident
+// buffers it targets. None of that may go back to a pool, be freed or be
+// handed to another buffer while the work can still run, and the stream
+// cannot be destroyed or reused. So the leases, staging blocks, device
+// staging allocations and an in-flight reference on each resident buffer
+// move into the Backend's quarantine instead.
+//
+// The quarantine is retried (one StreamSynchronize per held stream) at
+// cheap moments that need no lock but its own: before every lease
+// acquisition, when FreeResident finds a buffer in flight, and at Close.
+// A stream that synchronizes gives everything of its entry back normally.
+// Close gives up on streams that still fail (settleQuarantine): on a real
+// device a StreamSynchronize that keeps failing almost always means a sticky
+// error that broke the context, so their work will never run; Close then
+// destroys their streams and events (CUDA releases a stream with pending work
+// once the work ends or the context goes), and deliberately leaves the
+// memory their work may touch allocated, staging and resident buffers alike,
+// to be reclaimed with the context, and reports ErrDriver.
+
+// quarantined is what one failed call's undrained work may still use.
+type quarantined struct {
+	op     string
+	leases []*launchLease   // streams whose drain failed; shrinks as retries succeed
+	host   []pinnedBlock    // pinned staging blocks
+	dev    []deviceAlloc    // device staging allocations
+	ents   []*residentEntry // one in-flight reference each, the quarantine's own
+	err    error            // the latest synchronization failure
+}
+
+// quarantine holds the quarantined entries of a Backend.
+type quarantine struct {
+	mu     sync.Mutex // guards items; taken after async.mu, never with store.mu
+	items  []*quarantined
+	leases atomic.Int64 // leases held over all items, readable without mu
+	refs   atomic.Int64 // in-flight references held over all items
+}
+
+// held is what a failed call's queued work may still read or write: its
+// staging (released by the caller's deferred release unless detached), its
+// device staging allocations (put back by the caller unless zeroed) and the
+// resident buffers it targets. discard gives leases that do drain back
+// unhealthy (their events saw the failure).
+type held struct {
+	st      []*staging
+	dev     []*deviceAlloc
+	ents    []*residentEntry
+	discard bool
+}
+
+// drain synchronizes the streams of leases after a failed call, so nothing
+// their queued work uses goes back while the work may still run. A lease
+// whose stream drains goes back to the pool (healthy unless h.discard). When
+// any drain fails, those leases and everything in h move to the quarantine:
+// h's stagings are detached and its device allocations zeroed, so the
+// caller's deferred releases find nothing, and each of h.ents gets an
+// in-flight reference of the quarantine's own (the caller still drops its
+// own). Every lease is given back or quarantined here: callers must not give
+// them back again. It reports whether every stream drained.
+func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
+	var stuck []*launchLease
+	var last error
+	for _, l := range leases {
+		if l == nil {
+			continue
+		}
+		if err := b.drv.StreamSynchronize(l.Stream); err != nil {
+			b.log.Error("stream could not be drained after a failed call; quarantined", "op", op, "err", err)
+			stuck, last = append(stuck, l), err
+			continue
+		}
+		b.launch.giveBack(l, !h.discard)
+	}
+	if len(stuck) == 0 {
+		return true
+	}
+	q := &quarantined{op: op, leases: stuck, err: last}
+	for _, st := range h.st {
+		q.host = append(q.host, st.detach()...)
+	}
+	for _, d := range h.dev {
+		if d.ptr != 0 {
+			q.dev = append(q.dev, *d)
+			*d = deviceAlloc{}
+		}
+	}
+	q.ents = append(q.ents, h.ents...)
+	for _, e := range q.ents {
+		e.inflight.Add(1)
+	}
+	b.quar.mu.Lock()
+	b.quar.items = append(b.quar.items, q)
+	b.quar.leases.Add(int64(len(stuck)))
+	b.quar.refs.Add(int64(len(q.ents)))
+	b.quar.mu.Unlock()
+	return false
+}
+
+// lease retries the quarantine, then leases launch resources.
+func (b *Backend) lease(op string, timing bool) (*launchLease, error) {
+	b.retryQuarantine()
+	return b.launch.lease(op, timing)
+}
+
+// retryQuarantine synchronizes every quarantined stream once and releases
+// the entries whose streams all synchronized. It makes no driver call when
+// the quarantine is empty. It reports whether the quarantine is empty now.
+func (b *Backend) retryQuarantine() bool {
+	if b.quar.leases.Load() == 0 {
+		return true
+	}
+	b.quar.mu.Lock()
+	defer b.quar.mu.Unlock()
+	kept := b.quar.items[:0]
+	for _, q := range b.quar.items {
+		if !b.retryEntry(q) {
+			kept = append(kept, q)
+		}
+	}
+	clear(b.quar.items[len(kept):])
+	b.quar.items = kept
+	return len(kept) == 0
+}
+
+// retryEntry synchronizes q's streams, gives back those that synchronized
+// and, when none is left, releases everything q holds. It reports whether q
+// is released. Callers hold quar.mu.
+func (b *Backend) retryEntry(q *quarantined) bool {
+	kept := q.leases[:0]
+	for _, l := range q.leases {
+		if err := b.drv.StreamSynchronize(l.Stream); err != nil {
+			q.err = err
+			kept = append(kept, l)
+			continue
+		}
+		b.launch.giveBack(l, true)
+		b.quar.leases.Add(-1)
+	}
+	clear(q.leases[len(kept):])
+	q.leases = kept
+	if len(kept) > 0 {
+		return false
+	}
+	for _, blk := range q.host {
+		b.hostPool.put(blk)
+	}
+	for _, d := range q.dev {
+		b.devPool.put(d)
+	}
+	b.unpinEntries(q.op, q.ents)
+	b.quar.refs.Add(-int64(len(q.ents)))
+	*q = quarantined{}
+	return true
+}
+
+// settleQuarantine empties the quarantine for Close: each entry is retried
+// once more and released when its streams synchronize. For the streams that
+// still fail it destroys their launch resources and leaves what their work
+// may touch allocated (staging blocks and device staging are dropped from
+// their pools' reach; resident buffers keep the quarantine's in-flight
+// reference, which releaseAll respects), and returns an ErrDriver saying so.
+// Close calls it with life held exclusively.
+func (b *Backend) settleQuarantine(op string) error {
+	b.quar.mu.Lock()
+	defer b.quar.mu.Unlock()
+	var (
+		streams, bufs int
+		hostBytes     uint64
+		devBytes      uint64
+		ops           []string
+		last          error
+	)
+	for _, q := range b.quar.items {
+		if b.retryEntry(q) {
+			continue
+		}
+		for _, l := range q.leases {
+			b.launch.giveBack(l, false)
+		}
+		b.quar.leases.Add(-int64(len(q.leases)))
+		streams += len(q.leases)
+		for _, blk := range q.host {
+			hostBytes += uint64(len(blk.buf))
+		}
+		for _, d := range q.dev {
+			devBytes += uint64(d.size)
+		}
+		bufs += len(q.ents)
+		ops = append(ops, q.op)
+		last = q.err
+	}
+	clear(b.quar.items)
+	b.quar.items = nil
+	if streams == 0 {
+		return nil
+	}
+	e := driverError(op, "StreamSynchronize", last)
+	e.Detail = fmt.Sprintf("%d stream(s) of failed calls %v could not be synchronized; their work may still use "+
+		"%d bytes of pinned staging, %d bytes of device staging and %d resident buffer(s), left allocated",
+		streams, ops, hostBytes, devBytes, bufs)
+	e.Fix = "the device context is most likely broken by a sticky error: end the process or reset the device; " +
+		"the memory left allocated is reclaimed with the context"
+	b.log.Error("Close left memory of unsynchronized streams allocated", "op", op, "streams", streams,
+		"pinnedBytes", hostBytes, "deviceBytes", devBytes, "residentBuffers", bufs, "err", last)
+	return e
+}
+
+// quarantinedRefs returns the in-flight references the quarantine holds.
+func (b *Backend) quarantinedRefs() int64 { return b.quar.refs.Load() }
