@@ -106,3 +106,49 @@ func TestGPUDispatchLaunchBatchStopsAtFailure(t *testing.T) {
 		assert.Equal(t, w, got[nWords-1], "buffer %d", i)
 	}
 }
+
+// BenchmarkGPUW5PerLaunch is BenchmarkGPUW5DependentLaunches over a driver
+// that hides LaunchBatch, so one run compares the batched path against one
+// Launch per step.
+func BenchmarkGPUW5PerLaunch(b *testing.B) {
+	drv, err := core.NewCUDADriver(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	be, err := core.Open(struct{ core.Driver }{drv})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := be.Close(); err != nil {
+			b.Error(err)
+		}
+		if err := drv.(interface{ Close() error }).Close(); err != nil {
+			b.Error(err)
+		}
+	}()
+	h, err := be.AllocateResident(4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps := make([]core.Step, 100)
+	for i := range steps {
+		steps[i] = core.Step{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{h, h, h}}
+	}
+	batch := core.Batch{Steps: steps}
+	if _, err := be.Run(batch, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := be.Run(batch, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/100launches")
+	if err := be.FreeResident(h); err != nil {
+		b.Fatal(err)
+	}
+}
