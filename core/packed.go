@@ -2,11 +2,13 @@ package core
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 
 	"github.com/vyre-go/vyrecuda/core/kernels"
+	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
 
@@ -173,13 +175,32 @@ func packedTwin(name string, mem KernelMemory, args []KernelArg, scatter bool) e
 	return nil
 }
 
+// errNoPackRoom reports that a packed transfer found no device memory for
+// its staging allocation, before anything was queued: the caller moves the
+// copies by the per-copy path instead, which needs none. The allocation is
+// rounded up to a power of two outside the resident budget (8 MiB for 4 MiB
+// of data), so a nearly full device can refuse it where per-copy transfers
+// still work.
+var errNoPackRoom = errors.New("no device memory for packed staging")
+
+// noPackRoom turns an out-of-memory failure of the device staging
+// allocation into errNoPackRoom and returns any other error as it is.
+func noPackRoom(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY {
+		return errNoPackRoom
+	}
+	return err
+}
+
 // uploadPacked moves fused copies (bytes in all, requested copies before
 // fusion) as one packed block: one DMA (or, from packPartMinBytes of data,
 // the table plus packParts DMAs that overlap the packing), one scatter
 // launch, one fence. The
 // module is loaded before anything is taken, so a load failure holds
-// nothing; every later failure drains the stream and gives back both
-// staging allocations.
+// nothing; when the device staging allocation runs out of memory it returns
+// errNoPackRoom with nothing queued; every later failure drains the stream
+// and gives back both staging allocations.
 //
 // Telemetry: HostToDeviceBytes counts the payload (not the table and
 // padding), DeviceCopies the DMAs, PackedLaunches the scatter.
@@ -197,7 +218,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	}
 	dev, err := b.devPool.get(op, lay.total)
 	if err != nil {
-		return err
+		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	pack := func(lo, hi int) {
@@ -270,7 +291,8 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 // goes up with one small DMA, one gather launch packs the pieces into device
 // staging, one DMA brings them into g's pinned staging, one fence. On
 // success g holds the staging and the piece offsets; on failure it holds
-// nothing and nothing is leaked.
+// nothing and nothing is leaked. Like uploadPacked it returns errNoPackRoom,
+// with nothing queued, when the device staging allocation runs out of memory.
 //
 // Telemetry: DeviceToHostBytes counts the payload, DeviceCopies both DMAs,
 // PackedLaunches the gather.
@@ -293,7 +315,7 @@ func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, co
 	dev, err := b.devPool.get(op, lay.total)
 	if err != nil {
 		release()
-		return err
+		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	for i, c := range copies {

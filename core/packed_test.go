@@ -206,7 +206,8 @@ func packedFaults() []packedFault {
 		{"twin binding fails", func(d *sim.Device) { d.FailNth(sim.OpBindHostKernel, 1, bad) }, "BindHostKernel"},
 		{"pinned staging fails", func(d *sim.Device) { d.FailNth(sim.OpHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, "HostAlloc"},
 		{"pinned staging null", func(d *sim.Device) { d.NullNth(sim.OpHostAlloc, 1) }, "HostAlloc"},
-		{"device staging fails", func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, "MemAlloc"},
+		// Out of memory there falls back to the per-copy path (TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit).
+		{"device staging fails", func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, bad) }, "MemAlloc"},
 		{"device staging null", func(d *sim.Device) { d.NullNth(sim.OpMemAlloc, 1) }, "MemAlloc"},
 		{"stream create fails", func(d *sim.Device) { d.FailNth(sim.OpStreamCreate, 1, bad) }, "StreamCreate"},
 		{"copy up fails", func(d *sim.Device) { d.FailNth(sim.OpMemcpyHtoDAsync, 1, bad) }, "MemcpyHtoDAsync"},
@@ -322,4 +323,52 @@ func TestPackedReadbackFailuresLeaveOutputsUnchanged(t *testing.T) {
 			sim.RequireNoLeaks(t, dev)
 		})
 	}
+}
+
+// TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit: on a device too
+// full for the packed path's device staging (a power-of-two bucket outside
+// the resident budget), uploads and readbacks that would be packed take the
+// per-copy path instead of failing with out of memory, and leave nothing
+// behind.
+func TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit(t *testing.T) {
+	n := core.PackMinCopiesForTest
+	const size = 4096
+	// The buffers take n*size bytes; the packed staging would need a
+	// 2*n*size bucket (data plus table), more than what is left.
+	b, dev := openSim(t, sim.Config{TotalMemory: uint64(n*size + n*size/2)})
+	r := rand.New(rand.NewSource(9))
+	bufs, old := packedSet(t, b, dev, r, n, size)
+	_, err := dev.MemAlloc(uint64(2 * n * size))
+	require.Error(t, err, "the packed staging does not fit")
+
+	t.Run("readback", func(t *testing.T) {
+		b.ResetTelemetry()
+		got, err := b.DownloadResidentMany(bufs)
+		require.NoError(t, err)
+		assert.Equal(t, old, got)
+		tel := b.Telemetry()
+		assert.Zero(t, tel.PackedLaunches)
+		assert.Equal(t, uint64(n), tel.DeviceCopies, "one copy per buffer")
+		assert.Equal(t, uint64(1), tel.SyncPoints)
+	})
+	t.Run("upload", func(t *testing.T) {
+		ups := make([]core.Upload, n)
+		for i, h := range bufs {
+			ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+		}
+		b.ResetTelemetry()
+		require.NoError(t, b.UploadResidentMany(ups))
+		for i, h := range bufs {
+			require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
+		}
+		tel := b.Telemetry()
+		assert.Zero(t, tel.PackedLaunches)
+		assert.Equal(t, uint64(n), tel.DeviceCopies, "one copy per buffer")
+		assert.Equal(t, uint64(1), tel.SyncPoints)
+	})
+	dc, _ := b.PoolCachedBytes()
+	assert.Zero(t, dc, "no device staging was taken")
+	assert.Zero(t, b.LaunchResourceCounts().Leases)
+	require.NoError(t, b.Close())
+	sim.RequireNoLeaks(t, dev)
 }

@@ -277,7 +277,8 @@ func (g *gathered) release() {
 // label names request i in messages; nil means "item i: " for batches of
 // several requests and nothing for one.
 //
-// Many small fused copies take the packed path (packed.go). into, when not
+// Many small fused copies take the packed path (packed.go), or the per-copy
+// path when the device has no memory for its staging. into, when not
 // nil, offers a single request's destination: a read large enough to be
 // pipelined (pipeline.go) asks into for its output of that length after
 // validation and streams straight into it, leaving the result in g.direct.
@@ -346,10 +347,14 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		g.direct = out
 		return g, nil
 	case t.packs(len(fused.Copies), fused.Bytes):
-		if err := b.gatherPacked(op, ents, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
+		err := b.gatherPacked(op, ents, g, fused.Copies, fused.Bytes, nonEmpty)
+		if err == nil {
+			return g, nil
+		}
+		if err != errNoPackRoom {
 			return nil, err
 		}
-		return g, nil
+		// No device memory for packed staging: the per-copy path below needs none.
 	}
 	g.offs = make([]int, len(fused.Copies))
 	off := 0

@@ -124,7 +124,8 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 // with one stream synchronization per batch except the pipeline (which
 // waits once per reused staging block): one large copy is pipelined through
 // a few staging blocks (pipeline.go); many small ones are packed into one
-// DMA plus one scatter launch (packed.go); anything else is packed into one
+// DMA plus one scatter launch (packed.go) unless the device has no memory
+// for the packed staging; anything else is packed into one
 // pinned staging block and queued as one driver copy per fused copy on one
 // leased stream. The caller holds the destination buffers (ents) in flight;
 // a failed drain quarantines them with the staging (quarantine.go).
@@ -145,11 +146,15 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 			"split the batch into smaller ones")
 	}
 	t := b.tuning()
-	switch {
-	case len(fused) == 1 && t.pipelines(bytes):
+	if len(fused) == 1 && t.pipelines(bytes) {
 		return b.uploadPipelined(op, &t, ents, fused[0].Dst, fused[0].Data, len(copies))
-	case t.packs(len(fused), bytes):
-		return b.uploadPacked(op, &t, ents, fused, bytes, len(copies))
+	}
+	if t.packs(len(fused), bytes) {
+		err := b.uploadPacked(op, &t, ents, fused, bytes, len(copies))
+		if err != errNoPackRoom {
+			return err
+		}
+		// No device memory for packed staging: the per-copy path needs none.
 	}
 	st := newStaging(b.hostPool)
 	defer st.release()
