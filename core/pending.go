@@ -12,7 +12,10 @@ import (
 //
 // Completion, whichever way it is observed (IsReady, Await, AwaitInto,
 // Close), drops the in-flight marks and returns the stream, events and
-// upload staging to their pools, on success and on failure alike. A Pending
+// upload staging to their pools, on success and on failure alike (when a
+// failed stream cannot even be drained, the Backend quarantines them, and
+// keeps the bound buffers in flight, until it synchronizes; see
+// Backend.Close). A Pending
 // with reads keeps the staging holding their bytes, and its launch lease, until
 // AwaitInto or Close collects them; until then Backend.Close still refuses.
 //

@@ -36,6 +36,8 @@ type quarantined struct {
 	dev    []deviceAlloc    // device staging allocations
 	ents   []*residentEntry // one in-flight reference each, the quarantine's own
 	err    error            // the latest synchronization failure
+	// discard gives leases back unhealthy once they synchronize (held.discard).
+	discard bool
 }
 
 // quarantine holds the quarantined entries of a Backend.
@@ -84,7 +86,7 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 	if len(stuck) == 0 {
 		return true
 	}
-	q := &quarantined{op: op, leases: stuck, err: last}
+	q := &quarantined{op: op, leases: stuck, err: last, discard: h.discard}
 	for _, st := range h.st {
 		q.host = append(q.host, st.detach()...)
 	}
@@ -143,7 +145,7 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 			kept = append(kept, l)
 			continue
 		}
-		b.launch.giveBack(l, true)
+		b.launch.giveBack(l, !q.discard)
 		b.quar.leases.Add(-1)
 	}
 	clear(q.leases[len(kept):])
