@@ -51,44 +51,23 @@ func (d *Device) execHost(o Op, what string, b []byte) *Error {
 // MemcpyHtoDAsync queues a copy of src to device address dst on s. The
 // bytes of src are read when the copy executes, not when it is queued.
 func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s core.Stream) error {
-	const o = OpMemcpyHtoDAsync
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
-	}
-	st, err := d.lookupStream(o, s)
-	if err != nil {
-		return err
-	}
-	n := uint64(len(src))
-	if err := d.checkDevice(o, "destination", dst, n); err != nil {
-		return err
-	}
-	if err := d.checkHost(o, "source", src); err != nil {
-		return err
-	}
-	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
-		if err := d.execHost(o, "source", src); err != nil {
-			return err
-		}
-		b, err := d.execDevice(o, "destination", dst, n)
-		if err != nil {
-			return err
-		}
-		copy(b, src)
-		return nil
-	}})
-	return nil
+	return d.hostCopy(OpMemcpyHtoDAsync, src, dst, s, true)
 }
 
 // MemcpyDtoHAsync queues a copy of len(dst) bytes from device address src on
 // s. dst is written when the copy executes, not when it is queued.
 func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
-	const o = OpMemcpyDtoHAsync
+	return d.hostCopy(OpMemcpyDtoHAsync, dst, src, s, false)
+}
+
+// hostCopy queues a copy between host memory and the len(host) device bytes
+// at dev: to the device when toDevice, else from it. Both sides are checked
+// when the copy is queued and again when it executes.
+func (d *Device) hostCopy(o Op, host []byte, dev uint64, s core.Stream, toDevice bool) error {
+	hostRole, devRole := "destination", "source"
+	if toDevice {
+		hostRole, devRole = "source", "destination"
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch f := d.enter(o); f.kind {
@@ -101,22 +80,26 @@ func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
 	if err != nil {
 		return err
 	}
-	n := uint64(len(dst))
-	if err := d.checkDevice(o, "source", src, n); err != nil {
+	n := uint64(len(host))
+	if err := d.checkDevice(o, devRole, dev, n); err != nil {
 		return err
 	}
-	if err := d.checkHost(o, "destination", dst); err != nil {
+	if err := d.checkHost(o, hostRole, host); err != nil {
 		return err
 	}
 	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
-		if err := d.execHost(o, "destination", dst); err != nil {
+		if err := d.execHost(o, hostRole, host); err != nil {
 			return err
 		}
-		b, err := d.execDevice(o, "source", src, n)
+		b, err := d.execDevice(o, devRole, dev, n)
 		if err != nil {
 			return err
 		}
-		copy(dst, b)
+		if toDevice {
+			copy(b, host)
+		} else {
+			copy(host, b)
+		}
 		return nil
 	}})
 	return nil
