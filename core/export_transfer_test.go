@@ -19,6 +19,15 @@ type TransferTuning struct {
 	BytesPerWorker   int
 	PackParts        int
 	TaperBytes       int
+	// PackBlock and PackGrid set the scatter/gather launch geometry.
+	PackBlock int
+	PackGrid  int
+	// FenceSpin is how long a packed call polls StreamQuery before it
+	// blocks; negative: not at all.
+	FenceSpin time.Duration
+	// SyncEach fences after every queued packed operation, so phase times
+	// hold each operation's device time.
+	SyncEach bool
 }
 
 // WithTransferTuning sets the thresholds that choose the transfer paths.
@@ -26,7 +35,8 @@ func WithTransferTuning(t TransferTuning) Option {
 	return func(c *config) {
 		c.xfer = transferTuning{packMinCopies: t.PackMinCopies, packMaxMeanBytes: t.PackMaxMeanBytes,
 			packMaxBytes: t.PackMaxBytes, pipelineMin: t.PipelineMinBytes, chunk: t.ChunkBytes,
-			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker, packParts: t.PackParts, taper: t.TaperBytes}
+			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker, packParts: t.PackParts, taper: t.TaperBytes,
+			packBlock: t.PackBlock, packGrid: t.PackGrid, fenceSpin: t.FenceSpin, syncEach: t.SyncEach}
 	}
 }
 
@@ -35,6 +45,17 @@ func WithTransferTuning(t TransferTuning) Option {
 func SetCopyHelperSpin(d time.Duration) (restore func()) {
 	old := copyHelpers.spin.Swap(int64(d))
 	return func() { copyHelpers.spin.Store(old) }
+}
+
+// SetPhaseHook has f called with each packed-transfer phase's name as it
+// ends (upload: pin, validate, fuse, staging, pack, lease, dma, launch,
+// fence; readback: pin, validate, fuse, staging, table, lease, table-dma,
+// launch, dma, fence, unpack) and returns a function that removes it. Not
+// safe while transfers run.
+func SetPhaseHook(f func(phase string)) (restore func()) {
+	old := phaseHook
+	phaseHook = f
+	return func() { phaseHook = old }
 }
 
 // Default thresholds, for tests that size batches around them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
@@ -42,7 +43,10 @@ const (
 	// kernel moves 16-byte words when the device side is aligned too.
 	packAlign = 16
 	// packBlockThreads is the threads per block of the scatter and gather
-	// launches: one 16-byte word each for a 4 KiB piece.
+	// launches: one 16-byte word each for a 4 KiB piece. The kernel is not
+	// where W1/W3 time goes (launch plus kernel ~20 us of ~420 on an H200
+	// host); 128 threads, 512 threads with 512 blocks and 256 blocks (four
+	// entries each) all measured within run-to-run spread of 256.
 	packBlockThreads = 256
 	// packMaxGrid caps the grid; the kernels stride over the entries.
 	packMaxGrid = 65535
@@ -105,9 +109,55 @@ func (l *packLayout) putEntry(stage []byte, i int, addr uint64, n int) {
 	binary.LittleEndian.PutUint64(e[16:], uint64(n))
 }
 
-// launchConfig is the geometry of a scatter or gather over n entries.
-func packLaunch(n int) LaunchConfig {
-	return LaunchConfig{Grid: [3]uint32{uint32(min(n, packMaxGrid)), 1, 1}, Block: [3]uint32{packBlockThreads, 1, 1}}
+// packLaunch is the geometry of a scatter or gather over n entries.
+func (t *transferTuning) packLaunch(n int) LaunchConfig {
+	return LaunchConfig{Grid: [3]uint32{uint32(min(n, t.packGrid)), 1, 1}, Block: [3]uint32{uint32(t.packBlock), 1, 1}}
+}
+
+// phaseHook, when set (tests only), is called with the name of each phase
+// of a packed transfer as it ends, so a benchmark can time the phases.
+// It is nil otherwise: one load and branch per phase.
+var phaseHook func(phase string)
+
+func phase(name string) {
+	if h := phaseHook; h != nil {
+		h(name)
+	}
+}
+
+// packFenceSpin is how long a packed call polls StreamQuery before it
+// blocks in StreamSynchronize; < 0: it blocks at once.
+const packFenceSpin = -1
+
+// fence waits for everything queued on s, first polling for up to
+// t.fenceSpin, then with StreamSynchronize (which returns at once when the
+// polling saw the stream done, and reports any error of its work).
+func (b *Backend) fence(t *transferTuning, s Stream) (string, error) {
+	if t.fenceSpin > 0 {
+		until := time.Now().Add(t.fenceSpin)
+		for {
+			done, err := b.drv.StreamQuery(s)
+			if err != nil {
+				return "StreamQuery", err
+			}
+			if done || time.Now().After(until) {
+				break
+			}
+		}
+	}
+	return "StreamSynchronize", b.drv.StreamSynchronize(s)
+}
+
+// step fences s after a queued operation when t.syncEach is set (tests
+// only), so the phase times hold each operation's device time.
+func (b *Backend) step(t *transferTuning, s Stream, name string) error {
+	if t.syncEach {
+		if err := b.drv.StreamSynchronize(s); err != nil {
+			return err
+		}
+	}
+	phase(name)
+	return nil
 }
 
 type packedSet struct{ scatter, gather *Program }
@@ -221,6 +271,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
+	phase("staging")
 	pack := func(lo, hi int) {
 		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
 		forParts(hi-lo, t.copyWorkers(end-base), func(i int) int { return lay.offs[lo+i] - base },
@@ -240,12 +291,14 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	if parts == 1 {
 		pack(0, len(fused))
 	}
+	phase("pack")
 
 	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
+	phase("lease")
 	fail := func(call string, err error) error {
 		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
@@ -254,6 +307,9 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	if parts == 1 {
 		if err := b.drv.MemcpyHtoDAsync(dev.ptr, stage, s); err != nil {
 			return fail("MemcpyHtoDAsync", err)
+		}
+		if err := b.step(t, s, "dma"); err != nil {
+			return fail("StreamSynchronize", err)
 		}
 	} else {
 		// The table first, then each part as soon as it is packed.
@@ -271,12 +327,16 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 		dmas += uint64(parts)
 	}
 	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(len(fused))}}
-	if err := b.drv.Launch(f, packLaunch(len(fused)), s, args); err != nil {
+	if err := b.drv.Launch(f, t.packLaunch(len(fused)), s, args); err != nil {
 		return fail("Launch", err)
 	}
-	if err := b.drv.StreamSynchronize(s); err != nil {
+	if err := b.step(t, s, "launch"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
+	if call, err := b.fence(t, s); err != nil {
+		return fail(call, err)
+	}
+	phase("fence")
 	b.launch.giveBack(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
@@ -296,7 +356,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 //
 // Telemetry: DeviceToHostBytes counts the payload, DeviceCopies both DMAs,
 // PackedLaunches the gather.
-func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
+func (b *Backend) gatherPacked(op string, t *transferTuning, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().gather)
 	if err != nil {
 		return err
@@ -318,9 +378,11 @@ func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, co
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
+	phase("staging")
 	for i, c := range copies {
 		lay.putEntry(stage, i, c.Src, c.Len)
 	}
+	phase("table")
 
 	lease, err := b.lease(op, false)
 	if err != nil {
@@ -328,6 +390,7 @@ func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, co
 		return err
 	}
 	s := lease.Stream
+	phase("lease")
 	fail := func(call string, err error) error {
 		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
@@ -336,16 +399,26 @@ func (b *Backend) gatherPacked(op string, ents []*residentEntry, g *gathered, co
 	if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), stage[lay.table:], s); err != nil {
 		return fail("MemcpyHtoDAsync", err)
 	}
+	if err := b.step(t, s, "table-dma"); err != nil {
+		return fail("StreamSynchronize", err)
+	}
 	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(len(copies))}}
-	if err := b.drv.Launch(f, packLaunch(len(copies)), s, args); err != nil {
+	if err := b.drv.Launch(f, t.packLaunch(len(copies)), s, args); err != nil {
 		return fail("Launch", err)
+	}
+	if err := b.step(t, s, "launch"); err != nil {
+		return fail("StreamSynchronize", err)
 	}
 	if err := b.drv.MemcpyDtoHAsync(stage[:lay.dataEnd:lay.dataEnd], dev.ptr, s); err != nil {
 		return fail("MemcpyDtoHAsync", err)
 	}
-	if err := b.drv.StreamSynchronize(s); err != nil {
+	if err := b.step(t, s, "dma"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
+	if call, err := b.fence(t, s); err != nil {
+		return fail(call, err)
+	}
+	phase("fence")
 	b.launch.giveBack(lease, true)
 	g.stage = stage
 	g.offs = lay.offs

@@ -63,16 +63,20 @@ const (
 // runs every path at small sizes, or switch a path off with a negative
 // value.
 type transferTuning struct {
-	packMinCopies    int // fused copies from which a batch is packed; < 0: never
-	packMaxMeanBytes int // largest mean fused copy that is packed
-	packMaxBytes     int // largest packed block (data, padding and table)
-	pipelineMin      int // bytes from which a single transfer is pipelined; < 0: never
-	chunk            int // pipeline chunk bytes
-	blocks           int // pipeline staging blocks
-	workers          int // most copy goroutines
-	perWorker        int // least bytes per copy goroutine
-	packParts        int // DMAs the data of a packed upload is split into
-	taper            int // smallest chunk at a pipeline's exposed end; < 0: no taper
+	packMinCopies    int           // fused copies from which a batch is packed; < 0: never
+	packMaxMeanBytes int           // largest mean fused copy that is packed
+	packMaxBytes     int           // largest packed block (data, padding and table)
+	pipelineMin      int           // bytes from which a single transfer is pipelined; < 0: never
+	chunk            int           // pipeline chunk bytes
+	blocks           int           // pipeline staging blocks
+	workers          int           // most copy goroutines
+	perWorker        int           // least bytes per copy goroutine
+	packParts        int           // DMAs the data of a packed upload is split into
+	taper            int           // smallest chunk at a pipeline's exposed end; < 0: no taper
+	packBlock        int           // threads per block of the scatter and gather launches
+	packGrid         int           // most blocks of a scatter or gather launch
+	fenceSpin        time.Duration // StreamQuery polling before a packed call's fence; < 0: none
+	syncEach         bool          // test-only: fence after every queued packed operation
 }
 
 // tuning returns the Backend's transfer tuning with defaults filled in.
@@ -93,6 +97,11 @@ func (b *Backend) tuning() transferTuning {
 	def(&t.perWorker, copyBytesPerWorker)
 	def(&t.packParts, packParts)
 	def(&t.taper, pipelineTaperBytes)
+	def(&t.packBlock, packBlockThreads)
+	def(&t.packGrid, packMaxGrid)
+	if t.fenceSpin == 0 {
+		t.fenceSpin = packFenceSpin
+	}
 	return t
 }
 

@@ -73,7 +73,9 @@ func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	defer g.release()
-	return g.fill(dst, 0, len(hs)), nil
+	out := g.fill(dst, 0, len(hs))
+	phase("unpack")
+	return out, nil
 }
 
 // DownloadResidentRange reads n bytes of h starting at byte off into a new
@@ -299,6 +301,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return nil, err
 	}
 	defer b.unpinEntries(op, ents)
+	phase("pin")
 
 	reqs := make([]fusion.ReadbackCopy, n)
 	nonEmpty := 0
@@ -327,6 +330,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if nonEmpty == 0 {
 		return g, nil
 	}
+	phase("validate")
 	fused, err := fusion.FuseReadbacks(reqs)
 	if err != nil {
 		return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the readbacks failed",
@@ -337,6 +341,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 			"split the batch into smaller ones")
 	}
 	g.views = fused.Views
+	phase("fuse")
 	t := &g.tune
 	switch {
 	case into != nil && n == 1 && len(fused.Copies) == 1 && t.pipelines(fused.Bytes):
@@ -347,7 +352,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		g.direct = out
 		return g, nil
 	case t.packs(len(fused.Copies), fused.Bytes):
-		err := b.gatherPacked(op, ents, g, fused.Copies, fused.Bytes, nonEmpty)
+		err := b.gatherPacked(op, t, ents, g, fused.Copies, fused.Bytes, nonEmpty)
 		if err == nil {
 			return g, nil
 		}

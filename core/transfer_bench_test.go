@@ -1,7 +1,9 @@
 package core_test
 
 import (
+	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,3 +167,113 @@ func BenchmarkTransferW1UploadMany1024x4K(b *testing.B)   { benchW1(b, openXferS
 func BenchmarkTransferW3DownloadMany1024x4K(b *testing.B) { benchW3(b, openXferSim) }
 func BenchmarkTransferW2Upload256MiB(b *testing.B)        { benchW2(b, openXferSim) }
 func BenchmarkTransferW6Download256MiB(b *testing.B)      { benchW6(b, openXferSim) }
+
+// phaseVariants are the tunings the phase benchmarks compare side by side.
+var phaseVariants = []xferPath{
+	{"default", nil, 0},
+	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true}), 0},
+	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128}), 0},
+	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256}), 0},
+	{"block512-grid512", core.WithTransferTuning(core.TransferTuning{PackBlock: 512, PackGrid: 512}), 0},
+	{"fence-spin50us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 50 * time.Microsecond}), 0},
+	{"fence-spin300us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 300 * time.Microsecond}), 0},
+	{"workers4", core.WithTransferTuning(core.TransferTuning{Workers: 4}), 0},
+	{"workers1", core.WithTransferTuning(core.TransferTuning{Workers: 1}), 0},
+}
+
+// phaseTimer collects, per benchmark iteration, the time between
+// consecutive phase ends, and reports each phase's median in microseconds.
+type phaseTimer struct {
+	order []string
+	times map[string][]time.Duration
+	last  time.Time
+	iter  map[string]time.Duration
+}
+
+func newPhaseTimer(b *testing.B) *phaseTimer {
+	p := &phaseTimer{times: map[string][]time.Duration{}}
+	b.Cleanup(core.SetPhaseHook(p.mark))
+	return p
+}
+
+func (p *phaseTimer) start() { p.last, p.iter = time.Now(), map[string]time.Duration{} }
+
+func (p *phaseTimer) mark(name string) {
+	now := time.Now()
+	if p.iter == nil {
+		return
+	}
+	if _, ok := p.times[name]; !ok {
+		p.order = append(p.order, name)
+		p.times[name] = nil
+	}
+	p.iter[name] += now.Sub(p.last)
+	p.last = now
+}
+
+// stop ends an iteration; the time since the last phase is "release".
+func (p *phaseTimer) stop() {
+	p.mark("release")
+	var total time.Duration
+	for name, d := range p.iter {
+		p.times[name] = append(p.times[name], d)
+		total += d
+	}
+	p.times["total"] = append(p.times["total"], total)
+	p.iter = nil
+}
+
+func medianUS(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return float64(s[len(s)/2]) / 1e3
+}
+
+func (p *phaseTimer) report(b *testing.B) {
+	for i, name := range p.order {
+		b.ReportMetric(medianUS(p.times[name]), fmt.Sprintf("%02d%s-us", i, name))
+	}
+	b.ReportMetric(medianUS(p.times["total"]), "total-us")
+}
+
+func benchPhases(b *testing.B, open xferOpener, download bool) {
+	for _, v := range phaseVariants {
+		b.Run(v.name, func(b *testing.B) {
+			be := v.open(b, open)
+			bufs, ups := xferBuffers(b, be, 1024, 4<<10)
+			var dst [][]byte
+			call := func() error {
+				if download {
+					var err error
+					dst, err = be.DownloadResidentManyInto(bufs, dst)
+					return err
+				}
+				return be.UploadResidentMany(ups)
+			}
+			for range 5 {
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := newPhaseTimer(b)
+			b.ReportAllocs()
+			b.SetBytes(1024 * 4 << 10)
+			b.ResetTimer()
+			for range b.N {
+				p.start()
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+				p.stop()
+			}
+			b.StopTimer()
+			p.report(b)
+		})
+	}
+}
+
+func BenchmarkTransferW1Phases(b *testing.B) { benchPhases(b, openXferSim, false) }
+func BenchmarkTransferW3Phases(b *testing.B) { benchPhases(b, openXferSim, true) }

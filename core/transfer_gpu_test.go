@@ -152,3 +152,7 @@ func BenchmarkGPUW1UploadMany1024x4K(b *testing.B)   { benchW1(b, openXferGPUBen
 func BenchmarkGPUW3DownloadMany1024x4K(b *testing.B) { benchW3(b, openXferGPUBench) }
 func BenchmarkGPUW2Upload256MiBPaths(b *testing.B)   { benchW2(b, openXferGPUBench) }
 func BenchmarkGPUW6Download256MiBPaths(b *testing.B) { benchW6(b, openXferGPUBench) }
+
+// The phase breakdowns of W1 and W3 on the GPU, per tuning variant.
+func BenchmarkGPUW1Phases(b *testing.B) { benchPhases(b, openXferGPUBench, false) }
+func BenchmarkGPUW3Phases(b *testing.B) { benchPhases(b, openXferGPUBench, true) }

@@ -91,6 +91,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		return err
 	}
 	defer b.unpinEntries(op, ents)
+	phase("pin")
 
 	copies := make([]fusion.UploadCopy, 0, n)
 	for i, e := range ents {
@@ -117,6 +118,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		}
 		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
 	}
+	phase("validate")
 	return b.queueUploads(op, ents, copies)
 }
 
@@ -145,6 +147,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", bytes),
 			"split the batch into smaller ones")
 	}
+	phase("fuse")
 	t := b.tuning()
 	if len(fused) == 1 && t.pipelines(bytes) {
 		return b.uploadPipelined(op, &t, ents, fused[0].Dst, fused[0].Data, len(copies))
