@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"math/rand"
 	"runtime"
 	"testing"
@@ -484,8 +485,15 @@ func (s *freeStep) run(r *runner) error {
 	case r.m.bufs[h.ID].inFlight():
 		want = core.KindInFlight
 	}
-	r.logf("FreeResident(%+v)", h)
+	r.logf("FreeResident(%+v) quarantined=%v", h, r.maybeQuarantined(h.ID))
 	err := r.b.FreeResident(h)
+	if want == 0 && r.maybeQuarantined(h.ID) && errors.Is(err, core.ErrInFlight) {
+		// Work of a failed call that the quarantine holds may still use
+		// the buffer: FreeResident retried the quarantine, which did not
+		// synchronize.
+		want = core.KindInFlight
+		countOutcome(call+" (quarantine held)", rejected)
+	}
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
 		return verr
@@ -578,6 +586,7 @@ func (r *runner) doUploads(call string, items []upItem, full bool, do func() err
 		// forgets every destination byte of the batch, nothing else.
 		for _, it := range items {
 			r.m.forget(it.h.ID, span{it.off, it.off + len(it.data)})
+			r.failedTargets(it.h.ID, span{it.off, it.off + len(it.data)})
 		}
 		return nil
 	}
@@ -991,6 +1000,9 @@ func (s *readStep) run(r *runner) error {
 		if out == rejected {
 			return r.noCalls(call + " rejected")
 		}
+		for _, x := range rs {
+			r.failedTargets(x.Buf.ID, span{}) // read, not written
+		}
 		return nil
 	}
 	if len(got) != len(rs) {
@@ -1093,6 +1105,7 @@ func (r *runner) expectTransfer(what string, exact map[sim.Op]uint64) error {
 		return nil
 	}
 	got := r.callsDelta()
+	r.dropRetries(got, exact)
 	for op, n := range got {
 		if _, ok := exact[op]; !ok && !resourceOps[op] {
 			return fmt.Errorf("%s: device calls %v; %v is not expected", what, got, op)
@@ -1220,6 +1233,7 @@ func (s *asyncStep) run(r *runner) error {
 	case rejected:
 		return r.noCalls(call + " rejected")
 	case faulted:
+		r.failedTargets(h.ID, span{off, off + n})
 		return nil
 	}
 	if n == 0 {
@@ -1592,6 +1606,10 @@ func (s *dispatchStep) run(r *runner) error {
 		// A driver failure after the launch was queued drains the stream,
 		// so the kernel may have run: its output bytes are unknown.
 		r.m.forget(dst.ID, span{0, d.n})
+		for _, h := range bufs {
+			r.failedTargets(h.ID, span{})
+		}
+		r.failedTargets(dst.ID, span{0, d.n})
 		return nil
 	}
 	d.p = p
@@ -1675,6 +1693,10 @@ func (s *awaitStep) run(r *runner) error {
 	}
 	if out == faulted {
 		r.m.settle(d, false, err)
+		for _, id := range d.ids {
+			r.failedTargets(id, span{})
+		}
+		r.failedTargets(d.dst, span{0, d.n})
 		return nil
 	}
 	r.m.settle(d, true, nil)
@@ -1832,6 +1854,10 @@ type optModel struct {
 	pool        map[int]int    // pooled buffers: length -> count
 	pooledBytes uint64
 	sets        []*optSet
+	// Buffers of failed static acquisitions that the quarantine still
+	// used when the dispatcher freed them: retired until its Close.
+	retiredN     int
+	retiredBytes uint64
 }
 
 // optSet is one static acquisition.
@@ -1936,13 +1962,15 @@ func (r *runner) checkOptimizer() error {
 		return fmt.Errorf("optimizer over its caps: %+v", st)
 	case st.StaticSetsAcquired != acquired:
 		return fmt.Errorf("optimizer acquisitions %d, model %d", st.StaticSetsAcquired, acquired)
+	case st.RetiredBuffers != o.retiredN:
+		return fmt.Errorf("optimizer retired buffers %d, model %d", st.RetiredBuffers, o.retiredN)
 	case st.RetiredBuffers != 0 && r.cfg.faults == faultsOff:
 		return fmt.Errorf("optimizer retired buffers without faults: %+v", st)
 	}
-	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes
+	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes
 	if got := r.b.ResidentAllocatedBytes(); got != want {
-		return fmt.Errorf("ResidentAllocatedBytes %d, want %d (runner %d + dispatcher live %d + pooled %d + static cached %d)",
-			got, want, r.m.residentBytes(), o.live(), st.PooledBytes, st.StaticCachedBytes)
+		return fmt.Errorf("ResidentAllocatedBytes %d, want %d (runner %d + dispatcher live %d + pooled %d + static cached %d + retired %d)",
+			got, want, r.m.residentBytes(), o.live(), st.PooledBytes, st.StaticCachedBytes, o.retiredBytes)
 	}
 	return nil
 }
@@ -2141,12 +2169,16 @@ func (s *staticAcquireStep) run(r *runner) error {
 			grew := r.b.Telemetry().ResidentAllocationBytes - telBefore.ResidentAllocationBytes
 			pool := maps.Clone(o.pool)
 			var prefix uint64
+			var fresh []int // sizes of the fresh buffers allocated before the failure
 			ok := grew == 0
 			for _, p := range s.payload {
 				if n := staticCatalog[p].n; pool[n] > 0 {
 					pool[n]--
 				} else {
 					prefix += uint64(n)
+					if prefix <= grew {
+						fresh = append(fresh, n)
+					}
 					ok = ok || grew == prefix
 				}
 			}
@@ -2154,6 +2186,7 @@ func (s *staticAcquireStep) run(r *runner) error {
 				return fmt.Errorf("failed %s grew ResidentAllocationBytes by %d, not by a prefix of its fresh payloads", call, grew)
 			}
 			r.m.tel.ResidentAllocationBytes += grew
+			return r.retiredByQuarantine(o, call, fresh)
 		}
 		return verr
 	}
@@ -2193,6 +2226,41 @@ func (s *staticAcquireStep) run(r *runner) error {
 	t.RequestedCopies += uint64(len(payloads))
 	t.DeviceCopies += uint64(len(payloads))
 	return r.expectTransfer(call+" cold", map[sim.Op]uint64{sim.OpMemGetInfo: fresh, sim.OpMemcpyHtoDAsync: uint64(len(payloads)), sim.OpStreamSynchronize: 1})
+}
+
+// retiredByQuarantine accounts for the buffers a failed static acquisition
+// could not free: when its upload's drain failed too, the quarantine holds
+// an in-flight use of each of its buffers, so the dispatcher's
+// FreeResident of a fresh one is refused (unless that FreeResident's retry
+// of the quarantine synchronized) and the buffer is retired until Close.
+// The retired bytes must be those of exactly as many of the fresh buffers
+// as were newly retired.
+func (r *runner) retiredByQuarantine(o *optModel, call string, fresh []int) error {
+	st := o.d.Stats()
+	k := st.RetiredBuffers - o.retiredN
+	if k == 0 {
+		return nil
+	}
+	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes
+	got := r.b.ResidentAllocatedBytes()
+	ok := false
+	for set := range 1 << len(fresh) { // at most three payloads
+		var n uint64
+		for i, f := range fresh {
+			if set>>i&1 == 1 {
+				n += uint64(f)
+			}
+		}
+		ok = ok || bits.OnesCount(uint(set)) == k && got == want+n
+	}
+	if !ok {
+		return fmt.Errorf("failed %s retired %d buffer(s); resident bytes %d, %d without them; fresh payloads %v",
+			call, k, got, want, fresh)
+	}
+	countOutcome(call+" (retired, quarantine held)", faulted)
+	o.retiredN += k
+	o.retiredBytes += got - want
+	return nil
 }
 
 // staticReleaseStep is ReleaseStaticUploads of an acquisition, released

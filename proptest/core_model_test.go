@@ -70,9 +70,6 @@ func coreSeed(t *testing.T) int64 {
 			if coreLong() {
 				long = " " + coreLongEnv + "=1"
 			}
-			if os.Getenv(knownBugsEnv) != "" {
-				long += " " + knownBugsEnv + "=1"
-			}
 			t.Logf("seed %d; reproduce with: %s=%d%s go test -race -count=1 -run '^%s$' ./proptest",
 				seed, coreSeedEnv, seed, long, name)
 		}
@@ -83,6 +80,9 @@ func coreSeed(t *testing.T) int64 {
 // coreStats counts what the properties ran, for the logs and the report.
 var coreStats struct {
 	sequences, steps, rejected, faulted atomic.Int64
+	// Steps that left the quarantine holding leases, and steps that began
+	// with it holding some and drained it.
+	quarantined, drained atomic.Int64
 
 	mu       sync.Mutex
 	outcomes map[string]*[3]int64 // per call: succeeded, rejected, faulted
@@ -102,10 +102,11 @@ func countOutcome(call string, o outcome) {
 	c[o]++
 }
 
-func logCoreStats(t *testing.T, before [4]int64) {
+func logCoreStats(t *testing.T, before [6]int64) {
 	now := snapshotCoreStats()
-	t.Logf("ran %d sequences, %d steps (%d rejected as predicted, %d failed by injected faults)",
-		now[0]-before[0], now[1]-before[1], now[2]-before[2], now[3]-before[3])
+	t.Logf("ran %d sequences, %d steps (%d rejected as predicted, %d failed by injected faults; "+
+		"%d left a quarantine, %d drained one)",
+		now[0]-before[0], now[1]-before[1], now[2]-before[2], now[3]-before[3], now[4]-before[4], now[5]-before[5])
 	if testing.Verbose() {
 		coreStats.mu.Lock()
 		defer coreStats.mu.Unlock()
@@ -121,8 +122,9 @@ func logCoreStats(t *testing.T, before [4]int64) {
 	}
 }
 
-func snapshotCoreStats() [4]int64 {
-	return [4]int64{coreStats.sequences.Load(), coreStats.steps.Load(), coreStats.rejected.Load(), coreStats.faulted.Load()}
+func snapshotCoreStats() [6]int64 {
+	return [6]int64{coreStats.sequences.Load(), coreStats.steps.Load(), coreStats.rejected.Load(), coreStats.faulted.Load(),
+		coreStats.quarantined.Load(), coreStats.drained.Load()}
 }
 
 // span is the byte interval [off, end).
@@ -268,6 +270,13 @@ type model struct {
 	// packable counts, in shared mode, transfers that may have been packed:
 	// tel then holds their plain-path DeviceCopies, an upper bound.
 	packable uint64
+	// qspans holds, per buffer, the bytes that work of a failed call may
+	// still write once the Backend's quarantine drains it (see quarModel);
+	// qActive is set while a step runs with a non-empty quarantine. A write
+	// into those bytes then is not ordered against that work, so the model
+	// forgets them.
+	qspans  map[uint64]spans
+	qActive bool
 }
 
 // queued returns the dispatches not settled yet.
@@ -340,6 +349,21 @@ func (m *model) write(id uint64, off int, data []byte) {
 	b.unknown = b.unknown.remove(x)
 	m.markConflict(b, x)
 	m.touch(id, x)
+	m.forgetQuarantined(id, x)
+}
+
+// forgetQuarantined forgets the bytes of x in buffer id that quarantined
+// work may still overwrite, when the step runs with a quarantine.
+func (m *model) forgetQuarantined(id uint64, x span) {
+	if !m.qActive {
+		return
+	}
+	b := m.bufs[id]
+	for _, q := range m.qspans[id] {
+		if o := (span{max(q.off, x.off), min(q.end, x.end)}); o.off < o.end {
+			b.unknown = b.unknown.add(o)
+		}
+	}
 }
 
 // forget records that the bytes of x may have been written with anything.
@@ -372,6 +396,7 @@ func (m *model) synchronized() {
 		copy(b.data[w.off:], w.data)
 		b.unknown = b.unknown.remove(span{w.off, w.off + len(w.data)})
 		m.touch(w.id, span{w.off, w.off + len(w.data)})
+		m.forgetQuarantined(w.id, span{w.off, w.off + len(w.data)})
 		w.slot.pending = 0
 	}
 	for _, b := range m.bufs {
@@ -464,7 +489,7 @@ const (
 // design; FreeResident's own MemFree is covered by freeStep's fault.
 var faultOps = []sim.Op{
 	sim.OpMemGetInfo, sim.OpMemAlloc, sim.OpHostAlloc, sim.OpHostRegister,
-	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize,
+	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize, sim.OpStreamQuery,
 	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
 	sim.OpLaunch, sim.OpEventRecord, sim.OpEventQuery, sim.OpModuleLoad, sim.OpModuleFunction,
 }
@@ -608,9 +633,49 @@ type runner struct {
 	// Call counts of the device when the current step began.
 	callsBefore map[sim.Op]uint64
 
+	q quarModel
+
 	broken error    // first violation; later steps are skipped
 	trace  []string // resolved calls of the last steps, for failure messages
 }
+
+// quarModel is what the model knows of the Backend's quarantine
+// (core/quarantine.go): when a failed call's drain fails too, its leases
+// and everything its queued work may use (pinned and device staging, an
+// in-flight reference on the buffers it targets) stay with the Backend
+// until a retried synchronization succeeds. Only the count of quarantined
+// leases is visible, so checkGlobal measures the residue (what the device
+// holds beyond everything else the model explains) and requires it to be
+// nothing without quarantined leases, to be explained by them (one stream
+// and one or three events each), and to grow only in a step that failed.
+type quarModel struct {
+	start int // LaunchResourceCounts().Quarantined when the step began
+	// ids are the buffers quarantined work may use: the targets of failed
+	// calls since the quarantine was last empty. FreeResident may refuse
+	// them as in flight while it is not.
+	ids map[uint64]bool
+	// The residue at the end of the last step.
+	events, queued int // queued: -1 while dispatches make it unknown
+	pinned, dev    uint64
+	// What the current step's failed call targeted (buffer: the bytes it
+	// may write), and whether it failed by an injected fault.
+	step    map[uint64]spans
+	faulted bool
+}
+
+// failedTargets records that the step's failed call used buffer id and may
+// have queued work writing x there: if the step leaves a quarantine, that
+// work may run later.
+func (r *runner) failedTargets(id uint64, x span) {
+	if r.q.step == nil {
+		r.q.step = make(map[uint64]spans)
+	}
+	r.q.step[id] = r.q.step[id].add(x)
+}
+
+// maybeQuarantined reports whether buffer id may be held by the quarantine
+// during this step.
+func (r *runner) maybeQuarantined(id uint64) bool { return r.q.start > 0 && r.q.ids[id] }
 
 // newRunner opens a Backend on a fresh simulated device.
 func newRunner(cfg runConfig, foreign core.Buffer) (*runner, error) {
@@ -656,7 +721,10 @@ func (r *runner) do(s step) error {
 	coreStats.steps.Add(1)
 	if !r.cfg.shared {
 		r.callsBefore = r.dev.CallCounts()
+		r.q.start = r.b.LaunchResourceCounts().Quarantined
+		r.m.qActive = r.q.start > 0
 	}
+	r.q.step, r.q.faulted = nil, false
 	r.allowOOM = false
 	if f, ok := s.(interface{ chosenFault() *faultSpec }); ok && r.cfg.faults == faultsChosen {
 		if fs := f.chosenFault(); fs != nil && r.permitFault(s, fs) {
@@ -756,9 +824,11 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 				return 0, fmt.Errorf("%s: injected code %d but the error carries %d: %v", call, r.armed.code, e.Code, err)
 			}
 			coreStats.faulted.Add(1)
+			r.q.faulted = true
 			return faulted, nil
 		case r.cfg.faults == faultsRandom:
 			coreStats.faulted.Add(1)
+			r.q.faulted = true
 			return faulted, nil
 		case r.allowOOM && e.Code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY:
 			return faulted, nil
@@ -795,6 +865,7 @@ func (r *runner) expectCalls(what string, want map[sim.Op]uint64) error {
 		return nil
 	}
 	got := r.callsDelta()
+	r.dropRetries(got, want)
 	if len(got) != len(want) {
 		return fmt.Errorf("%s: device calls %v, want exactly %v", what, got, want)
 	}
@@ -804,6 +875,29 @@ func (r *runner) expectCalls(what string, want map[sim.Op]uint64) error {
 		}
 	}
 	return nil
+}
+
+// quarantineOps are the calls a retry of the quarantine makes: one
+// StreamSynchronize per quarantined stream and, for an entry it releases,
+// destroys of leases given back unhealthy and frees of staging its pools
+// evict.
+var quarantineOps = []sim.Op{sim.OpStreamSynchronize, sim.OpStreamDestroy, sim.OpEventDestroy, sim.OpHostFree, sim.OpMemFree}
+
+// dropRetries removes from got the calls beyond want that retries of a
+// quarantine may have made, when the step began with one: every lease
+// acquisition, and FreeResident of a buffer in flight, retries it first.
+func (r *runner) dropRetries(got, want map[sim.Op]uint64) {
+	if r.q.start == 0 {
+		return
+	}
+	for _, op := range quarantineOps {
+		if got[op] > want[op] {
+			got[op] = want[op]
+			if _, ok := want[op]; !ok {
+				delete(got, op)
+			}
+		}
+	}
 }
 
 // noCalls checks that a rejected or empty call did not touch the device.
@@ -940,30 +1034,71 @@ func (r *runner) checkGlobal() error {
 	}
 	lrc := r.b.LaunchResourceCounts()
 	var problems []string
-	if live.DeviceBytes != devWant+devCached {
-		problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
+	// What the quarantine holds is the residue beyond everything else.
+	quar := lrc.Quarantined
+	devRes := int64(live.DeviceBytes) - int64(devWant+devCached)
+	pinRes := int64(live.PinnedBytes) - int64(pinnedWant+hostCached)
+	evRes := live.Events - (lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + heldEvents)
+	// Each queued asynchronous upload is one queued copy; a queued dispatch
+	// adds its launch and event records (how many depends on timing and
+	// pooled state), so with dispatches queued only a lower bound holds.
+	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp)
+	if quar == 0 {
+		if devRes != 0 {
+			problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
+		}
+		if pinRes != 0 {
+			problems = append(problems, fmt.Sprintf("pinned bytes %d, want %d caller buffers + %d pooled staging", live.PinnedBytes, pinnedWant, hostCached))
+		}
+		if evRes != 0 {
+			problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, held))
+		}
+		if len(queuedDisp) == 0 && queuedRes != 0 || queuedRes < 0 {
+			problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, len(m.async), len(queuedDisp)))
+		}
+	} else {
+		// A quarantined lease is one stream, its completion event and,
+		// for timed work, two timing events; its queued work may use
+		// staging (pinned and device) and queued copies, never less than
+		// nothing.
+		if devRes < 0 || pinRes < 0 || queuedRes < 0 {
+			problems = append(problems, fmt.Sprintf("with %d quarantined lease(s): device bytes %d (want %d buffers + %d pooled + quarantined staging), "+
+				"pinned %d (want %d + %d pooled + quarantined staging), queued ops %d (want %d async + at least 2 per %d dispatches + quarantined work)",
+				quar, live.DeviceBytes, devWant, devCached, live.PinnedBytes, pinnedWant, hostCached, live.QueuedOps, len(m.async), len(queuedDisp)))
+		}
+		if evRes < quar || evRes > 3*quar || (evRes-quar)%2 != 0 {
+			problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, leases out %d: %d event(s) for %d quarantined lease(s)",
+				live.Events, lrc.CompletionEvents, lrc.TimingEvents, held, evRes, quar))
+		}
 	}
-	if live.PinnedBytes != pinnedWant+hostCached {
-		problems = append(problems, fmt.Sprintf("pinned bytes %d, want %d caller buffers + %d pooled staging", live.PinnedBytes, pinnedWant, hostCached))
+	if !r.q.faulted {
+		// Only a call that fails can quarantine: any other step may only
+		// shrink what the quarantine holds (a retry that synchronizes).
+		prevQueued := r.q.queued
+		if len(queuedDisp) > 0 || prevQueued < 0 {
+			prevQueued = max(queuedRes, 0)
+		}
+		if quar > r.q.start || devRes > int64(r.q.dev) || pinRes > int64(r.q.pinned) || evRes > r.q.events || max(queuedRes, 0) > prevQueued {
+			problems = append(problems, fmt.Sprintf("the quarantine grew in a step that did not fail: leases %d -> %d, device bytes %d -> %d, "+
+				"pinned bytes %d -> %d, events %d -> %d, queued ops %d -> %d", r.q.start, quar, r.q.dev, devRes, r.q.pinned, pinRes,
+				r.q.events, evRes, r.q.queued, queuedRes))
+		}
 	}
 	if live.RegisteredRanges != regs {
 		problems = append(problems, fmt.Sprintf("registered ranges %d, want %d", live.RegisteredRanges, regs))
 	}
-	if lrc.Leases != held {
-		problems = append(problems, fmt.Sprintf("launch leases %d, want %d", lrc.Leases, held))
+	if lrc.Leases != held+quar {
+		problems = append(problems, fmt.Sprintf("launch leases %d, want %d + %d quarantined", lrc.Leases, held, quar))
 	}
-	if live.Streams != lrc.Streams.Idle+held || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
-		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, async lease %d", live.Streams, lrc.Streams, held))
+	if live.Streams != lrc.Streams.Idle+held+quar || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
+		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, leases out %d + %d quarantined", live.Streams, lrc.Streams, held, quar))
 	}
-	ev := lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + heldEvents
 	evNet := lrc.CompletionEvents.Created - lrc.CompletionEvents.Destroyed + lrc.TimingEvents.Created - lrc.TimingEvents.Destroyed
-	if live.Events != ev || uint64(live.Events) != evNet {
-		problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, held))
+	if uint64(live.Events) != evNet {
+		problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v", live.Events, lrc.CompletionEvents, lrc.TimingEvents))
 	}
-	// Each queued asynchronous upload is one queued copy; a queued dispatch
-	// adds its launch and event records.
-	if len(queuedDisp) == 0 && live.QueuedOps != len(m.async) || live.QueuedOps < len(m.async)+2*len(queuedDisp) {
-		problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, len(m.async), len(queuedDisp)))
+	if len(problems) == 0 {
+		r.noteQuarantine(quar, devRes, pinRes, evRes, queuedRes, len(queuedDisp) > 0)
 	}
 	// The built-in programs, plus the scatter and gather kernels of packed
 	// transfers.
@@ -974,6 +1109,39 @@ func (r *runner) checkGlobal() error {
 		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
 	}
 	return nil
+}
+
+// noteQuarantine records the residue a step left, and the buffers and
+// bytes quarantined work may still use: a failed call's targets when the
+// step ends with a quarantine (its work may run later, so the bytes it may
+// write are unknown again), nothing once the quarantine is empty (every
+// quarantined copy has completed or been dropped with its stream).
+func (r *runner) noteQuarantine(quar int, devRes, pinRes int64, evRes, queuedRes int, dispatches bool) {
+	r.q.dev, r.q.pinned, r.q.events, r.q.queued = uint64(devRes), uint64(pinRes), evRes, queuedRes
+	if dispatches {
+		r.q.queued = -1
+	}
+	if quar == 0 {
+		if r.q.start > 0 {
+			coreStats.drained.Add(1)
+		}
+		r.q.ids, r.m.qspans = nil, nil
+		return
+	}
+	coreStats.quarantined.Add(1)
+	if r.q.ids == nil {
+		r.q.ids, r.m.qspans = make(map[uint64]bool), make(map[uint64]spans)
+	}
+	for id, sp := range r.q.step {
+		if r.m.bufs[id] == nil {
+			continue
+		}
+		r.q.ids[id] = true
+		for _, x := range sp {
+			r.m.qspans[id] = r.m.qspans[id].add(x)
+			r.m.forget(id, x)
+		}
+	}
 }
 
 // audit reads buffer id straight from simulated device memory, bypassing the
@@ -999,6 +1167,9 @@ func (r *runner) audit(id uint64) error {
 // under test.
 func (r *runner) closeAndCheck() error {
 	r.dev.ClearFaults()
+	if err := r.drainProbe(); err != nil {
+		return err
+	}
 	if err := r.settleAll(); err != nil {
 		return err
 	}
@@ -1054,6 +1225,47 @@ func (r *runner) closeAndCheck() error {
 	return nil
 }
 
+// drainProbe proves that a later call's lease acquisition drains the
+// quarantine once synchronizations succeed again (faults are disarmed): a
+// one-byte read of a live buffer must leave no quarantined lease and no
+// residue. Without a live buffer Close is what drains it.
+func (r *runner) drainProbe() error {
+	if r.cfg.shared || r.b.LaunchResourceCounts().Quarantined == 0 {
+		return nil
+	}
+	var h core.Buffer
+	for _, x := range r.m.order {
+		if r.m.valid(x) {
+			h = x
+			break
+		}
+	}
+	if h.ID == 0 {
+		return nil
+	}
+	r.q.start, r.q.faulted = r.b.LaunchResourceCounts().Quarantined, false
+	got, err := r.b.DownloadResidentRange(h, 0, 1)
+	if err != nil {
+		return fmt.Errorf("DownloadResidentRange after faults were disarmed, with %d quarantined lease(s): %v", r.q.start, err)
+	}
+	if q := r.b.LaunchResourceCounts().Quarantined; q != 0 {
+		return fmt.Errorf("a lease acquisition with faults disarmed left %d of %d quarantined lease(s)", q, r.q.start)
+	}
+	if err := r.m.checkBytes(h.ID, 0, got); err != nil {
+		return fmt.Errorf("drain probe read: %w", err)
+	}
+	t := &r.m.tel
+	t.DeviceToHostBytes++
+	t.ReadbackOps++
+	t.SyncPoints++
+	t.RequestedCopies++
+	t.DeviceCopies++
+	if err := r.checkGlobal(); err != nil {
+		return fmt.Errorf("after the quarantine drained: %w", err)
+	}
+	return nil
+}
+
 // settleAll waits for every dispatch and asynchronous upload still queued,
 // as a caller must before Close.
 func (r *runner) settleAll() error {
@@ -1087,6 +1299,8 @@ func (r *runner) reopen() error {
 	r.m.async = nil
 	r.m.disp = nil
 	r.m.tel = core.Telemetry{}
+	r.m.qspans, r.m.qActive = nil, false
+	r.q = quarModel{}
 	r.armRandom()
 	return nil
 }
