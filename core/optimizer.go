@@ -99,7 +99,7 @@ type OptimizerStats struct {
 	StaticCachedBytes  uint64 // their bytes
 	StaticCap          uint64 // the static cache's byte cap
 	StaticSetsAcquired int    // acquisitions not yet released
-	RetiredBuffers     int    // buffers eviction failed to free, retried by Close
+	RetiredBuffers     int    // buffers that could not be freed or pooled (a failed free, or held by unfinished Backend work), retried by Close
 }
 
 // NewOptimizerDispatcher builds a dispatcher over b. It allocates nothing
@@ -310,9 +310,18 @@ func (d *OptimizerDispatcher) checkIdle(op string, id uint64, e optBuf) error {
 	return nil
 }
 
-// putLocked pools buf, or frees it when it alone exceeds the cap. Only the
-// real free can fail, and then nothing has changed.
+// putLocked pools buf, or frees it when it alone exceeds the cap. It fails,
+// changing nothing, when the Backend still holds buf for unfinished work or
+// when the real free fails.
 func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
+	// Work the Backend still holds the buffer for (e.g. a failed transfer's
+	// quarantined copy) may write into it: pooling it would hand that memory
+	// to the next AllocResident. Callers retire what is refused here.
+	if uses := d.b.inflightUses(buf); uses > 0 {
+		return &Error{Op: op, Kind: KindInFlight,
+			Detail: fmt.Sprintf("buffer %d is bound to %d in-flight use(s) of the Backend", buf.ID, uses),
+			Fix:    "wait for the pending work using it; the dispatcher frees it at Close"}
+	}
 	n := uint64(buf.Len)
 	if n > d.poolCap {
 		return d.b.FreeResident(buf)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // The reference's static cache test: a cold acquisition uploads each payload
@@ -251,4 +252,47 @@ func TestStaticCacheSkipsInFlightEntries(t *testing.T) {
 	again := acquire(t, d, 2, 400)
 	assert.True(t, again.Cached, "now the idle entry makes room")
 	require.NoError(t, d.ReleaseStaticUploads(again))
+}
+
+// A cold acquisition that takes a pooled buffer, then fails with a drain
+// that fails too, leaves the buffer to the Backend's quarantine: its queued
+// copy may still write into it. The dispatcher must not pool it again (a
+// later AllocResident would hand it out while the copy is pending); it is
+// retired and freed once the quarantine drains.
+func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
+	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
+	base := b.ResidentAllocatedBytes()
+	d, err := core.NewOptimizerDispatcher(b)
+	require.NoError(t, err)
+	const n = 512
+	id, err := d.AllocResident(n)
+	require.NoError(t, err)
+	pooled, err := d.Buffer(id)
+	require.NoError(t, err)
+	require.NoError(t, d.FreeResident(id))
+	require.Equal(t, 1, d.Stats().PooledBuffers)
+
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED) // the upload's fence
+	dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_LAUNCH_FAILED) // and its drain
+	_, err = d.AcquireStaticUploads(7, [][]byte{bytes.Repeat([]byte{0xC3}, n)})
+	require.ErrorIs(t, err, core.ErrDriver)
+	require.Equal(t, 1, b.LaunchResourceCounts().Quarantined, "the failed upload's stream is quarantined")
+	st := d.Stats()
+	assert.Equal(t, 0, st.PooledBuffers, "a buffer the quarantine holds is not pooled again")
+	assert.Equal(t, 1, st.RetiredBuffers)
+
+	dev.ClearFaults()
+	again, err := d.AllocResident(n)
+	require.NoError(t, err)
+	buf, err := d.Buffer(again)
+	require.NoError(t, err)
+	ptr, err := b.ResidentDevicePtr(buf)
+	require.NoError(t, err)
+	old, err := b.ResidentDevicePtr(pooled)
+	if err == nil {
+		assert.NotEqual(t, old, ptr, "the quarantined buffer's memory is not handed out again")
+	}
+	require.NoError(t, d.FreeResident(again))
+	require.NoError(t, d.Close())
+	assert.Equal(t, base, b.ResidentAllocatedBytes())
 }
