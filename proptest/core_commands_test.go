@@ -2170,10 +2170,12 @@ func (s *staticAcquireStep) run(r *runner) error {
 			pool := maps.Clone(o.pool)
 			var prefix uint64
 			var fresh []int // sizes of the fresh buffers allocated before the failure
+			var took []int  // sizes of the pooled buffers it took
 			ok := grew == 0
 			for _, p := range s.payload {
 				if n := staticCatalog[p].n; pool[n] > 0 {
 					pool[n]--
+					took = append(took, n)
 				} else {
 					prefix += uint64(n)
 					if prefix <= grew {
@@ -2186,7 +2188,7 @@ func (s *staticAcquireStep) run(r *runner) error {
 				return fmt.Errorf("failed %s grew ResidentAllocationBytes by %d, not by a prefix of its fresh payloads", call, grew)
 			}
 			r.m.tel.ResidentAllocationBytes += grew
-			return r.retiredByQuarantine(o, call, fresh)
+			return r.retiredByQuarantine(o, call, fresh, took)
 		}
 		return verr
 	}
@@ -2229,19 +2231,50 @@ func (s *staticAcquireStep) run(r *runner) error {
 }
 
 // retiredByQuarantine accounts for the buffers a failed static acquisition
-// could not free: when its upload's drain failed too, the quarantine holds
-// an in-flight use of each of its buffers, so the dispatcher's
+// could not give back: when its upload's drain failed too, the quarantine
+// holds an in-flight use of each of its buffers, so the dispatcher's
 // FreeResident of a fresh one is refused (unless that FreeResident's retry
-// of the quarantine synchronized) and the buffer is retired until Close.
-// The retired bytes must be those of exactly as many of the fresh buffers
-// as were newly retired.
-func (r *runner) retiredByQuarantine(o *optModel, call string, fresh []int) error {
+// of the quarantine synchronized), and a pooled one is not pooled again;
+// both are retired until Close. The pooled buffers retired must be exactly
+// as many of those it took from the pool as the pool shrank by, with their
+// bytes, and the other retired bytes those of exactly as many of its fresh
+// buffers.
+func (r *runner) retiredByQuarantine(o *optModel, call string, fresh, took []int) error {
 	st := o.d.Stats()
 	k := st.RetiredBuffers - o.retiredN
 	if k == 0 {
 		return nil
 	}
-	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes
+	pooledN := 0
+	for _, c := range o.pool {
+		pooledN += c
+	}
+	kp := pooledN - st.PooledBuffers
+	if kp < 0 || kp > k || st.PooledBytes > o.pooledBytes {
+		return fmt.Errorf("failed %s grew the pool: %d buffers (%d bytes), model %d (%d bytes)",
+			call, st.PooledBuffers, st.PooledBytes, pooledN, o.pooledBytes)
+	}
+	dropped := o.pooledBytes - st.PooledBytes
+	var gone []int // the pooled sizes retired (unique as a multiset for <= 3 payloads)
+	found := false
+	for set := range 1 << len(took) {
+		var n uint64
+		var sizes []int
+		for i, t := range took {
+			if set>>i&1 == 1 {
+				n += uint64(t)
+				sizes = append(sizes, t)
+			}
+		}
+		if !found && len(sizes) == kp && n == dropped {
+			gone, found = sizes, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("failed %s retired %d pooled buffer(s) of %d bytes, not a subset of those it took %v", call, kp, dropped, took)
+	}
+	kf := k - kp
+	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes + dropped
 	got := r.b.ResidentAllocatedBytes()
 	ok := false
 	for set := range 1 << len(fresh) { // at most three payloads
@@ -2251,15 +2284,22 @@ func (r *runner) retiredByQuarantine(o *optModel, call string, fresh []int) erro
 				n += uint64(f)
 			}
 		}
-		ok = ok || bits.OnesCount(uint(set)) == k && got == want+n
+		ok = ok || bits.OnesCount(uint(set)) == kf && got == want+n
 	}
 	if !ok {
-		return fmt.Errorf("failed %s retired %d buffer(s); resident bytes %d, %d without them; fresh payloads %v",
-			call, k, got, want, fresh)
+		return fmt.Errorf("failed %s retired %d buffer(s) (%d pooled); resident bytes %d, %d without the fresh ones; fresh payloads %v",
+			call, k, kp, got, want, fresh)
 	}
 	countOutcome(call+" (retired, quarantine held)", faulted)
+	for _, n := range gone {
+		o.pool[n]--
+		if o.pool[n] == 0 {
+			delete(o.pool, n)
+		}
+	}
+	o.pooledBytes -= dropped
 	o.retiredN += k
-	o.retiredBytes += got - want
+	o.retiredBytes += got - want + dropped
 	return nil
 }
 
