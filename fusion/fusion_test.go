@@ -39,6 +39,16 @@ func TestFuseUploads(t *testing.T) {
 			want: []UploadCopy{{1, 10, bs("abc")}}, wantBytes: 3, aliasOf: []int{0},
 		},
 		{
+			name: "one copy per buffer in handle order fuses to itself",
+			in:   []UploadCopy{{1, 0, bs("ab")}, {2, 8, bs("c")}, {5, 0, bs("de")}},
+			want: []UploadCopy{{1, 0, bs("ab")}, {2, 8, bs("c")}, {5, 0, bs("de")}}, wantBytes: 5, aliasOf: []int{0, 1, 2},
+		},
+		{
+			name: "distinct handles then a repeated one merges",
+			in:   []UploadCopy{{1, 0, bs("ab")}, {2, 0, bs("c")}, {2, 1, bs("d")}},
+			want: []UploadCopy{{1, 0, bs("ab")}, {2, 0, bs("cd")}}, wantBytes: 4, aliasOf: []int{0, -1},
+		},
+		{
 			name: "disjoint same handle stay apart, sorted by address",
 			in:   []UploadCopy{{1, 10, bs("cd")}, {1, 0, bs("ab")}},
 			want: []UploadCopy{{1, 0, bs("ab")}, {1, 10, bs("cd")}}, wantBytes: 4, aliasOf: []int{1, 0},
@@ -157,6 +167,9 @@ func TestFuseUploadsAllocations(t *testing.T) {
 	sortedDisjoint := []UploadCopy{{1, 0, bs("ab")}, {1, 4, bs("cd")}, {2, 0, bs("ef")}}
 	allocs := testing.AllocsPerRun(100, func() { _, _, _ = FuseUploads(sortedDisjoint) })
 	assert.Equal(t, 1.0, allocs, "sorted input with nothing to merge allocates only the output")
+	oneEach := []UploadCopy{{1, 0, bs("ab")}, {2, 4, bs("cd")}, {3, 0, bs("ef")}}
+	allocs = testing.AllocsPerRun(100, func() { _, _, _ = FuseUploads(oneEach) })
+	assert.Equal(t, 1.0, allocs, "one copy per buffer allocates only the output")
 
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop scratch at random")
@@ -183,6 +196,16 @@ func TestFuseReadbacks(t *testing.T) {
 			name: "single",
 			in:   []ReadbackCopy{{1, 8, 4}},
 			want: FusedReadbacks{Copies: []ReadbackCopy{{1, 8, 4}}, Views: []ReadbackView{{0, 0, 4}}, Bytes: 4},
+		},
+		{
+			name: "one copy per buffer in handle order",
+			in:   []ReadbackCopy{{1, 0, 4}, {3, 8, 2}, {7, 0, 1}},
+			want: FusedReadbacks{Copies: []ReadbackCopy{{1, 0, 4}, {3, 8, 2}, {7, 0, 1}}, Views: []ReadbackView{{0, 0, 4}, {1, 0, 2}, {2, 0, 1}}, Bytes: 7},
+		},
+		{
+			name: "distinct handles then a repeated one merges",
+			in:   []ReadbackCopy{{1, 0, 4}, {2, 0, 2}, {2, 2, 2}},
+			want: FusedReadbacks{Copies: []ReadbackCopy{{1, 0, 4}, {2, 0, 4}}, Views: []ReadbackView{{0, 0, 4}, {1, 0, 2}, {1, 2, 2}}, Bytes: 8},
 		},
 		{
 			name: "overlapping same handle merge, views in request order",
@@ -257,6 +280,9 @@ func TestFuseReadbacksAllocations(t *testing.T) {
 	sorted := []ReadbackCopy{{1, 0, 4}, {1, 2, 4}, {1, 0, 0}, {2, 0, 8}}
 	allocs := testing.AllocsPerRun(100, func() { _, _ = FuseReadbacks(sorted) })
 	assert.Equal(t, 2.0, allocs, "sorted input: views and copies only, no sort scratch")
+	oneEach := []ReadbackCopy{{1, 0, 4}, {2, 2, 4}, {3, 0, 8}}
+	allocs = testing.AllocsPerRun(100, func() { _, _ = FuseReadbacks(oneEach) })
+	assert.Equal(t, 2.0, allocs, "one copy per buffer: views and copies only")
 
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop scratch at random")

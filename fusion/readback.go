@@ -39,14 +39,17 @@ type FusedReadbacks struct {
 // cause no copy.
 //
 // Requests already ordered by (handle, src) are fused without a sort or
-// scratch; the scratch other batches sort in is recycled, so steady use
-// allocates only Views and Copies. A
-// negative length is an error wrapping accounting.ErrNegative; a range that
+// scratch (non-empty ones in strictly increasing handle order, one copy per
+// buffer, without the sweep either); the scratch other batches sort in is
+// recycled, so steady use allocates only Views and Copies. A negative length is an error wrapping accounting.ErrNegative; a range that
 // does not fit in 64 bits, or a fused copy longer than the largest int, one
 // wrapping accounting.ErrOverflow. reqs is never modified, and nothing is
 // allocated for input that fails.
 func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	const op = "FuseReadbacks"
+	if out, ok := distinctReadbacks(reqs); ok {
+		return out, nil
+	}
 	sorted := true
 	nonEmpty := 0
 	var prev key
@@ -176,4 +179,31 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 		out.Copies[slot].Len = int(end - start)
 	}
 	return out, nil
+}
+
+// distinctReadbacks fuses the common batch shape directly: non-empty
+// requests in strictly increasing handle order (so no two share a handle),
+// no range and not the total overflowing. Each request is then its own copy
+// and its view the whole copy. ok is false, with nothing allocated, for
+// anything else, errors included, which the general sweep handles.
+func distinctReadbacks(reqs []ReadbackCopy) (out FusedReadbacks, ok bool) {
+	if len(reqs) == 0 {
+		return FusedReadbacks{}, false
+	}
+	var bytes uint64
+	prev := reqs[0].Handle
+	for i := range reqs {
+		r := &reqs[i]
+		n := uint64(r.Len)
+		if r.Len <= 0 || n > math.MaxUint64-r.Src || n > math.MaxUint64-bytes || i > 0 && r.Handle <= prev {
+			return FusedReadbacks{}, false
+		}
+		prev = r.Handle
+		bytes += n
+	}
+	out = FusedReadbacks{Copies: append([]ReadbackCopy(nil), reqs...), Views: make([]ReadbackView, len(reqs)), Bytes: bytes}
+	for i := range reqs {
+		out.Views[i] = ReadbackView{Slot: i, Len: reqs[i].Len}
+	}
+	return out, true
 }

@@ -26,11 +26,16 @@ type UploadCopy struct {
 // exceeds the requested bytes.
 //
 // Requests already ordered by (handle, dst) are fused without a sort, and
-// without scratch when they hold no empty copies. Scratch is recycled, so
+// without scratch when they hold no empty copies; non-empty ones in
+// strictly increasing handle order (one copy per buffer) skip the sweep. Scratch is recycled, so
 // steady use allocates only the result and the merge buffer. An address range that does
 // not fit in 64 bits is an error wrapping accounting.ErrOverflow; copies is
 // never modified, and nothing is allocated for input that fails.
 func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err error) {
+	if bytes, ok := distinctUploads(copies); ok {
+		// Every request is a group of its own and aliases its Data.
+		return append([]UploadCopy(nil), copies...), bytes, nil
+	}
 	// The sweeps below keep the open group in scalar locals rather than a
 	// struct: struct copies through memory cost store-forwarding stalls
 	// that dominated the profile.
@@ -160,6 +165,27 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 	fused, _ = emitGroup(fused, buf, copies, order, gHandle, gStart, gEnd, gLastDst, gLastEnd, gLast, gLo, limit)
 	bytes += gEnd - gStart
 	return fused, bytes, nil
+}
+
+// distinctUploads reports whether copies is the common batch shape that
+// fuses to itself: non-empty, in strictly increasing handle order (so no
+// two share a handle), no range overflowing. It returns their bytes.
+// Anything else, errors included, is left to the general sweep.
+func distinctUploads(copies []UploadCopy) (bytes uint64, ok bool) {
+	if len(copies) == 0 {
+		return 0, false
+	}
+	prev := copies[0].Handle
+	for i := range copies {
+		c := &copies[i]
+		n := uint64(len(c.Data))
+		if n == 0 || n > math.MaxUint64-c.Dst || i > 0 && c.Handle <= prev {
+			return 0, false
+		}
+		prev = c.Handle
+		bytes += n
+	}
+	return bytes, true
 }
 
 // openGroup is the run of same-handle requests being swept: their union
