@@ -28,6 +28,10 @@ type TransferTuning struct {
 	// SyncEach fences after every queued packed operation, so phase times
 	// hold each operation's device time.
 	SyncEach bool
+	// Linger is how long copy helpers poll for a next job after a packed
+	// or staged call's copy job, PipeLinger after a pipeline chunk's;
+	// negative: they park at once.
+	Linger, PipeLinger time.Duration
 }
 
 // WithTransferTuning sets the thresholds that choose the transfer paths.
@@ -36,15 +40,9 @@ func WithTransferTuning(t TransferTuning) Option {
 		c.xfer = transferTuning{packMinCopies: t.PackMinCopies, packMaxMeanBytes: t.PackMaxMeanBytes,
 			packMaxBytes: t.PackMaxBytes, pipelineMin: t.PipelineMinBytes, chunk: t.ChunkBytes,
 			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker, packParts: t.PackParts, taper: t.TaperBytes,
-			packBlock: t.PackBlock, packGrid: t.PackGrid, fenceSpin: t.FenceSpin, syncEach: t.SyncEach}
+			packBlock: t.PackBlock, packGrid: t.PackGrid, fenceSpin: t.FenceSpin, syncEach: t.SyncEach,
+			linger: t.Linger, pipeLinger: t.PipeLinger}
 	}
-}
-
-// SetCopyHelperSpin sets how long copy helpers poll for work after a job
-// and returns a function that restores the previous value.
-func SetCopyHelperSpin(d time.Duration) (restore func()) {
-	old := copyHelpers.spin.Swap(int64(d))
-	return func() { copyHelpers.spin.Store(old) }
 }
 
 // SetPhaseHook has f called with each packed-transfer phase's name as it

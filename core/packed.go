@@ -274,7 +274,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	phase("staging")
 	pack := func(lo, hi int) {
 		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-		forParts(hi-lo, t.copyWorkers(end-base), func(i int) int { return lay.offs[lo+i] - base },
+		forParts(hi-lo, t.copyWorkers(end-base), t.linger, func(i int) int { return lay.offs[lo+i] - base },
 			end-base, func(a, z int) {
 				for i := lo + a; i < lo+z; i++ {
 					copy(stage[lay.offs[i]:], fused[i].Data)

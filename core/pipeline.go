@@ -76,6 +76,8 @@ type transferTuning struct {
 	packBlock        int           // threads per block of the scatter and gather launches
 	packGrid         int           // most blocks of a scatter or gather launch
 	fenceSpin        time.Duration // StreamQuery polling before a packed call's fence; < 0: none
+	linger           time.Duration // helper polling after a non-pipelined call's copy job; < 0: none
+	pipeLinger       time.Duration // helper polling after a pipeline chunk's copy; < 0: none
 	syncEach         bool          // test-only: fence after every queued packed operation
 }
 
@@ -101,6 +103,12 @@ func (b *Backend) tuning() transferTuning {
 	def(&t.packGrid, packMaxGrid)
 	if t.fenceSpin == 0 {
 		t.fenceSpin = packFenceSpin
+	}
+	if t.linger == 0 {
+		t.linger = callLinger
+	}
+	if t.pipeLinger == 0 {
+		t.pipeLinger = helperSpin
 	}
 	return t
 }
@@ -177,6 +185,15 @@ const (
 	// stream of calls finds its helpers awake, and short enough that an
 	// idle process burns at most this much time per helper after a call.
 	helperSpin = 500 * time.Microsecond
+	// callLinger is the polling after the one copy job of a packed or
+	// staged call. Polling helpers slow the driver work that follows (on
+	// an H200 host, 1024 x 4 KiB packed: fence 145 us with 15 helpers, 100
+	// with none), but parking at once was worse: the next call's wake-ups
+	// doubled the pack (81 -> 168 us) and the unpack (107 -> 207 us), and,
+	// still running during the driver work, slowed the fence further (195
+	// and 186 us). Yielding less often than every poll (every 5, 20 or 100
+	// us) did not shorten the fence either.
+	callLinger = helperSpin
 	// helperIdle is how long a parked helper waits for a job before it
 	// exits, so an idle process keeps no goroutines.
 	helperIdle = 100 * time.Millisecond
@@ -184,11 +201,12 @@ const (
 
 // taskJob is n tasks claimed in order by whoever runs work.
 type taskJob struct {
-	f    func(i int)
-	n    int64
-	next atomic.Int64
-	left atomic.Int64
-	done chan struct{} // closed when the last task has returned
+	f      func(i int)
+	n      int64
+	linger time.Duration // how long helpers poll for the next job after this one
+	next   atomic.Int64
+	left   atomic.Int64
+	done   chan struct{} // closed when the last task has returned
 }
 
 // work runs claimed tasks until none is left to claim.
@@ -210,18 +228,32 @@ type helperSet struct {
 	cur  atomic.Pointer[taskJob] // the job being shared, nil when none
 	live atomic.Int32            // helper goroutines running
 	wake chan struct{}           // one token wakes one parked helper
-	spin atomic.Int64            // polling time after a job, nanoseconds
 	idle time.Duration
 }
 
 // copyHelpers serves every Backend: one job at a time is shared with them;
 // a call that finds it busy starts helpers of its own.
-var copyHelpers = newHelperSet(helperSpin, helperIdle)
+var copyHelpers = newHelperSet(helperIdle)
 
-func newHelperSet(spin, idle time.Duration) *helperSet {
-	h := &helperSet{wake: make(chan struct{}, maxCopyWorkers), idle: idle}
-	h.spin.Store(int64(spin))
-	return h
+func newHelperSet(idle time.Duration) *helperSet {
+	return &helperSet{wake: make(chan struct{}, maxCopyWorkers), idle: idle}
+}
+
+// wakeUp gives up to n parked helpers a token and starts helpers until n
+// run.
+func (h *helperSet) wakeUp(n int) {
+	n = min(n, cap(h.wake))
+	for range n {
+		// Polling helpers take the job by themselves; parked ones need a token.
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	for k := h.live.Load(); k < int32(n); k++ {
+		h.live.Add(1)
+		go h.helper()
+	}
 }
 
 // run shares j with up to helpers helpers and works on it until every task
@@ -231,39 +263,28 @@ func (h *helperSet) run(j *taskJob, helpers int) bool {
 	if !h.cur.CompareAndSwap(nil, j) {
 		return false
 	}
-	helpers = min(helpers, cap(h.wake))
-	for range helpers {
-		// Polling helpers take the job by themselves; parked ones need a token.
-		select {
-		case h.wake <- struct{}{}:
-		default:
-		}
-	}
-	for n := h.live.Load(); n < int32(helpers); n++ {
-		h.live.Add(1)
-		go h.helper()
-	}
+	h.wakeUp(helpers)
 	j.work()
 	<-j.done
 	h.cur.Store(nil)
 	return true
 }
 
-// helper works on shared jobs, polling for the next one for h.spin after
-// each, then parks until woken or h.idle passes, when it exits.
+// helper works on shared jobs. After each it polls for the next one for the
+// job's linger, then parks until woken or h.idle passes, when it exits.
 func (h *helperSet) helper() {
 	defer h.live.Add(-1)
 	timer := time.NewTimer(h.idle)
 	defer timer.Stop()
+	var until time.Time // zero: a new or woken helper looks for a job once
 	for {
-		until := time.Now().Add(time.Duration(h.spin.Load()))
-		for k := 0; ; k++ {
+		for {
 			if j := h.cur.Load(); j != nil && j.next.Load() < j.n {
 				j.work()
-				until = time.Now().Add(time.Duration(h.spin.Load()))
+				until = time.Now().Add(j.linger)
 				continue
 			}
-			if k%16 == 15 && time.Now().After(until) {
+			if !time.Now().Before(until) {
 				break
 			}
 			runtime.Gosched()
@@ -274,21 +295,23 @@ func (h *helperSet) helper() {
 		case <-timer.C:
 			return
 		}
+		until = time.Time{}
 	}
 }
 
 // runTasks runs f(0..n-1), each once, on up to w goroutines including the
-// calling one, and returns when every f has returned. Helpers that have not
-// claimed a task by then claim none later, so nothing f uses is touched
-// after runTasks returns.
-func runTasks(n, w int, f func(i int)) {
+// calling one, and returns when every f has returned; shared helpers then
+// poll for a next job for linger (<= 0: they park at once). Helpers that
+// have not claimed a task by then claim none later, so nothing f uses is
+// touched after runTasks returns.
+func runTasks(n, w int, linger time.Duration, f func(i int)) {
 	if w <= 1 || n <= 1 {
 		for i := range n {
 			f(i)
 		}
 		return
 	}
-	j := &taskJob{f: f, n: int64(n), done: make(chan struct{})}
+	j := &taskJob{f: f, n: int64(n), linger: linger, done: make(chan struct{})}
 	j.left.Store(int64(n))
 	if copyHelpers.run(j, min(w, n)-1) {
 		return
@@ -313,15 +336,15 @@ func copyTask(n, w int) int {
 }
 
 // parallelCopy copies src into dst (of equal length) on up to w goroutines,
-// the calling one among them.
-func parallelCopy(dst, src []byte, w int) {
+// the calling one among them; helpers then linger as runTasks says.
+func parallelCopy(dst, src []byte, w int, linger time.Duration) {
 	n := len(src)
 	if w <= 1 || n < 2 {
 		copy(dst, src)
 		return
 	}
 	task := copyTask(n, w)
-	runTasks((n+task-1)/task, w, func(i int) {
+	runTasks((n+task-1)/task, w, linger, func(i int) {
 		lo := i * task
 		hi := min(lo+task, n)
 		copy(dst[lo:hi], src[lo:hi])
@@ -332,8 +355,8 @@ func parallelCopy(dst, src []byte, w int) {
 // about tasksPerWorker per worker, and runs f on each on up to w
 // goroutines, the calling one among them. start(i) is the cumulative weight
 // before item i (non-decreasing, start(0) == 0) and total the weight of all
-// items.
-func forParts(n, w int, start func(i int) int, total int, f func(lo, hi int)) {
+// items. Helpers then linger as runTasks says.
+func forParts(n, w int, linger time.Duration, start func(i int) int, total int, f func(lo, hi int)) {
 	if w <= 1 || n < 2 {
 		f(0, n)
 		return
@@ -360,7 +383,7 @@ func forParts(n, w int, start func(i int) int, total int, f func(lo, hi int)) {
 		bounds = append(bounds, hi)
 		lo = hi
 	}
-	runTasks(len(bounds)-1, w, func(k int) { f(bounds[k], bounds[k+1]) })
+	runTasks(len(bounds)-1, w, linger, func(k int) { f(bounds[k], bounds[k+1]) })
 }
 
 // pipeline is the staging blocks and streams of one pipelined transfer.
@@ -453,7 +476,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, ents []*resident
 		}
 		lo, hi := bounds[i], bounds[i+1]
 		blk := p.blocks[j][: hi-lo : hi-lo]
-		parallelCopy(blk, data[lo:hi], t.copyWorkers(hi-lo))
+		parallelCopy(blk, data[lo:hi], t.copyWorkers(hi-lo), t.pipeLinger)
 		if err := b.drv.MemcpyHtoDAsync(dst+uint64(lo), blk, p.leases[j].Stream); err != nil {
 			return p.fail(driverError(op, "MemcpyHtoDAsync", err))
 		}
@@ -510,7 +533,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, ents []*reside
 			return p.fail(err)
 		}
 		lo, hi := bounds[i], bounds[i+1]
-		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], t.copyWorkers(hi-lo))
+		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], t.copyWorkers(hi-lo), t.pipeLinger)
 		if i+k < chunks {
 			if err := queue(i + k); err != nil {
 				return p.fail(err)

@@ -33,7 +33,7 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 			}
 			seen := make([]atomic.Int32, tt.n)
 			var parts atomic.Int32
-			forParts(tt.n, tt.w, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
+			forParts(tt.n, tt.w, callLinger, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
 				parts.Add(1)
 				for i := lo; i < hi; i++ {
 					seen[i].Add(1)
@@ -55,7 +55,7 @@ func TestParallelCopy(t *testing.T) {
 				src[i] = byte(i*7 + 1)
 			}
 			dst := make([]byte, n)
-			parallelCopy(dst, src, w)
+			parallelCopy(dst, src, w, callLinger)
 			assert.Equal(t, src, dst, "n=%d w=%d", n, w)
 		}
 	}
@@ -77,7 +77,7 @@ func TestRunTasksRunsEachTaskOnceAndLeavesNoGoroutine(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 7, 64, 1000} {
 		for _, w := range []int{0, 1, 2, 5, 16} {
 			seen := make([]atomic.Int32, n)
-			runTasks(n, w, func(i int) { seen[i].Add(1) })
+			runTasks(n, w, helperSpin, func(i int) { seen[i].Add(1) })
 			// Every task has returned by the time runTasks does.
 			for i := range seen {
 				require.Equal(t, int32(1), seen[i].Load(), "n=%d w=%d task %d", n, w, i)
@@ -145,22 +145,20 @@ func repeat(v, n int) []int {
 }
 
 func TestRunTasksConcurrentJobsAllComplete(t *testing.T) {
-	for _, spin := range []time.Duration{0, helperSpin} {
-		old := copyHelpers.spin.Swap(int64(spin))
+	for _, spin := range []time.Duration{-1, 0, helperSpin} {
 		const jobs, n = 8, 200
 		var seen [jobs][n]atomic.Int32
 		done := make(chan struct{})
 		for k := range jobs {
 			// One job at a time is shared with the helpers; the others start their own.
 			go func() {
-				runTasks(n, 4, func(i int) { seen[k][i].Add(1) })
+				runTasks(n, 4, spin, func(i int) { seen[k][i].Add(1) })
 				done <- struct{}{}
 			}()
 		}
 		for range jobs {
 			<-done
 		}
-		copyHelpers.spin.Store(old)
 		for k := range seen {
 			for i := range seen[k] {
 				require.Equal(t, int32(1), seen[k][i].Load(), "spin %v job %d task %d", spin, k, i)

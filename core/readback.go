@@ -181,7 +181,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 		return append(make([]byte, 0, r.Len), src...), nil
 	}
 	out := output(len(src))
-	parallelCopy(out, src, g.tune.copyWorkers(len(src)))
+	parallelCopy(out, src, g.tune.copyWorkers(len(src)), g.tune.linger)
 	return out, nil
 }
 
@@ -258,7 +258,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	forParts(n, w, func(i int) int { return starts[i] }, total, func(lo, hi int) {
+	forParts(n, w, t.linger, func(i int) int { return starts[i] }, total, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f(i)
 		}

@@ -19,37 +19,29 @@ import (
 // xferPath is one way of moving the bytes, chosen by a test-only tuning.
 type xferPath struct {
 	name string
-	opt  core.Option   // nil: the defaults
-	spin time.Duration // copy helpers' polling time; 0: the default
+	opt  core.Option // nil: the defaults
 }
 
-// open opens a Backend for p and applies its helper setting until the
-// benchmark ends.
-func (p xferPath) open(b *testing.B, open xferOpener) *core.Backend {
-	if p.spin != 0 {
-		b.Cleanup(core.SetCopyHelperSpin(max(p.spin, 0)))
-	}
-	return open(b, p.opt)
-}
+// open opens a Backend for p.
+func (p xferPath) open(b *testing.B, open xferOpener) *core.Backend { return open(b, p.opt) }
 
 var (
 	packedPaths = []xferPath{
-		{"packed", nil, 0},
-		{"packed-2parts", core.WithTransferTuning(core.TransferTuning{PackParts: 2}), 0},
-		{"packed-4parts", core.WithTransferTuning(core.TransferTuning{PackParts: 4}), 0},
-		{"packed-8workers", core.WithTransferTuning(core.TransferTuning{Workers: 8}), 0},
-		{"packed-nospin", nil, -1},
-		{"packed-spin2ms", nil, 2 * time.Millisecond},
-		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1}), 0},
+		{"packed", nil},
+		{"packed-2parts", core.WithTransferTuning(core.TransferTuning{PackParts: 2})},
+		{"packed-4parts", core.WithTransferTuning(core.TransferTuning{PackParts: 4})},
+		{"packed-8workers", core.WithTransferTuning(core.TransferTuning{Workers: 8})},
+		{"packed-park", core.WithTransferTuning(core.TransferTuning{Linger: -1})},
+		{"per-copy", core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1})},
 	}
 	pipelinePaths = []xferPath{
-		{"pipelined", nil, 0},
-		{"pipelined-no-taper", core.WithTransferTuning(core.TransferTuning{TaperBytes: -1}), 0},
-		{"pipelined-nospin", nil, -1},
-		{"pipelined-taper-2M", core.WithTransferTuning(core.TransferTuning{TaperBytes: 2 << 20}), 0},
-		{"pipelined-4blocks", core.WithTransferTuning(core.TransferTuning{Blocks: 4}), 0},
-		{"pipelined-64M-chunks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 64 << 20, Blocks: 2}), 0},
-		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1}), 0},
+		{"pipelined", nil},
+		{"pipelined-no-taper", core.WithTransferTuning(core.TransferTuning{TaperBytes: -1})},
+		{"pipelined-nolinger", core.WithTransferTuning(core.TransferTuning{PipeLinger: -1})},
+		{"pipelined-taper-2M", core.WithTransferTuning(core.TransferTuning{TaperBytes: 2 << 20})},
+		{"pipelined-4blocks", core.WithTransferTuning(core.TransferTuning{Blocks: 4})},
+		{"pipelined-64M-chunks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 64 << 20, Blocks: 2})},
+		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1})},
 	}
 )
 
@@ -170,15 +162,16 @@ func BenchmarkTransferW6Download256MiB(b *testing.B)      { benchW6(b, openXferS
 
 // phaseVariants are the tunings the phase benchmarks compare side by side.
 var phaseVariants = []xferPath{
-	{"default", nil, 0},
-	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true}), 0},
-	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128}), 0},
-	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256}), 0},
-	{"block512-grid512", core.WithTransferTuning(core.TransferTuning{PackBlock: 512, PackGrid: 512}), 0},
-	{"fence-spin50us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 50 * time.Microsecond}), 0},
-	{"fence-spin300us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 300 * time.Microsecond}), 0},
-	{"workers4", core.WithTransferTuning(core.TransferTuning{Workers: 4}), 0},
-	{"workers1", core.WithTransferTuning(core.TransferTuning{Workers: 1}), 0},
+	{"default", nil},
+	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
+	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
+	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256})},
+	{"block512-grid512", core.WithTransferTuning(core.TransferTuning{PackBlock: 512, PackGrid: 512})},
+	{"fence-spin50us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 50 * time.Microsecond})},
+	{"fence-spin300us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 300 * time.Microsecond})},
+	{"park", core.WithTransferTuning(core.TransferTuning{Linger: -1})},
+	{"workers4", core.WithTransferTuning(core.TransferTuning{Workers: 4})},
+	{"workers1", core.WithTransferTuning(core.TransferTuning{Workers: 1})},
 }
 
 // phaseTimer collects, per benchmark iteration, the time between

@@ -170,9 +170,9 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 		offs[i+1] = offs[i] + len(c.Data)
 	}
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, t.copyWorkers(len(stage)))
+		parallelCopy(stage, fused[0].Data, t.copyWorkers(len(stage)), t.linger)
 	} else {
-		forParts(len(fused), t.copyWorkers(len(stage)), func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
+		forParts(len(fused), t.copyWorkers(len(stage)), t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				copy(stage[offs[i]:], fused[i].Data)
 			}
