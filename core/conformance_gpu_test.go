@@ -22,8 +22,14 @@ import (
 // The suite runs twice. The first time the context meets many threads and
 // streams at once, CUDA keeps a few MiB of device memory for them for the
 // context's life (measured on an H200: 6-8 MiB after the 16-goroutine test,
-// and nothing on later runs), so the first pass allows that much; the second
-// pass demands every byte back.
+// and usually nothing on later runs), so the first pass allows that much.
+// The second pass allows one 2 MiB page, the driver's granularity: when a
+// later pass happens to have more streams alive at once than any before it
+// (seen under compute-sanitizer, which changes the timing), the context's
+// reserve grows by one more page. Exact, byte-level leak checks are the
+// simulated device's job (sim.Live after every core test);
+// TestGPUDeviceMemoryReturnsAfterClose still demands every byte back from a
+// run without concurrency.
 func TestConformanceCUDA(t *testing.T) {
 	probe, err := core.NewCUDADriver(0)
 	if errors.Is(err, cudaapi.ErrDriverNotFound) {
@@ -48,5 +54,9 @@ func TestConformanceCUDA(t *testing.T) {
 		warm.LeakSlack = 64 << 20
 		coretest.RunWith(t, warm)
 	})
-	t.Run("exact", func(t *testing.T) { coretest.RunWith(t, cfg) })
+	t.Run("again", func(t *testing.T) {
+		again := cfg
+		again.LeakSlack = 2 << 20
+		coretest.RunWith(t, again)
+	})
 }
