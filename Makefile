@@ -6,15 +6,20 @@ FUZZSHORT ?= 3s
 CUDA_H    ?=
 PKGS      := ./...
 
-.PHONY: all test race fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
+.PHONY: all test race nocgo fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
 
 all: lint test
 
-## test: race-enabled unit and property tests, then a short run of every fuzz target.
-test: race fuzz-short
+## test: race-enabled unit and property tests, the packages that touch cgo
+## built without it (every driver call must then report ErrDriverNotFound),
+## then a short run of every fuzz target.
+test: race nocgo fuzz-short
 
 race:
 	$(GO) test -race -count=1 $(PKGS)
+
+nocgo:
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./core ./core/sim ./cmd/...
 
 
 fuzz-short:

@@ -96,9 +96,11 @@ func openError(op, call string, err error) *Error {
 		// The loader's message ends with its own "Fix:" sentence; fold it into
 		// this error's one Fix instead of printing two.
 		cause, fix := splitFix(err)
-		if fix != "" {
-			fix += "; "
+		if fix == "" {
+			// Without cgo every binding returns the bare sentinel.
+			fix = "build with cgo (CGO_ENABLED=1, gcc) and install the NVIDIA driver; VYRECUDA_LIBCUDA selects the library path"
 		}
+		fix += "; "
 		return &Error{Op: op, Kind: KindUnsupported, Detail: "the CUDA driver library could not be loaded", Err: cause,
 			Fix: fix + "to run without a GPU, use the simulated device (core/sim) instead"}
 	}
