@@ -8,7 +8,6 @@
 package core_test
 
 import (
-	"math/rand"
 	"runtime"
 	"testing"
 
@@ -30,36 +29,10 @@ func openBench(b *testing.B) *core.Backend {
 	return be
 }
 
-// residentSet allocates count buffers of n random bytes each and uploads them.
-func residentSet(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, []core.Upload) {
-	b.Helper()
-	r := rand.New(rand.NewSource(1))
-	bufs := make([]core.Buffer, count)
-	ups := make([]core.Upload, count)
-	for i := range bufs {
-		h, err := be.AllocateResident(n)
-		if err != nil {
-			b.Fatalf("AllocateResident: %v", err)
-		}
-		data := make([]byte, n)
-		r.Read(data)
-		bufs[i], ups[i] = h, core.Upload{Buf: h, Data: data}
-	}
-	if err := be.UploadResidentMany(ups); err != nil { // also warms the staging pool
-		b.Fatalf("UploadResidentMany: %v", err)
-	}
-	b.Cleanup(func() {
-		for _, h := range bufs {
-			_ = be.FreeResident(h)
-		}
-	})
-	return bufs, ups
-}
-
 // W1: upload 1024 x 4 KiB into 1024 resident buffers, one call.
 func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
 	be := openBench(b)
-	_, ups := residentSet(b, be, 1024, 4096)
+	_, ups := xferBuffers(b, be, 1024, 4096)
 	b.SetBytes(1024 * 4096)
 	b.ResetTimer()
 	for range b.N {
@@ -72,7 +45,7 @@ func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
 // W3: read the same 1024 x 4 KiB back, into new slices and into reused ones.
 func BenchmarkGPUW3DownloadMany1024x4KiB(b *testing.B) {
 	be := openBench(b)
-	bufs, _ := residentSet(b, be, 1024, 4096)
+	bufs, _ := xferBuffers(b, be, 1024, 4096)
 	b.Run("Many", func(b *testing.B) {
 		b.SetBytes(1024 * 4096)
 		for range b.N {
@@ -99,7 +72,7 @@ func BenchmarkGPUW3DownloadMany1024x4KiB(b *testing.B) {
 // W2: upload 256 MiB from a Go slice.
 func BenchmarkGPUW2Upload256MiB(b *testing.B) {
 	be := openBench(b)
-	_, ups := residentSet(b, be, 1, 256<<20)
+	_, ups := xferBuffers(b, be, 1, 256<<20)
 	b.SetBytes(256 << 20)
 	b.ResetTimer()
 	for range b.N {
@@ -112,7 +85,7 @@ func BenchmarkGPUW2Upload256MiB(b *testing.B) {
 // W6: download 256 MiB into a reused Go slice.
 func BenchmarkGPUW6Download256MiB(b *testing.B) {
 	be := openBench(b)
-	bufs, _ := residentSet(b, be, 1, 256<<20)
+	bufs, _ := xferBuffers(b, be, 1, 256<<20)
 	dst, err := be.DownloadResidentInto(bufs[0], nil) // warms the staging pool
 	if err != nil {
 		b.Fatal(err)

@@ -127,28 +127,5 @@ func BenchmarkGPUW5PerLaunch(b *testing.B) {
 			b.Error(err)
 		}
 	}()
-	h, err := be.AllocateResident(4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	steps := make([]core.Step, 100)
-	for i := range steps {
-		steps[i] = core.Step{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{h, h, h}}
-	}
-	batch := core.Batch{Steps: steps}
-	if _, err := be.Run(batch, nil); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := be.Run(batch, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/100launches")
-	if err := be.FreeResident(h); err != nil {
-		b.Fatal(err)
-	}
+	benchW5(b, be)
 }
