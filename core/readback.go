@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Range names Len bytes of Buf starting at byte Offset.
@@ -174,14 +175,11 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 		return g.direct, nil
 	}
 	src := g.bytes(0)
-	if len(src) < g.tune.perWorker*2 {
-		if reuse {
-			return append(dst[:0], src...), nil
-		}
-		return append(make([]byte, 0, r.Len), src...), nil
+	out := g.out
+	if out == nil {
+		out = output(len(src))
 	}
-	out := output(len(src))
-	parallelCopy(out, src, g.tune.copyWorkers(len(src)), g.tune.linger)
+	parallelCopy(out, src, g.plan.Workers, g.tune.linger)
 	return out, nil
 }
 
@@ -206,8 +204,10 @@ type gathered struct {
 	views  []fusion.ReadbackView
 	offs   []int  // staging offset of each fused copy
 	lens   []int  // requested length of each request
-	direct []byte // a single pipelined read, already in its output
+	direct []byte // a single staged or direct read, already in its output
+	out    []byte // the output into gave, for a single read staged whole
 	tune   transferTuning
+	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -236,17 +236,8 @@ func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
 // eachFrom is each over requests first..first+n-1, with f given the index
 // relative to first.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
-	t := &g.tune
-	if t.workers == 0 {
-		// A gathered built by Run (batch.go) carries no tuning: one thread.
-		t = &transferTuning{workers: 1, perWorker: 1}
-	}
-	total := 0
-	for i := range n {
-		total += g.lens[first+i]
-	}
-	w := t.copyWorkers(total)
-	if w <= 1 {
+	w := g.plan.Workers
+	if w <= 1 || n < 2 {
 		for i := range n {
 			f(i)
 		}
@@ -258,7 +249,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	forParts(n, w, t.linger, func(i int) int { return starts[i] }, total, func(lo, hi int) {
+	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f(i)
 		}
@@ -343,16 +334,34 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	g.views = fused.Views
 	phase("fuse")
 	t := &g.tune
-	switch {
-	case into != nil && n == 1 && len(fused.Copies) == 1 && t.pipelines(fused.Bytes):
-		out := into(int(fused.Bytes))
-		if err := b.downloadPipelined(op, t, ents, out, fused.Copies[0].Src); err != nil {
+	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),
+		PackedBytes: packedBound(len(fused.Copies), fused.Bytes),
+		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1}
+	var out []byte
+	var reg *pinnedRegion
+	if req.Streamable {
+		out = into(int(fused.Bytes))
+		reg = b.pinnedHost(out)
+		req.Pinned = reg != nil
+	}
+	g.plan, g.out = t.choose(req), out
+	if reg != nil && g.plan.Kind != xferplan.Direct {
+		b.unpendRegion(reg)
+	}
+	switch g.plan.Kind {
+	case xferplan.Direct, xferplan.Staged:
+		if g.plan.Kind == xferplan.Direct {
+			err = b.downloadDirect(op, ents, reg, out, fused.Copies[0].Src)
+		} else {
+			err = b.downloadPipelined(op, t, &g.plan, ents, out, fused.Copies[0].Src)
+		}
+		if err != nil {
 			return nil, err
 		}
 		g.direct = out
 		return g, nil
-	case t.packs(len(fused.Copies), fused.Bytes):
-		err := b.gatherPacked(op, t, ents, g, fused.Copies, fused.Bytes, nonEmpty)
+	case xferplan.Packed:
+		err := b.gatherPacked(op, t, &g.plan, ents, g, fused.Copies, fused.Bytes, nonEmpty)
 		if err == nil {
 			return g, nil
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Upload is one full-buffer upload: Data must be exactly Buf.Len bytes.
@@ -122,15 +123,15 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	return b.queueUploads(op, ents, copies)
 }
 
-// queueUploads fuses the copies and moves them by one of three paths, each
-// with one stream synchronization per batch except the pipeline (which
-// waits once per reused staging block): one large copy is pipelined through
-// a few staging blocks (pipeline.go); many small ones are packed into one
-// DMA plus one scatter launch (packed.go) unless the device has no memory
-// for the packed staging; anything else is packed into one
-// pinned staging block and queued as one driver copy per fused copy on one
-// leased stream. The caller holds the destination buffers (ents) in flight;
-// a failed drain quarantines them with the staging (quarantine.go).
+// queueUploads fuses the copies and moves them as the planner says
+// (xfer.go): Direct from pinned caller memory, Staged in chunks
+// (pipeline.go), Packed into one block with a scatter launch (packed.go,
+// falling back to PerCopy when the device has no memory for the packed
+// staging), or PerCopy: packed into one pinned staging block and queued as
+// one driver copy per fused copy on one leased stream. Each waits on its
+// stream once per batch, except Staged, which waits once per reused
+// staging block. The caller holds the destination buffers (ents) in
+// flight; a failed drain quarantines them with the staging (quarantine.go).
 func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) error {
 	if len(copies) == 0 {
 		return nil
@@ -149,30 +150,49 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	}
 	phase("fuse")
 	t := b.tuning()
-	if len(fused) == 1 && t.pipelines(bytes) {
-		return b.uploadPipelined(op, &t, ents, fused[0].Dst, fused[0].Data, len(copies))
+	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
+		PackedBytes: packedBound(len(fused), bytes), Streamable: len(fused) == 1}
+	var reg *pinnedRegion
+	if len(fused) == 1 {
+		reg = b.pinnedHost(fused[0].Data)
+		req.Pinned = reg != nil
 	}
-	if t.packs(len(fused), bytes) {
-		err := b.uploadPacked(op, &t, ents, fused, bytes, len(copies))
+	pl := t.choose(req)
+	if reg != nil && pl.Kind != xferplan.Direct {
+		b.unpendRegion(reg)
+	}
+	switch pl.Kind {
+	case xferplan.Direct:
+		return b.uploadDirect(op, ents, reg, fused[0].Dst, fused[0].Data, len(copies))
+	case xferplan.Staged:
+		return b.uploadPipelined(op, &t, &pl, ents, fused[0].Dst, fused[0].Data, len(copies))
+	case xferplan.Packed:
+		err := b.uploadPacked(op, &t, &pl, ents, fused, bytes, len(copies))
 		if err != errNoPackRoom {
 			return err
 		}
 		// No device memory for packed staging: the per-copy path needs none.
 	}
+	return b.uploadPerCopy(op, &t, &pl, ents, fused, bytes, len(copies))
+}
+
+// uploadPerCopy stages every fused copy into one pinned block on
+// pl.Workers goroutines and queues one driver copy per fused copy.
+func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
 	st := newStaging(b.hostPool)
 	defer st.release()
 	stage, err := st.take(op, int(bytes))
 	if err != nil {
 		return err
 	}
-	offs := make([]int, len(fused)+1)
-	for i, c := range fused {
-		offs[i+1] = offs[i] + len(c.Data)
-	}
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, t.copyWorkers(len(stage)), t.linger)
+		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger)
 	} else {
-		forParts(len(fused), t.copyWorkers(len(stage)), t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
+		offs := make([]int, len(fused)+1)
+		for i, c := range fused {
+			offs[i+1] = offs[i] + len(c.Data)
+		}
+		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				copy(stage[offs[i]:], fused[i].Data)
 			}
@@ -183,11 +203,14 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	if err != nil {
 		return err
 	}
-	for i, c := range fused {
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[offs[i]:offs[i+1]:offs[i+1]], lease.Stream); err != nil {
+	off := 0
+	for _, c := range fused {
+		end := off + len(c.Data)
+		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
 			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
+		off = end
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
@@ -197,7 +220,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(len(copies)))
+	b.tel.requested.Add(uint64(requested))
 	b.tel.deviceCopies.Add(uint64(len(fused)))
 	return nil
 }

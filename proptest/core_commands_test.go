@@ -1052,6 +1052,13 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 		// Either path; the totals are bounded at the end.
 		r.m.packable++
 	}
+	if copies == 1 {
+		if r.cfg.shared {
+			r.m.stageable++
+		} else if got := r.callsDelta(); got[op] > 1 {
+			return r.expectStaged(call, got, op)
+		}
+	}
 	if r.cfg.shared || copies < packMinCopies {
 		t.DeviceCopies += uint64(copies)
 		return r.expectTransfer(call, map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1, sim.OpLaunch: 0})
