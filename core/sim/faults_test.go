@@ -110,6 +110,10 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.Launch(fx.f, one, fx.s, []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
 	case OpBindHostKernel:
 		return nil, d.BindHostKernel(fx.f, addOne)
+	case OpMemcpyHtoD:
+		return nil, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
+	case OpMemcpyDtoH:
+		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
 	}
 	panic("no call for " + op.String())
 }
@@ -321,7 +325,8 @@ func TestOpString(t *testing.T) {
 		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
 		require.True(t, ok, "Op %s names no Device method", s)
 	}
-	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1, "one Op per Driver method plus BindHostKernel")
+	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1+
+		reflect.TypeOf((*core.PageableCopier)(nil)).Elem().NumMethod(), "one Op per Driver method plus BindHostKernel and the PageableCopier methods")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

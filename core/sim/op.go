@@ -6,7 +6,8 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver and core.HostKernelBinder.
+// The operations, one per method of core.Driver, core.HostKernelBinder and
+// core.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -36,6 +37,8 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpMemcpyHtoD
+	OpMemcpyDtoH
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -72,6 +75,8 @@ var opNames = [...]string{
 	OpModuleFunction:    "ModuleFunction",
 	OpLaunch:            "Launch",
 	OpBindHostKernel:    "BindHostKernel",
+	OpMemcpyHtoD:        "MemcpyHtoD",
+	OpMemcpyDtoH:        "MemcpyDtoH",
 	opReadDevice:        "ReadDevice",
 	opWriteDevice:       "WriteDevice",
 }
