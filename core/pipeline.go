@@ -80,6 +80,30 @@ func (j *taskJob) work() {
 	}
 }
 
+// waitSpin is how long the caller of a copy job polls for the helpers'
+// last tasks before it blocks. Blocking costs a thread wake-up when the
+// last task ends; on the reference host (a virtual machine) that made a
+// 1 MiB copy on 16 goroutines take 53 us against 60 us on one.
+const waitSpin = 200 * time.Microsecond
+
+// wait returns once every task of j has returned: it polls for up to
+// waitSpin, then blocks.
+func (j *taskJob) wait() {
+	var until time.Time
+	for i := 0; j.left.Load() > 0; i++ {
+		if i&63 == 63 {
+			now := time.Now()
+			if until.IsZero() {
+				until = now.Add(waitSpin)
+			} else if now.After(until) {
+				<-j.done
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
 // helperSet is the goroutines that help with the current job.
 type helperSet struct {
 	cur  atomic.Pointer[taskJob] // the job being shared, nil when none
@@ -122,7 +146,7 @@ func (h *helperSet) run(j *taskJob, helpers int) bool {
 	}
 	h.wakeUp(helpers)
 	j.work()
-	<-j.done
+	j.wait()
 	h.cur.Store(nil)
 	return true
 }
@@ -177,7 +201,7 @@ func runTasks(n, w int, linger time.Duration, f func(i int)) {
 		go j.work()
 	}
 	j.work()
-	<-j.done
+	j.wait()
 }
 
 // copyTask is the bytes per task of a parallel copy of n bytes by w

@@ -42,8 +42,8 @@ type Model struct {
 	// order; rates between two points are interpolated, beyond the last
 	// the last holds.
 	Copy []CopyRate
-	// CopyJob is the cost of sharing one copy job with helper goroutines
-	// and waiting for the last of them.
+	// CopyJob is the cost, per helper goroutine, of sharing one copy job
+	// with helpers and waiting for the last of them.
 	CopyJob time.Duration
 	// DriverCopy is the host cost of queueing one asynchronous copy.
 	DriverCopy time.Duration
@@ -61,27 +61,30 @@ type Model struct {
 }
 
 // Reference is the model measured on the reference machine: an NVIDIA
-// H100 80GB (PCIe generation 5) on a 16-core host, CUDA 13.0, medians:
+// H100 80GB HBM3 on a 16-core virtual machine, CUDA 13.0, driver 580
+// (core's BenchmarkGPUCostModel, 20 runs each, this library's own copy
+// helpers):
 //
-//   - pinned H2D 36 GB/s at 1 MiB and 51 GB/s from 16 MiB, which a latency
-//     of 9 us plus 53 GB/s reproduces; D2H 40 and 53 GB/s, 6.9 us plus
-//     54.2 GB/s;
-//   - memcpy from ordinary Go memory into pinned memory at 9.6, 14.9, 26.0
-//     and 35.6 GB/s on 1, 4, 8 and 16 threads;
-//   - one 4 KiB copy plus its stream synchronization 7.8 us, one kernel
-//     launch 3.7 us, one asynchronous copy call about 2.6 us (1024 separate
-//     4 KiB copies cost 2.7 ms).
+//   - one DMA fenced alone, H2D: 12.6, 15.8, 32.4, 95, 336 and 1343 us
+//     for 64 KiB, 256 KiB, 1, 4, 16 and 64 MiB, which 10 us plus 50.5
+//     GB/s reproduces within 4%; D2H 10.9 to 1230 us, 10.5 us plus 55 GB/s;
+//   - a copy from ordinary Go memory into pinned memory, 8 MiB: 9.0, 16.5,
+//     32, 44 and 57 GB/s on 1, 2, 4, 8 and 16 goroutines; the same at 1 MiB
+//     took 60, 64, 53, 44 and 53 us: starting and joining the helpers of
+//     one copy job costs about 2.4 us per helper there;
+//   - queueing one asynchronous copy 1.85 us; synchronizing an idle stream
+//     2.7 us; one kernel launch 3.7 us.
 func Reference() Model {
 	return Model{
-		H2D: Link{Latency: 9 * time.Microsecond, PeakGBps: 53},
-		D2H: Link{Latency: 6900 * time.Nanosecond, PeakGBps: 54.2},
+		H2D: Link{Latency: 10 * time.Microsecond, PeakGBps: 50.5},
+		D2H: Link{Latency: 10500 * time.Nanosecond, PeakGBps: 55},
 		Copy: []CopyRate{
-			{Threads: 1, GBps: 9.6}, {Threads: 4, GBps: 14.9},
-			{Threads: 8, GBps: 26.0}, {Threads: 16, GBps: 35.6},
+			{Threads: 1, GBps: 9.0}, {Threads: 2, GBps: 16.5}, {Threads: 4, GBps: 32},
+			{Threads: 8, GBps: 44}, {Threads: 16, GBps: 57},
 		},
-		CopyJob:    2 * time.Microsecond,
-		DriverCopy: 2600 * time.Nanosecond,
-		Wait:       2 * time.Microsecond,
+		CopyJob:    2400 * time.Nanosecond,
+		DriverCopy: 1850 * time.Nanosecond,
+		Wait:       2700 * time.Nanosecond,
 		Launch:     3700 * time.Nanosecond,
 		KernelGBps: 1000,
 		PackItem:   40 * time.Nanosecond,
@@ -112,11 +115,7 @@ func (m *Model) hostCopy(n float64, w int) float64 {
 	if r <= 0 {
 		return math.Inf(1)
 	}
-	t := n / r
-	if w > 1 {
-		t += float64(m.CopyJob)
-	}
-	return t
+	return n/r + float64(w-1)*float64(m.CopyJob)
 }
 
 // link returns the DMA link of dir.
