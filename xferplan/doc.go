@@ -9,8 +9,8 @@
 //     by one driver copy per device copy.
 //   - Packed: many small copies travel as one packed block plus a table, with
 //     a scatter (upload) or gather (readback) kernel putting each piece in
-//     place; a large packed block moves in Parts DMAs, so packing (or
-//     unpacking) one part overlaps the DMA of the next.
+//     place; a large packed upload moves in Parts DMAs, so packing one part
+//     overlaps the DMA of the one before.
 //   - Staged: one large copy moves in Chunks chunks through Blocks pinned
 //     staging blocks in rotation, so the host copy of one chunk, spread over
 //     Workers goroutines, overlaps the DMA of another.

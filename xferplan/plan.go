@@ -102,8 +102,9 @@ type Tuning struct {
 	// PackMaxBytes bounds the packed block, which is also a device staging
 	// allocation.
 	PackMaxBytes int64
-	// PackParts, when positive, fixes the DMAs of a packed transfer (at
-	// most one per copy) instead of letting the model choose.
+	// PackParts, when positive, fixes the DMAs of a packed upload (at most
+	// one per copy) instead of letting the model choose. Packed readbacks
+	// always move in one DMA.
 	PackParts int
 	// Only, when not empty, restricts the plans to these kinds whenever
 	// one of them applies; PerCopy is the fallback when none does. Tests
@@ -214,7 +215,8 @@ func Choose(r Request, t Tuning, m *Model, maxProcs int) Plan {
 		if !ok || (t.Only != 0 && !t.Only.Has(p.Kind)) {
 			return
 		}
-		if (t.Only != 0 && !found) || p.Cost < best.Cost {
+		// Direct copies nothing on the host: it wins ties with PerCopy.
+		if (t.Only != 0 && !found) || p.Cost < best.Cost || (p.Kind == Direct && p.Cost == best.Cost) {
 			best, found = p, true
 		}
 	}
@@ -257,7 +259,11 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		fixed += float64(m.DriverCopy) // the table goes up first
 	}
 	lo, hi := 1, int(min(int64(t.MaxChunks), int64(r.Copies), max(r.Bytes/t.MinChunk, 1)))
-	if t.PackParts > 0 {
+	if r.Dir == Readback {
+		// A packed readback lands whole before any piece reaches the
+		// caller's slices, which stay untouched if the transfer fails.
+		hi = 1
+	} else if t.PackParts > 0 {
 		lo = min(t.PackParts, r.Copies)
 		hi = lo
 	}
