@@ -40,6 +40,23 @@ func WithCopyHelperLinger(d time.Duration) Option {
 	}
 }
 
+// WithPlanTuning bounds the transfer planner: the most copy goroutines per
+// call, the sizes from which single copies are staged and many copies
+// packed, the chunk sizes and staging blocks, or a set of plan kinds to
+// prefer (see xferplan.Tuning). Zero fields keep their defaults. Most
+// callers never need it; it exists for hosts unlike the reference one and
+// for tests that run every plan at small sizes.
+func WithPlanTuning(t xferplan.Tuning) Option {
+	return func(c *config) { c.xfer.plan = t }
+}
+
+// WithPlanModel replaces the planner's cost model (xferplan.Reference, the
+// reference H100 host's measurements) with constants measured on another
+// machine.
+func WithPlanModel(m xferplan.Model) Option {
+	return func(c *config) { c.xfer.model = &m }
+}
+
 // transferTuning is the planner's bounds and model plus the execution
 // settings of the packed and staged paths. Its zero value means the
 // defaults; tests narrow it (export_transfer_test.go) so the simulated
