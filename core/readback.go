@@ -280,15 +280,13 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if n == 0 {
 		return g, nil
 	}
-	bufs := make([]Buffer, n)
-	for i := range bufs {
-		bufs[i] = at(i).Buf
-	}
 	if label == nil {
 		label = func(i int) string { return itemPrefix(n, i) }
 	}
-	ents, err := b.pinEntries(op, bufs, label)
-	if err != nil {
+	sc := getScratch(n)
+	defer putScratch(sc)
+	ents := sc.ents[:n]
+	if err := b.pinInto(op, ents, func(i int) Buffer { return at(i).Buf }, label); err != nil {
 		return nil, err
 	}
 	defer b.unpinEntries(op, ents)

@@ -83,18 +83,16 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	if n == 0 {
 		return nil
 	}
-	bufs := make([]Buffer, n)
-	for i := range bufs {
-		bufs[i], _, _ = at(i)
-	}
-	ents, err := b.pinEntries(op, bufs, nil)
-	if err != nil {
+	sc := getScratch(n)
+	defer putScratch(sc)
+	ents := sc.ents[:n]
+	if err := b.pinInto(op, ents, func(i int) Buffer { h, _, _ := at(i); return h }, nil); err != nil {
 		return err
 	}
 	defer b.unpinEntries(op, ents)
 	phase("pin")
 
-	copies := make([]fusion.UploadCopy, 0, n)
+	copies := sc.ups[:0]
 	for i, e := range ents {
 		h, off, data := at(i)
 		if full {
@@ -119,6 +117,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		}
 		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
 	}
+	sc.ups = copies
 	phase("validate")
 	return b.queueUploads(op, ents, copies)
 }
@@ -132,11 +131,14 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 // stream once per batch, except Staged, which waits once per reused
 // staging block. The caller holds the destination buffers (ents) in
 // flight; a failed drain quarantines them with the staging (quarantine.go).
-func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) error {
+func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) (err error) {
 	if len(copies) == 0 {
 		return nil
 	}
-	fused, bytes, err := fusion.FuseUploads(copies)
+	fused, bytes, ok := copies, uint64(0), false
+	if bytes, ok = fusion.DistinctUploads(copies); !ok {
+		fused, bytes, err = fusion.FuseUploads(copies)
+	}
 	if err != nil {
 		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
 			Fix: "split the batch; its addresses or lengths overflow", Err: err}

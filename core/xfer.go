@@ -3,10 +3,12 @@ package core
 import (
 	"math"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/kernels"
+	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -200,3 +202,41 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 	b.tel.deviceCopies.Add(1)
 	return nil
 }
+
+// scratch is the per-call working memory of a batched transfer (the pinned
+// entries and the copy list), reused across calls so a batch of n items
+// allocates none of it in the steady state.
+type scratch struct {
+	ents []*residentEntry
+	ups  []fusion.UploadCopy
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch with room for n items.
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.ents) < n {
+		sc.ents = make([]*residentEntry, n)
+	}
+	if cap(sc.ups) < n {
+		sc.ups = make([]fusion.UploadCopy, 0, n)
+	}
+	return sc
+}
+
+// putScratch clears what sc references (entries and caller data) and
+// gives it back. Scratch larger than maxScratchItems is dropped rather than
+// kept.
+func putScratch(sc *scratch) {
+	clear(sc.ents[:cap(sc.ents)])
+	clear(sc.ups[:cap(sc.ups)])
+	if cap(sc.ents) > maxScratchItems || cap(sc.ups) > maxScratchItems {
+		return
+	}
+	sc.ups = sc.ups[:0]
+	scratchPool.Put(sc)
+}
+
+// maxScratchItems bounds the scratch kept for reuse (about 256 KiB).
+const maxScratchItems = 4096
