@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // benchConfig is everything bench's flags set; it is written into
@@ -33,7 +34,11 @@ type benchConfig struct {
 	SweepMin   int    `json:"sweep_min"`   // smallest transfer of the bandwidth sweep
 	SweepMax   int    `json:"sweep_max"`   // largest transfer of the bandwidth sweep
 	Workloads  string `json:"workloads"`   // comma-separated ids, or "all"
-	Out        string `json:"-"`
+	// CopyJob and Linger, when set, replace the transfer planner's
+	// per-helper copy-job cost and the copy helpers' linger (experiments).
+	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
+	Linger  time.Duration `json:"helper_linger_ns,omitempty"`
+	Out     string        `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of DESIGN.md's workloads.
@@ -68,6 +73,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&mixedMax, "mixed-max", "W7: largest buffer (sizes are log-uniform from 16 B)")
 	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
 	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
+	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
+	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
@@ -87,7 +94,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory())
+	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory(), cfg.options()...)
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
@@ -153,6 +160,20 @@ func (c *benchConfig) validate() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// options are the Backend options the experiment flags ask for.
+func (c *benchConfig) options() []core.Option {
+	var opts []core.Option
+	if c.CopyJob > 0 {
+		m := xferplan.Reference()
+		m.CopyJob = c.CopyJob
+		opts = append(opts, core.WithPlanModel(m))
+	}
+	if c.Linger != 0 {
+		opts = append(opts, core.WithCopyHelperLinger(c.Linger))
+	}
+	return opts
 }
 
 // simMemory sizes the simulated device so the largest transfer fits its

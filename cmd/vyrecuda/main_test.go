@@ -161,7 +161,7 @@ func TestOpenSessionChoosesDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stub(t, &cudaProbe, func() error { return tt.probe })
-			stub(t, &openCUDA, func(int) (*core.Backend, core.Driver, error) { return nil, nil, tt.open })
+			stub(t, &openCUDA, func(int, ...core.Option) (*core.Backend, core.Driver, error) { return nil, nil, tt.open })
 			s, err := openSession(tt.choice, 0, 0)
 			if tt.wantErr {
 				assert.ErrorIs(t, err, errNoGPU)
@@ -177,7 +177,7 @@ func TestOpenSessionChoosesDevice(t *testing.T) {
 }
 
 func TestDemoExplicitCUDAWithoutGPUFails(t *testing.T) {
-	stub(t, &openCUDA, func(int) (*core.Backend, core.Driver, error) {
+	stub(t, &openCUDA, func(int, ...core.Option) (*core.Backend, core.Driver, error) {
 		return nil, nil, &core.Error{Op: "OpenCUDA", Kind: core.KindUnsupported, Err: cudaapi.ErrDriverNotFound}
 	})
 	code, stdout, stderr := runCmd("demo", "-device", "cuda")
@@ -380,7 +380,7 @@ func TestBenchFailsCleanlyOnDeviceFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.op.String(), func(t *testing.T) {
-			s, err := openSimSession(0, "")
+			s, err := openSimSession(0, "", nil)
 			require.NoError(t, err)
 			s.sim.FailNth(tt.op, tt.nth, cudaapi.CUDA_ERROR_UNKNOWN)
 			ids, err := cfg.validate()
