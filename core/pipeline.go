@@ -331,8 +331,8 @@ func (p *pipeline) finish(healthy bool) {
 	p.st.release()
 }
 
-// uploadPipelined copies data to device address dst in chunks: chunk i is
-// copied into staging block i%k by up to t.workers goroutines and queued on
+// uploadPipelined copies data to device address dst in the plan's chunks:
+// chunk i is copied into staging block i%k by pl.Workers goroutines and queued on
 // that block's stream, so it moves while chunk i+1 is being copied; a block
 // is refilled only after its stream finished the previous chunk.
 //

@@ -29,9 +29,11 @@ func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
 // DownloadResidentInto reads the whole of h into dst's storage, growing it
 // only when its capacity is too small, and returns the result (append-style:
 // use the returned slice). On failure it returns dst unchanged; its bytes are
-// unchanged too, except after a device failure in the middle of a pipelined
-// transfer (h.Len of 64 MiB or more, written into dst's storage as it
-// arrives), which may leave a prefix of that storage holding h's bytes.
+// unchanged too, except after a device failure in the middle of a staged
+// transfer (the planner stages single reads from 256 KiB, writing each chunk
+// into dst's storage as it arrives) or of a direct one (dst inside memory
+// pinned through this Backend), which may leave a prefix of that storage
+// holding h's bytes.
 func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 	const op = "DownloadResidentInto"
 	if err := b.enter(op); err != nil {
@@ -155,10 +157,9 @@ func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte)
 
 // readOne reads r for the single-range calls: into dst's storage,
 // append-style, when reuse is set (growing it only when its capacity is too
-// small), else into a new slice. A read large enough to be pipelined goes
-// straight into that output, chunk by chunk; smaller ones are staged whole
-// and copied out by several goroutines when large. On failure it returns
-// dst.
+// small), else into a new slice. A staged or direct plan moves the bytes
+// straight into that output; a per-copy one stages them whole and copies
+// them out on the plan's goroutines. On failure it returns dst.
 func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, error) {
 	output := func(n int) []byte {
 		if reuse && cap(dst) >= n {
@@ -264,17 +265,19 @@ func (g *gathered) release() {
 
 // gather validates n ranges, then reads them: fused, staged into one pinned
 // block, queued on one leased stream and fenced once. Nothing about the
-// caller's outputs is touched here, so a failure leaves them as they were.
+// caller's outputs is touched here, so a failure leaves them as they were,
+// except by a staged or direct single read (see DownloadResidentInto).
 // When every range is empty it makes no driver call at all.
 //
 // label names request i in messages; nil means "item i: " for batches of
 // several requests and nothing for one.
 //
-// Many small fused copies take the packed path (packed.go), or the per-copy
-// path when the device has no memory for its staging. into, when not
-// nil, offers a single request's destination: a read large enough to be
-// pipelined (pipeline.go) asks into for its output of that length after
-// validation and streams straight into it, leaving the result in g.direct.
+// The planner (xfer.go) chooses the plan. Many small fused copies take the
+// packed path (packed.go), or the per-copy path when the device has no
+// memory for its staging. into, when not nil, offers a single request's
+// destination: gather asks it for the output after validation; a staged
+// (pipeline.go) or direct plan moves the bytes straight into it, leaving
+// the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
 	g := &gathered{lens: make([]int, n), tune: b.tuning()}
 	if n == 0 {
