@@ -79,6 +79,8 @@ func itemPrefix(n, i int) string {
 
 // upload validates n uploads (full: exact lengths; else offset ranges),
 // keeps their buffers in flight for the call, and moves them as fused copies.
+// One pass under the store lock looks every handle up and checks every
+// range; an unknown handle anywhere is reported before a bad range.
 func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte), full bool) error {
 	if n == 0 {
 		return nil
@@ -86,40 +88,72 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	sc := getScratch(n)
 	defer putScratch(sc)
 	ents := sc.ents[:n]
-	if err := b.pinInto(op, ents, func(i int) Buffer { h, _, _ := at(i); return h }, nil); err != nil {
-		return err
-	}
-	defer b.unpinEntries(op, ents)
-	phase("pin")
-
 	copies := sc.ups[:0]
-	for i, e := range ents {
+	bad := -1 // the first item whose range does not fit
+	b.store.mu.RLock()
+	for i := range ents {
 		h, off, data := at(i)
-		if full {
-			if len(data) != h.Len {
-				return newError(op, KindInvalidArgument,
-					fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
-					"pass data of the buffer's length, or use UploadResidentAt for part of it")
-			}
-		} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+		e, herr := b.store.lookup(op, h)
+		if herr != nil {
+			b.store.mu.RUnlock()
+			herr.Detail = itemPrefix(n, i) + herr.Detail
+			return herr
 		}
-		if len(data) == 0 {
+		ents[i] = e
+		if bad >= 0 {
 			continue
 		}
-		dst, err := accounting.AddPtr(e.ptr, off)
-		if err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
-				Fix:    "pass an offset inside the buffer", Err: err}
+		if uploadRangeError(op, n, i, h, off, data, e.ptr, full) != nil {
+			bad = i
+			continue
 		}
-		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
+		if len(data) > 0 {
+			copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: e.ptr + uint64(off), Data: data})
+		}
 	}
+	if bad >= 0 {
+		b.store.mu.RUnlock()
+		h, off, data := at(bad)
+		return uploadRangeError(op, n, bad, h, off, data, ents[bad].ptr, full)
+	}
+	// Counts change only after every item validated, so a bad batch marks
+	// nothing; holding mu shared keeps FreeResident out meanwhile.
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	b.store.mu.RUnlock()
+	defer b.unpinEntries(op, ents)
 	sc.ups = copies
+	phase("pin")
 	phase("validate")
 	return b.queueUploads(op, ents, copies)
+}
+
+// uploadRangeError checks item i (handle h at device address ptr): full
+// uploads need exactly h.Len bytes, others must fit at off, and the
+// destination address must not overflow. It returns nil when the item is
+// fine; the error path alone formats.
+func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr uint64, full bool) error {
+	if full {
+		if len(data) != h.Len {
+			return newError(op, KindInvalidArgument,
+				fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
+				"pass data of the buffer's length, or use UploadResidentAt for part of it")
+		}
+	} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
+			Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if _, err := accounting.AddPtr(ptr, off); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
+			Fix:    "pass an offset inside the buffer", Err: err}
+	}
+	return nil
 }
 
 // queueUploads fuses the copies and moves them as the planner says
