@@ -46,7 +46,12 @@ type packLayout struct {
 }
 
 func newPackLayout(n int, length func(i int) int) packLayout {
-	l := packLayout{offs: make([]int, n)}
+	return newPackLayoutIn(make([]int, n), length)
+}
+
+// newPackLayoutIn is newPackLayout placing len(offs) pieces into offs.
+func newPackLayoutIn(offs []int, length func(i int) int) packLayout {
+	l := packLayout{offs: offs}
 	off := 0
 	for i := range l.offs {
 		l.offs[i] = off
@@ -54,7 +59,7 @@ func newPackLayout(n int, length func(i int) int) packLayout {
 		off = alignUp(l.dataEnd, packAlign)
 	}
 	l.table = off
-	l.total = off + n*kernels.TableEntryBytes
+	l.total = off + len(offs)*kernels.TableEntryBytes
 	return l
 }
 
@@ -218,7 +223,9 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	lay := newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
+	offs := getInts(len(fused))
+	defer putInts(offs)
+	lay := newPackLayoutIn(*offs, func(i int) int { return len(fused[i].Data) })
 	st := newStaging(b.hostPool)
 	defer st.release()
 	stage, err := st.take(op, lay.total)

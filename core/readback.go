@@ -184,6 +184,27 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	return out, nil
 }
 
+// readRangeError checks range r of item i (its buffer at device address
+// ptr): it must fit the buffer and its address must not overflow. It
+// returns nil when the range is fine; the error path alone formats.
+func readRangeError(op string, label func(i int) string, i int, r Range, ptr uint64) error {
+	if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
+				label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
+			Fix: "keep offset+length within the buffer's length", Err: err}
+	}
+	if r.Len == 0 {
+		return nil
+	}
+	if _, err := accounting.AddPtr(ptr, r.Offset); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label(i), r.Buf.ID, r.Offset),
+			Fix:    "pass an offset inside the buffer", Err: err}
+	}
+	return nil
+}
+
 // growSlots returns s resliced to n elements, reusing its capacity when it
 // suffices and otherwise a new slice that starts with s's elements (including
 // those past len within cap, so their storage is reused too).
@@ -288,37 +309,44 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	}
 	sc := getScratch(n)
 	defer putScratch(sc)
-	ents := sc.ents[:n]
-	if err := b.pinInto(op, ents, func(i int) Buffer { return at(i).Buf }, label); err != nil {
-		return nil, err
-	}
-	defer b.unpinEntries(op, ents)
-	phase("pin")
-
-	reqs := make([]fusion.ReadbackCopy, n)
-	nonEmpty := 0
-	for i, e := range ents {
+	ents, reqs := sc.ents[:n], sc.reads(n)
+	// One pass under the store lock looks every handle up and checks every
+	// range; an unknown handle anywhere is reported before a bad range.
+	nonEmpty, bad := 0, -1
+	b.store.mu.RLock()
+	for i := range ents {
 		r := at(i)
-		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
-					label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-				Fix: "keep offset+length within the buffer's length", Err: err}
+		e, herr := b.store.lookup(op, r.Buf)
+		if herr != nil {
+			b.store.mu.RUnlock()
+			herr.Detail = label(i) + herr.Detail
+			return nil, herr
 		}
-		g.lens[i] = r.Len
-		if r.Len == 0 {
-			reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+		ents[i] = e
+		if bad >= 0 {
 			continue
 		}
-		src, err := accounting.AddPtr(e.ptr, r.Offset)
-		if err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label(i), r.Buf.ID, r.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
+		if readRangeError(op, label, i, r, e.ptr) != nil {
+			bad = i
+			continue
 		}
-		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID, Src: src, Len: r.Len}
-		nonEmpty++
+		g.lens[i] = r.Len
+		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+		if r.Len > 0 {
+			reqs[i].Src, reqs[i].Len = e.ptr+uint64(r.Offset), r.Len
+			nonEmpty++
+		}
 	}
+	if bad >= 0 {
+		b.store.mu.RUnlock()
+		return nil, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
+	}
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	b.store.mu.RUnlock()
+	defer b.unpinEntries(op, ents)
+	phase("pin")
 	if nonEmpty == 0 {
 		return g, nil
 	}

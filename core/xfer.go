@@ -209,6 +209,15 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 type scratch struct {
 	ents []*residentEntry
 	ups  []fusion.UploadCopy
+	rds  []fusion.ReadbackCopy
+}
+
+// reads returns n readback requests of scratch memory.
+func (sc *scratch) reads(n int) []fusion.ReadbackCopy {
+	if cap(sc.rds) < n {
+		sc.rds = make([]fusion.ReadbackCopy, n)
+	}
+	return sc.rds[:n]
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -231,7 +240,7 @@ func getScratch(n int) *scratch {
 func putScratch(sc *scratch) {
 	clear(sc.ents[:cap(sc.ents)])
 	clear(sc.ups[:cap(sc.ups)])
-	if cap(sc.ents) > maxScratchItems || cap(sc.ups) > maxScratchItems {
+	if cap(sc.ents) > maxScratchItems || cap(sc.ups) > maxScratchItems || cap(sc.rds) > maxScratchItems {
 		return
 	}
 	sc.ups = sc.ups[:0]
@@ -240,3 +249,22 @@ func putScratch(sc *scratch) {
 
 // maxScratchItems bounds the scratch kept for reuse (about 256 KiB).
 const maxScratchItems = 4096
+
+var intsPool = sync.Pool{New: func() any { return new([]int) }}
+
+// getInts returns a pooled slice of n ints (contents unspecified).
+func getInts(n int) *[]int {
+	p := intsPool.Get().(*[]int)
+	if cap(*p) < n {
+		*p = make([]int, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// putInts gives p back unless it is larger than maxScratchItems.
+func putInts(p *[]int) {
+	if cap(*p) <= maxScratchItems {
+		intsPool.Put(p)
+	}
+}
