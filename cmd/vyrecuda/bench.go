@@ -38,6 +38,7 @@ type benchConfig struct {
 	// per-helper copy-job cost and the copy helpers' linger (experiments).
 	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
 	Linger  time.Duration `json:"helper_linger_ns,omitempty"`
+	Workers int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
 	Out     string        `json:"-"`
 }
 
@@ -74,6 +75,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
 	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
 	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
+	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
 	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
@@ -172,6 +174,9 @@ func (c *benchConfig) options() []core.Option {
 	}
 	if c.Linger != 0 {
 		opts = append(opts, core.WithCopyHelperLinger(c.Linger))
+	}
+	if c.Workers > 0 {
+		opts = append(opts, core.WithPlanTuning(xferplan.Tuning{MaxWorkers: c.Workers}))
 	}
 	return opts
 }
