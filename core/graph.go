@@ -44,6 +44,7 @@ type Graph struct {
 
 	pl    *batchPlan  // the captured batch; pl.ents are the graph's in-flight marks
 	exec  GraphExec   // 0 when the batch has no device work
+	dg    DeviceGraph // the recorded graph exec came from; 0 once destroyed
 	gd    GraphDriver // the driver that owns exec
 	up    staging     // upload staging the graph's copies read
 	rdst  staging     // read staging the graph's copies write
@@ -165,14 +166,9 @@ func (g *Graph) record(op string) error {
 		g.destroyGraph(op, dg)
 		return graphError(op, "GraphInstantiate", err)
 	}
-	// The executable graph is a snapshot: the recorded one is not needed.
-	if err := g.gd.GraphDestroy(dg); err != nil {
-		if xerr := g.gd.GraphExecDestroy(x); xerr != nil {
-			b.log.Error("graph: executable graph could not be destroyed after a failed capture", "op", op, "err", xerr)
-		}
-		return graphError(op, "GraphDestroy", err)
-	}
-	g.exec = x
+	// The recorded graph is kept for Close, so that a failure to destroy
+	// it is reported where it can be retried.
+	g.exec, g.dg = x, dg
 	return nil
 }
 
@@ -284,6 +280,9 @@ func (g *Graph) usable(op string) error {
 	switch {
 	case g.closed:
 		return newError(op, KindClosed, "the Graph is closed", "capture the batch again with Capture")
+	case g.exec == 0 && g.dg != 0:
+		return newError(op, KindDriver, "an earlier Close destroyed the executable graph and then failed",
+			"call Close again")
 	case g.broken.Load():
 		return newError(op, KindDriver,
 			"an earlier replay failed and its stream could not be drained; its staging is held until the stream synchronizes",
@@ -328,11 +327,12 @@ func (g *Graph) replayFailed(op string, lease *launchLease) {
 	}
 }
 
-// Close destroys the executable graph and releases the staging and the
+// Close destroys the device graph and releases the staging and the
 // in-flight marks it holds. It refuses with ErrInFlight, changing nothing,
-// while the Pending of a ReplayAsync is not collected, and fails, changing
-// nothing, when the driver fails to destroy the executable graph (call it
-// again). A second Close returns ErrClosed.
+// while the Pending of a ReplayAsync is not collected. When the driver
+// fails to destroy the graph, Close returns that failure and the Graph
+// stays open, holding what it held (it may no longer replay): call Close
+// again. A second Close after success returns ErrClosed.
 func (g *Graph) Close() error {
 	const op = "Graph.Close"
 	if g == nil {
@@ -352,6 +352,12 @@ func (g *Graph) Close() error {
 			return graphError(op, "GraphExecDestroy", err)
 		}
 		g.exec = 0
+	}
+	if g.dg != 0 {
+		if err := g.gd.GraphDestroy(g.dg); err != nil {
+			return graphError(op, "GraphDestroy", err)
+		}
+		g.dg = 0
 	}
 	g.closed = true
 	g.up.release()
