@@ -209,14 +209,14 @@ func (r *runner) pickGraph(p int) *mgraph {
 // captureStep is Backend.Capture of the small batch mgraph describes.
 type captureStep struct {
 	withFault
-	b, c      int // picks
-	fill      bool
-	value     byte
-	up, read  place
-	copy      bool
-	timing    bool
-	seed      int
-	order     bool // copy from the longer of the two buffers, so the step mostly validates
+	b, c     int // picks
+	fill     bool
+	value    byte
+	up, read place
+	copy     bool
+	timing   bool
+	seed     int
+	order    bool // copy from the longer of the two buffers, so the step mostly validates
 }
 
 func drawCapture(src entropy) *captureStep {
