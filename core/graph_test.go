@@ -403,3 +403,29 @@ func TestOptimizerCapture(t *testing.T) {
 	require.NoError(t, d.Close())
 	require.NoError(t, b.Close())
 }
+
+// BenchmarkSimW5GGraphReplay is W5G on the simulated device: W5's 100
+// dependent launches captured once, then one replay (one graph launch and
+// one fence) per op. It measures the Backend's per-replay overhead plus
+// sim's execution of the 100 launches.
+func BenchmarkSimW5GGraphReplay(b *testing.B) {
+	be, _ := openSim(b, sim.Config{})
+	h, err := be.AllocateResident(4)
+	require.NoError(b, err)
+	steps := make([]core.Step, 100)
+	for i := range steps {
+		steps[i] = core.Step{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{h, h, h}}
+	}
+	g, err := be.Capture(core.Batch{Steps: steps})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := g.Replay(nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	require.NoError(b, g.Close())
+	require.NoError(b, be.FreeResident(h))
+}
