@@ -193,11 +193,52 @@ func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p, err := g.launch(op)
+	if g.exec != 0 {
+		return g.replay(op, dst)
+	}
+	p, err := g.launch(op) // nothing reaches the device; usable checks closed
 	if err != nil {
 		return dst, err
 	}
 	return p.AwaitInto(dst)
+}
+
+// replay is Replay of a graph with device work: one launch and one stream
+// synchronization on a leased stream, with no completion event or Pending
+// (nothing else waits for it). Callers hold mu.
+func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
+	if err := g.usable(op); err != nil {
+		return dst, err
+	}
+	b, pl := g.b, g.pl
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	if err := g.pack(op); err != nil {
+		return dst, err
+	}
+	lease, err := b.lease(op, false)
+	if err != nil {
+		return dst, err
+	}
+	if err := g.gd.GraphLaunch(g.exec, lease.Stream); err != nil {
+		if !b.drain(op, g.held(false), lease) {
+			g.broken.Store(true)
+		}
+		return dst, graphError(op, "GraphLaunch", err)
+	}
+	b.countBatch(pl)
+	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
+		g.replayFailed(op, lease)
+		return dst, driverError(op, "StreamSynchronize", err)
+	}
+	b.tel.syncPoints.Add(1)
+	b.launch.giveBack(lease, true)
+	if pl.rd == nil {
+		return growSlots(dst, 0), nil
+	}
+	return pl.rd.fill(dst, 0, len(pl.batch.Reads)), nil
 }
 
 // ReplayAsync launches the whole captured batch like Replay and returns

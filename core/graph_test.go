@@ -83,6 +83,7 @@ func TestGraphReplayMatchesRunWithChangingInputs(t *testing.T) {
 		require.Equal(t, uint64(i+1), b.Telemetry().SyncPoints, "one fence per replay")
 	}
 	assert.Equal(t, uint64(20), dev.Calls(sim.OpGraphLaunch), "one launch per replay")
+	assert.Zero(t, dev.Calls(sim.OpEventRecord)+dev.Calls(sim.OpEventQuery), "Replay records and queries no event")
 	assert.Equal(t, launches, dev.Calls(sim.OpLaunch), "replays queue no kernel one by one")
 	assert.Equal(t, ref.Telemetry().HostToDeviceBytes, b.Telemetry().HostToDeviceBytes)
 	assert.Equal(t, ref.Telemetry().KernelLaunches, b.Telemetry().KernelLaunches)
@@ -322,7 +323,7 @@ func TestGraphReplayFaults(t *testing.T) {
 	g, err := b.Capture(gb.batch)
 	require.NoError(t, err)
 	dst := [][]byte{[]byte("keep")}
-	for _, op := range []sim.Op{sim.OpGraphLaunch, sim.OpEventRecord, sim.OpStreamSynchronize} {
+	for _, op := range []sim.Op{sim.OpGraphLaunch, sim.OpStreamSynchronize} {
 		dev.FailNth(op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		out, err := g.Replay(dst)
 		require.ErrorIs(t, err, core.ErrDriver, "%s", op)
@@ -330,6 +331,19 @@ func TestGraphReplayFaults(t *testing.T) {
 		_, err = g.Replay(nil)
 		require.NoError(t, err, "%s: the graph replays again", op)
 	}
+	for _, op := range []sim.Op{sim.OpGraphLaunch, sim.OpEventRecord} {
+		dev.FailNth(op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		p, err := g.ReplayAsync()
+		require.Nil(t, p)
+		require.ErrorIs(t, err, core.ErrDriver, "async %s", op)
+	}
+	p, err := g.ReplayAsync()
+	require.NoError(t, err)
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	_, err = p.AwaitInto(dst)
+	require.ErrorIs(t, err, core.ErrDriver)
+	_, err = g.Replay(nil)
+	require.NoError(t, err, "a failed wait releases the graph for the next replay")
 	assert.Zero(t, b.LaunchResourceCounts().Leases)
 	require.NoError(t, g.Close())
 	gb.free(t, b)

@@ -293,8 +293,10 @@ func (s *captureStep) run(r *runner) error {
 		r.m.bufs[h.ID].graphN++
 	}
 	r.m.graphs = append(r.m.graphs, g)
-	// Capture records; it runs nothing and waits for nothing.
-	if d := r.callsDelta(); d[sim.OpStreamSynchronize]+d[sim.OpEventSynchronize]+d[sim.OpGraphLaunch] != 0 {
+	// Capture records; it runs nothing and waits for nothing (but a
+	// quarantined stream, which its lease acquisition retries).
+	d := r.callsDelta()
+	if d[sim.OpEventSynchronize]+d[sim.OpGraphLaunch] != 0 || r.q.start == 0 && d[sim.OpStreamSynchronize] != 0 {
 		return fmt.Errorf("Capture waited or launched: %v", d)
 	}
 	if err := r.audit(g.b.ID); err != nil {
