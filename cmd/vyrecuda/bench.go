@@ -80,7 +80,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 and an upload/readback bandwidth sweep (beside\nthe driver's own pageable copy and the pinned DMA alone), and prints\nmedian, min and max over -repeats runs.\n\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W5G and W5C, CUDA graphs) and an upload/readback\n"+
+			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {

@@ -6,8 +6,8 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver, core.HostKernelBinder and
-// core.PageableCopier.
+// The operations, one per method of core.Driver, core.HostKernelBinder,
+// core.GraphDriver and core.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -37,6 +37,12 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpStreamBeginCapture
+	OpStreamEndCapture
+	OpGraphInstantiate
+	OpGraphLaunch
+	OpGraphExecDestroy
+	OpGraphDestroy
 	OpMemcpyHtoD
 	OpMemcpyDtoH
 
@@ -47,38 +53,44 @@ const (
 )
 
 var opNames = [...]string{
-	OpInfo:              "Info",
-	OpMemGetInfo:        "MemGetInfo",
-	OpMemAlloc:          "MemAlloc",
-	OpMemFree:           "MemFree",
-	OpHostAlloc:         "HostAlloc",
-	OpHostFree:          "HostFree",
-	OpHostRegister:      "HostRegister",
-	OpHostUnregister:    "HostUnregister",
-	OpStreamCreate:      "StreamCreate",
-	OpStreamDestroy:     "StreamDestroy",
-	OpStreamSynchronize: "StreamSynchronize",
-	OpStreamQuery:       "StreamQuery",
-	OpStreamWaitEvent:   "StreamWaitEvent",
-	OpEventCreate:       "EventCreate",
-	OpEventRecord:       "EventRecord",
-	OpEventQuery:        "EventQuery",
-	OpEventSynchronize:  "EventSynchronize",
-	OpEventElapsed:      "EventElapsed",
-	OpEventDestroy:      "EventDestroy",
-	OpMemcpyHtoDAsync:   "MemcpyHtoDAsync",
-	OpMemcpyDtoHAsync:   "MemcpyDtoHAsync",
-	OpMemcpyDtoDAsync:   "MemcpyDtoDAsync",
-	OpMemsetD8Async:     "MemsetD8Async",
-	OpModuleLoad:        "ModuleLoad",
-	OpModuleUnload:      "ModuleUnload",
-	OpModuleFunction:    "ModuleFunction",
-	OpLaunch:            "Launch",
-	OpBindHostKernel:    "BindHostKernel",
-	OpMemcpyHtoD:        "MemcpyHtoD",
-	OpMemcpyDtoH:        "MemcpyDtoH",
-	opReadDevice:        "ReadDevice",
-	opWriteDevice:       "WriteDevice",
+	OpInfo:               "Info",
+	OpMemGetInfo:         "MemGetInfo",
+	OpMemAlloc:           "MemAlloc",
+	OpMemFree:            "MemFree",
+	OpHostAlloc:          "HostAlloc",
+	OpHostFree:           "HostFree",
+	OpHostRegister:       "HostRegister",
+	OpHostUnregister:     "HostUnregister",
+	OpStreamCreate:       "StreamCreate",
+	OpStreamDestroy:      "StreamDestroy",
+	OpStreamSynchronize:  "StreamSynchronize",
+	OpStreamQuery:        "StreamQuery",
+	OpStreamWaitEvent:    "StreamWaitEvent",
+	OpEventCreate:        "EventCreate",
+	OpEventRecord:        "EventRecord",
+	OpEventQuery:         "EventQuery",
+	OpEventSynchronize:   "EventSynchronize",
+	OpEventElapsed:       "EventElapsed",
+	OpEventDestroy:       "EventDestroy",
+	OpMemcpyHtoDAsync:    "MemcpyHtoDAsync",
+	OpMemcpyDtoHAsync:    "MemcpyDtoHAsync",
+	OpMemcpyDtoDAsync:    "MemcpyDtoDAsync",
+	OpMemsetD8Async:      "MemsetD8Async",
+	OpModuleLoad:         "ModuleLoad",
+	OpModuleUnload:       "ModuleUnload",
+	OpModuleFunction:     "ModuleFunction",
+	OpLaunch:             "Launch",
+	OpBindHostKernel:     "BindHostKernel",
+	OpStreamBeginCapture: "StreamBeginCapture",
+	OpStreamEndCapture:   "StreamEndCapture",
+	OpGraphInstantiate:   "GraphInstantiate",
+	OpGraphLaunch:        "GraphLaunch",
+	OpGraphExecDestroy:   "GraphExecDestroy",
+	OpGraphDestroy:       "GraphDestroy",
+	OpMemcpyHtoD:         "MemcpyHtoD",
+	OpMemcpyDtoH:         "MemcpyDtoH",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
