@@ -266,28 +266,9 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
-	dmas := uint64(1)
-	if parts == 1 {
-		if err := b.drv.MemcpyHtoDAsync(dev.ptr, stage, s); err != nil {
-			return fail("MemcpyHtoDAsync", err)
-		}
-		if err := b.step(t, s, "dma"); err != nil {
-			return fail("StreamSynchronize", err)
-		}
-	} else {
-		// The table first, then each part as soon as it is packed.
-		if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), stage[lay.table:], s); err != nil {
-			return fail("MemcpyHtoDAsync", err)
-		}
-		for k := range parts {
-			lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
-			pack(lo, hi)
-			start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-			if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(start), stage[start:end:end], s); err != nil {
-				return fail("MemcpyHtoDAsync", err)
-			}
-		}
-		dmas += uint64(parts)
+	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, parts, pack)
+	if err != nil {
+		return fail(call, err)
 	}
 	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(len(fused))}}
 	if err := b.drv.Launch(f, t.packLaunch(len(fused)), s, args); err != nil {
@@ -308,6 +289,36 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	b.tel.deviceCopies.Add(dmas)
 	b.tel.packedLaunches.Add(1)
 	return nil
+}
+
+// queuePackedParts queues the DMAs of a packed upload's block on s: the
+// whole block in one DMA when parts is 1 (already packed), else the table
+// first and then each part as soon as pack has filled it, so packing part
+// k+1 overlaps the DMA of part k. It returns the DMAs queued, or the failed
+// call and its error.
+func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []byte, dev uint64, s Stream,
+	fused []fusion.UploadCopy, parts int, pack func(lo, hi int)) (uint64, string, error) {
+	if parts == 1 {
+		if err := b.drv.MemcpyHtoDAsync(dev, stage, s); err != nil {
+			return 0, "MemcpyHtoDAsync", err
+		}
+		if err := b.step(t, s, "dma"); err != nil {
+			return 0, "StreamSynchronize", err
+		}
+		return 1, "", nil
+	}
+	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
+		return 0, "MemcpyHtoDAsync", err
+	}
+	for k := range parts {
+		lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
+		pack(lo, hi)
+		start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+		if err := b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s); err != nil {
+			return 0, "MemcpyHtoDAsync", err
+		}
+	}
+	return 1 + uint64(parts), "", nil
 }
 
 // gatherPacked reads fused readback copies as one packed block: the table

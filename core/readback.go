@@ -184,6 +184,48 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	return out, nil
 }
 
+// pinRanges looks up and validates len(ents) ranges in one pass under the
+// store lock, filling ents, lens and reqs, and marks every buffer in flight
+// only when all of them passed: an unknown handle anywhere is reported
+// before a bad range. It returns how many ranges are not empty.
+func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) string, lens []int,
+	ents []*residentEntry, reqs []fusion.ReadbackCopy) (int, error) {
+	nonEmpty, bad := 0, -1
+	b.store.mu.RLock()
+	for i := range ents {
+		r := at(i)
+		e, herr := b.store.lookup(op, r.Buf)
+		if herr != nil {
+			b.store.mu.RUnlock()
+			herr.Detail = label(i) + herr.Detail
+			return 0, herr
+		}
+		ents[i] = e
+		if bad >= 0 {
+			continue
+		}
+		if readRangeError(op, label, i, r, e.ptr) != nil {
+			bad = i
+			continue
+		}
+		lens[i] = r.Len
+		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+		if r.Len > 0 {
+			reqs[i].Src, reqs[i].Len = e.ptr+uint64(r.Offset), r.Len
+			nonEmpty++
+		}
+	}
+	if bad >= 0 {
+		b.store.mu.RUnlock()
+		return 0, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
+	}
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	b.store.mu.RUnlock()
+	return nonEmpty, nil
+}
+
 // readRangeError checks range r of item i (its buffer at device address
 // ptr): it must fit the buffer and its address must not overflow. It
 // returns nil when the range is fine; the error path alone formats.
@@ -310,41 +352,10 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	sc := getScratch(n)
 	defer putScratch(sc)
 	ents, reqs := sc.ents[:n], sc.reads(n)
-	// One pass under the store lock looks every handle up and checks every
-	// range; an unknown handle anywhere is reported before a bad range.
-	nonEmpty, bad := 0, -1
-	b.store.mu.RLock()
-	for i := range ents {
-		r := at(i)
-		e, herr := b.store.lookup(op, r.Buf)
-		if herr != nil {
-			b.store.mu.RUnlock()
-			herr.Detail = label(i) + herr.Detail
-			return nil, herr
-		}
-		ents[i] = e
-		if bad >= 0 {
-			continue
-		}
-		if readRangeError(op, label, i, r, e.ptr) != nil {
-			bad = i
-			continue
-		}
-		g.lens[i] = r.Len
-		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
-		if r.Len > 0 {
-			reqs[i].Src, reqs[i].Len = e.ptr+uint64(r.Offset), r.Len
-			nonEmpty++
-		}
+	nonEmpty, err := b.pinRanges(op, at, label, g.lens, ents, reqs)
+	if err != nil {
+		return nil, err
 	}
-	if bad >= 0 {
-		b.store.mu.RUnlock()
-		return nil, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
-	}
-	for _, e := range ents {
-		e.inflight.Add(1)
-	}
-	b.store.mu.RUnlock()
 	defer b.unpinEntries(op, ents)
 	phase("pin")
 	if nonEmpty == 0 {
@@ -399,43 +410,54 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		}
 		// No device memory for packed staging: the per-copy path below needs none.
 	}
-	g.offs = make([]int, len(fused.Copies))
+	if err := b.gatherPerCopy(op, ents, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// gatherPerCopy reads copies (bytes in all, nonEmpty requests) into one
+// pinned staging block with one driver copy each on one leased stream and
+// one fence. On success g holds the staging and the copies' offsets in it;
+// on failure it holds nothing and nothing is leaked.
+func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, nonEmpty int) error {
+	g.offs = make([]int, len(copies))
 	off := 0
-	for i, c := range fused.Copies {
+	for i, c := range copies {
 		g.offs[i] = off
 		off += c.Len
 	}
 
 	g.st, g.staged = newStaging(b.hostPool), true
-	stage, err := g.st.take(op, int(fused.Bytes))
+	stage, err := g.st.take(op, int(bytes))
 	if err != nil {
 		g.st.release()
-		return nil, err
+		return err
 	}
 	g.stage = stage
 	lease, err := b.lease(op, false)
 	if err != nil {
 		g.st.release()
-		return nil, err
+		return err
 	}
-	for i, c := range fused.Copies {
+	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
 			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 			g.st.release()
-			return nil, driverError(op, "MemcpyDtoHAsync", err)
+			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
-		return nil, driverError(op, "StreamSynchronize", err)
+		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.giveBack(lease, true)
 	b.tel.syncPoints.Add(1)
-	b.tel.d2hBytes.Add(fused.Bytes)
+	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)
 	b.tel.requested.Add(uint64(nonEmpty))
-	b.tel.deviceCopies.Add(uint64(len(fused.Copies)))
-	return g, nil
+	b.tel.deviceCopies.Add(uint64(len(copies)))
+	return nil
 }

@@ -122,25 +122,7 @@ func newWorkload(id string, cfg benchConfig) workload {
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareCapture(b, cfg) },
 		}
 	case "W7U", "W7D":
-		sizes := mixedSizes(cfg)
-		total := int64(0)
-		for _, n := range sizes {
-			total += int64(n)
-		}
-		w := workload{
-			ID: id, Bytes: total, Ops: len(sizes),
-			Target: target{Text: "<= 1.5 x pinned DMA", MaxDMARatio: 1.5},
-		}
-		mixed := fmt.Sprintf("%d buffers of %s-%s (log-uniform, %s)", len(sizes), formatBytes(uint64(cfg.MixedMin)),
-			formatBytes(uint64(cfg.MixedMax)), formatBytes(uint64(total)))
-		if id == "W7U" {
-			w.Title, w.DMADir = "upload "+mixed, dirUpload
-			w.prepare = func(b *core.Backend) (func() error, func() error, error) { return prepareMixed(b, sizes, false) }
-		} else {
-			w.Title, w.DMADir = "read back "+mixed, dirReadback
-			w.prepare = func(b *core.Backend) (func() error, func() error, error) { return prepareMixed(b, sizes, true) }
-		}
-		return w
+		return mixedWorkload(id, cfg)
 	default: // W6
 		return workload{
 			ID: "W6", Title: fmt.Sprintf("download %s into a Go slice", large),
@@ -274,6 +256,30 @@ func prepareLargeDownload(b *core.Backend, cfg benchConfig) (func() error, func(
 		return err
 	}
 	return body, func() error { return b.FreeResident(h) }, nil
+}
+
+// mixedWorkload builds W7U (upload) or W7D (readback): MixedCount buffers of
+// log-uniform sizes, judged against the pinned DMA of their bytes.
+func mixedWorkload(id string, cfg benchConfig) workload {
+	sizes := mixedSizes(cfg)
+	total := int64(0)
+	for _, n := range sizes {
+		total += int64(n)
+	}
+	w := workload{
+		ID: id, Bytes: total, Ops: len(sizes),
+		Target: target{Text: "<= 1.5 x pinned DMA", MaxDMARatio: 1.5},
+	}
+	mixed := fmt.Sprintf("%d buffers of %s-%s (log-uniform, %s)", len(sizes), formatBytes(uint64(cfg.MixedMin)),
+		formatBytes(uint64(cfg.MixedMax)), formatBytes(uint64(total)))
+	if id == "W7U" {
+		w.Title, w.DMADir = "upload "+mixed, dirUpload
+		w.prepare = func(b *core.Backend) (func() error, func() error, error) { return prepareMixed(b, sizes, false) }
+	} else {
+		w.Title, w.DMADir = "read back "+mixed, dirReadback
+		w.prepare = func(b *core.Backend) (func() error, func() error, error) { return prepareMixed(b, sizes, true) }
+	}
+	return w
 }
 
 // mixedSizes draws W7's buffer sizes: MixedCount sizes log-uniform between
