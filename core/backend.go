@@ -49,6 +49,7 @@ type Backend struct {
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's

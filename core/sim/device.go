@@ -58,8 +58,15 @@ type Config struct {
 // and queued work (including host kernels) runs with that mutex held, so a
 // host kernel must not call back into the Device.
 type Device struct {
-	mu   sync.Mutex // guards every field below
+	// mu guards every field below. Devices of one Machine share it, so work
+	// that crosses devices (peer copies, collectives, waits on a peer's
+	// events) runs under one lock.
+	mu   *sync.Mutex
 	cfg  Config
+	// machine is the Machine the device belongs to (nil for sim.New's);
+	// index is its place there.
+	machine *Machine
+	index   int
 	info core.DeviceInfo
 
 	// Device memory: real bytes at fake addresses. allocs finds an
@@ -83,6 +90,9 @@ type Device struct {
 	events    map[core.Event]*event
 	modules   map[core.Module]*module
 	functions map[core.Function]*function
+
+	peerOn map[*Device]bool   // peers d enabled access to (EnablePeerAccess)
+	comms  map[*comm]struct{} // live communicators of d's ranks
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
@@ -115,7 +125,8 @@ func New(cfg Config) *Device {
 		fmt.Fprintf(h, "sim|%s|%d.%d", cfg.Name, cfg.CCMajor, cfg.CCMinor)
 		cfg.FeatureKey = h.Sum64()
 	}
-	return &Device{
+	d := &Device{
+		mu:  new(sync.Mutex),
 		cfg: cfg,
 		info: core.DeviceInfo{
 			Ordinal:     cfg.Ordinal,
@@ -131,6 +142,9 @@ func New(cfg Config) *Device {
 		modules:   make(map[core.Module]*module),
 		functions: make(map[core.Function]*function),
 	}
+	// A device of its own is a Machine of one.
+	d.machine = &Machine{mu: d.mu, cond: sync.NewCond(d.mu), devs: []*Device{d}, peer: [][]bool{{true}}}
+	return d
 }
 
 // Config returns the configuration with defaults filled in.

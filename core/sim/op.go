@@ -6,7 +6,8 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver and core.HostKernelBinder.
+// The operations, one per method of core.Driver, core.HostKernelBinder,
+// core.PeerDriver, core.CollectiveDriver and core.Communicator.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -36,6 +37,19 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpPeerLink
+	OpEnablePeerAccess
+	OpMemcpyPeerAsync
+	OpNewCommunicators
+	OpNewCommID
+	OpJoinCommunicator
+	OpGroupStart
+	OpGroupEnd
+	OpAllReduce
+	OpBroadcast
+	OpAllGather
+	OpReduceScatter
+	OpCommDestroy
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -72,6 +86,19 @@ var opNames = [...]string{
 	OpModuleFunction:    "ModuleFunction",
 	OpLaunch:            "Launch",
 	OpBindHostKernel:    "BindHostKernel",
+	OpPeerLink:          "PeerLink",
+	OpEnablePeerAccess:  "EnablePeerAccess",
+	OpMemcpyPeerAsync:   "MemcpyPeerAsync",
+	OpNewCommunicators:  "NewCommunicators",
+	OpNewCommID:         "NewCommID",
+	OpJoinCommunicator:  "JoinCommunicator",
+	OpGroupStart:        "GroupStart",
+	OpGroupEnd:          "GroupEnd",
+	OpAllReduce:         "AllReduce",
+	OpBroadcast:         "Broadcast",
+	OpAllGather:         "AllGather",
+	OpReduceScatter:     "ReduceScatter",
+	OpCommDestroy:       "CommDestroy",
 	opReadDevice:        "ReadDevice",
 	opWriteDevice:       "WriteDevice",
 }
