@@ -166,8 +166,10 @@ var collNames = [...]string{collAllReduce: "AllReduce", collBroadcast: "Broadcas
 
 // runCollective queues every rank's part (between GroupStart and GroupEnd
 // of grp when grp is not nil) and waits for each rank's stream: one fence
-// per device. On failure every stream is drained and everything released.
-func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriver) error {
+// per device. On failure every stream is drained and everything released;
+// when some part was queued, abort is called first, since the parts
+// queued would otherwise wait forever for the ones that were not.
+func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriver, abort func()) error {
 	if err := prepare(op, a, calls); err != nil {
 		return err
 	}
@@ -189,6 +191,7 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 		}
 	}
 	var qerr error
+	queued := 0
 	for r, c := range calls {
 		if err := a.queueRank(c); err != nil {
 			e := driverError(op, collNames[a.kind], err)
@@ -196,6 +199,7 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 			qerr = e
 			break
 		}
+		queued++
 	}
 	if grp != nil {
 		if err := grp.GroupEnd(); err != nil && qerr == nil {
@@ -203,6 +207,9 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 		}
 	}
 	if qerr != nil {
+		if queued > 0 {
+			abort()
+		}
 		finish(true)
 		return qerr
 	}
@@ -210,6 +217,7 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 		if err := c.b.drv.StreamSynchronize(c.lease.Stream); err != nil {
 			e := driverError(op, "StreamSynchronize", err)
 			e.Detail = fmt.Sprintf("rank %d: %s", r, e.Detail)
+			abort()
 			finish(true)
 			return e
 		}

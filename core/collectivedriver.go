@@ -112,6 +112,10 @@ type Communicator interface {
 	// ReduceScatter reduces the ranks' Size()*count elements at send with op
 	// and writes block r (count elements) into rank r's recv.
 	ReduceScatter(send, recv uint64, count uint64, dt DataType, op ReduceOp, s Stream) error
-	// Destroy releases the communicator.
+	// Destroy releases the communicator once its queued work has finished.
 	Destroy() error
+	// Abort releases the communicator at once, abandoning work still queued
+	// on it on every rank (which then leaves its recv buffers undefined);
+	// the other ranks' communicators become unusable.
+	Abort() error
 }

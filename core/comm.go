@@ -72,7 +72,18 @@ func (g *Group) collective(op string, a collArgs, send, recv []Buffer) error {
 	if n > 1 {
 		grp = g.bs[0].drv.(CollectiveDriver)
 	}
-	return runCollective(op, &a, calls, grp)
+	return runCollective(op, &a, calls, grp, g.abortComms)
+}
+
+// abortComms abandons the communicators after a failed collective (the
+// next collective builds new ones); g.mu is held.
+func (g *Group) abortComms() {
+	for i, c := range g.comms {
+		if err := c.Abort(); err != nil {
+			g.bs[i].log.Error("aborting a communicator after a failed collective failed", "rank", i, "err", err)
+		}
+	}
+	g.comms = nil
 }
 
 // buildComms creates the group's communicators on first use; g.mu is held.
@@ -124,8 +135,10 @@ func commError(op, call string, err error) *Error {
 type Comm struct {
 	b *Backend
 
-	mu     sync.Mutex // guards c and serializes calls (ranks must issue them in one order)
-	c      Communicator
+	rank, size int
+
+	mu     sync.Mutex   // guards c and closed, and serializes calls (ranks must issue them in one order)
+	c      Communicator // nil once aborted after a failure
 	closed bool
 }
 
@@ -181,14 +194,24 @@ func (b *Backend) JoinComm(id CommID, nranks, rank int) (*Comm, error) {
 	if c == nil {
 		return nil, nullSuccess(op, "JoinCommunicator")
 	}
-	return &Comm{b: b, c: c}, nil
+	return &Comm{b: b, c: c, rank: rank, size: nranks}, nil
 }
 
-// Rank returns the communicator rank of c's Backend.
-func (c *Comm) Rank() int { return c.c.Rank() }
+// Rank returns the communicator rank of c's Backend (-1 for a nil Comm).
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
 
-// Size returns the number of ranks.
-func (c *Comm) Size() int { return c.c.Size() }
+// Size returns the number of ranks (0 for a nil Comm).
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
 // AllReduce is this rank's part of an all-reduce (see Group.AllReduce).
 func (c *Comm) AllReduce(send, recv Buffer, dt DataType, red ReduceOp) error {
@@ -221,7 +244,11 @@ func (c *Comm) run(op string, a collArgs, send, recv Buffer) error {
 	if c.closed {
 		return newError(op, KindClosed, "the Comm is closed", "join a new communicator")
 	}
-	a.ranks = c.c.Size()
+	if c.c == nil {
+		return newError(op, KindClosed, "the communicator was aborted after an earlier collective failed",
+			"join a new communicator (every rank must)")
+	}
+	a.ranks = c.size
 	if err := a.check(op); err != nil {
 		return err
 	}
@@ -229,7 +256,17 @@ func (c *Comm) run(op string, a collArgs, send, recv Buffer) error {
 		return err
 	}
 	defer c.b.exit()
-	return runCollective(op, &a, []*rankCall{{b: c.b, c: c.c, send: send, recv: recv}}, nil)
+	if c.c == nil {
+		return newError(op, KindClosed, "the communicator was aborted after an earlier collective failed",
+			"join a new communicator (every rank must)")
+	}
+	abort := func() {
+		if err := c.c.Abort(); err != nil {
+			c.b.log.Error("aborting a communicator after a failed collective failed", "err", err)
+		}
+		c.c = nil
+	}
+	return runCollective(op, &a, []*rankCall{{b: c.b, c: c.c, send: send, recv: recv}}, nil, abort)
 }
 
 // Close destroys this rank's communicator. A second Close returns ErrClosed.
@@ -244,6 +281,9 @@ func (c *Comm) Close() error {
 		return newError(op, KindClosed, "the Comm is closed", "close it once")
 	}
 	c.closed = true
+	if c.c == nil {
+		return nil // aborted already
+	}
 	if err := c.c.Destroy(); err != nil {
 		return driverError(op, "Destroy", err)
 	}

@@ -21,6 +21,9 @@ type clique struct {
 	// goroutine (NewCommunicators), so their calls must sit between
 	// GroupStart and GroupEnd, as NCCL requires.
 	grouped bool
+	// aborted: a rank called Abort; queued parts execute as no-ops and new
+	// calls fail.
+	aborted bool
 }
 
 // collCall is one collective call across the ranks of a clique.
@@ -261,9 +264,15 @@ func (c *comm) ReduceScatter(send, recv uint64, count uint64, dt core.DataType, 
 	return c.queue(OpReduceScatter, send, recv, count*uint64(c.Size()), count, dt, op, 0, s)
 }
 
-// Destroy releases the rank; a second Destroy fails with
+// Destroy releases the rank; a second Destroy (or Abort) fails with
 // CUDA_ERROR_INVALID_HANDLE.
-func (c *comm) Destroy() error {
+func (c *comm) Destroy() error { return c.release(false) }
+
+// Abort releases the rank and abandons every rank's queued calls: their
+// parts execute as no-ops, and calls on the other ranks fail.
+func (c *comm) Abort() error { return c.release(true) }
+
+func (c *comm) release(abort bool) error {
 	const o = OpCommDestroy
 	d := c.dev
 	d.mu.Lock()
@@ -279,5 +288,9 @@ func (c *comm) Destroy() error {
 	}
 	c.destroyed = true
 	delete(d.comms, c)
+	if abort {
+		c.cl.aborted = true
+		d.machine.cond.Broadcast()
+	}
 	return nil
 }

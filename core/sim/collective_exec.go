@@ -21,6 +21,8 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, re
 	switch {
 	case c.destroyed:
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "communicator rank %d was destroyed", c.rank)
+	case cl.aborted:
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "a rank of the communicator aborted it")
 	case !dt.Valid():
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "data type %d", int(dt))
 	case !red.Valid():
@@ -74,8 +76,8 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, re
 // yet, as a GPU would; ranks driven by one goroutine (NewCommunicators)
 // fail instead, since nobody else could queue the missing part.
 func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Error {
-	for r := 0; r < len(call.parts) && !call.done; r++ {
-		for call.parts[r] == nil {
+	for r := 0; r < len(call.parts) && !call.done && !cl.aborted; r++ {
+		for call.parts[r] == nil && !cl.aborted {
 			if cl.grouped {
 				return fail(call.kind, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
 					"rank %d's part of collective call %d executed before rank %d queued its part; on a GPU it would wait forever", rank, seq, r)
@@ -83,7 +85,7 @@ func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Err
 			m.cond.Wait()
 		}
 	}
-	if call.done {
+	if call.done || cl.aborted {
 		return nil
 	}
 	for r, p := range call.parts {
