@@ -48,7 +48,7 @@ func useFake(t *testing.T, lib library, openErr error) *int {
 
 func TestLoaderMissingLibrary(t *testing.T) {
 	opens := useFake(t, nil, fmt.Errorf("%w: fake: no libcuda here", ErrDriverNotFound))
-	p := &proc{name: "cuCtxGetCurrent"}
+	p := &proc{names: []string{"cuCtxGetCurrent"}}
 
 	for i := 0; i < 3; i++ {
 		_, err := p.find()
@@ -83,7 +83,7 @@ func TestLoaderSymbols(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &proc{name: tt.symbol}
+			p := &proc{names: []string{tt.symbol}}
 			a, err := p.find()
 			if !tt.missing {
 				require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestLoaderSymbols(t *testing.T) {
 func TestLoaderCachesResolvedAddress(t *testing.T) {
 	lib := &fakeLibrary{symbols: map[string]uintptr{"cuPresent": 0x42}}
 	useFake(t, lib, nil)
-	p := &proc{name: "cuPresent"}
+	p := &proc{names: []string{"cuPresent"}}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -122,7 +122,7 @@ func TestLoaderCachesResolvedAddress(t *testing.T) {
 	assert.Equal(t, 1, lib.lookups["cuPresent"], "one dlsym per symbol")
 
 	// A missing symbol does not disturb the others.
-	_, err := (&proc{name: "cuAbsent"}).find()
+	_, err := (&proc{names: []string{"cuAbsent"}}).find()
 	require.ErrorIs(t, err, ErrMissingSymbol)
 	a, err := p.find()
 	require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestLoaderCachesResolvedAddress(t *testing.T) {
 }
 
 func TestLoaderSwapForgetsAddresses(t *testing.T) {
-	p := newProc("cuSwapProbe")
+	p := driver.newProc(0, "cuSwapProbe")
 	restore := driver.swap(func() (library, error) {
 		return &fakeLibrary{symbols: map[string]uintptr{"cuSwapProbe": 7}}, nil
 	})
