@@ -457,7 +457,7 @@ var (
 	procStreamSynchronize                         = driver.newProc(2000, "cuStreamSynchronize")
 	procStreamQuery                               = driver.newProc(2000, "cuStreamQuery")
 	procStreamWaitEvent                           = driver.newProc(3020, "cuStreamWaitEvent")
-	proclaunchHostFunc                            = driver.newProc(10000, "cuLaunchHostFunc")
+	procLaunchHostFunc                            = driver.newProc(10000, "cuLaunchHostFunc")
 	procEventCreate                               = driver.newProc(2000, "cuEventCreate")
 	procEventRecord                               = driver.newProc(2000, "cuEventRecord")
 	procEventQuery                                = driver.newProc(2000, "cuEventQuery")
@@ -1202,7 +1202,7 @@ func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 // launchHostFunc calls cuLaunchHostFunc.
 // It needs a driver for CUDA 10.0 or newer.
 func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointer) (err error) {
-	fn, err := proclaunchHostFunc.find()
+	fn, err := procLaunchHostFunc.find()
 	if err != nil {
 		return err
 	}

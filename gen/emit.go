@@ -171,6 +171,11 @@ func docLine(b *bytes.Buffer, a *api, f *function, suffix string) {
 	fmt.Fprintf(b, ".\n// It needs a driver for %s or newer.%s\n", formatVersion(f.since), suffix)
 }
 
+// procVar names a function's proc variable: proc and the Go name, capitalised.
+func procVar(f *function) string {
+	return "proc" + strings.ToUpper(f.goName[:1]) + f.goName[1:]
+}
+
 // procNames lists a function's symbols as Go string literals, newest first.
 func procNames(f *function) string {
 	names := fmt.Sprintf("%q", f.symbol)
@@ -213,7 +218,7 @@ func emitCgo(b *bytes.Buffer, a *api) {
 		if f.undeclared {
 			ctor = "newUndeclaredProc"
 		}
-		fmt.Fprintf(b, "\tproc%s = %s.%s(%d, %s)\n", f.goName, a.lib.loader, ctor, f.since, procNames(f))
+		fmt.Fprintf(b, "\t%s = %s.%s(%d, %s)\n", procVar(f), a.lib.loader, ctor, f.since, procNames(f))
 	}
 	b.WriteString(")\n\n")
 	b.WriteString("// Silence unused-import checks when no wrapper needs unsafe.\nvar _ unsafe.Pointer\n\n")
@@ -234,7 +239,7 @@ func emitWrapper(b *bytes.Buffer, a *api, f *function) {
 				zeros(f, fmt.Sprintf("lengthMismatch(%q, %q, len(%s), %q, len(%s))", f.goName, other, other, p.lenOf[0], p.lenOf[0])))
 		}
 	}
-	fmt.Fprintf(b, "\tfn, err := proc%s.find()\n\tif err != nil {\n\t\treturn %s\n\t}\n", f.goName, zeros(f, "err"))
+	fmt.Fprintf(b, "\tfn, err := %s.find()\n\tif err != nil {\n\t\treturn %s\n\t}\n", procVar(f), zeros(f, "err"))
 	args := []string{"C.uintptr_t(fn)"}
 	for _, p := range f.params {
 		for _, s := range p.pre {
