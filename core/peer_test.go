@@ -45,7 +45,6 @@ func getBytes(t testing.TB, b *core.Backend, h core.Buffer) []byte {
 	return out
 }
 
-
 // TestPeerCopyEveryLink copies both ways between two devices over each kind
 // of link, and checks the bytes and which driver operations moved them.
 func TestPeerCopyEveryLink(t *testing.T) {
@@ -129,11 +128,11 @@ func TestPeerCopyRefusesBadInput(t *testing.T) {
 	dst := putBytes(t, b, make([]byte, 100))
 	before := m.Device(1).CallCounts()
 	for _, tc := range []struct {
-		name      string
-		dst, src  *core.Backend
-		copies    []core.PeerCopy
-		sentinel  error
-		numbers   []any
+		name     string
+		dst, src *core.Backend
+		copies   []core.PeerCopy
+		sentinel error
+		numbers  []any
 	}{
 		{"nil backend", nil, a, nil, core.ErrInvalidArgument, nil},
 		{"foreign destination", b, a, []core.PeerCopy{{Dst: src, Src: src, Len: 1}}, core.ErrUnknownHandle, []any{src.ID}},

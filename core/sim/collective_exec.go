@@ -191,4 +191,3 @@ func (call *collCall) compute() *Error {
 	}
 	return nil
 }
-

@@ -49,6 +49,17 @@ type Config struct {
 	// AnyFunction makes ModuleFunction succeed for any name, not only for
 	// names declared with ".entry name" in the module image.
 	AnyFunction bool
+	// Capabilities, when set, is what Capabilities reports, so tests can
+	// take optional features away (default: DefaultCapabilities()).
+	Capabilities *core.Capabilities
+}
+
+// DefaultCapabilities is what a simulated device reports unless
+// Config.Capabilities says otherwise: every optional feature, on a CUDA 13.0
+// driver.
+func DefaultCapabilities() core.Capabilities {
+	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
+		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
@@ -58,16 +69,17 @@ type Config struct {
 // and queued work (including host kernels) runs with that mutex held, so a
 // host kernel must not call back into the Device.
 type Device struct {
+	caps core.Capabilities // fixed at New; read without the lock
 	// mu guards every field below. Devices of one Machine share it, so work
 	// that crosses devices (peer copies, collectives, waits on a peer's
 	// events) runs under one lock.
-	mu   *sync.Mutex
-	cfg  Config
+	mu  *sync.Mutex
+	cfg Config
 	// machine is the Machine the device belongs to (nil for sim.New's);
 	// index is its place there.
 	machine *Machine
 	index   int
-	info core.DeviceInfo
+	info    core.DeviceInfo
 
 	// Device memory: real bytes at fake addresses. allocs finds an
 	// allocation by its base; sorted finds the allocation holding an
@@ -125,9 +137,14 @@ func New(cfg Config) *Device {
 		fmt.Fprintf(h, "sim|%s|%d.%d", cfg.Name, cfg.CCMajor, cfg.CCMinor)
 		cfg.FeatureKey = h.Sum64()
 	}
+	caps := DefaultCapabilities()
+	if cfg.Capabilities != nil {
+		caps = *cfg.Capabilities
+	}
 	d := &Device{
-		mu:  new(sync.Mutex),
-		cfg: cfg,
+		mu:   new(sync.Mutex),
+		cfg:  cfg,
+		caps: caps,
 		info: core.DeviceInfo{
 			Ordinal:     cfg.Ordinal,
 			Name:        cfg.Name,

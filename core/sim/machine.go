@@ -63,6 +63,14 @@ func NewMachine(cfg MachineConfig) (*Machine, error) {
 		dc.Ordinal = i
 		d := New(dc)
 		d.mu, d.machine, d.index = m.mu, m, i
+		if cfg.Device.Capabilities == nil {
+			// Peer access is offered where the matrix lets i reach another device.
+			any := false
+			for j, ok := range peer[i] {
+				any = any || (ok && j != i)
+			}
+			d.caps.PeerAccess = d.caps.PeerAccess && any
+		}
 		m.devs = append(m.devs, d)
 	}
 	return m, nil
