@@ -159,7 +159,7 @@ func docLine(b *bytes.Buffer, a *api, f *function, suffix string) {
 		alias = " (" + f.doc + " in " + a.lib.header + ")"
 	}
 	if f.undeclared {
-		fmt.Fprintf(b, "// %s would call %s%s, which needs a driver for %s or newer,\n", f.goName, f.symbol, alias, formatVersion(f.since))
+		fmt.Fprintf(b, "// %s would call %s%s, which needs %s or newer,\n", f.goName, f.symbol, alias, a.lib.needs(f.since))
 		fmt.Fprintf(b, "// but the %s these bindings were generated from (%s %s) does not declare it:\n", a.lib.header, a.lib.versionMacro, a.version)
 		fmt.Fprintf(b, "// it always returns *MissingSymbolError.%s\n", suffix)
 		return
@@ -168,7 +168,7 @@ func docLine(b *bytes.Buffer, a *api, f *function, suffix string) {
 	if f.fallback != "" {
 		fmt.Fprintf(b, ",\n// or %s, which has the same C signature, on drivers without it", f.fallback)
 	}
-	fmt.Fprintf(b, ".\n// It needs a driver for %s or newer.%s\n", formatVersion(f.since), suffix)
+	fmt.Fprintf(b, ".\n// It needs %s or newer.%s\n", a.lib.needs(f.since), suffix)
 }
 
 // procVar names a function's proc variable: proc and the Go name, capitalised.
@@ -208,6 +208,7 @@ func trampoline(b *bytes.Buffer, f *function) {
 
 func emitCgo(b *bytes.Buffer, a *api) {
 	b.WriteString("/*\n#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n")
+	b.WriteString(a.lib.cDecls)
 	for _, f := range a.funcs {
 		trampoline(b, f)
 	}

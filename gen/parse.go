@@ -71,9 +71,12 @@ func translate(path string, src []byte, lib *library) (*cc.AST, error) {
 	sources := []cc.Source{
 		{Name: "<predefined>", Value: cfg.Predefined + "\n"},
 		{Name: "<builtin>", Value: cc.Builtin},
-		{Name: path, Value: src},
-		{Name: "<probes>", Value: probes.String()},
 	}
+	if lib.prelude != "" {
+		sources = append(sources, cc.Source{Name: "<prelude>", Value: lib.prelude})
+		src = dropIncludes(src, lib.replaceIncludes)
+	}
+	sources = append(sources, cc.Source{Name: path, Value: src}, cc.Source{Name: "<probes>", Value: probes.String()})
 	ast, err := cc.Translate(cfg, sources)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %v", path, firstLines(err.Error(), 5))
@@ -183,16 +186,16 @@ func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ve
 	if d == nil && e.fallback != "" {
 		d = fileScopeFunc(ast, e.fallback)
 	}
-	since := formatVersion(e.since)
+	since := a.lib.version(e.since)
 	switch {
 	case e.since <= 0:
 		return nil, nil, fmt.Errorf("entry table: %s has no since version; Fix: set since to the CUDA version that introduced it", e.name)
 	case d != nil && ver < e.since:
-		return nil, nil, fmt.Errorf("%s: %s declares %s, but the entry table says it appeared in %s; Fix: correct its since version", path, formatVersion(ver), d.Name(), since)
+		return nil, nil, fmt.Errorf("%s: %s declares %s, but the entry table says it appeared in %s; Fix: correct its since version", path, a.lib.version(ver), d.Name(), since)
 	case d == nil && ver >= e.since:
-		return nil, nil, fmt.Errorf("%s: %s does not declare %s (%s), which the entry table says appeared in %s; Fix: correct its since version or symbol", path, formatVersion(ver), e.name, sym, since)
+		return nil, nil, fmt.Errorf("%s: %s does not declare %s (%s), which the entry table says appeared in %s; Fix: correct its since version or symbol", path, a.lib.version(ver), e.name, sym, since)
 	case d == nil && e.proto == "":
-		return nil, nil, fmt.Errorf("%s: %s (since %s) is newer than this header (%s) and has no proto; Fix: give it a proto so the Go API does not depend on the header", path, e.name, since, formatVersion(ver))
+		return nil, nil, fmt.Errorf("%s: %s (since %s) is newer than this header (%s) and has no proto; Fix: give it a proto so the Go API does not depend on the header", path, e.name, since, a.lib.version(ver))
 	}
 	var pf *function
 	if e.proto != "" {
@@ -208,7 +211,7 @@ func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ve
 	}
 	if d == nil {
 		pf.undeclared = true
-		return pf, []string{fmt.Sprintf("%s: %s (%s) is not declared in this %s header: generated from its proto, returning *MissingSymbolError", path, e.name, sym, formatVersion(ver))}, nil
+		return pf, []string{fmt.Sprintf("%s: %s (%s) is not declared in this %s header: generated from its proto, returning *MissingSymbolError", path, e.name, sym, a.lib.version(ver))}, nil
 	}
 	f, warns, err := classify(a.lib, e, sym, d)
 	if err != nil {
@@ -333,4 +336,27 @@ func (a *api) collectConstants(ast *cc.AST) {
 		}
 		a.constants = append(a.constants, constant{name: name, value: lit})
 	}
+}
+
+// dropIncludes blanks the #include lines of src that name one of headers
+// (the prelude stands in for them), keeping line numbers.
+func dropIncludes(src []byte, headers []string) []byte {
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "#"))
+		if !strings.HasPrefix(t, "include") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "include"))
+		for _, h := range headers {
+			if t == "<"+h+">" || t == `"`+h+`"` {
+				lines[i] = ""
+			}
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }
