@@ -33,4 +33,3 @@ func TestLengthMismatchBeforeLoading(t *testing.T) {
 	assert.Contains(t, err.Error(), "len(devlist) = 1")
 	assert.Zero(t, opens, "refused before the library was opened")
 }
-
