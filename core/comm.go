@@ -168,7 +168,8 @@ func (b *Backend) NewCommID() (CommID, error) {
 
 // JoinComm joins b's device as rank (0 to nranks-1) of the communicator
 // id, and returns once all nranks ranks have joined: each rank must call
-// it, from its own process or goroutine.
+// it, from its own process or goroutine. Close the Comm before b: its
+// calls go through b's driver.
 func (b *Backend) JoinComm(id CommID, nranks, rank int) (*Comm, error) {
 	const op = "JoinComm"
 	if b == nil {

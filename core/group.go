@@ -105,7 +105,9 @@ func (g *Group) Backends() []*Backend {
 	return append([]*Backend(nil), g.bs...)
 }
 
-// Close destroys the group's communicators and closes every Backend. A
+// Close destroys the group's communicators and closes every Backend (close
+// the group rather than its Backends one by one: the communicators need
+// their drivers to be destroyed). A
 // Backend that refuses (ErrInFlight: work still in flight) stays open and
 // its error is returned; the others are closed, and calling Close again
 // closes what is left. Close after everything is closed returns ErrClosed.
