@@ -167,8 +167,9 @@ var collNames = [...]string{collAllReduce: "AllReduce", collBroadcast: "Broadcas
 // runCollective queues every rank's part (between GroupStart and GroupEnd
 // of grp when grp is not nil) and waits for each rank's stream: one fence
 // per device. On failure every stream is drained and everything released;
-// when some part was queued, abort is called first, since the parts
-// queued would otherwise wait forever for the ones that were not.
+// when some part was queued, or ranks outside this call exist, abort is
+// called first, since their parts would otherwise wait forever for the
+// ones that were not queued.
 func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriver, abort func()) error {
 	if err := prepare(op, a, calls); err != nil {
 		return err
@@ -207,7 +208,9 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 		}
 	}
 	if qerr != nil {
-		if queued > 0 {
+		// Ranks outside this call (other processes) wait for the part that
+		// failed as much as queued parts of this call do.
+		if queued > 0 || a.ranks > len(calls) {
 			abort()
 		}
 		finish(true)

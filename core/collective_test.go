@@ -222,3 +222,41 @@ func TestAllReduceOneRankIsIdentity(t *testing.T) {
 	assert.Equal(t, in, getBytes(t, g.Backend(0), dst))
 	assert.Zero(t, m.Device(0).Calls(sim.OpGroupStart))
 }
+
+// TestCommFailureAbortsEveryRank: when one rank's all-reduce fails to queue,
+// it aborts its communicator; the rank waiting for it fails instead of
+// hanging or reporting success, and both Comms refuse further calls.
+func TestCommFailureAbortsEveryRank(t *testing.T) {
+	g, m := openMachine(t, 2, nil)
+	id, err := g.Backend(0).NewCommID()
+	require.NoError(t, err)
+	comms := make([]*core.Comm, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			c, err := g.Backend(r).JoinComm(id, 2, r)
+			assert.NoError(t, err)
+			comms[r] = c
+		}(r)
+	}
+	wg.Wait()
+	bufs := []core.Buffer{putBytes(t, g.Backend(0), i32Bytes([]int32{1})), putBytes(t, g.Backend(1), i32Bytes([]int32{2}))}
+	m.Device(0).FailNth(sim.OpAllReduce, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	errs := make([]error, 2)
+	for r := 1; r >= 0; r-- { // rank 1 queues first and waits for rank 0
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum)
+		}(r)
+	}
+	wg.Wait()
+	for r := 0; r < 2; r++ {
+		requireKind(t, errs[r], core.ErrDriver)
+		requireKind(t, comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum), core.ErrClosed)
+		require.NoError(t, comms[r].Close())
+		require.NoError(t, g.Backend(r).FreeResident(bufs[r]), "nothing left in flight")
+	}
+}

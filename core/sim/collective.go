@@ -268,8 +268,9 @@ func (c *comm) ReduceScatter(send, recv uint64, count uint64, dt core.DataType, 
 // CUDA_ERROR_INVALID_HANDLE.
 func (c *comm) Destroy() error { return c.release(false) }
 
-// Abort releases the rank and abandons every rank's queued calls: their
-// parts execute as no-ops, and calls on the other ranks fail.
+// Abort releases the rank and abandons every rank's queued calls: the parts
+// of ranks that aborted execute as no-ops, those of the others fail, and new
+// calls on the other ranks fail.
 func (c *comm) Abort() error { return c.release(true) }
 
 func (c *comm) release(abort bool) error {

@@ -74,7 +74,9 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, re
 // Ranks joined from several goroutines (JoinCommunicator) wait, with the
 // Machine's lock released, for the ranks that have not queued their part
 // yet, as a GPU would; ranks driven by one goroutine (NewCommunicators)
-// fail instead, since nobody else could queue the missing part.
+// fail instead, since nobody else could queue the missing part. After an
+// abort, the parts of ranks that aborted execute as no-ops and the others
+// fail with CUDA_ERROR_ILLEGAL_STATE.
 func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Error {
 	for r := 0; r < len(call.parts) && !call.done && !cl.aborted; r++ {
 		for call.parts[r] == nil && !cl.aborted {
@@ -85,8 +87,15 @@ func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Err
 			m.cond.Wait()
 		}
 	}
-	if call.done || cl.aborted {
+	if call.done {
 		return nil
+	}
+	if cl.aborted {
+		if cl.ranks[rank].destroyed {
+			return nil // this rank aborted too: its part is abandoned
+		}
+		return fail(call.kind, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+			"another rank aborted the communicator before collective call %d completed", seq)
 	}
 	for r, p := range call.parts {
 		if r != rank && !p.op.done {

@@ -131,29 +131,40 @@ func TestCollectiveGroupRulesAndMismatch(t *testing.T) {
 	assert.Zero(t, d0.Live().Communicators+d1.Live().Communicators)
 }
 
-// TestAllReduceAbortReleasesWaitingParts: an abort lets a part whose
-// partner never came execute as a no-op.
+// TestAllReduceAbortReleasesWaitingParts: after an abort, a part whose
+// partner never came fails on a rank that did not abort, and executes as a
+// no-op on one that did; nothing is written either way.
 func TestAllReduceAbortReleasesWaitingParts(t *testing.T) {
 	m := newMachine(t, 2, nil)
 	d0, d1 := m.Device(0), m.Device(1)
-	comms, err := d0.NewCommunicators([]core.Driver{d0, d1})
-	require.NoError(t, err)
 	b0 := mustAlloc(t, d0, 8)
 	require.NoError(t, d0.WriteDevice(b0, fill(8, 3)))
 	s0 := mustStream(t, d0)
-	require.NoError(t, d0.GroupStart())
-	require.NoError(t, comms[0].AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
-	require.NoError(t, d0.GroupEnd())
-	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.StreamSynchronize(s0))
-	require.NoError(t, d0.GroupStart())
-	require.NoError(t, comms[0].AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
-	require.NoError(t, d0.GroupEnd())
+	queue0 := func(c core.Communicator) {
+		require.NoError(t, d0.GroupStart())
+		require.NoError(t, c.AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
+		require.NoError(t, d0.GroupEnd())
+	}
+	comms, err := d0.NewCommunicators([]core.Driver{d0, d1})
+	require.NoError(t, err)
+	queue0(comms[0])
+	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.StreamSynchronize(s0)) // rank 1 never queued
+	queue0(comms[0])
 	require.NoError(t, comms[1].Abort())
-	require.NoError(t, d0.StreamSynchronize(s0))
+	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.StreamSynchronize(s0)) // rank 1 aborted
+	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
+	require.NoError(t, comms[0].Abort())
+
+	comms, err = d0.NewCommunicators([]core.Driver{d0, d1})
+	require.NoError(t, err)
+	queue0(comms[0])
+	require.NoError(t, comms[0].Abort())
+	require.NoError(t, comms[1].Abort())
+	require.NoError(t, d0.StreamSynchronize(s0)) // abandoned with rank 0: a no-op
 	got, _ := d0.ReadDevice(b0, 8)
 	assert.Equal(t, fill(8, 3), got)
-	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
-	require.NoError(t, comms[0].Destroy())
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, comms[0].Destroy())
+	assert.Zero(t, d0.Live().Communicators+d1.Live().Communicators)
 }
 
 // TestAllReduceEveryTypeAndReduction checks the Go reductions against
