@@ -30,5 +30,7 @@ func TestGPUCapabilities(t *testing.T) {
 		assert.True(t, c.BatchedCopies)
 		assert.True(t, c.ConditionalGraphNodes)
 	}
-	assert.Equal(t, len(devs) > 1 && c.PeerAccess, c.PeerAccess, "peer access needs another device")
+	if len(devs) == 1 {
+		assert.False(t, c.PeerAccess, "peer access needs another device")
+	}
 }
