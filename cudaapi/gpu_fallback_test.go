@@ -132,6 +132,7 @@ func TestGPUMissingBatchCopies(t *testing.T) {
 	require.True(t, errors.As(err, &ms), "got %v", err)
 	assert.Equal(t, 13000, ms.Since)
 	assert.Positive(t, ms.Driver)
+	t.Logf("%v", err)
 	c, err := DriverCapabilities()
 	require.NoError(t, err)
 	assert.False(t, c.Has(FeatureBatchedCopies))
@@ -140,5 +141,4 @@ func TestGPUMissingBatchCopies(t *testing.T) {
 			assert.True(t, c.Has(f), "%s: %v", f, c.Why(f))
 		}
 	}
-	t.Logf("%v", err)
 }
