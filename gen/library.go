@@ -34,6 +34,10 @@ type library struct {
 	loader string
 	// notFound is the Go error every wrapper returns when built without cgo.
 	notFound string
+	// runtime names what a caller must have for an entry point of a given
+	// version, in doc comments: "a driver for" gives "It needs a driver for
+	// CUDA 12.4 or newer"; empty gives "It needs CUDA 12.4 or newer".
+	runtime string
 	// files are the output file names, in emit order: status, types, cgo
 	// wrappers, no-cgo wrappers.
 	files [4]string
@@ -61,6 +65,7 @@ var driverLibrary = library{
 
 	loader:   "driver",
 	notFound: "ErrDriverNotFound",
+	runtime:  "a driver for",
 	files:    [4]string{"zresult.go", "ztypes.go", "zdriver_cgo.go", "zdriver_nocgo.go"},
 }
 
