@@ -43,7 +43,19 @@ type library struct {
 	files [4]string
 }
 
-// libraries are the libraries gen knows, by -lib name.
+// libraries are the libraries gen knows, by -lib name. To add one (nvrtc.h,
+// nccl.h):
+//
+//  1. write its entry table and type rules (the status typedef first), as
+//     api.go and types.go do for the driver;
+//  2. add a library value here: header and its environment variable, the
+//     version macro (empty when the header has none: since is then not
+//     checked), the status rule and success enumerator, the Go loader
+//     variable its procs register with, the error its no-cgo wrappers return,
+//     and four output file names of its own;
+//  3. in cudaapi, declare that loader (&loader{name: "libnvrtc", open: ...,
+//     version: -1}) and the status type's Error method, and add a
+//     //go:generate line running gen with -lib NAME.
 var libraries = map[string]*library{
 	"driver": &driverLibrary,
 }
