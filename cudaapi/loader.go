@@ -26,6 +26,9 @@ type versioner interface {
 
 // loader opens a library once and resolves symbols for procs.
 type loader struct {
+	name   string // library name for errors, e.g. "libcuda"
+	header int    // version of the header its bindings were generated from
+
 	mu      sync.Mutex
 	open    func() (library, error) // guarded by mu
 	lib     library                 // guarded by mu; nil until opened
@@ -37,12 +40,15 @@ type loader struct {
 	loaded atomic.Bool // lib != nil; read without the lock by Result.Error
 }
 
-// driver is the process-wide loader every driver wrapper goes through.
-var driver = &loader{open: openDefault, version: -1}
+// driver is the process-wide loader every driver wrapper goes through. Another
+// library (NVRTC, NCCL) gets a loader of its own, with its own open function,
+// and its generated procs register with it.
+var driver = &loader{name: "libcuda", header: HeaderVersion, open: openDefault, version: -1}
 
 // proc is one lazily resolved symbol, with an optional older fallback of the
 // same C signature.
 type proc struct {
+	l     *loader  // the loader it registered with; nil means driver
 	names []string // the symbol, then its fallback
 	since int      // CUDA version that introduced the oldest of names
 	// undeclared is set when the header the bindings came from lacked the
@@ -56,7 +62,7 @@ type proc struct {
 
 // newProc registers a symbol (and its fallback) with the loader.
 func (l *loader) newProc(since int, names ...string) *proc {
-	p := &proc{names: names, since: since}
+	p := &proc{l: l, names: names, since: since}
 	l.mu.Lock()
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
@@ -81,7 +87,10 @@ func (p *proc) find() (uintptr, error) {
 	if e := p.fail.Load(); e != nil {
 		return 0, e
 	}
-	return driver.resolve(p)
+	if p.l == nil {
+		return driver.resolve(p)
+	}
+	return p.l.resolve(p)
 }
 
 // symbol returns the name that resolved, or "" before a successful find.
@@ -132,9 +141,9 @@ func (l *loader) resolve(p *proc) (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	miss := &MissingSymbolError{Symbol: p.names[0], Fallbacks: p.names[1:], Since: p.since}
+	miss := &MissingSymbolError{Library: l.name, Symbol: p.names[0], Fallbacks: p.names[1:], Since: p.since}
 	if p.undeclared {
-		miss.Header = HeaderVersion
+		miss.Header = l.header
 	} else {
 		for i, name := range p.names {
 			a, err := lib.lookup(name)

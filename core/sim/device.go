@@ -102,6 +102,8 @@ type Device struct {
 	events    map[core.Event]*event
 	modules   map[core.Module]*module
 	functions map[core.Function]*function
+	graphs    map[core.DeviceGraph]*graph
+	execs     map[core.GraphExec]*graphExec
 
 	peerOn map[*Device]bool   // peers d enabled access to (EnablePeerAccess)
 	comms  map[*comm]struct{} // live communicators of d's ranks
@@ -158,6 +160,8 @@ func New(cfg Config) *Device {
 		events:    make(map[core.Event]*event),
 		modules:   make(map[core.Module]*module),
 		functions: make(map[core.Function]*function),
+		graphs:    make(map[core.DeviceGraph]*graph),
+		execs:     make(map[core.GraphExec]*graphExec),
 	}
 	// A device of its own is a Machine of one.
 	d.machine = &Machine{mu: d.mu, cond: sync.NewCond(d.mu), devs: []*Device{d}, peer: [][]bool{{true}}}

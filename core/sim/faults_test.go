@@ -26,6 +26,9 @@ type fixture struct {
 	peer                *Device           // the other device of d's Machine
 	comm, spareComm     core.Communicator // one-rank communicators on d
 	id                  core.CommID
+	capFresh, capActive core.Stream      // not capturing yet; capturing
+	g, spareGraph       core.DeviceGraph // recorded graphs
+	x, spareExec        core.GraphExec   // executable graphs
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -57,6 +60,18 @@ func newFixture(t *testing.T) *fixture {
 	fx.id, err = d.NewCommID()
 	require.NoError(t, err)
 	require.NoError(t, d.GroupStart()) // so that GroupEnd has one to end
+	fx.capFresh, fx.capActive = mustStream(t, d), mustStream(t, d)
+	for _, g := range []*core.DeviceGraph{&fx.g, &fx.spareGraph} {
+		require.NoError(t, d.StreamBeginCapture(fx.capActive))
+		require.NoError(t, d.MemsetD8Async(fx.ptr, 7, 64, fx.capActive))
+		*g, err = d.StreamEndCapture(fx.capActive)
+		require.NoError(t, err)
+	}
+	for _, x := range []*core.GraphExec{&fx.x, &fx.spareExec} {
+		*x, err = d.GraphInstantiate(fx.g)
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.StreamBeginCapture(fx.capActive))
 	d.ResetCalls()
 	return fx
 }
@@ -149,6 +164,18 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, core.DataFloat32, core.ReduceSum, fx.s)
 	case OpCommDestroy:
 		return nil, fx.spareComm.Destroy()
+	case OpStreamBeginCapture:
+		return nil, d.StreamBeginCapture(fx.capFresh)
+	case OpStreamEndCapture:
+		return d.StreamEndCapture(fx.capActive)
+	case OpGraphInstantiate:
+		return d.GraphInstantiate(fx.g)
+	case OpGraphLaunch:
+		return nil, d.GraphLaunch(fx.x, fx.s)
+	case OpGraphExecDestroy:
+		return nil, d.GraphExecDestroy(fx.spareExec)
+	case OpGraphDestroy:
+		return nil, d.GraphDestroy(fx.spareGraph)
 	}
 	panic("no call for " + op.String())
 }
@@ -366,11 +393,12 @@ func TestOpString(t *testing.T) {
 		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
 	methods := 0
-	for _, i := range []any{(*core.Driver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil)} {
+	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil)} {
 		methods += reflect.TypeOf(i).Elem().NumMethod()
 	}
 	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)
-	require.Len(t, Ops(), methods+1+collectives, "one Op per Driver, PeerDriver and CollectiveDriver method, BindHostKernel and the communicator calls")
+	require.Len(t, Ops(), methods+1+collectives,
+		"one Op per Driver, GraphDriver, PeerDriver and CollectiveDriver method, BindHostKernel and the communicator calls")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

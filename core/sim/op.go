@@ -7,7 +7,8 @@ import "strconv"
 type Op int
 
 // The operations, one per method of core.Driver, core.HostKernelBinder,
-// core.PeerDriver, core.CollectiveDriver and core.Communicator.
+// core.GraphDriver, core.PeerDriver, core.CollectiveDriver and
+// core.Communicator.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -50,6 +51,12 @@ const (
 	OpAllGather
 	OpReduceScatter
 	OpCommDestroy
+	OpStreamBeginCapture
+	OpStreamEndCapture
+	OpGraphInstantiate
+	OpGraphLaunch
+	OpGraphExecDestroy
+	OpGraphDestroy
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -58,49 +65,55 @@ const (
 )
 
 var opNames = [...]string{
-	OpInfo:              "Info",
-	OpMemGetInfo:        "MemGetInfo",
-	OpMemAlloc:          "MemAlloc",
-	OpMemFree:           "MemFree",
-	OpHostAlloc:         "HostAlloc",
-	OpHostFree:          "HostFree",
-	OpHostRegister:      "HostRegister",
-	OpHostUnregister:    "HostUnregister",
-	OpStreamCreate:      "StreamCreate",
-	OpStreamDestroy:     "StreamDestroy",
-	OpStreamSynchronize: "StreamSynchronize",
-	OpStreamQuery:       "StreamQuery",
-	OpStreamWaitEvent:   "StreamWaitEvent",
-	OpEventCreate:       "EventCreate",
-	OpEventRecord:       "EventRecord",
-	OpEventQuery:        "EventQuery",
-	OpEventSynchronize:  "EventSynchronize",
-	OpEventElapsed:      "EventElapsed",
-	OpEventDestroy:      "EventDestroy",
-	OpMemcpyHtoDAsync:   "MemcpyHtoDAsync",
-	OpMemcpyDtoHAsync:   "MemcpyDtoHAsync",
-	OpMemcpyDtoDAsync:   "MemcpyDtoDAsync",
-	OpMemsetD8Async:     "MemsetD8Async",
-	OpModuleLoad:        "ModuleLoad",
-	OpModuleUnload:      "ModuleUnload",
-	OpModuleFunction:    "ModuleFunction",
-	OpLaunch:            "Launch",
-	OpBindHostKernel:    "BindHostKernel",
-	OpPeerLink:          "PeerLink",
-	OpEnablePeerAccess:  "EnablePeerAccess",
-	OpMemcpyPeerAsync:   "MemcpyPeerAsync",
-	OpNewCommunicators:  "NewCommunicators",
-	OpNewCommID:         "NewCommID",
-	OpJoinCommunicator:  "JoinCommunicator",
-	OpGroupStart:        "GroupStart",
-	OpGroupEnd:          "GroupEnd",
-	OpAllReduce:         "AllReduce",
-	OpBroadcast:         "Broadcast",
-	OpAllGather:         "AllGather",
-	OpReduceScatter:     "ReduceScatter",
-	OpCommDestroy:       "CommDestroy",
-	opReadDevice:        "ReadDevice",
-	opWriteDevice:       "WriteDevice",
+	OpInfo:               "Info",
+	OpMemGetInfo:         "MemGetInfo",
+	OpMemAlloc:           "MemAlloc",
+	OpMemFree:            "MemFree",
+	OpHostAlloc:          "HostAlloc",
+	OpHostFree:           "HostFree",
+	OpHostRegister:       "HostRegister",
+	OpHostUnregister:     "HostUnregister",
+	OpStreamCreate:       "StreamCreate",
+	OpStreamDestroy:      "StreamDestroy",
+	OpStreamSynchronize:  "StreamSynchronize",
+	OpStreamQuery:        "StreamQuery",
+	OpStreamWaitEvent:    "StreamWaitEvent",
+	OpEventCreate:        "EventCreate",
+	OpEventRecord:        "EventRecord",
+	OpEventQuery:         "EventQuery",
+	OpEventSynchronize:   "EventSynchronize",
+	OpEventElapsed:       "EventElapsed",
+	OpEventDestroy:       "EventDestroy",
+	OpMemcpyHtoDAsync:    "MemcpyHtoDAsync",
+	OpMemcpyDtoHAsync:    "MemcpyDtoHAsync",
+	OpMemcpyDtoDAsync:    "MemcpyDtoDAsync",
+	OpMemsetD8Async:      "MemsetD8Async",
+	OpModuleLoad:         "ModuleLoad",
+	OpModuleUnload:       "ModuleUnload",
+	OpModuleFunction:     "ModuleFunction",
+	OpLaunch:             "Launch",
+	OpBindHostKernel:     "BindHostKernel",
+	OpPeerLink:           "PeerLink",
+	OpEnablePeerAccess:   "EnablePeerAccess",
+	OpMemcpyPeerAsync:    "MemcpyPeerAsync",
+	OpNewCommunicators:   "NewCommunicators",
+	OpNewCommID:          "NewCommID",
+	OpJoinCommunicator:   "JoinCommunicator",
+	OpGroupStart:         "GroupStart",
+	OpGroupEnd:           "GroupEnd",
+	OpAllReduce:          "AllReduce",
+	OpBroadcast:          "Broadcast",
+	OpAllGather:          "AllGather",
+	OpReduceScatter:      "ReduceScatter",
+	OpCommDestroy:        "CommDestroy",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
+	OpStreamBeginCapture: "StreamBeginCapture",
+	OpStreamEndCapture:   "StreamEndCapture",
+	OpGraphInstantiate:   "GraphInstantiate",
+	OpGraphLaunch:        "GraphLaunch",
+	OpGraphExecDestroy:   "GraphExecDestroy",
+	OpGraphDestroy:       "GraphDestroy",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
