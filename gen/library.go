@@ -76,7 +76,9 @@ func (l *library) version(v int) string {
 //     and four output file names of its own;
 //  3. in cudaapi, declare that loader (&loader{name: "libnvrtc", open: ...,
 //     version: -1}) and the status type's Error method, and add a
-//     //go:generate line running gen with -lib NAME.
+//     //go:generate line running gen with -lib NAME. A library may live in a
+//     package of its own instead: NCCL's bindings are package ncclapi, with
+//     its own loader (ncclapi/loader.go) and prelude (api_nccl.go).
 var libraries = map[string]*library{
 	"driver": &driverLibrary,
 	"nccl":   &ncclLibrary,
