@@ -7,7 +7,8 @@ import "strconv"
 type Op int
 
 // The operations, one per method of core.Driver, core.HostKernelBinder,
-// core.GraphDriver and core.PageableCopier.
+// core.GraphDriver, core.PeerDriver, core.CollectiveDriver,
+// core.Communicator and core.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -37,6 +38,19 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpPeerLink
+	OpEnablePeerAccess
+	OpMemcpyPeerAsync
+	OpNewCommunicators
+	OpNewCommID
+	OpJoinCommunicator
+	OpGroupStart
+	OpGroupEnd
+	OpAllReduce
+	OpBroadcast
+	OpAllGather
+	OpReduceScatter
+	OpCommDestroy
 	OpStreamBeginCapture
 	OpStreamEndCapture
 	OpGraphInstantiate
@@ -81,6 +95,21 @@ var opNames = [...]string{
 	OpModuleFunction:     "ModuleFunction",
 	OpLaunch:             "Launch",
 	OpBindHostKernel:     "BindHostKernel",
+	OpPeerLink:           "PeerLink",
+	OpEnablePeerAccess:   "EnablePeerAccess",
+	OpMemcpyPeerAsync:    "MemcpyPeerAsync",
+	OpNewCommunicators:   "NewCommunicators",
+	OpNewCommID:          "NewCommID",
+	OpJoinCommunicator:   "JoinCommunicator",
+	OpGroupStart:         "GroupStart",
+	OpGroupEnd:           "GroupEnd",
+	OpAllReduce:          "AllReduce",
+	OpBroadcast:          "Broadcast",
+	OpAllGather:          "AllGather",
+	OpReduceScatter:      "ReduceScatter",
+	OpCommDestroy:        "CommDestroy",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
 	OpStreamBeginCapture: "StreamBeginCapture",
 	OpStreamEndCapture:   "StreamEndCapture",
 	OpGraphInstantiate:   "GraphInstantiate",
@@ -89,8 +118,6 @@ var opNames = [...]string{
 	OpGraphDestroy:       "GraphDestroy",
 	OpMemcpyHtoD:         "MemcpyHtoD",
 	OpMemcpyDtoH:         "MemcpyDtoH",
-	opReadDevice:         "ReadDevice",
-	opWriteDevice:        "WriteDevice",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
