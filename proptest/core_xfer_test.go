@@ -18,19 +18,29 @@ import (
 )
 
 // expectStaged checks a single copy that moved in several DMAs: a staged
-// plan, one DMA per chunk and one wait for each chunk's stream before its
-// staging block is reused or the call returns, no launch. Telemetry counts
-// each chunk as a device copy and each wait as a sync point (the caller
-// counted one already).
+// plan, one DMA per chunk each followed by an event record, at most one
+// stream synchronization (an upload's final fence; a readback learns from
+// the events that its chunks landed), no launch. Telemetry counts each
+// chunk as a device copy; as sync points an upload counts each wait for a
+// staging block to come free (the default tuning's 3 blocks) plus its
+// fence, a readback each chunk it waited for (the caller counted one
+// already).
 func (r *runner) expectStaged(call string, got map[sim.Op]uint64, op sim.Op) error {
 	dmas := got[op]
-	if got[sim.OpStreamSynchronize] < dmas || got[sim.OpLaunch] != 0 {
+	if got[sim.OpEventRecord] != dmas || got[sim.OpStreamSynchronize] > 1 || got[sim.OpLaunch] != 0 {
 		return fmt.Errorf("%s (staged): device calls %v", call, got)
 	}
 	countOutcome(call+" (staged)", succeeded)
 	r.m.tel.DeviceCopies += dmas
-	r.m.tel.SyncPoints += dmas - 1
-	return r.expectTransfer(call+" (staged)", map[sim.Op]uint64{op: dmas, sim.OpStreamSynchronize: dmas, sim.OpLaunch: 0})
+	syncs := uint64(0)
+	if op == sim.OpMemcpyHtoDAsync {
+		syncs = 1
+		r.m.tel.SyncPoints += dmas - min(dmas, 3)
+	} else {
+		r.m.tel.SyncPoints += dmas - 1
+	}
+	return r.expectTransfer(call+" (staged)", map[sim.Op]uint64{op: dmas, sim.OpEventRecord: dmas,
+		sim.OpEventQuery: got[sim.OpEventQuery], sim.OpStreamSynchronize: syncs, sim.OpLaunch: 0})
 }
 
 // The transfer plans (core's planner, package xferplan) under drawn
@@ -75,7 +85,7 @@ const (
 )
 
 var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate, sim.OpMemcpyHtoDAsync,
-	sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpStreamSynchronize, sim.OpModuleLoad}
+	sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpStreamSynchronize, sim.OpModuleLoad, sim.OpEventRecord, sim.OpEventQuery}
 
 func drawXferCase(r *rand.Rand) xferCase {
 	c := xferCase{op: r.Intn(xferOps)}

@@ -116,7 +116,7 @@ type Tuning struct {
 const (
 	defaultWorkerBytes   = 32 << 10
 	defaultStageMin      = 256 << 10
-	defaultMinChunk      = 128 << 10
+	defaultMinChunk      = 64 << 10
 	defaultMaxChunk      = 32 << 20
 	defaultMaxChunks     = 64
 	defaultBlocks        = 3
@@ -231,7 +231,7 @@ func Choose(r Request, t Tuning, m *Model, maxProcs int) Plan {
 // workers is the goroutines that copy n bytes fastest under m, at most
 // MaxWorkers and at most one per WorkerBytes.
 func (t *Tuning) workers(m *Model, n int64) int {
-	most := int(max(min(int64(t.MaxWorkers), n/t.WorkerBytes), 1))
+	most := t.mostWorkers(n)
 	best, bestT := 1, m.hostCopy(float64(n), 1)
 	for w := 2; w <= most; w++ {
 		if c := m.hostCopy(float64(n), w); c < bestT {
@@ -239,6 +239,12 @@ func (t *Tuning) workers(m *Model, n int64) int {
 		}
 	}
 	return best
+}
+
+// mostWorkers is the most goroutines worth copying n bytes: at most
+// MaxWorkers and at most one per WorkerBytes.
+func (t *Tuning) mostWorkers(n int64) int {
+	return int(max(min(int64(t.MaxWorkers), n/t.WorkerBytes), 1))
 }
 
 // packable reports whether r may be packed under t.
@@ -268,12 +274,15 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		hi = lo
 	}
 	var best Plan
+	found := false
 	for k := lo; k <= hi; k++ {
 		c := math.Ceil(n / float64(k))
-		w := t.workers(m, int64(c))
-		cost := fixed + m.pipeline(r.Dir, k, c, w)
-		if k == lo || dur(cost) < best.Cost {
-			best = Plan{Kind: Packed, Workers: w, Parts: k, Cost: dur(cost)}
+		// One copy job packs every part; parts are DMAs queued as they fill.
+		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
+			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k))
+			if !found || cost < best.Cost {
+				best, found = Plan{Kind: Packed, Workers: w, Parts: k, Cost: cost}, true
+			}
 		}
 	}
 	return best, true
@@ -294,10 +303,14 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 			chunk = a // whole cache lines per chunk, for the copies' non-temporal stores
 		}
 		chunks := int(ceilDiv(r.Bytes, chunk))
-		w := t.workers(m, chunk)
-		cost := dur(m.pipeline(r.Dir, chunks, float64(chunk), w))
-		if k == kmin || cost < best.Cost {
-			best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: min(t.Blocks, chunks), Parts: 1, Cost: cost}
+		blocks := min(t.Blocks, chunks)
+		// One copy job serves the whole call: its goroutines are chosen for
+		// the whole transfer, not per chunk.
+		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
+			cost := dur(m.stream(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks))
+			if (k == kmin && w == 1) || cost < best.Cost {
+				best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: blocks, Parts: 1, Cost: cost}
+			}
 		}
 	}
 	return best, true

@@ -1,0 +1,312 @@
+package core
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// A staged transfer (xferplan.Staged) moves one large copy in chunks
+// through a ring of pinned staging blocks. One copy job covers the whole
+// transfer, split into tasks that never straddle a chunk; the goroutines
+// that copy (the caller among them) claim tasks in order for the whole
+// call, and the caller queues each chunk's DMA as soon as its last task
+// returns (uploads), or opens a chunk's tasks as soon as its DMA has landed
+// (readbacks). Every DMA goes on one stream, so the DMA engine runs them
+// back to back and only the first pays the engine's start-up latency; an
+// event recorded after each DMA tells when a block is free again.
+//
+// Sharing one job per call, not one per chunk, is what makes chunks cheap:
+// on the reference H100 host the earlier design, which started and joined
+// its helpers for every chunk and waited on a stream per block, moved 1 MiB
+// in 7 chunks in 115 us, against 32 us for the DMA alone.
+
+// stagedRun is the state of one staged transfer.
+type stagedRun struct {
+	p       *pipeline
+	pl      *xferplan.Plan
+	host    []byte
+	dev     uint64
+	n       int64
+	tasks   int64          // tasks per chunk
+	task    int64          // bytes per task
+	remain  []atomic.Int32 // per chunk: tasks not yet returned
+	job     *taskJob
+	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
+	waits   uint64      // host waits on the device, for telemetry
+}
+
+// newStagedRun plans the tasks of pl over host and takes the pipeline's
+// staging blocks and streams (one per block; the DMAs use the first, the
+// blocks' events tell when each is free).
+func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, host []byte, dev uint64, up bool) (*stagedRun, error) {
+	k := max(pl.Chunks, 1)
+	blocks := max(min(pl.Blocks, k), 1)
+	p, err := b.newPipeline(op, ents, blocks, int(pl.Chunk))
+	if err != nil {
+		return nil, err
+	}
+	w := max(pl.Workers, 1)
+	task := int64(copyTask(int(pl.Chunk), w))
+	r := &stagedRun{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task,
+		tasks: (pl.Chunk + task - 1) / task, remain: make([]atomic.Int32, k)}
+	for c := range r.remain {
+		r.remain[c].Store(int32(r.tasks))
+	}
+	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
+		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
+	r.job.left.Store(r.job.n)
+	return r, nil
+}
+
+// copyTask copies task i between the caller's memory and its chunk's block
+// (into the block for an upload, out of it for a readback).
+func (r *stagedRun) copyTask(i int, up bool) {
+	c := int64(i) / r.tasks
+	if !r.aborted.Load() {
+		base := c * r.pl.Chunk
+		lo := min(base+int64(i)%r.tasks*r.task, r.n)
+		hi := min(lo+r.task, base+r.pl.Chunk, r.n)
+		if lo < hi {
+			blk := r.p.blocks[c%int64(len(r.p.blocks))]
+			if up {
+				copy(blk[lo-base:hi-base], r.host[lo:hi])
+			} else {
+				copy(r.host[lo:hi], blk[lo-base:hi-base])
+			}
+		}
+	}
+	r.remain[c].Add(-1)
+}
+
+// open lets the tasks of chunks [0, c) be claimed.
+func (r *stagedRun) open(c int) { r.job.gate.Store(int64(c) * r.tasks) }
+
+// bounds returns chunk c's byte range.
+func (r *stagedRun) bounds(c int) (lo, hi int64) {
+	return min(int64(c)*r.pl.Chunk, r.n), min(int64(c+1)*r.pl.Chunk, r.n)
+}
+
+// queue queues chunk c's DMA on the run's stream and records its block's
+// event after it.
+func (r *stagedRun) queue(c int, up bool) error {
+	b, op := r.p.b, r.p.op
+	lo, hi := r.bounds(c)
+	j := c % len(r.p.blocks)
+	blk := r.p.blocks[j][: hi-lo : hi-lo]
+	s := r.p.leases[0].Stream
+	if up {
+		if err := b.drv.MemcpyHtoDAsync(r.dev+uint64(lo), blk, s); err != nil {
+			return driverError(op, "MemcpyHtoDAsync", err)
+		}
+	} else if err := b.drv.MemcpyDtoHAsync(blk, r.dev+uint64(lo), s); err != nil {
+		return driverError(op, "MemcpyDtoHAsync", err)
+	}
+	if err := b.drv.EventRecord(r.p.leases[j].Done, s); err != nil {
+		return driverError(op, "EventRecord", err)
+	}
+	return nil
+}
+
+// landed reports whether the DMA last queued through block j has completed.
+func (r *stagedRun) landed(j int) (bool, error) {
+	done, err := r.p.b.drv.EventQuery(r.p.leases[j].Done)
+	if err != nil {
+		return false, driverError(r.p.op, "EventQuery", err)
+	}
+	return done, nil
+}
+
+// stop ends the copy job: after a failure the unclaimed tasks copy nothing;
+// either way every task has returned when stop does, so nothing touches
+// the caller's memory or the blocks afterwards.
+func (r *stagedRun) stop(shared, failed bool) {
+	if failed {
+		r.aborted.Store(true)
+	}
+	r.job.gate.Store(r.job.n)
+	r.job.workAll()
+	r.job.wait()
+	if shared {
+		copyHelpers.unshare()
+	}
+}
+
+// uploadPipelined copies data to device address dst as the Staged plan pl
+// says. Telemetry counts each chunk as a device copy and each wait for a
+// staging block, plus the final stream synchronization, as a sync point.
+func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, dst uint64, data []byte, requested int) error {
+	r, err := b.newStagedRun(op, t, pl, ents, data, dst, true)
+	if err != nil {
+		return err
+	}
+	k, blocks := len(r.remain), len(r.p.blocks)
+	opened := blocks
+	r.open(opened)
+	shared := startJob(r.job, pl.Workers)
+	for q := 0; q < k; {
+		switch {
+		case r.remain[q].Load() == 0:
+			// Chunk q is staged: queue its DMA.
+			if err := r.queue(q, true); err != nil {
+				r.stop(shared, true)
+				return r.p.fail(err)
+			}
+			q++
+		case opened < k && opened-blocks < q:
+			// The block of chunk opened held chunk opened-blocks, queued.
+			done, err := r.landed(opened % blocks)
+			if err != nil {
+				r.stop(shared, true)
+				return r.p.fail(err)
+			}
+			if done {
+				r.waits++
+				opened++
+				r.open(opened)
+			} else if !r.job.step() {
+				runtime.Gosched()
+			}
+		default:
+			if !r.job.step() {
+				runtime.Gosched()
+			}
+		}
+	}
+	r.stop(shared, false)
+	if err := r.p.wait(0); err != nil {
+		return r.p.fail(err)
+	}
+	r.p.finish(true)
+	b.tel.syncPoints.Add(r.waits + 1)
+	b.tel.h2dBytes.Add(uint64(len(data)))
+	b.tel.uploadOps.Add(1)
+	b.tel.requested.Add(uint64(requested))
+	b.tel.deviceCopies.Add(uint64(k))
+	return nil
+}
+
+// downloadPipelined copies len(out) bytes from device address src into out
+// as the Staged plan pl says: the DMAs of the first chunks are queued at
+// once, each chunk's copy out of staging starts when its DMA has landed,
+// and a block is refilled as soon as its chunk has been copied out.
+//
+// out is written chunk by chunk as the data arrives: a driver failure after
+// the first chunk leaves a prefix of out holding device bytes (callers
+// reusing caller storage document this). Telemetry counts each chunk as a
+// device copy and each wait for one to land as a sync point.
+func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, out []byte, src uint64) error {
+	r, err := b.newStagedRun(op, t, pl, ents, out, src, false)
+	if err != nil {
+		return err
+	}
+	k, blocks := len(r.remain), len(r.p.blocks)
+	for c := range blocks {
+		if err := r.queue(c, false); err != nil {
+			return r.p.fail(err)
+		}
+	}
+	shared := startJob(r.job, pl.Workers)
+	queued, opened, copied := blocks, 0, 0
+	for copied < k {
+		switch {
+		case r.remain[copied].Load() == 0:
+			copied++
+		case queued < k && r.remain[queued-blocks].Load() == 0:
+			// Chunk queued-blocks is copied out: refill its block.
+			if err := r.queue(queued, false); err != nil {
+				r.stop(shared, true)
+				return r.p.fail(err)
+			}
+			queued++
+		case opened < queued:
+			done, err := r.landed(opened % blocks)
+			if err != nil {
+				r.stop(shared, true)
+				return r.p.fail(err)
+			}
+			if done {
+				r.waits++
+				opened++
+				r.open(opened)
+			} else if !r.job.step() {
+				runtime.Gosched()
+			}
+		default:
+			if !r.job.step() {
+				runtime.Gosched()
+			}
+		}
+	}
+	r.stop(shared, false)
+	r.p.finish(true)
+	b.tel.syncPoints.Add(r.waits)
+	b.tel.d2hBytes.Add(uint64(len(out)))
+	b.tel.readbackOps.Add(1)
+	b.tel.requested.Add(1)
+	b.tel.deviceCopies.Add(uint64(k))
+	return nil
+}
+
+// streamParts fills items [0, n), split into parts contiguous parts of
+// about equal item counts, on up to w goroutines (the caller among them)
+// that share one copy job, and calls ready(k) on the calling goroutine for
+// each part in order as soon as every item of it is filled, while later
+// parts are still being filled. fill(lo, hi) fills items [lo, hi). After
+// ready fails the items not yet started are skipped; either way every fill
+// has returned when streamParts does. It returns ready's error.
+func streamParts(n, parts, w int, linger time.Duration, fill func(lo, hi int), ready func(k int) error) error {
+	parts = max(min(parts, n), 1)
+	per := max(w*tasksPerWorker/parts, 1) // tasks per part
+	start := func(k int) int { return n * k / parts }
+	remain := make([]atomic.Int32, parts)
+	var aborted atomic.Bool
+	tasks := 0
+	for k := range remain {
+		t := min(per, start(k+1)-start(k))
+		remain[k].Store(int32(t))
+		tasks += t
+	}
+	// Task i of part k: its items are part k's, split evenly.
+	taskOf := make([]int32, tasks) // part of each task
+	first := make([]int32, parts)  // first task of each part
+	for k, i := 0, 0; k < parts; k++ {
+		first[k] = int32(i)
+		for range int(remain[k].Load()) {
+			taskOf[i] = int32(k)
+			i++
+		}
+	}
+	job := &taskJob{n: int64(tasks), linger: linger, done: make(chan struct{})}
+	job.f = func(i int) {
+		k := int(taskOf[i])
+		if !aborted.Load() {
+			lo, hi := start(k), start(k+1)
+			j, cnt := i-int(first[k]), min(per, hi-lo)
+			fill(lo+(hi-lo)*j/cnt, lo+(hi-lo)*(j+1)/cnt)
+		}
+		remain[k].Add(-1)
+	}
+	job.left.Store(job.n)
+	shared := startJob(job, w)
+	var err error
+	for q := 0; q < parts; {
+		if remain[q].Load() == 0 {
+			if err = ready(q); err != nil {
+				aborted.Store(true)
+				break
+			}
+			q++
+		} else if !job.step() {
+			runtime.Gosched()
+		}
+	}
+	job.workAll()
+	job.wait()
+	if shared {
+		copyHelpers.unshare()
+	}
+	return err
+}
