@@ -307,16 +307,20 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
 		return 0, "MemcpyHtoDAsync", err
 	}
-	parts = max(min(parts, len(fused)), 1)
-	err := streamParts(len(fused), parts, w, t.linger, fill, func(k int) error {
-		lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
-		start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-		return b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s)
-	})
+	dmas := uint64(1)
+	err := streamParts(len(fused), parts, w, t.linger, func(i int) int { return lay.offs[i] }, lay.dataEnd, fill,
+		func(_, lo, hi int) error {
+			if lo == hi {
+				return nil
+			}
+			start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+			dmas++
+			return b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s)
+		})
 	if err != nil {
 		return 0, "MemcpyHtoDAsync", err
 	}
-	return 1 + uint64(parts), "", nil
+	return dmas, "", nil
 }
 
 // gatherPacked reads fused readback copies as one packed block: the table

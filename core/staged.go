@@ -251,50 +251,67 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 }
 
 // streamParts fills items [0, n), split into parts contiguous parts of
-// about equal item counts, on up to w goroutines (the caller among them)
-// that share one copy job, and calls ready(k) on the calling goroutine for
-// each part in order as soon as every item of it is filled, while later
-// parts are still being filled. fill(lo, hi) fills items [lo, hi). After
-// ready fails the items not yet started are skipped; either way every fill
-// has returned when streamParts does. It returns ready's error.
-func streamParts(n, parts, w int, linger time.Duration, fill func(lo, hi int), ready func(k int) error) error {
+// about equal weight, on up to w goroutines (the caller among them) that
+// share one copy job, and calls ready(k, lo, hi) on the calling goroutine
+// for each part k (items [lo, hi)) in order as soon as every item of it is
+// filled, while later parts are still being filled. start(i) is the
+// cumulative weight before item i (non-decreasing, start(0) == 0) and total
+// the weight of all items; fill(lo, hi) fills items [lo, hi). After ready
+// fails the items not yet started are skipped; either way every fill has
+// returned when streamParts does. It returns ready's error.
+func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, total int,
+	fill func(lo, hi int), ready func(k, lo, hi int) error) error {
+	if n <= 0 {
+		return nil
+	}
 	parts = max(min(parts, n), 1)
-	per := max(w*tasksPerWorker/parts, 1) // tasks per part
-	start := func(k int) int { return n * k / parts }
+	per := max(w*tasksPerWorker/parts, 1) // tasks per part, at most
+	// bounds[t] is the first item of task t; part k's tasks are
+	// first[k] <= t < first[k+1].
+	bounds := make([]int, 0, parts*per+1)
+	first := make([]int, parts+1)
+	lo := 0
+	for k := range parts {
+		hi := splitAt(start, n, lo, total, k+1, parts)
+		if k == parts-1 {
+			hi = n
+		}
+		first[k] = len(bounds)
+		for t, a := 0, lo; t < per && a < hi; t++ {
+			bounds = append(bounds, a)
+			if t == per-1 {
+				a = hi
+			} else {
+				a = max(splitAt(start, hi, a, total, k*per+t+1, parts*per), a+1)
+			}
+		}
+		lo = hi
+	}
+	first[parts] = len(bounds)
+	bounds = append(bounds, n)
+	partOf := make([]int32, len(bounds)-1)
 	remain := make([]atomic.Int32, parts)
+	for k := range parts {
+		for t := first[k]; t < first[k+1]; t++ {
+			partOf[t] = int32(k)
+		}
+		remain[k].Store(int32(first[k+1] - first[k]))
+	}
 	var aborted atomic.Bool
-	tasks := 0
-	for k := range remain {
-		t := min(per, start(k+1)-start(k))
-		remain[k].Store(int32(t))
-		tasks += t
-	}
-	// Task i of part k: its items are part k's, split evenly.
-	taskOf := make([]int32, tasks) // part of each task
-	first := make([]int32, parts)  // first task of each part
-	for k, i := 0, 0; k < parts; k++ {
-		first[k] = int32(i)
-		for range int(remain[k].Load()) {
-			taskOf[i] = int32(k)
-			i++
-		}
-	}
-	job := &taskJob{n: int64(tasks), linger: linger, done: make(chan struct{})}
-	job.f = func(i int) {
-		k := int(taskOf[i])
+	job := &taskJob{n: int64(len(partOf)), linger: linger, done: make(chan struct{})}
+	job.f = func(t int) {
 		if !aborted.Load() {
-			lo, hi := start(k), start(k+1)
-			j, cnt := i-int(first[k]), min(per, hi-lo)
-			fill(lo+(hi-lo)*j/cnt, lo+(hi-lo)*(j+1)/cnt)
+			fill(bounds[t], bounds[t+1])
 		}
-		remain[k].Add(-1)
+		remain[partOf[t]].Add(-1)
 	}
 	job.left.Store(job.n)
 	shared := startJob(job, w)
 	var err error
 	for q := 0; q < parts; {
 		if remain[q].Load() == 0 {
-			if err = ready(q); err != nil {
+			// A part with no task (empty: more parts than splits) is ready too.
+			if err = ready(q, bounds[first[q]], bounds[first[q+1]]); err != nil {
 				aborted.Store(true)
 				break
 			}
@@ -309,4 +326,20 @@ func streamParts(n, parts, w int, linger time.Duration, fill func(lo, hi int), r
 		copyHelpers.unshare()
 	}
 	return err
+}
+
+// splitAt returns the first item in [lo, hi) whose cumulative weight
+// reaches the share k/of of total, or hi when none does.
+func splitAt(start func(i int) int, hi, lo, total, k, of int) int {
+	goal := int(uint64(total) * uint64(k) / uint64(of))
+	a, z := lo, hi
+	for a < z {
+		m := int(uint(a+z) >> 1)
+		if start(m) < goal {
+			a = m + 1
+		} else {
+			z = m
+		}
+	}
+	return a
 }

@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,40 +15,52 @@ import (
 // once, each part is handed to ready exactly once, in order, and only once
 // every item of it has been filled; parts never outnumber items.
 func TestStreamPartsReadiesEachPartAfterItsItems(t *testing.T) {
+	weights := map[string]func(i int) int{
+		"even":  func(int) int { return 4096 },
+		"mixed": func(i int) int { return 1 << (i * 7 % 19) },
+		"heavy": func(i int) int { return map[bool]int{true: 1 << 20}[i == 3] }, // one item holds it all
+	}
 	for _, tt := range []struct{ n, parts, w int }{
-		{1, 1, 1}, {1, 4, 8}, {10, 3, 1}, {10, 3, 4}, {1024, 6, 16}, {7, 7, 3}, {100, 1, 5}, {3, 16, 16},
+		{1, 1, 1}, {1, 4, 8}, {10, 3, 1}, {10, 3, 4}, {1024, 6, 16}, {7, 7, 3}, {100, 1, 5}, {3, 16, 16}, {2048, 9, 16},
 	} {
-		t.Run(fmt.Sprintf("n=%d parts=%d w=%d", tt.n, tt.parts, tt.w), func(t *testing.T) {
-			filled := make([]atomic.Int32, tt.n)
-			var order []int
-			var mu sync.Mutex
-			err := streamParts(tt.n, tt.parts, tt.w, DefaultCopyHelperLinger, func(lo, hi int) {
-				require.LessOrEqual(t, lo, hi)
-				for i := lo; i < hi; i++ {
-					filled[i].Add(1)
+		for wname, weight := range weights {
+			t.Run(fmt.Sprintf("n=%d parts=%d w=%d %s", tt.n, tt.parts, tt.w, wname), func(t *testing.T) {
+				starts := make([]int, tt.n+1)
+				for i := range tt.n {
+					starts[i+1] = starts[i] + weight(i)
 				}
-			}, func(k int) error {
-				parts := max(min(tt.parts, tt.n), 1)
-				for i := tt.n * k / parts; i < tt.n*(k+1)/parts; i++ {
-					if filled[i].Load() != 1 {
-						return fmt.Errorf("part %d readied before item %d was filled", k, i)
-					}
+				filled := make([]atomic.Int32, tt.n)
+				var order []int
+				next := 0 // the first item of the next part
+				err := streamParts(tt.n, tt.parts, tt.w, DefaultCopyHelperLinger, func(i int) int { return starts[i] }, starts[tt.n],
+					func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							filled[i].Add(1)
+						}
+					}, func(k, lo, hi int) error {
+						if lo != next || hi < lo {
+							return fmt.Errorf("part %d is [%d, %d), want it to start at %d", k, lo, hi, next)
+						}
+						for i := lo; i < hi; i++ {
+							if filled[i].Load() != 1 {
+								return fmt.Errorf("part %d readied before item %d was filled", k, i)
+							}
+						}
+						order, next = append(order, k), hi
+						return nil
+					})
+				require.NoError(t, err)
+				assert.Equal(t, tt.n, next, "the parts cover every item")
+				for i := range filled {
+					assert.Equal(t, int32(1), filled[i].Load(), "item %d", i)
 				}
-				mu.Lock()
-				order = append(order, k)
-				mu.Unlock()
-				return nil
+				want := make([]int, max(min(tt.parts, tt.n), 1))
+				for k := range want {
+					want[k] = k
+				}
+				assert.Equal(t, want, order, "every part once, in order")
 			})
-			require.NoError(t, err)
-			for i := range filled {
-				assert.Equal(t, int32(1), filled[i].Load(), "item %d", i)
-			}
-			want := make([]int, max(min(tt.parts, tt.n), 1))
-			for k := range want {
-				want[k] = k
-			}
-			assert.Equal(t, want, order)
-		})
+		}
 	}
 }
 
@@ -61,14 +72,14 @@ func TestStreamPartsStopsAfterAFailedReady(t *testing.T) {
 	var running, after atomic.Int32
 	var done atomic.Bool
 	var readied []int
-	err := streamParts(4096, 8, 8, DefaultCopyHelperLinger, func(lo, hi int) {
+	err := streamParts(4096, 8, 8, DefaultCopyHelperLinger, func(i int) int { return i }, 4096, func(lo, hi int) {
 		running.Add(1)
 		if done.Load() {
 			after.Add(1)
 		}
 		time.Sleep(time.Microsecond)
 		running.Add(-1)
-	}, func(k int) error {
+	}, func(k, _, _ int) error {
 		readied = append(readied, k)
 		if k == 2 {
 			return bad
