@@ -6,11 +6,10 @@ import (
 	"time"
 )
 
-// Staged transfers (xferplan.Staged) move one large copy in chunks through
-// a few pinned staging blocks, and goroutines copy the next chunk between
-// the caller's memory and staging while the DMA engine moves the previous
-// one. The plan (xfer.go) sets the chunk size, the blocks and the copy
-// goroutines; this file executes it and owns the goroutines that copy.
+// This file owns the goroutines that copy host memory for transfer calls
+// (copy jobs, their helpers, parallel copies) and the staging blocks and
+// streams of a staged transfer; staged.go runs staged transfers and the
+// parts of packed uploads on them.
 
 // maxCopyWorkers bounds the helper goroutines one copy job can wake;
 // xferplan never plans more workers than this.
