@@ -350,9 +350,10 @@ type pipeline struct {
 	syncs  uint64 // stream synchronizations that succeeded
 }
 
-// newPipeline takes k staging blocks of chunk bytes and k leased streams,
-// all or nothing, for a transfer whose caller holds ents in flight.
-func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk int) (*pipeline, error) {
+// newPipeline takes k staging blocks of chunk bytes and leases leased
+// streams (with their events), all or nothing, for a transfer whose caller
+// holds ents in flight.
+func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases int) (*pipeline, error) {
 	p := &pipeline{b: b, op: op, ents: ents, st: newStaging(b.hostPool)}
 	p.blocks = make([][]byte, k)
 	for j := range p.blocks {
@@ -363,8 +364,8 @@ func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk int) (*
 		}
 		p.blocks[j] = blk
 	}
-	p.leases = make([]*launchLease, 0, k)
-	for range k {
+	p.leases = make([]*launchLease, 0, leases)
+	for range leases {
 		l, err := b.lease(op, false)
 		if err != nil {
 			p.finish(true)

@@ -235,3 +235,35 @@ func TestTransferPathsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestStagedWithABlockPerChunk: when every chunk has a staging block of its
+// own, an upload waits on no event (one fence), and a readback of more
+// chunks than it has events reuses them in rotation, queuing a chunk only
+// once the one that last used its event has landed; both move every byte.
+func TestStagedWithABlockPerChunk(t *testing.T) {
+	opt := core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1, PipelineMinBytes: 256,
+		ChunkBytes: 64, Blocks: 64, Workers: 4, BytesPerWorker: 16})
+	b, dev := openSim(t, sim.Config{}, opt)
+	r := rand.New(rand.NewSource(5))
+	h, err := b.AllocateResident(1000) // 16 chunks
+	require.NoError(t, err)
+	want := randomBytes(r, h.Len)
+	records, syncs := dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
+	b.ResetTelemetry()
+	require.NoError(t, b.UploadResident(h, want))
+	assert.Equal(t, uint64(16), b.Telemetry().DeviceCopies)
+	assert.Equal(t, records, dev.Calls(sim.OpEventRecord), "no block reused: no event")
+	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
+	assert.Equal(t, uint64(1), b.Telemetry().SyncPoints)
+	require.Equal(t, want, simBytes(t, b, dev, h))
+
+	records, syncs = dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
+	b.ResetTelemetry()
+	got, err := b.DownloadResident(h)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	assert.Equal(t, records+16, dev.Calls(sim.OpEventRecord), "an event after every DMA")
+	assert.Equal(t, syncs, dev.Calls(sim.OpStreamSynchronize), "the events say when the chunks landed")
+	assert.Equal(t, uint64(16), b.Telemetry().SyncPoints, "one wait per chunk")
+	assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
+}

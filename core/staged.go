@@ -15,8 +15,10 @@ import (
 // call, and the caller queues each chunk's DMA as soon as its last task
 // returns (uploads), or opens a chunk's tasks as soon as its DMA has landed
 // (readbacks). Every DMA goes on one stream, so the DMA engine runs them
-// back to back and only the first pays the engine's start-up latency; an
-// event recorded after each DMA tells when a block is free again.
+// back to back and only the first pays the engine's start-up latency.
+// Events recorded after the DMAs (a few, used in rotation: a later event
+// done means every DMA before it is done) tell when a chunk has landed or
+// its block is free again; an upload that reuses no block records none.
 //
 // Sharing one job per call, not one per chunk, is what makes chunks cheap:
 // on the reference H100 host the earlier design, which started and joined
@@ -44,7 +46,13 @@ type stagedRun struct {
 func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, host []byte, dev uint64, up bool) (*stagedRun, error) {
 	k := max(pl.Chunks, 1)
 	blocks := max(min(pl.Blocks, k), 1)
-	p, err := b.newPipeline(op, ents, blocks, int(pl.Chunk))
+	events := min(blocks, maxStageEvents) // an upload that reuses no block waits on none
+	if !up {
+		events = min(k, maxStageEvents)
+	} else if blocks == k {
+		events = 1
+	}
+	p, err := b.newPipeline(op, ents, blocks, int(pl.Chunk), events)
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +97,12 @@ func (r *stagedRun) bounds(c int) (lo, hi int64) {
 	return min(int64(c)*r.pl.Chunk, r.n), min(int64(c+1)*r.pl.Chunk, r.n)
 }
 
-// queue queues chunk c's DMA on the run's stream and records its block's
-// event after it.
-func (r *stagedRun) queue(c int, up bool) error {
+// maxStageEvents bounds the events (and leases) of one staged transfer.
+const maxStageEvents = 8
+
+// queue queues chunk c's DMA on the run's stream and, when record is set,
+// records chunk c's event slot after it.
+func (r *stagedRun) queue(c int, up, record bool) error {
 	b, op := r.p.b, r.p.op
 	lo, hi := r.bounds(c)
 	j := c % len(r.p.blocks)
@@ -104,15 +115,19 @@ func (r *stagedRun) queue(c int, up bool) error {
 	} else if err := b.drv.MemcpyDtoHAsync(blk, r.dev+uint64(lo), s); err != nil {
 		return driverError(op, "MemcpyDtoHAsync", err)
 	}
-	if err := b.drv.EventRecord(r.p.leases[j].Done, s); err != nil {
+	if !record {
+		return nil
+	}
+	if err := b.drv.EventRecord(r.p.leases[c%len(r.p.leases)].Done, s); err != nil {
 		return driverError(op, "EventRecord", err)
 	}
 	return nil
 }
 
-// landed reports whether the DMA last queued through block j has completed.
-func (r *stagedRun) landed(j int) (bool, error) {
-	done, err := r.p.b.drv.EventQuery(r.p.leases[j].Done)
+// landed reports whether chunk c's DMA has completed: the latest record of
+// its event slot is chunk c's or a later one's on the same stream.
+func (r *stagedRun) landed(c int) (bool, error) {
+	done, err := r.p.b.drv.EventQuery(r.p.leases[c%len(r.p.leases)].Done)
 	if err != nil {
 		return false, driverError(r.p.op, "EventQuery", err)
 	}
@@ -143,6 +158,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 		return err
 	}
 	k, blocks := len(r.remain), len(r.p.blocks)
+	record := blocks < k
 	opened := blocks
 	r.open(opened)
 	shared := startJob(r.job, pl.Workers)
@@ -150,14 +166,14 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 		switch {
 		case r.remain[q].Load() == 0:
 			// Chunk q is staged: queue its DMA.
-			if err := r.queue(q, true); err != nil {
+			if err := r.queue(q, true, record); err != nil {
 				r.stop(shared, true)
 				return r.p.fail(err)
 			}
 			q++
 		case opened < k && opened-blocks < q:
 			// The block of chunk opened held chunk opened-blocks, queued.
-			done, err := r.landed(opened % blocks)
+			done, err := r.landed(opened - blocks)
 			if err != nil {
 				r.stop(shared, true)
 				return r.p.fail(err)
@@ -202,27 +218,30 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	if err != nil {
 		return err
 	}
-	k, blocks := len(r.remain), len(r.p.blocks)
-	for c := range blocks {
-		if err := r.queue(c, false); err != nil {
+	k, blocks, events := len(r.remain), len(r.p.blocks), len(r.p.leases)
+	ahead := min(blocks, events)
+	for c := range ahead {
+		if err := r.queue(c, false, true); err != nil {
 			return r.p.fail(err)
 		}
 	}
 	shared := startJob(r.job, pl.Workers)
-	queued, opened, copied := blocks, 0, 0
+	queued, opened, copied := ahead, 0, 0
 	for copied < k {
 		switch {
 		case r.remain[copied].Load() == 0:
 			copied++
-		case queued < k && r.remain[queued-blocks].Load() == 0:
-			// Chunk queued-blocks is copied out: refill its block.
-			if err := r.queue(queued, false); err != nil {
+		case queued < k && queued-opened < events && (queued < blocks || r.remain[queued-blocks].Load() == 0):
+			// Chunk queued's block is free (never used, or its chunk is
+			// copied out) and so is its event slot (the chunk that last
+			// used it has landed).
+			if err := r.queue(queued, false, true); err != nil {
 				r.stop(shared, true)
 				return r.p.fail(err)
 			}
 			queued++
 		case opened < queued:
-			done, err := r.landed(opened % blocks)
+			done, err := r.landed(opened)
 			if err != nil {
 				r.stop(shared, true)
 				return r.p.fail(err)

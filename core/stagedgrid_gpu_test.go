@@ -16,27 +16,8 @@ import (
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// stagedVariant runs one staged transfer with a forced plan.
-type stagedVariant func(be *Backend, t *transferTuning, pl *xferplan.Plan, up bool, dev uint64, host []byte) error
-
-var stagedVariants = []struct {
-	name string
-	run  stagedVariant
-}{
-	{"stream", func(be *Backend, t *transferTuning, pl *xferplan.Plan, up bool, dev uint64, host []byte) error {
-		if up {
-			return be.uploadPipelined("grid", t, pl, nil, dev, host, 1)
-		}
-		return be.downloadPipelined("grid", t, pl, nil, host, dev)
-	}},
-	{"barrier", func(be *Backend, t *transferTuning, pl *xferplan.Plan, up bool, dev uint64, host []byte) error {
-		if up {
-			return be.uploadBarrier("grid", t, pl, nil, dev, host, 1)
-		}
-		return be.downloadBarrier("grid", t, pl, nil, host, dev)
-	}},
-}
-
+// BenchmarkGPUStagedGrid runs staged transfers of 256 KiB to 16 MiB at
+// every chunk count, goroutine count and block count of a small grid.
 func BenchmarkGPUStagedGrid(b *testing.B) {
 	be := openCostModelGPU(b)
 	t := be.tuning()
@@ -54,30 +35,37 @@ func BenchmarkGPUStagedGrid(b *testing.B) {
 		for _, dir := range []string{"up", "down"} {
 			for _, k := range []int{1, 2, 4, 8} {
 				for _, w := range []int{1, 4, 8, 16} {
-					for bi, blocks := range []int{min(2, k), min(3, k), k} {
-						if (bi == 1 && blocks == min(2, k)) || (bi == 2 && blocks <= 3) {
-							continue // counted already
-						}
-						chunk := int64((n + k - 1) / k)
-						pl := xferplan.Plan{Kind: xferplan.Staged, Workers: w, Chunk: chunk, Chunks: k, Blocks: min(blocks, k), Parts: 1}
-						for _, v := range stagedVariants {
-							if v.name == "barrier" && (w == 1 || blocks > 3) {
-								continue
-							}
-							b.Run(fmt.Sprintf("%s/%s/%dKiB/chunks=%d/w=%d/blocks=%d", v.name, dir, n>>10, k, w, blocks), func(b *testing.B) {
-								b.SetBytes(int64(n))
-								for range b.N {
-									if err := v.run(be, &t, &pl, dir == "up", ptr, data[:n]); err != nil {
-										b.Fatal(err)
-									}
+					for _, blocks := range gridBlocks(k) {
+						pl := xferplan.Plan{Kind: xferplan.Staged, Workers: w, Chunk: int64((n + k - 1) / k), Chunks: k, Blocks: blocks, Parts: 1}
+						b.Run(fmt.Sprintf("stream/%s/%dKiB/chunks=%d/w=%d/blocks=%d", dir, n>>10, k, w, blocks), func(b *testing.B) {
+							b.SetBytes(int64(n))
+							for range b.N {
+								err := be.downloadPipelined("grid", &t, &pl, nil, data[:n], ptr)
+								if dir == "up" {
+									err = be.uploadPipelined("grid", &t, &pl, nil, ptr, data[:n], 1)
 								}
-							})
-						}
+								if err != nil {
+									b.Fatal(err)
+								}
+							}
+						})
 					}
 				}
 			}
 		}
 	}
+}
+
+// gridBlocks is the block counts the grid tries for k chunks: 2, 3 and k,
+// each at most k, without repeats.
+func gridBlocks(k int) []int {
+	out := []int{min(2, k)}
+	for _, v := range []int{3, k} {
+		if v <= k && v != out[len(out)-1] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // BenchmarkGPUChunkedDMA moves n bytes of pinned memory in k DMAs queued
@@ -136,103 +124,4 @@ func BenchmarkGPUChunkedDMA(b *testing.B) {
 			}
 		}
 	}
-}
-
-// uploadBarrier (the earlier design, kept here to compare) copies data to device address dst in the plan's chunks:
-// chunk i is copied into staging block i%k by pl.Workers goroutines and queued on
-// that block's stream, so it moves while chunk i+1 is being copied; a block
-// is refilled only after its stream finished the previous chunk.
-//
-// Telemetry counts each stream synchronization (k-1 reuse waits per round
-// of blocks, plus one per stream at the end) as a sync point and each
-// chunk as a device copy.
-func (b *Backend) uploadBarrier(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, dst uint64, data []byte, requested int) error {
-	n := len(data)
-	chunks := pl.Chunks
-	k := max(min(pl.Blocks, chunks), 1)
-	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
-	if err != nil {
-		return err
-	}
-	for i := range chunks {
-		j := i % k
-		if i >= k {
-			if err := p.wait(j); err != nil {
-				return p.fail(err)
-			}
-		}
-		lo, hi := int(pl.Bounds(i, int64(n))), int(pl.Bounds(i+1, int64(n)))
-		blk := p.blocks[j][: hi-lo : hi-lo]
-		parallelCopy(blk, data[lo:hi], pl.Workers, t.pipeLinger)
-		if err := b.drv.MemcpyHtoDAsync(dst+uint64(lo), blk, p.leases[j].Stream); err != nil {
-			return p.fail(driverError(op, "MemcpyHtoDAsync", err))
-		}
-	}
-	for j := range k {
-		if err := p.wait(j); err != nil {
-			return p.fail(err)
-		}
-	}
-	syncs := p.syncs
-	p.finish(true)
-	b.tel.syncPoints.Add(syncs)
-	b.tel.h2dBytes.Add(uint64(n))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(chunks))
-	return nil
-}
-
-// downloadBarrier (the earlier design) copies len(out) bytes from device address src into out
-// in chunks: the DMAs of up to k chunks are queued ahead into the staging
-// blocks, and while goroutines copy chunk i out of its block the DMAs of
-// the chunks after it run; the block is then refilled with chunk i+k.
-//
-// out is written chunk by chunk as the data arrives: a driver failure after
-// the first chunk leaves a prefix of out holding device bytes (callers
-// reusing caller storage document this). Telemetry counts each stream
-// synchronization as a sync point and each chunk as a device copy.
-func (b *Backend) downloadBarrier(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, out []byte, src uint64) error {
-	n := len(out)
-	chunks := pl.Chunks
-	k := max(min(pl.Blocks, chunks), 1)
-	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
-	if err != nil {
-		return err
-	}
-	bound := func(i int) int { return int(pl.Bounds(i, int64(n))) }
-	queue := func(i int) error {
-		lo, hi := bound(i), bound(i+1)
-		j := i % k
-		if err := b.drv.MemcpyDtoHAsync(p.blocks[j][:hi-lo:hi-lo], src+uint64(lo), p.leases[j].Stream); err != nil {
-			return driverError(op, "MemcpyDtoHAsync", err)
-		}
-		return nil
-	}
-	for i := range k {
-		if err := queue(i); err != nil {
-			return p.fail(err)
-		}
-	}
-	for i := range chunks {
-		j := i % k
-		if err := p.wait(j); err != nil {
-			return p.fail(err)
-		}
-		lo, hi := bound(i), bound(i+1)
-		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], pl.Workers, t.pipeLinger)
-		if i+k < chunks {
-			if err := queue(i + k); err != nil {
-				return p.fail(err)
-			}
-		}
-	}
-	syncs := p.syncs
-	p.finish(true)
-	b.tel.syncPoints.Add(syncs)
-	b.tel.d2hBytes.Add(uint64(n))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(uint64(chunks))
-	return nil
 }

@@ -45,10 +45,10 @@ type Model struct {
 	// order; rates between two points are interpolated, beyond the last
 	// the last holds.
 	Copy []CopyRate
-	// CacheBytes and CacheGBps: copies of up to CacheBytes run at least at
+	// CacheBytes and CacheGBps: copies of up to CacheBytes run at
 	// CacheGBps, the rate of one goroutine when source and destination
 	// stay in the processor's caches (the source was just written, the
-	// staging block was just used).
+	// staging block was just used); helpers do not speed them up.
 	CacheBytes int64
 	CacheGBps  float64
 	// CopyJob is the cost, per helper goroutine, of sharing one copy job
@@ -79,12 +79,23 @@ type Model struct {
 //     reproduces within 3%; D2H 7.09, 20.1, 38.2 and 49.3 GB/s for 64 KiB
 //     to 4 MiB: 8.2 us plus 54.5 GB/s;
 //   - a copy from ordinary Go memory into pinned memory, 8 MiB: 12.3,
-//     23.6, 41.4, 55.4 and 71.5 GB/s on 1, 2, 4, 8 and 16 goroutines;
-//     starting and joining the helpers of one copy job about 1.5 us per
-//     helper; one goroutine copies 1 MiB at 28.6 GB/s when source and
-//     staging stay in the caches;
+//     23.6, 41.4, 55.4 and 71.5 GB/s on 1, 2, 4, 8 and 16 goroutines; one
+//     goroutine copies 256 KiB to 1 MiB at 28.6-36 GB/s when source and
+//     staging stay in the caches, and helpers made copies of 256 KiB
+//     slower (8 goroutines: 13.7 GB/s);
+//   - staged transfers with one copy job per call (core's
+//     BenchmarkGPUStagedGrid): 1 MiB in 4 chunks took 94.6, 67.5 and
+//     59.4 us on 4, 8 and 16 goroutines, 4 MiB in 8 chunks 255, 222 and
+//     188 us, so more helpers never cost more than they gave: CopyJob is
+//     0.2 us. Reusing staging blocks was costly: 16 MiB in 8 chunks took
+//     613 us with a block per chunk, 789 with 3 blocks and 982 with 2
+//     (1 MiB in 4 chunks: 59, 122, 118 us);
 //   - queueing one asynchronous copy 1.65 us; synchronizing an idle stream
 //     1.84 us; one kernel launch 3.7 us.
+//
+// The same host was much slower in some runs than in others (the copy
+// rates above halved, pinned DMAs of 16 MiB at 24 GB/s), so figures are
+// compared only within one run.
 //
 // Gap, the cost of each further DMA queued behind another on one stream,
 // is what BenchmarkGPUChunkedDMA showed on the same host: 1 MiB H2D in 1, 2,
@@ -99,9 +110,9 @@ func Reference() Model {
 			{Threads: 1, GBps: 12.3}, {Threads: 2, GBps: 23.6}, {Threads: 4, GBps: 41.4},
 			{Threads: 8, GBps: 55.4}, {Threads: 16, GBps: 71.5},
 		},
-		CacheBytes: 1 << 20,
+		CacheBytes: 512 << 10,
 		CacheGBps:  28.6,
-		CopyJob:    1500 * time.Nanosecond,
+		CopyJob:    200 * time.Nanosecond,
 		DriverCopy: 1650 * time.Nanosecond,
 		Wait:       1840 * time.Nanosecond,
 		Launch:     3700 * time.Nanosecond,
@@ -132,7 +143,7 @@ func (m *Model) copyGBps(w int) float64 {
 func (m *Model) hostCopy(n float64, w int) float64 {
 	r := m.copyGBps(w)
 	if n <= float64(m.CacheBytes) {
-		r = max(r, m.CacheGBps)
+		r = m.CacheGBps
 	}
 	if r <= 0 {
 		return math.Inf(1)
@@ -161,7 +172,7 @@ func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int
 	l := m.link(dir)
 	r := m.copyGBps(w)
 	if n <= float64(m.CacheBytes) {
-		r = max(r, m.CacheGBps)
+		r = m.CacheGBps
 	}
 	if r <= 0 || l.PeakGBps <= 0 {
 		return math.Inf(1)
@@ -173,5 +184,9 @@ func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int
 	if blocks < 2 || k == 1 {
 		return fixed + copySide + dmaSide + float64(k-1)*(float64(l.Latency)+float64(m.Wait))
 	}
-	return fixed + max(copySide+c/l.PeakGBps, c/r+dmaSide)
+	// Each reuse of a block makes its next chunk wait for the DMA of the
+	// chunk before it (measured: about half a chunk's DMA per reuse at
+	// 16 MiB, more at small chunks).
+	reuse := float64(k-blocks) * (c/l.PeakGBps/2 + float64(m.Wait))
+	return fixed + reuse + max(copySide+c/l.PeakGBps, c/r+dmaSide)
 }

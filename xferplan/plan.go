@@ -93,6 +93,9 @@ type Tuning struct {
 	MaxChunks int
 	// Blocks is the most pinned staging blocks a staged transfer rotates.
 	Blocks int
+	// MaxStaging bounds the pinned staging of one staged transfer: up to
+	// it, every chunk has a block of its own; beyond it, blocks are reused.
+	MaxStaging int64
 	// PackMinCopies is the fewest device copies that may be packed.
 	PackMinCopies int
 	// PackMaxMean is the largest mean copy that may be packed: the kernels
@@ -119,7 +122,8 @@ const (
 	defaultMinChunk      = 64 << 10
 	defaultMaxChunk      = 32 << 20
 	defaultMaxChunks     = 64
-	defaultBlocks        = 3
+	defaultBlocks        = 64
+	defaultMaxStaging    = 64 << 20
 	defaultPackMinCopies = 32
 	defaultPackMaxMean   = 64 << 10
 	defaultPackMaxBytes  = 64 << 20
@@ -134,7 +138,7 @@ func DefaultTuning(maxProcs int) Tuning {
 	return Tuning{
 		MaxWorkers: min(max(maxProcs, 1), maxWorkersCap), WorkerBytes: defaultWorkerBytes,
 		StageMin: defaultStageMin, MinChunk: defaultMinChunk, MaxChunk: defaultMaxChunk,
-		MaxChunks: defaultMaxChunks, Blocks: defaultBlocks,
+		MaxChunks: defaultMaxChunks, Blocks: defaultBlocks, MaxStaging: defaultMaxStaging,
 		PackMinCopies: defaultPackMinCopies, PackMaxMean: defaultPackMaxMean, PackMaxBytes: defaultPackMaxBytes,
 	}
 }
@@ -168,6 +172,7 @@ func (t Tuning) withDefaults(maxProcs int) Tuning {
 	fill(&t.MaxChunk, d.MaxChunk)
 	fill(&t.PackMaxMean, d.PackMaxMean)
 	fill(&t.PackMaxBytes, d.PackMaxBytes)
+	fill(&t.MaxStaging, d.MaxStaging)
 	t.MaxChunk = max(t.MaxChunk, t.MinChunk)
 	return t
 }
@@ -303,7 +308,9 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 			chunk = a // whole cache lines per chunk, for the copies' non-temporal stores
 		}
 		chunks := int(ceilDiv(r.Bytes, chunk))
-		blocks := min(t.Blocks, chunks)
+		// A block per chunk up to MaxStaging: reusing a block makes its
+		// next chunk wait for the DMA of the one before.
+		blocks := int(min(int64(t.Blocks), int64(chunks), max(t.MaxStaging/chunk, 2)))
 		// One copy job serves the whole call: its goroutines are chosen for
 		// the whole transfer, not per chunk.
 		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
