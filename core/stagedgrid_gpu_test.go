@@ -40,9 +40,11 @@ func BenchmarkGPUStagedGrid(b *testing.B) {
 						b.Run(fmt.Sprintf("stream/%s/%dKiB/chunks=%d/w=%d/blocks=%d", dir, n>>10, k, w, blocks), func(b *testing.B) {
 							b.SetBytes(int64(n))
 							for range b.N {
-								err := be.downloadPipelined("grid", &t, &pl, nil, data[:n], ptr)
+								var err error
 								if dir == "up" {
 									err = be.uploadPipelined("grid", &t, &pl, nil, ptr, data[:n], 1)
+								} else {
+									err = be.downloadPipelined("grid", &t, &pl, nil, data[:n], ptr)
 								}
 								if err != nil {
 									b.Fatal(err)
