@@ -60,6 +60,14 @@ func checkPlan(r Request, t Tuning, maxProcs int, p Plan) error {
 		if p.Chunks > 1 && p.Chunk > d.MaxChunk {
 			return fmt.Errorf("chunk %d above %d", p.Chunk, d.MaxChunk)
 		}
+		// Staging stays within MaxStaging (two blocks at least), and a
+		// transfer that fits it reuses no block the tuning lets it have.
+		if p.Blocks > 2 && int64(p.Blocks)*p.Chunk > d.MaxStaging {
+			return fmt.Errorf("%d blocks of %d bytes above the %d-byte staging bound", p.Blocks, p.Chunk, d.MaxStaging)
+		}
+		if int64(p.Chunks)*p.Chunk <= d.MaxStaging && p.Blocks < min(p.Chunks, d.Blocks) {
+			return fmt.Errorf("%d blocks for %d chunks that fit the staging bound", p.Blocks, p.Chunks)
+		}
 	}
 	return nil
 }
