@@ -48,6 +48,7 @@ type Backend struct {
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
+	mem      memPeaks     // peak of the resident bytes (memstats.go)
 	progs    programCache // loaded Program modules (program.go, dispatch work)
 }
 
@@ -79,10 +80,11 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		return nil, newError(op, KindDriver, "the driver reports 0 bytes of device memory",
 			"check that the driver is bound to a working device")
 	}
+	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
 	b.store.init()
 	b.pinned.init()
-	b.devPool = newDevicePool(drv, cfg.devicePoolCap, cfg.log)
+	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
 	b.launch = newLaunchPool(drv, cfg.log)
 	return b, nil

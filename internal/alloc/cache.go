@@ -113,10 +113,19 @@ func (c *Cache) Config() Config { return c.cfg }
 // there is one (no Device call), else a new one (see the package
 // documentation for the retries). On failure nothing is held.
 func (c *Cache) Alloc(n uint64) (Block, error) {
+	return c.alloc(n, n <= c.cfg.MaxClassed)
+}
+
+// AllocExact returns a block of exactly n bytes that is never cached: it
+// goes back to the Device when it is freed. It is checked against the
+// budget and retried like Alloc.
+func (c *Cache) AllocExact(n uint64) (Block, error) { return c.alloc(n, false) }
+
+func (c *Cache) alloc(n uint64, classed bool) (Block, error) {
 	if n == 0 {
 		return Block{}, ErrZeroSize
 	}
-	idx, size, classed := -1, n, n <= c.cfg.MaxClassed
+	idx, size := -1, n
 	if classed {
 		idx, size = classOf(n)
 	}
@@ -175,8 +184,9 @@ func (c *Cache) allocMiss(n uint64, idx int, size uint64) (Block, error) {
 			}
 		}
 	}
-	if idx >= 0 && size > n {
-		// The class does not fit; the exact size may.
+	if idx >= 0 && f.limit != LimitDevice && f.missing <= size-n {
+		// The class does not fit by less than its rounding: the exact
+		// size does, unless the device refuses it.
 		if b, f = c.attempt(-1, n); f == nil {
 			return b, nil
 		} else if !f.short {
@@ -185,7 +195,7 @@ func (c *Cache) allocMiss(n uint64, idx int, size uint64) (Block, error) {
 	}
 	c.mu.Lock()
 	c.st.OOMs++
-	report.Reserved = c.st.Reserved
+	report.Reserved = c.st.Live + c.st.Cached + c.releasing
 	c.mu.Unlock()
 	report.Missing, report.FreeMemory, report.Limit, report.Cause = f.missing, f.free, f.limit, f.err
 	return Block{}, report
@@ -427,9 +437,9 @@ func (c *Cache) ResetPeaks() {
 
 // The limits a ShortError names.
 const (
-	LimitBudget     = "budget"
-	LimitFreeMemory = "free device memory"
-	LimitDevice     = "device out of memory"
+	LimitBudget     = "the budget"
+	LimitFreeMemory = "9/10 of the free device memory"
+	LimitDevice     = "the device (out of memory)"
 )
 
 // ShortError reports a request the Cache could not meet even after giving
@@ -450,12 +460,12 @@ type ShortError struct {
 
 // Error says what was asked, what refused it and the bytes involved.
 func (e *ShortError) Error() string {
-	s := fmt.Sprintf("a %d-byte request (%d bytes reserved) does not fit the %s: %d bytes reserved of a %d-byte budget, %d cached, %d released, %d still missing",
-		e.Requested, e.Size, e.Limit, e.Reserved, e.Budget, e.Cached, e.Released, e.Missing)
+	s := fmt.Sprintf("a %d-byte request (reserving %d) does not fit %s", e.Requested, e.Size, e.Limit)
 	if e.Limit != LimitBudget {
 		s += fmt.Sprintf(" (%d device bytes free)", e.FreeMemory)
 	}
-	return s
+	return s + fmt.Sprintf(": %d bytes reserved of a %d-byte budget, %d cached, %d released, %d still missing",
+		e.Reserved, e.Budget, e.Cached, e.Released, e.Missing)
 }
 
 // Unwrap returns the Device's error and any release failure.
