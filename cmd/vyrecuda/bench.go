@@ -12,25 +12,27 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/internal/churn"
 )
 
 // benchConfig is everything bench's flags set; it is written into
 // results.json so a result says how it was produced.
 type benchConfig struct {
-	Device    string `json:"device"`
-	Ordinal   int    `json:"ordinal"`
-	Repeats   int    `json:"repeats"`
-	Warmup    int    `json:"warmup"`
-	Count     int    `json:"count"`      // small transfers in W1 and W3
-	Small     int    `json:"small"`      // bytes of each small transfer
-	Large     int    `json:"large"`      // bytes of the W2 upload and W6 download
-	Allocs    int    `json:"allocs"`     // alloc+free pairs per W4 run
-	AllocSize int    `json:"alloc_size"` // bytes per W4 allocation
-	Launches  int    `json:"launches"`   // dependent launches per W5 run
-	SweepMin  int    `json:"sweep_min"`  // smallest transfer of the bandwidth sweep
-	SweepMax  int    `json:"sweep_max"`  // largest transfer of the bandwidth sweep
-	Workloads string `json:"workloads"`  // comma-separated ids, or "all"
-	Out       string `json:"-"`
+	Device     string `json:"device"`
+	Ordinal    int    `json:"ordinal"`
+	Repeats    int    `json:"repeats"`
+	Warmup     int    `json:"warmup"`
+	Count      int    `json:"count"`       // small transfers in W1 and W3
+	Small      int    `json:"small"`       // bytes of each small transfer
+	Large      int    `json:"large"`       // bytes of the W2 upload and W6 download
+	Allocs     int    `json:"allocs"`      // alloc+free pairs per W4 run
+	AllocSize  int    `json:"alloc_size"`  // bytes per W4 allocation
+	ChurnSteps int    `json:"churn_steps"` // alloc/free steps per W4C run
+	Launches   int    `json:"launches"`    // dependent launches per W5 run
+	SweepMin   int    `json:"sweep_min"`   // smallest transfer of the bandwidth sweep
+	SweepMax   int    `json:"sweep_max"`   // largest transfer of the bandwidth sweep
+	Workloads  string `json:"workloads"`   // comma-separated ids, or "all"
+	Out        string `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of DESIGN.md's workloads.
@@ -38,7 +40,7 @@ func defaultBenchConfig() benchConfig {
 	return benchConfig{
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
 		Count: 1024, Small: 4 << 10, Large: 256 << 20,
-		Allocs: 1000, AllocSize: 4 << 10, Launches: 100,
+		Allocs: 1000, AllocSize: 4 << 10, ChurnSteps: churn.DefaultSteps, Launches: 100,
 		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
 	}
 }
@@ -58,13 +60,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&large, "large", "W2/W6: bytes of the large upload and download")
 	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
 	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
+	fs.IntVar(&cfg.ChurnSteps, "churn-steps", cfg.ChurnSteps, "W4C: alloc/free steps per run")
 	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
 	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
 	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 (with W4B and the W4C churn) and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -114,6 +117,8 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
 	case c.Allocs < 1:
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.ChurnSteps < 1:
+		return nil, fmt.Errorf("-churn-steps %d: want at least 1", c.ChurnSteps)
 	case c.Launches < 1:
 		return nil, fmt.Errorf("-launches %d: want at least 1", c.Launches)
 	case c.SweepMin > c.SweepMax:

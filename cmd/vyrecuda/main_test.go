@@ -37,7 +37,7 @@ func stub[T any](t *testing.T, p *T, v T) {
 
 // smallBench is a bench command line that runs in well under a second on sim.
 var smallBench = []string{"bench", "-device", "sim", "-repeats", "3", "-warmup", "1", "-count", "16",
-	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB"}
+	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-churn-steps", "300", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB"}
 
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
@@ -259,14 +259,14 @@ func TestBenchOnSim(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 
 	for _, want := range []string{"W1 upload 16 x 1 KiB into 16 resident buffers", "W2 upload 256 KiB from a Go slice",
-		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W5 7 dependent tiny launches + 1 fence",
+		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W4C churn: 300 random alloc/free", "W5 7 dependent tiny launches + 1 fence",
 		"W6 download 256 KiB into a Go slice", "16 -> 16 copies", "7 launches", "upload    64 KiB", "readback  4 KiB",
 		"targets are not judged", "wrote " + filepath.Join(dir, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
 	// stderr is not a terminal here: one progress line per step.
-	assert.Equal(t, 7+2*3, strings.Count(stderr, "bench: ["), stderr)
-	assert.Contains(t, stderr, "bench: [1/13] W1 upload")
+	assert.Equal(t, 8+2*3, strings.Count(stderr, "bench: ["), stderr)
+	assert.Contains(t, stderr, "bench: [1/14] W1 upload")
 
 	js, err := os.ReadFile(filepath.Join(dir, resultsFile))
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/internal/churn"
 )
 
 // workload is one of DESIGN.md's benchmark workloads, sized by benchConfig.
@@ -44,7 +45,8 @@ func (t target) met(r workloadResult) bool {
 // workloadIDs lists the workloads in the order bench runs them.
 // W4B is W4 through the Backend's own device pool rather than the optimizer
 // dispatcher's, for callers that use AllocateResident directly.
-func workloadIDs() []string { return []string{"W1", "W2", "W3", "W4", "W4B", "W5", "W6"} }
+// W4C is the allocation churn (package internal/churn) through the Backend.
+func workloadIDs() []string { return []string{"W1", "W2", "W3", "W4", "W4B", "W4C", "W5", "W6"} }
 
 // newWorkload builds workload id for cfg; id comes from workloadIDs.
 func newWorkload(id string, cfg benchConfig) workload {
@@ -85,6 +87,13 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Ops:     cfg.Allocs,
 			Target:  target{Text: "<= 0.5 us per pair", MaxPerOp: 500 * time.Nanosecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return preparePooledAlloc(b, cfg) },
+		}
+	case "W4C":
+		return workload{
+			ID: id, Title: fmt.Sprintf("churn: %d random alloc/free of 1 B-4 MiB (Backend cache)", cfg.ChurnSteps),
+			Ops:     cfg.ChurnSteps,
+			Target:  target{Text: "<= 1.0 us per op", MaxPerOp: time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareChurn(b, cfg) },
 		}
 	case "W5":
 		return workload{
@@ -207,6 +216,18 @@ func preparePooledAlloc(b *core.Backend, cfg benchConfig) (func() error, func() 
 			}
 		}
 		return nil
+	}
+	return body, func() error { return nil }, nil
+}
+
+// W4C: the churn sequence of package churn (the PyTorch peer benchmark's
+// shape), every buffer freed again at the end of each run.
+func prepareChurn(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	steps := churn.Steps(cfg.ChurnSteps, 1, churn.DefaultMaxSize, churn.DefaultMaxLive)
+	live := make([]core.Buffer, 0, churn.DefaultMaxLive)
+	body := func() (err error) {
+		live, err = churn.Run(steps, live, b.AllocateResident, b.FreeResident)
+		return err
 	}
 	return body, func() error { return nil }, nil
 }
