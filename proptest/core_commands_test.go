@@ -355,7 +355,8 @@ func drawCount(src entropy) int {
 // ---- allocation and free ----
 
 // allocStep allocates: size bytes (rel 0), exactly what is left of the live
-// budget (rel 1), or more than is left (rel 2).
+// budget (rel 1), more than is left (rel 2), or the length of a buffer freed
+// lately (rel 3, a cache hit when the cache kept it).
 type allocStep struct {
 	withFault
 	size int
@@ -369,6 +370,8 @@ func drawAlloc(src entropy) *allocStep {
 		s.rel = 1
 	case r < 14:
 		s.rel = 2
+	case r < 40:
+		s.rel = 3
 	}
 	return s
 }
@@ -397,6 +400,8 @@ func (s *allocStep) run(r *runner) error {
 		}
 	case 2:
 		n = left + 1 + max(s.size, 0)%(1<<20)
+	case 3:
+		n = r.reuseLen(s.size)
 	}
 	if r.cfg.shared && s.rel != 0 {
 		// With other goroutines freeing, "more than is left" can succeed;
@@ -504,6 +509,7 @@ func (s *freeStep) run(r *runner) error {
 		return r.audit(h.ID)
 	}
 	delete(r.m.bufs, h.ID)
+	r.noteFreed(h.Len)
 	if r.cfg.poolLimit > 0 && h.Len <= r.cfg.poolLimit {
 		// Cached, or freed when the cache is full (or it was an exact block).
 		return r.expectTransfer(call+" pooled", nil)

@@ -145,6 +145,24 @@ func (r *runner) expectAllocCalls(call string) error {
 	return nil
 }
 
+// noteFreed remembers the length of a freed buffer for later allocations.
+func (r *runner) noteFreed(n int) {
+	const keep = 16
+	if len(r.freedLens) == keep {
+		copy(r.freedLens, r.freedLens[1:])
+		r.freedLens = r.freedLens[:keep-1]
+	}
+	r.freedLens = append(r.freedLens, n)
+}
+
+// reuseLen picks the length of a buffer freed lately, or size when none was.
+func (r *runner) reuseLen(size int) int {
+	if len(r.freedLens) == 0 {
+		return size
+	}
+	return r.freedLens[max(size, 0)%len(r.freedLens)]
+}
+
 // recoveredOOM reports whether the armed fault was an out-of-memory failure
 // of MemAlloc, which an allocation answers by giving cached memory back and
 // trying again: the call may then succeed although the fault fired.

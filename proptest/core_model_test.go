@@ -626,6 +626,8 @@ type runner struct {
 
 	q quarModel
 
+	freedLens []int // lengths of buffers freed lately, which alloc steps ask for again (cache hits)
+
 	broken error    // first violation; later steps are skipped
 	trace  []string // resolved calls of the last steps, for failure messages
 }
