@@ -1128,7 +1128,7 @@ func (r *runner) expectTransfer(what string, exact map[sim.Op]uint64) error {
 var resourceOps = map[sim.Op]bool{
 	sim.OpMemAlloc: true, sim.OpMemFree: true, sim.OpHostAlloc: true, sim.OpHostFree: true,
 	// The device cache reads free memory when it must allocate (memory.go).
-	sim.OpMemGetInfo: true,
+	sim.OpMemGetInfo:   true,
 	sim.OpStreamCreate: true, sim.OpStreamDestroy: true, sim.OpEventCreate: true, sim.OpEventDestroy: true,
 	// A Backend loads a program's module on its first dispatch.
 	sim.OpModuleLoad: true, sim.OpModuleFunction: true, sim.OpBindHostKernel: true,
