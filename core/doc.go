@@ -7,10 +7,15 @@
 //   - the Driver seam (driver.go): the narrow set of raw device operations a
 //     Backend needs, implemented over the CUDA driver API and, for tests, by
 //     the simulated device in core/sim;
-//   - the Backend (Open, Close): a resident buffer table with a byte budget
-//     derived from the device's total and live free memory, handles that are
+//   - the Backend (Open, Close): a resident buffer table, handles that are
 //     unique across the process, and in-flight reference counts that keep
 //     buffers alive while work uses them;
+//   - device memory (memory.go, over the caching allocator in
+//     internal/alloc): size classes that round by less than 1/8, a cache of
+//     freed blocks served without driver calls, one budget over every device
+//     byte held (9/10 of device memory, cached bytes counting as the
+//     Backend's own), release-and-retry before a refusal, Trim, and
+//     MemoryStats;
 //   - the real driver (OpenCUDA, NewCUDADriver, Devices): the Driver over
 //     cudaapi, holding the device's primary context and making it current on
 //     whichever OS thread runs each call;
@@ -33,8 +38,8 @@
 //     of static uploads;
 //   - pinned host memory for callers (AllocHostPinned, PinHostBuffer) and
 //     asynchronous uploads from it (UploadResidentAsyncAt, SynchronizeUploads);
-//   - the pools below all of that: device allocations and pinned host blocks
-//     in power-of-two buckets, and a launch-resource pool of non-blocking
+//   - the pools below all of that: pinned host staging blocks in
+//     power-of-two buckets, and a launch-resource pool of non-blocking
 //     streams and events;
 //   - one error type, *Error, with sentinels for errors.Is, and a Telemetry
 //     snapshot of bytes, operations, copies and synchronizations.

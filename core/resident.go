@@ -40,9 +40,10 @@ type residentStore struct {
 	// inserts, removals and in-flight totals hold it exclusively.
 	mu    sync.RWMutex
 	table map[uint64]*residentEntry
-	// bytes is the sum of the lengths in table plus reservations of
-	// allocations under way. It is atomic so a reservation can be checked
-	// against the budget without holding mu across driver calls.
+	// bytes is the sum of the lengths in table (and of allocations being
+	// inserted): the bytes callers asked for. The budget is enforced by the
+	// device pool over the rounded bytes (memory.go); bytes is atomic so it
+	// is read without mu.
 	bytes accounting.Counter
 }
 
