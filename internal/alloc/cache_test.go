@@ -11,19 +11,20 @@ func TestClassSizeWasteBound(t *testing.T) {
 	prev := uint64(0)
 	check := func(n uint64) {
 		s := ClassSize(n)
-		require.GreaterOrEqual(t, s, n, "n=%d", n)
-		if n <= exactClasses {
-			require.Equal(t, n, s)
-		}
-		require.Less(t, 8*(s-n), max(n, 8), "n=%d rounds to %d: more than 1/8 wasted", n, s)
 		idx, size := classOf(n)
-		require.Equal(t, size, classSize(idx), "n=%d", n)
-		require.Less(t, idx, numClasses)
-		// A class size is its own class.
 		idx2, size2 := classOf(s)
-		require.Equal(t, idx, idx2)
-		require.Equal(t, s, size2)
-		require.GreaterOrEqual(t, s, prev, "class sizes must not shrink as n grows")
+		switch {
+		case s < n || (n <= exactClasses && s != n):
+			t.Fatalf("ClassSize(%d) = %d", n, s)
+		case 8*(s-n) >= max(n, 8):
+			t.Fatalf("n=%d rounds to %d: 1/8 or more wasted", n, s)
+		case size != s || classSize(idx) != s || idx >= numClasses:
+			t.Fatalf("n=%d: class %d of %d bytes, classSize %d", n, idx, size, classSize(idx))
+		case idx2 != idx || size2 != s:
+			t.Fatalf("a class size %d is not its own class (%d vs %d)", s, idx2, idx)
+		case s < prev:
+			t.Fatalf("class sizes shrink: n=%d gives %d after %d", n, s, prev)
+		}
 		prev = s
 	}
 	for n := uint64(1); n <= 1<<16; n++ {
