@@ -182,6 +182,9 @@ func closedPoolError(op, what string) *Error {
 // Backend is ErrClosed.
 func (b *Backend) Trim() error {
 	const op = "Trim"
+	if b == nil {
+		return newError(op, KindInvalidArgument, "the Backend is nil", "call Trim on a Backend from core.Open")
+	}
 	if err := b.enter(op); err != nil {
 		return err
 	}

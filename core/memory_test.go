@@ -236,6 +236,7 @@ func TestMemoryStatsCountsAndPeaks(t *testing.T) {
 	var nilB *core.Backend
 	assert.Equal(t, core.MemoryStats{}, nilB.MemoryStats())
 	nilB.ResetPeakMemoryStats()
+	requireKind(t, nilB.Trim(), core.ErrInvalidArgument, "nil")
 }
 
 func TestCacheCapsFollowDeviceMemory(t *testing.T) {
