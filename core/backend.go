@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -50,6 +51,7 @@ type Backend struct {
 	tel      telemetryCounters
 	mem      memPeaks     // peak of the resident bytes (memstats.go)
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -130,6 +132,10 @@ func (b *Backend) Close() error {
 	defer b.life.Unlock()
 	if b.closed {
 		return closedError(op)
+	}
+	if n := b.graphs.Load(); n > 0 {
+		return newError(op, KindInFlight, fmt.Sprintf("%d Graph(s) are open", n),
+			"close every Graph from Capture before closing the Backend")
 	}
 	if n := b.async.queued(); n > 0 {
 		return newError(op, KindInFlight,
