@@ -51,6 +51,7 @@ type Backend struct {
 	tel      telemetryCounters
 	mem      memPeaks     // peak of the resident bytes (memstats.go)
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
 	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 }
 
