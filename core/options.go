@@ -52,7 +52,7 @@ type config struct {
 	pinCapSet         bool
 	limitSet          bool
 	log               *slog.Logger
-	xfer              transferTuning // zero: defaults (pipeline.go)
+	xfer              transferTuning // zero: defaults (xfer.go)
 }
 
 func defaultConfig() config {
