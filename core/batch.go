@@ -48,11 +48,11 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	p, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch)
 	if err != nil {
 		return dst, err
 	}
-	return p.AwaitInto(dst)
+	return w.awaitInto(op, dst)
 }
 
 // RunAsync validates and queues batch like Run and returns without waiting.
@@ -66,7 +66,11 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 		return nil, err
 	}
 	defer b.exit()
-	return b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch)
+	if err != nil {
+		return nil, err
+	}
+	return newPending(w), nil
 }
 
 // batchLayout maps a position in the flat list of buffers a batch names to
@@ -101,7 +105,7 @@ type launchPlan struct {
 // enqueue validates batch, queues it on one leased stream and returns the
 // Pending that owns what it holds. Validation, module loading and staging
 // all happen before the first operation is queued.
-func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
+func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	// Shapes first: nothing here needs the resident table.
 	lay := batchLayout{stepStarts: make([]int, len(batch.Steps))}
 	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads)
@@ -252,7 +256,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		plans[i].fn, plans[i].args = f, a
 	}
 
-	p := &Pending{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: timing}
+	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: timing}
 	work := len(batch.Clears) + len(batch.Fills) + len(fusedUps) + len(plans) + nonEmptyReads
 	if work == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
@@ -311,7 +315,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		}
 		b.drain(op, h, lease)
 	}
-	fail := func(call string, err error) (*Pending, error) {
+	fail := func(call string, err error) (*pendingWork, error) {
 		drain()
 		release()
 		return nil, driverError(op, call, err)

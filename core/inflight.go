@@ -1,6 +1,9 @@
 package core
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // pin validates bufs against the resident table and marks each of them in
 // flight, all or nothing, returning their device addresses in order. Until
@@ -70,4 +73,14 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 func (b *Backend) releaser(op string, ents []*residentEntry) func() {
 	var once sync.Once
 	return func() { once.Do(func() { b.unpinEntries(op, ents) }) }
+}
+
+// mentions phrases a buffer's in-flight count for messages. The count is
+// per mention, not per call: a batch that uploads to, launches over and
+// reads one buffer holds it three times.
+func mentions(n int64) string {
+	if n == 1 {
+		return "1 mention in queued work"
+	}
+	return fmt.Sprintf("%d mentions in queued work; a buffer named several times in one batch counts each time", n)
 }

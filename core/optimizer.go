@@ -304,7 +304,7 @@ func (d *OptimizerDispatcher) checkIdle(op string, id uint64, e optBuf) error {
 	}
 	if n := d.b.inflightUses(e.buf); n > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("id %d is bound to %d in-flight use(s)", id, n),
+			fmt.Sprintf("id %d is used by unfinished work (%s)", id, mentions(n)),
 			"wait for the pending work using it before freeing it")
 	}
 	return nil
@@ -319,7 +319,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	// to the next AllocResident. Callers retire what is refused here.
 	if uses := d.b.inflightUses(buf); uses > 0 {
 		return &Error{Op: op, Kind: KindInFlight,
-			Detail: fmt.Sprintf("buffer %d is bound to %d in-flight use(s) of the Backend", buf.ID, uses),
+			Detail: fmt.Sprintf("buffer %d is used by unfinished Backend work (%s)", buf.ID, mentions(uses)),
 			Fix:    "wait for the pending work using it; the dispatcher frees it at Close"}
 	}
 	n := uint64(buf.Len)

@@ -233,7 +233,7 @@ func (b *Backend) FreeResident(h Buffer) error {
 	if n := e.inflight.Load(); n > 0 {
 		b.store.mu.Unlock()
 		return newError(op, KindInFlight,
-			fmt.Sprintf("handle %d is bound to %d in-flight use(s)", h.ID, n),
+			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
 			"wait for the pending work using it (or SynchronizeUploads) before freeing it")
 	}
 	delete(b.store.table, h.ID)
