@@ -80,9 +80,9 @@ type ProgramSpec struct {
 // (on core/sim, once per twin of an entry point: each Program runs its own),
 // and unloads it on Close.
 type Program struct {
-	spec  ProgramSpec // Image is a private copy
-	key  [32]byte // SHA-256 of Image: the module cache key
-	args int      // parameters per launch
+	spec ProgramSpec // Image is a private copy
+	key  [32]byte    // SHA-256 of Image: the module cache key
+	args int         // parameters per launch
 }
 
 // NewProgram validates spec and returns a Program. Image is copied, so the
@@ -256,7 +256,7 @@ type programCache struct {
 	modules map[moduleKey]Module
 	funcs   map[programFunc]Function
 	twinOf  map[programFunc]*Program // HostKernelBinder: whose twin a shared function runs
-	byProg  map[*Program]Function // fast path for programs seen before
+	byProg  map[*Program]Function    // fast path for programs seen before
 	closed  bool
 }
 
