@@ -20,6 +20,7 @@ const (
 	KindDriver                          // the driver returned a failure (Code holds it)
 	KindUnsupported                     // the driver or device lacks the capability
 	KindClosed                          // the Backend (or object) is closed
+	KindOwned                           // the buffer belongs to an OptimizerDispatcher: free it through the dispatcher
 )
 
 var kindNames = [...]string{
@@ -30,6 +31,7 @@ var kindNames = [...]string{
 	KindDriver:          "driver failure",
 	KindUnsupported:     "unsupported",
 	KindClosed:          "closed",
+	KindOwned:           "owned by an optimizer dispatcher",
 }
 
 // String returns the kind's name as it appears in messages.
@@ -149,6 +151,7 @@ var (
 	ErrDriver          = &Error{Kind: KindDriver}
 	ErrUnsupported     = &Error{Kind: KindUnsupported}
 	ErrClosed          = &Error{Kind: KindClosed}
+	ErrOwned           = &Error{Kind: KindOwned}
 )
 
 // newError builds an *Error; detail should carry the numbers involved.

@@ -214,7 +214,7 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 		d.pooledBytes = left
 		return buf, true, nil
 	}
-	buf, err = d.b.AllocateResident(n)
+	buf, err = d.b.allocateResident(op, n, true)
 	if err != nil {
 		return Buffer{}, false, err
 	}
@@ -234,7 +234,7 @@ func (d *OptimizerDispatcher) giveBackLocked(op string, buf Buffer, pooled bool)
 			return
 		}
 	}
-	if err := d.b.FreeResident(buf); err != nil {
+	if err := d.b.freeResident(op, buf, true); err != nil {
 		d.retire(op, buf, err)
 	}
 }
@@ -273,12 +273,19 @@ func (d *OptimizerDispatcher) FreeResident(id uint64) error {
 	const op = "FreeResident"
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return dispatcherClosed(op)
+	if err := d.usable(op); err != nil {
+		return err
 	}
 	e, ok := d.ids[id]
 	if !ok {
 		return unknownID(op, "", id)
+	}
+	if !d.b.ownedLive(e.buf) {
+		// Unreachable while the Backend refuses to free owned buffers; kept
+		// so a buffer gone behind the dispatcher's back is never pooled.
+		return newError(op, KindUnknownHandle,
+			fmt.Sprintf("id %d: its buffer (handle %d) is no longer live in the Backend", id, e.buf.ID),
+			"free dispatcher buffers only through the dispatcher")
 	}
 	if e.static {
 		return newError(op, KindInvalidArgument,
@@ -324,7 +331,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	}
 	n := uint64(buf.Len)
 	if n > d.poolCap {
-		return d.b.FreeResident(buf)
+		return d.b.freeResident(op, buf, true)
 	}
 	// n <= cap, so cap-n cannot wrap; evict until the buffer fits.
 	for d.pooledBytes > d.poolCap-n {
@@ -336,7 +343,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	if err != nil || next > d.poolCap {
 		// Unreachable while pooledBytes matches the lists; free for real
 		// rather than exceed the cap.
-		return d.b.FreeResident(buf)
+		return d.b.freeResident(op, buf, true)
 	}
 	d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 	d.pooledBytes = next
@@ -373,7 +380,7 @@ func (d *OptimizerDispatcher) evictLargestPooledLocked(op string) bool {
 		d.pool[largest] = list[:len(list)-1]
 	}
 	d.pooledBytes = left
-	if err := d.b.FreeResident(buf); err != nil {
+	if err := d.b.freeResident(op, buf, true); err != nil {
 		d.retire(op, buf, err)
 	}
 	return true
@@ -568,14 +575,18 @@ type OptRange struct {
 // UploadResident copies data into the whole of id's buffer; len(data) must
 // equal its length (ErrInvalidArgument otherwise).
 func (d *OptimizerDispatcher) UploadResident(id uint64, data []byte) error {
-	return d.UploadResidentMany([]OptUpload{{ID: id, Data: data}})
+	return d.uploadMany("UploadResident", []OptUpload{{ID: id, Data: data}})
 }
 
 // UploadResidentMany copies each upload into the whole of its buffer with one
 // fence for the batch; every item is validated first, and a bad one fails the
 // call with nothing written.
 func (d *OptimizerDispatcher) UploadResidentMany(ups []OptUpload) error {
-	const op = "UploadResidentMany"
+	return d.uploadMany("UploadResidentMany", ups)
+}
+
+// uploadMany is UploadResidentMany under the caller's op.
+func (d *OptimizerDispatcher) uploadMany(op string, ups []OptUpload) error {
 	h, err := d.begin(op, len(ups))
 	if err != nil {
 		return err
@@ -593,7 +604,7 @@ func (d *OptimizerDispatcher) UploadResidentMany(ups []OptUpload) error {
 		return err
 	}
 	defer h.done(false)
-	return d.b.UploadResidentMany(out)
+	return withOp(op, d.b.UploadResidentMany(out))
 }
 
 // UploadResidentAtMany performs offset uploads by id with one fence; every
@@ -609,7 +620,7 @@ func (d *OptimizerDispatcher) UploadResidentAtMany(ups []OptUploadAt) error {
 		return err
 	}
 	defer h.done(false)
-	return d.b.UploadResidentAtMany(out)
+	return withOp(op, d.b.UploadResidentAtMany(out))
 }
 
 // resolveUploadsAt resolves and range-checks offset uploads; inBatch names
@@ -648,7 +659,7 @@ func (d *OptimizerDispatcher) resolveRanges(h *holder, op string, rs []OptRange,
 
 // ReadResident reads the whole of id's buffer into a new slice.
 func (d *OptimizerDispatcher) ReadResident(id uint64) ([]byte, error) {
-	out, err := d.ReadResidentMany([]uint64{id})
+	out, err := d.readMany("ReadResident", []uint64{id})
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +669,11 @@ func (d *OptimizerDispatcher) ReadResident(id uint64) ([]byte, error) {
 // ReadResidentMany reads every buffer in ids with one fence, one new slice
 // per id in order.
 func (d *OptimizerDispatcher) ReadResidentMany(ids []uint64) ([][]byte, error) {
-	const op = "ReadResidentMany"
+	return d.readMany("ReadResidentMany", ids)
+}
+
+// readMany is ReadResidentMany under the caller's op.
+func (d *OptimizerDispatcher) readMany(op string, ids []uint64) ([][]byte, error) {
 	h, err := d.begin(op, len(ids))
 	if err != nil {
 		return nil, err
@@ -671,7 +686,8 @@ func (d *OptimizerDispatcher) ReadResidentMany(ids []uint64) ([][]byte, error) {
 		return nil, err
 	}
 	defer h.done(false)
-	return d.b.DownloadResidentMany(bufs)
+	out, err := d.b.DownloadResidentMany(bufs)
+	return out, withOp(op, err)
 }
 
 // ReadResidentRanges reads every range with one fence into the slots of dst,
@@ -688,7 +704,8 @@ func (d *OptimizerDispatcher) ReadResidentRanges(rs []OptRange, dst [][]byte) ([
 		return dst, err
 	}
 	defer h.done(false)
-	return d.b.DownloadResidentRangesInto(ranges, dst)
+	out, err := d.b.DownloadResidentRangesInto(ranges, dst)
+	return out, withOp(op, err)
 }
 
 // Close frees every buffer the dispatcher owns: live ids, pooled buffers,
@@ -717,7 +734,7 @@ func (d *OptimizerDispatcher) Close() error {
 	d.closed = true
 	var first error
 	free := func(buf Buffer) {
-		err := d.b.FreeResident(buf)
+		err := d.b.freeResident(op, buf, true)
 		if err != nil && !isKind(err, KindClosed) && first == nil {
 			first = err
 		}
@@ -818,5 +835,6 @@ func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error
 		return dst, err
 	}
 	defer h.done(false)
-	return d.b.Run(bb, dst)
+	out, err := d.b.Run(bb, dst)
+	return out, withOp(op, err)
 }

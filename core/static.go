@@ -161,7 +161,7 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	for i := range bufs {
 		ups[i] = Upload{Buf: bufs[i], Data: payloads[i]}
 	}
-	upErr := d.b.UploadResidentMany(ups)
+	upErr := withOp(op, d.b.UploadResidentMany(ups))
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -255,7 +255,7 @@ func (d *OptimizerDispatcher) undoStaticLocked(op string, ids []uint64, bufs []B
 		if pooled[i] {
 			err = d.putLocked(op, bufs[i])
 		} else {
-			err = d.b.FreeResident(bufs[i])
+			err = d.b.freeResident(op, bufs[i], true)
 		}
 		if err != nil {
 			d.retire(op, bufs[i], err)
@@ -347,7 +347,7 @@ func (d *OptimizerDispatcher) evictStaticLocked(op string, key staticKey, e *sta
 	d.static.bytes = left
 	for i, id := range e.ids {
 		delete(d.ids, id)
-		if err := d.b.FreeResident(e.bufs[i]); err != nil {
+		if err := d.b.freeResident(op, e.bufs[i], true); err != nil {
 			d.retire(op, e.bufs[i], err)
 		}
 	}
