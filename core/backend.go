@@ -149,14 +149,14 @@ func (b *Backend) Close() error {
 	firstErr := b.settleQuarantine(op)
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
-			firstErr = err
+			firstErr = closeError(op, err)
 		}
 	}
 	// The launch pool refuses while leases are out; asking it first means a
 	// refusal leaves everything else untouched.
 	lerr := b.launch.close()
 	if errors.Is(lerr, ErrInFlight) {
-		return lerr
+		return closeError(op, lerr)
 	}
 	keep(lerr)
 	b.closed = true
@@ -170,6 +170,21 @@ func (b *Backend) Close() error {
 		keep(c.Close())
 	}
 	return firstErr
+}
+
+// closeError reports a failure of one part of Close under the name Close,
+// keeping the part's own name ("close device pool") in the detail.
+func closeError(op string, err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Op == op {
+		return err
+	}
+	c := *e
+	if c.Op != "" {
+		c.Detail = c.Op + ": " + c.Detail
+	}
+	c.Op = op
+	return &c
 }
 
 // DeviceMemoryBytes returns the device's total memory in bytes, as its
