@@ -91,6 +91,9 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 // enter starts a public call: it holds life shared until exit and fails with
 // ErrClosed once Close has run.
 func (b *Backend) enter(op string) error {
+	if b == nil {
+		return nilBackend(op)
+	}
 	b.life.RLock()
 	if b.closed {
 		b.life.RUnlock()
@@ -100,6 +103,12 @@ func (b *Backend) enter(op string) error {
 }
 
 func (b *Backend) exit() { b.life.RUnlock() }
+
+// nilBackend reports a call on a nil *Backend.
+func nilBackend(op string) *Error {
+	return newError(op, KindInvalidArgument, "the Backend is nil",
+		"use the Backend core.Open returned, after checking its error")
+}
 
 func closedError(op string) *Error {
 	return newError(op, KindClosed, "the Backend is closed", "open a new Backend with core.Open")
@@ -124,6 +133,9 @@ func closedError(op string) *Error {
 // likely broken; that memory is reclaimed with the context.
 func (b *Backend) Close() error {
 	const op = "Close"
+	if b == nil {
+		return nilBackend(op)
+	}
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
@@ -189,10 +201,20 @@ func closeError(op string, err error) error {
 
 // DeviceMemoryBytes returns the device's total memory in bytes, as its
 // driver reported it when the Backend was opened.
-func (b *Backend) DeviceMemoryBytes() uint64 { return b.info.TotalMemory }
+func (b *Backend) DeviceMemoryBytes() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.info.TotalMemory
+}
 
 // DeviceInfo returns the description of the device the Backend runs on.
-func (b *Backend) DeviceInfo() DeviceInfo { return b.info }
+func (b *Backend) DeviceInfo() DeviceInfo {
+	if b == nil {
+		return DeviceInfo{}
+	}
+	return b.info
+}
 
 // LiveFreeMemory asks the driver how many bytes of device memory are free now.
 func (b *Backend) LiveFreeMemory() (uint64, error) {
@@ -212,6 +234,9 @@ func (b *Backend) LiveFreeMemory() (uint64, error) {
 // destroyed streams and events, the leases out and, of those, the ones held
 // in quarantine because their stream could not be drained after a failure.
 func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
+	if b == nil {
+		return LaunchResourceCounts{}
+	}
 	c := b.launch.counts()
 	c.Quarantined = int(b.quar.leases.Load())
 	return c
@@ -220,5 +245,8 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 // PoolCachedBytes reports the bytes currently cached by the device pool and
 // the pinned host staging pool.
 func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
+	if b == nil {
+		return 0, 0
+	}
 	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
 }

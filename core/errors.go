@@ -60,6 +60,9 @@ type Error struct {
 // accounting failure), without any Fix sentence of its own, so the message
 // carries exactly one.
 func (e *Error) Error() string {
+	if e == nil {
+		return "vyrecuda: <nil *core.Error>"
+	}
 	var b strings.Builder
 	b.WriteString("vyrecuda: ")
 	e.writeBody(&b)
@@ -126,13 +129,18 @@ func withOp(op string, err error) error {
 }
 
 // Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is reports whether target is the sentinel of e's kind, so
 // errors.Is(err, core.ErrBudget) works for every budget failure.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	if !ok {
+	if !ok || e == nil || t == nil {
 		return false
 	}
 	return t.isSentinel() && t.Kind == e.Kind

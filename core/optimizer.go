@@ -136,6 +136,12 @@ func NewOptimizerDispatcher(b *Backend, opts ...OptimizerOption) (*OptimizerDisp
 	return d, nil
 }
 
+// nilDispatcher reports a call on a nil *OptimizerDispatcher.
+func nilDispatcher(op string) *Error {
+	return newError(op, KindInvalidArgument, "the optimizer dispatcher is nil",
+		"use the dispatcher core.NewOptimizerDispatcher returned, after checking its error")
+}
+
 func dispatcherClosed(op string) *Error {
 	return newError(op, KindClosed, "the optimizer dispatcher is closed",
 		"build a new one with core.NewOptimizerDispatcher")
@@ -167,6 +173,9 @@ func unknownID(op, prefix string, id uint64) *Error {
 // unspecified; clear or upload before reading it.
 func (d *OptimizerDispatcher) AllocResident(n int) (uint64, error) {
 	const op = "AllocResident"
+	if d == nil {
+		return 0, nilDispatcher(op)
+	}
 	if n <= 0 {
 		return 0, newError(op, KindInvalidArgument, fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
@@ -271,6 +280,9 @@ func (b *Backend) inflightUses(h Buffer) int64 {
 // is unknown from then on.
 func (d *OptimizerDispatcher) FreeResident(id uint64) error {
 	const op = "FreeResident"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.usable(op); err != nil {
@@ -396,6 +408,9 @@ func (d *OptimizerDispatcher) poolListBytes() uint64 {
 
 // Stats returns a snapshot of what the dispatcher holds.
 func (d *OptimizerDispatcher) Stats() OptimizerStats {
+	if d == nil {
+		return OptimizerStats{}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := OptimizerStats{
@@ -421,6 +436,9 @@ func (d *OptimizerDispatcher) Stats() OptimizerStats {
 // calls, except that FreeResident refuses while they are in flight.
 func (d *OptimizerDispatcher) Buffer(id uint64) (Buffer, error) {
 	const op = "Buffer"
+	if d == nil {
+		return Buffer{}, nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -488,6 +506,9 @@ func (h *holder) done(locked bool) {
 // caller resolves ids, then calls h.finish to unlock (undoing the marks if
 // resolution failed).
 func (d *OptimizerDispatcher) begin(op string, n int) (*holder, error) {
+	if d == nil {
+		return nil, nilDispatcher(op)
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -721,6 +742,9 @@ func (d *OptimizerDispatcher) ReadResidentRanges(rs []OptRange, dst [][]byte) ([
 // already closed its buffers are gone with it and Close just forgets them.
 func (d *OptimizerDispatcher) Close() error {
 	const op = "Close"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

@@ -141,16 +141,38 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 }
 
 // Name returns the program's name.
-func (p *Program) Name() string { return p.spec.Name }
+// A nil Program has no name.
+func (p *Program) Name() string {
+	if p == nil {
+		return ""
+	}
+	return p.spec.Name
+}
 
-// Buffers returns how many resident buffers every dispatch binds.
-func (p *Program) Buffers() int { return p.spec.Buffers }
+// Buffers returns how many resident buffers every dispatch binds (0 for a
+// nil Program).
+func (p *Program) Buffers() int {
+	if p == nil {
+		return 0
+	}
+	return p.spec.Buffers
+}
 
-// Scalars returns how many u32 scalars every dispatch passes.
-func (p *Program) Scalars() int { return p.spec.Scalars }
+// Scalars returns how many u32 scalars every dispatch passes (0 for a nil
+// Program).
+func (p *Program) Scalars() int {
+	if p == nil {
+		return 0
+	}
+	return p.spec.Scalars
+}
 
-// Spec returns a copy of the validated spec, defaults filled in.
+// Spec returns a copy of the validated spec, defaults filled in; the zero
+// spec for a nil Program.
 func (p *Program) Spec() ProgramSpec {
+	if p == nil {
+		return ProgramSpec{}
+	}
 	s := p.spec
 	s.Image = slices.Clone(s.Image)
 	return s

@@ -271,7 +271,12 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 }
 
 // ResidentAllocatedBytes returns the bytes held by live resident buffers.
-func (b *Backend) ResidentAllocatedBytes() uint64 { return b.store.bytes.Load() }
+func (b *Backend) ResidentAllocatedBytes() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.store.bytes.Load()
+}
 
 // ResidentDevicePtr returns the device address of a resident buffer, for
 // callers that pass it to their own kernels. The address stays valid until

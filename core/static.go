@@ -116,6 +116,9 @@ func (c *staticCache) issue(op string, a *staticAcq) (StaticSet, error) {
 // allocated.
 func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]byte) (StaticSet, error) {
 	const op = "AcquireStaticUploads"
+	if d == nil {
+		return StaticSet{}, nilDispatcher(op)
+	}
 	if len(payloads) == 0 {
 		return StaticSet{}, newError(op, KindInvalidArgument, "no payloads", "pass at least one non-empty payload")
 	}
@@ -362,6 +365,9 @@ func (d *OptimizerDispatcher) evictStaticLocked(op string, key staticKey, e *sta
 // and the buffer is retried by Close.
 func (d *OptimizerDispatcher) ReleaseStaticUploads(set StaticSet) error {
 	const op = "ReleaseStaticUploads"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
