@@ -48,7 +48,8 @@ type Backend struct {
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
-	progs    programCache // loaded Program modules (program.go, dispatch work)
+	progs    programCache  // loaded Program modules (program.go, dispatch work)
+	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -79,7 +80,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		return nil, newError(op, KindDriver, "the driver reports 0 bytes of device memory",
 			"check that the driver is bound to a working device")
 	}
-	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
+	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
 	b.pinned.init()
 	b.devPool = newDevicePool(drv, cfg.devicePoolCap, cfg.log)

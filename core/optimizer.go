@@ -221,6 +221,7 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 			d.pool[n] = list[:len(list)-1]
 		}
 		d.pooledBytes = left
+		d.b.notifyResident(buf, false)
 		return buf, true, nil
 	}
 	buf, err = d.b.allocateResident(op, n, true)
@@ -238,6 +239,7 @@ func (d *OptimizerDispatcher) giveBackLocked(op string, buf Buffer, pooled bool)
 		// Straight back onto its list: mu was held since it was taken, so
 		// this restores the pool exactly, cap and all.
 		if next, err := accounting.AddUint64(d.pooledBytes, uint64(buf.Len)); err == nil {
+			d.b.notifyResident(buf, true)
 			d.pooledBytes = next
 			d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 			return
@@ -357,6 +359,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 		// rather than exceed the cap.
 		return d.b.freeResident(op, buf, true)
 	}
+	d.b.notifyResident(buf, true)
 	d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 	d.pooledBytes = next
 	return nil

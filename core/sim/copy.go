@@ -15,6 +15,9 @@ func (d *Device) checkDevice(o Op, what string, ptr, n uint64) error {
 	if _, ok := d.deviceRange(ptr, n); !ok {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "%s %s", what, d.rangeDetail(ptr, n))
 	}
+	if err := d.checkCached(o, what, ptr, n); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -35,6 +38,9 @@ func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, *Error) {
 	if !ok {
 		return nil, fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
 			"%s %s when the queued copy executed (freed before the stream was synchronized?)", what, d.rangeDetail(ptr, n))
+	}
+	if err := d.checkCached(o, what, ptr, n); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

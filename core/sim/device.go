@@ -49,6 +49,16 @@ type Config struct {
 	// AnyFunction makes ModuleFunction succeed for any name, not only for
 	// names declared with ".entry name" in the module image.
 	AnyFunction bool
+	// PoisonCache is a debug option, the simulated counterpart of running
+	// under compute-sanitizer: device memory a Backend returns to one of its
+	// caches (core.CacheNotifier's MemCached: a freed pooled buffer, an
+	// optimizer dispatcher's pooled buffer) is filled with PoisonByte, and
+	// until it is handed out again (MemReused) every copy, memset and kernel
+	// access to it fails with CUDA_ERROR_ILLEGAL_ADDRESS, so a use after
+	// free is caught instead of reading memory the pool kept. Reused memory
+	// keeps the poison bytes until written, showing reads of uninitialized
+	// memory.
+	PoisonCache bool
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
@@ -94,6 +104,7 @@ type Device struct {
 var (
 	_ core.Driver           = (*Device)(nil)
 	_ core.HostKernelBinder = (*Device)(nil)
+	_ core.CacheNotifier    = (*Device)(nil)
 )
 
 // New returns a simulated device described by cfg.

@@ -16,6 +16,9 @@ const PoisonByte = 0xDB
 type allocation struct {
 	base uint64
 	data []byte
+	// cached is set while a Backend holds the allocation in a cache and
+	// Config.PoisonCache is on: access to it is refused (poison.go).
+	cached bool
 }
 
 func (a *allocation) end() uint64 { return a.base + uint64(len(a.data)) }

@@ -1,0 +1,43 @@
+package core
+
+// CacheNotifier is an optional Driver capability, found by type assertion:
+// the Backend tells it when device memory goes into one of its caches
+// (freed by the caller but kept allocated for reuse) and when it comes out
+// again. Between the two calls no kernel or copy may touch the memory, so a
+// driver can refuse access the way compute-sanitizer would; core/sim does
+// with Config.PoisonCache. Both calls are notifications: they cannot fail,
+// must not call back into the Backend, and may be repeated for memory
+// already in that state. ptr is the start of a device allocation and n the
+// bytes the cache holds there.
+type CacheNotifier interface {
+	// MemCached reports that the n bytes at ptr went into a cache.
+	MemCached(ptr, n uint64)
+	// MemReused reports that the n bytes at ptr left the cache to be used.
+	MemReused(ptr, n uint64)
+}
+
+// cacheNotifier returns drv's CacheNotifier, or nil.
+func cacheNotifier(drv Driver) CacheNotifier {
+	n, _ := drv.(CacheNotifier)
+	return n
+}
+
+// notifyResident reports a resident buffer entering (cached) or leaving the
+// optimizer dispatcher's free pool. It costs one nil check when the driver
+// has no CacheNotifier.
+func (b *Backend) notifyResident(h Buffer, cached bool) {
+	if b.notify == nil {
+		return
+	}
+	b.store.mu.RLock()
+	e := b.store.table[h.ID]
+	b.store.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	if cached {
+		b.notify.MemCached(e.ptr, uint64(e.n))
+	} else {
+		b.notify.MemReused(e.ptr, uint64(e.n))
+	}
+}
