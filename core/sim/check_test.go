@@ -15,8 +15,10 @@ import (
 // fakeT records what a helper reports.
 type fakeT struct{ errs []string }
 
-func (f *fakeT) Helper()                           {}
-func (f *fakeT) Errorf(format string, args ...any) { f.errs = append(f.errs, fmt.Sprintf(format, args...)) }
+func (f *fakeT) Helper() {}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
 
 func TestCloseCheckedCatchesAForgottenFree(t *testing.T) {
 	dev := sim.New(sim.Config{})
