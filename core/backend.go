@@ -151,7 +151,7 @@ func (b *Backend) Close() error {
 	// Close: settleQuarantine deals with them below.
 	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d mention(s) in queued batches, dispatches and transfers; a buffer named several times in one batch counts each time)", handles, refs-b.quar.refs.Load()),
+			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
 			"wait for pending work (Await or Close it) before closing the Backend")
 	}
 	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {

@@ -149,14 +149,22 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	for _, r := range batch.Reads {
 		bufs = append(bufs, r.Buf)
 	}
-	ents, err := b.pinEntries(op, bufs, lay.label)
+	// A buffer the batch names several times is pinned once: its in-flight
+	// count then counts unfinished batches, which is what FreeResident's
+	// message reports. ents maps every position back to its entry.
+	uniq, first, slot := dedupeBuffers(bufs)
+	pinned, err := b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
 	if err != nil {
 		return nil, err
+	}
+	ents := make([]*residentEntry, len(bufs))
+	for i := range bufs {
+		ents[i] = pinned[slot[i]]
 	}
 	owned := false
 	defer func() {
 		if !owned {
-			b.unpinEntries(op, ents)
+			b.unpinEntries(op, pinned)
 		}
 	}()
 
@@ -309,7 +317,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	// still uses the staging, then releases it all (or, when the drain
 	// fails, quarantines it).
 	drain := func() {
-		h := held{st: []*staging{&p.up}, ents: ents}
+		h := held{st: []*staging{&p.up}, ents: pinned}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
@@ -367,7 +375,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	}
 
 	owned = true
-	p.lease, p.ents = lease, ents
+	p.lease, p.ents = lease, pinned
 	b.tel.memsetOps.Add(uint64(len(batch.Clears) + len(batch.Fills)))
 	b.tel.kernelLaunches.Add(uint64(len(plans)))
 	if upBytes > 0 {
@@ -381,4 +389,42 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	b.tel.requested.Add(uint64(len(ups) + nonEmptyReads))
 	b.tel.deviceCopies.Add(uint64(len(fusedUps) + len(fusedRds.Copies)))
 	return p, nil
+}
+
+// dedupeBuffers returns bufs without repeats (uniq), the position in bufs
+// where each of uniq first appears, and for every position of bufs its
+// index in uniq. Small batches compare pairwise; larger ones use a map.
+func dedupeBuffers(bufs []Buffer) (uniq []Buffer, first, slot []int) {
+	uniq = make([]Buffer, 0, len(bufs))
+	first = make([]int, 0, len(bufs))
+	slot = make([]int, len(bufs))
+	var index map[Buffer]int
+	if len(bufs) > 16 {
+		index = make(map[Buffer]int, len(bufs))
+	}
+	for i, h := range bufs {
+		k := -1
+		if index != nil {
+			if j, ok := index[h]; ok {
+				k = j
+			}
+		} else {
+			for j, u := range uniq {
+				if u == h {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
+			k = len(uniq)
+			uniq = append(uniq, h)
+			first = append(first, i)
+			if index != nil {
+				index[h] = k
+			}
+		}
+		slot[i] = k
+	}
+	return uniq, first, slot
 }

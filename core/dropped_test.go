@@ -85,9 +85,9 @@ func TestDroppedPendingIsCollectedAfterGC(t *testing.T) {
 
 		err = b.FreeResident(h)
 		require.ErrorIs(t, err, core.ErrInFlight, "the work is still uncollected")
-		// Named by the upload, the step and (with reads) the read of one batch.
-		mentions := map[bool]string{false: "2 mentions", true: "3 mentions"}[reads]
-		assert.Contains(t, err.Error(), "is used by unfinished work ("+mentions+" in queued work; a buffer named several times in one batch counts each time)")
+		// Named by the upload, the step and (with reads) the read of one
+		// batch: one unfinished call.
+		assert.Contains(t, err.Error(), "is used by unfinished work (1 unfinished call)")
 
 		require.NoError(t, untilFreed(t, b, h), "reads=%v", reads)
 		assert.Contains(t, logs.joined(), "garbage collected without Await")

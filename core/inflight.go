@@ -75,12 +75,13 @@ func (b *Backend) releaser(op string, ents []*residentEntry) func() {
 	return func() { once.Do(func() { b.unpinEntries(op, ents) }) }
 }
 
-// mentions phrases a buffer's in-flight count for messages. The count is
-// per mention, not per call: a batch that uploads to, launches over and
-// reads one buffer holds it three times.
+// mentions phrases a buffer's in-flight count for messages. A batch or
+// dispatch holds each buffer it names once (enqueue dedupes), so for queued
+// work the count is the number of unfinished calls; a synchronous transfer
+// naming one buffer twice holds it twice while it runs.
 func mentions(n int64) string {
 	if n == 1 {
-		return "1 mention in queued work"
+		return "1 unfinished call"
 	}
-	return fmt.Sprintf("%d mentions in queued work; a buffer named several times in one batch counts each time", n)
+	return fmt.Sprintf("%d unfinished calls", n)
 }
