@@ -141,7 +141,7 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 }
 
 // Name returns the program's name.
-// A nil Program has no name.
+// Name returns the program's name ("" for a nil Program).
 func (p *Program) Name() string {
 	if p == nil {
 		return ""
