@@ -37,8 +37,9 @@ type Pending struct {
 // a cleanup attached to the Pending can collect it once the Pending itself
 // is unreachable.
 type pendingWork struct {
-	b  *Backend
-	op string // the call that queued the work
+	b     *Backend
+	op    string // the call that queued the work
+	async bool   // handed out as a Pending: its failures name the queuing call in the detail
 
 	mu    sync.Mutex // guards every field below
 	state pendingState
@@ -102,7 +103,9 @@ func (p *Pending) work(op string) (*pendingWork, error) {
 // the call that queued the work; each method reports it under its own name.
 func (w *pendingWork) driverError(call string, err error) *Error {
 	e := driverError(w.op, call, err)
-	e.Detail = fmt.Sprintf("work queued by %s: %s", w.op, e.Detail)
+	if w.async {
+		e.Detail = fmt.Sprintf("work queued by %s: %s", w.op, e.Detail)
+	}
 	return e
 }
 
@@ -219,6 +222,7 @@ func (p *Pending) DeviceTime() (time.Duration, error) {
 // newPending hands w to the caller as a Pending, with a cleanup that
 // collects w if the Pending is dropped uncollected.
 func newPending(w *pendingWork) *Pending {
+	w.async = true // before anyone else can see w
 	p := &Pending{w: w}
 	runtime.AddCleanup(p, collectDropped, w)
 	return p
