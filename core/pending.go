@@ -247,8 +247,10 @@ func (w *pendingWork) collectDropped() {
 	if w.state == pendingCollected {
 		return
 	}
-	w.b.log.Warn("a Pending was garbage collected without Await, AwaitInto or Close; its work was waited for and released",
-		"op", w.op, "reads", w.nReads)
+	if w.lease != nil || w.ents != nil { // work that reached the device, or buffers held
+		w.b.log.Warn("a Pending was garbage collected without Await, AwaitInto or Close; its work was waited for and released",
+			"op", w.op, "reads", w.nReads)
+	}
 	if w.state == pendingQueued {
 		if err := w.wait(); err != nil {
 			w.b.log.Warn("the dropped Pending's work failed", "op", w.op, "err", err)
