@@ -113,3 +113,50 @@ func TestPoisonCacheCoversTheOptimizerPool(t *testing.T) {
 	require.NoError(t, d.UploadResident(id2, make([]byte, 64)), "reused from the pool, usable again")
 	require.NoError(t, d.Close())
 }
+
+// The Backend's own paths never touch memory it cached: a mixed workload
+// (per-copy, packed and pipelined transfers, a batch, the optimizer pool,
+// repeated so pools hit) runs clean and correct with PoisonCache on.
+func TestBackendRunsCleanUnderPoisonCache(t *testing.T) {
+	// Small pipeline chunks keep the pipelined path cheap under -race.
+	b, _ := openSim(t, sim.Config{PoisonCache: true},
+		core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: 256 << 10, ChunkBytes: 64 << 10, TaperBytes: 16 << 10}))
+	d, err := core.NewOptimizerDispatcher(b)
+	require.NoError(t, err)
+	for round := range 3 {
+		v := byte(round + 1)
+		bufs := make([]core.Buffer, 40) // packed: 32 copies or more
+		ups := make([]core.Upload, len(bufs))
+		for i := range bufs {
+			bufs[i], err = b.AllocateResident(4 << 10)
+			require.NoError(t, err)
+			ups[i] = core.Upload{Buf: bufs[i], Data: bytes.Repeat([]byte{v + byte(i)}, 4<<10)}
+		}
+		require.NoError(t, b.UploadResidentMany(ups))
+		got, err := b.DownloadResidentMany(bufs)
+		require.NoError(t, err)
+		for i := range got {
+			require.Equal(t, ups[i].Data, got[i], "round %d buffer %d", round, i)
+		}
+		for _, h := range bufs {
+			require.NoError(t, b.FreeResident(h))
+		}
+
+		big, err := b.AllocateResident(1 << 20) // pipelined, with the tuning above
+		require.NoError(t, err)
+		data := bytes.Repeat([]byte{v}, 1<<20)
+		require.NoError(t, b.UploadResident(big, data))
+		back, err := b.DownloadResidentInto(big, nil)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(data, back))
+		require.NoError(t, b.FreeResident(big))
+
+		id, err := d.AllocResident(64)
+		require.NoError(t, err)
+		out, err := d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: v}}, Reads: []core.OptRange{{ID: id, Len: 64}}}, nil)
+		require.NoError(t, err)
+		require.Equal(t, bytes.Repeat([]byte{v}, 64), out[0])
+		require.NoError(t, d.FreeResident(id))
+	}
+	require.NoError(t, d.Close())
+}

@@ -28,6 +28,9 @@ func (d *Device) checkHost(o Op, what string, b []byte) error {
 			"%s [%#x, +%d) is pageable memory: asynchronous copies need memory from HostAlloc or HostRegister (or Config.AllowPageable)",
 			what, addrOf(b), len(b))
 	}
+	if err := d.checkHostCached(o, what, b); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -50,6 +53,9 @@ func (d *Device) execHost(o Op, what string, b []byte) *Error {
 		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
 			"%s [%#x, +%d) was no longer pinned or registered when the queued copy executed (freed before the stream was synchronized?)",
 			what, addrOf(b), len(b))
+	}
+	if err := d.checkHostCached(o, what, b); err != nil {
+		return err
 	}
 	return nil
 }

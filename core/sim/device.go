@@ -55,7 +55,9 @@ type Config struct {
 	// optimizer dispatcher's pooled buffer) is filled with PoisonByte, and
 	// until it is handed out again (MemReused) every copy, memset and kernel
 	// access to it fails with CUDA_ERROR_ILLEGAL_ADDRESS, so a use after
-	// free is caught instead of reading memory the pool kept. Reused memory
+	// free is caught instead of reading memory the pool kept. Pinned
+	// staging blocks in the Backend's staging cache (HostCached, HostReused)
+	// are poisoned and refused to asynchronous copies the same way. Reused memory
 	// keeps the poison bytes until written, showing reads of uninitialized
 	// memory.
 	PoisonCache bool

@@ -184,6 +184,9 @@ func (d *Device) WriteDevice(ptr uint64, data []byte) error {
 type hostRange struct {
 	start, end uintptr
 	buf        []byte // the HostAlloc slice, kept so the memory stays reachable
+	// cached is set while a Backend holds a HostAlloc block in its staging
+	// cache and Config.PoisonCache is on (poison.go).
+	cached bool
 }
 
 // rangeSet is a set of non-overlapping host ranges sorted by start.

@@ -15,9 +15,7 @@ func (d *Device) MemCached(ptr, n uint64) {
 	}
 	if a, ok := d.allocs[ptr]; ok {
 		a.cached = true
-		for i := range a.data {
-			a.data[i] = PoisonByte
-		}
+		poison(a.data)
 	}
 }
 
@@ -29,6 +27,48 @@ func (d *Device) MemReused(ptr, n uint64) {
 	if a, ok := d.allocs[ptr]; ok {
 		a.cached = false
 	}
+}
+
+// HostCached implements core.CacheNotifier: with Config.PoisonCache, the
+// HostAlloc block holding buf is filled with PoisonByte and refused to
+// asynchronous copies until HostReused. Otherwise it does nothing.
+func (d *Device) HostCached(buf []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.cfg.PoisonCache || len(buf) == 0 {
+		return
+	}
+	if i := d.pinned.containing(addrOf(buf), uintptr(len(buf))); i >= 0 {
+		d.pinned[i].cached = true
+		poison(d.pinned[i].buf)
+	}
+}
+
+// HostReused implements core.CacheNotifier: the block holding buf may be
+// used again.
+func (d *Device) HostReused(buf []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(buf) == 0 {
+		return
+	}
+	if i := d.pinned.containing(addrOf(buf), uintptr(len(buf))); i >= 0 {
+		d.pinned[i].cached = false
+	}
+}
+
+// checkHostCached refuses an asynchronous copy using host memory inside a
+// pinned block a Backend holds in its staging cache. Callers hold mu.
+func (d *Device) checkHostCached(o Op, what string, b []byte) *Error {
+	if len(b) == 0 {
+		return nil
+	}
+	if i := d.pinned.containing(addrOf(b), uintptr(len(b))); i >= 0 && d.pinned[i].cached {
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
+			"%s [%#x, +%d) lies in a pinned block the Backend returned to its staging cache: a use after free (Config.PoisonCache)",
+			what, addrOf(b), len(b))
+	}
+	return nil
 }
 
 // checkCached refuses access to n bytes at ptr inside an allocation a
@@ -50,4 +90,16 @@ func (d *Device) Poisoned(ptr uint64) bool {
 	defer d.mu.Unlock()
 	a := d.allocationAt(ptr)
 	return a != nil && a.cached
+}
+
+// poison fills b with PoisonByte by doubling copies, so large blocks cost a
+// few memmoves rather than a byte loop.
+func poison(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = PoisonByte
+	for n := 1; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
+	}
 }
