@@ -152,7 +152,7 @@ func (b *Backend) Close() error {
 	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
-			"wait for pending work (Await or Close it) before closing the Backend")
+			"wait for pending work (Await or Close every Pending) before closing the Backend; a Pending dropped without either is released only after a garbage collection finds it")
 	}
 	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
 		return newError(op, KindInFlight,

@@ -253,7 +253,7 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 		b.store.mu.Unlock()
 		return newError(op, KindInFlight,
 			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
-			"wait for the pending work using it (or SynchronizeUploads) before freeing it")
+			"wait for the pending work using it (Await or Close its Pending, or SynchronizeUploads) before freeing it; a Pending dropped without either is released only after a garbage collection finds it")
 	}
 	delete(b.store.table, h.ID)
 	b.store.mu.Unlock()
