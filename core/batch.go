@@ -149,17 +149,9 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	for _, r := range batch.Reads {
 		bufs = append(bufs, r.Buf)
 	}
-	// A buffer the batch names several times is pinned once: its in-flight
-	// count then counts unfinished batches, which is what FreeResident's
-	// message reports. ents maps every position back to its entry.
-	uniq, first, slot := dedupeBuffers(bufs)
-	pinned, err := b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	ents, pinned, err := b.pinBatch(op, bufs, &lay)
 	if err != nil {
 		return nil, err
-	}
-	ents := make([]*residentEntry, len(bufs))
-	for i := range bufs {
-		ents[i] = pinned[slot[i]]
 	}
 	owned := false
 	defer func() {
@@ -389,6 +381,23 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	b.tel.requested.Add(uint64(len(ups) + nonEmptyReads))
 	b.tel.deviceCopies.Add(uint64(len(fusedUps) + len(fusedRds.Copies)))
 	return p, nil
+}
+
+// pinBatch pins the distinct buffers of a batch once each, so an entry's
+// in-flight count counts unfinished batches (what FreeResident's message
+// reports), and returns the entry of every position of bufs (ents) and the
+// pinned entries to release (pinned).
+func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {
+	uniq, first, slot := dedupeBuffers(bufs)
+	pinned, err = b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	if err != nil {
+		return nil, nil, err
+	}
+	ents = make([]*residentEntry, len(bufs))
+	for i := range bufs {
+		ents[i] = pinned[slot[i]]
+	}
+	return ents, pinned, nil
 }
 
 // dedupeBuffers returns bufs without repeats (uniq), the position in bufs
