@@ -29,6 +29,11 @@
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
 //     Run or RunAsync;
+//   - CUDA graphs (graph.go): Capture records a Batch once by stream capture
+//     of Run's queueing path (through the optional GraphDriver capability)
+//     and Graph.Replay runs it with one graph launch and one fence, reading
+//     the upload slices' current bytes; a Graph holds its buffers in flight
+//     and its pinned staging until Close;
 //   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
 //     pool of resident buffers addressed by id, and a content-addressed cache
 //     of static uploads;

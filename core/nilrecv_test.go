@@ -21,6 +21,7 @@ func TestNilReceiversNeverPanic(t *testing.T) {
 		(*core.Program)(nil),
 		(*core.PinnedBuffer)(nil),
 		(*core.Error)(nil),
+		(*core.Graph)(nil),
 	}
 	errType := reflect.TypeFor[error]()
 	calls := 0
