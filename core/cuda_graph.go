@@ -40,7 +40,7 @@ func (d *cudaDriver) GraphInstantiate(g DeviceGraph) (GraphExec, error) {
 	if err := d.begin(); err != nil {
 		return 0, err
 	}
-	x, err := cudaapi.GraphInstantiate(cudaapi.Graph(g), 0)
+	x, err := cudaapi.GraphInstantiateWithFlags(cudaapi.Graph(g), 0)
 	if err == nil && x == 0 {
 		err = nullResult(call)
 	}
