@@ -7,6 +7,7 @@ FUZZTIME  ?= 2m
 # (golang/go#75804), with no failing input behind it.
 FUZZSHORT ?= 2000x
 CUDA_H    ?=
+NCCL_H    ?=
 PKGS      := ./...
 
 .PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench gpu-test-bin ci clean
@@ -22,7 +23,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./ncclapi ./core ./core/sim ./cmd/...
 
 
 fuzz-short:
@@ -51,9 +52,15 @@ lint:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
-## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h).
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h)
+## and, with NCCL_H=path, ncclapi from that nccl.h (NCCL_H alone regenerates only ncclapi).
 generate:
+ifneq ($(NCCL_H),)
+	cd ncclapi && NCCL_H=$(abspath $(NCCL_H)) $(GO) generate ./...
+endif
+ifneq ($(CUDA_H)$(if $(NCCL_H),,default),)
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
+endif
 
 ## check-headers: for each CUDA_HEADERS/*/cuda.h, regenerate cudaapi in a
 ## temporary copy of the tree and run build, vet (with and without the gpu

@@ -50,6 +50,7 @@ type Backend struct {
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
+	peers    peerCache     // how other Backends are reached (peer.go)
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
 }

@@ -22,6 +22,8 @@ func TestNilReceiversNeverPanic(t *testing.T) {
 		(*core.PinnedBuffer)(nil),
 		(*core.Error)(nil),
 		(*core.Graph)(nil),
+		(*core.Comm)(nil),
+		(*core.Group)(nil),
 	}
 	errType := reflect.TypeFor[error]()
 	calls := 0
