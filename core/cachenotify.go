@@ -35,7 +35,7 @@ func (b *Backend) notifyResident(h Buffer, cached bool) {
 		return
 	}
 	b.store.mu.RLock()
-	e := b.store.table[h.ID]
+	e := b.store.table.get(h.ID)
 	b.store.mu.RUnlock()
 	if e == nil {
 		return

@@ -11,9 +11,8 @@ func (b *Backend) LiveResidentBuffers() (count int, bytes uint64) {
 	}
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
-	for _, e := range b.store.table {
-		count++
+	b.store.table.each(func(_ uint64, e *residentEntry) {
 		bytes += uint64(e.n) // lengths are positive ints bounded by device memory
-	}
-	return count, bytes
+	})
+	return b.store.table.len(), bytes
 }

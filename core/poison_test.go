@@ -11,6 +11,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/core/sim"
 	"github.com/vyre-go/vyrecuda/cudaapi"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // staleReader is a program whose Go twin reads n bytes at a device address
@@ -115,17 +116,26 @@ func TestPoisonCacheCoversTheOptimizerPool(t *testing.T) {
 }
 
 // The Backend's own paths never touch memory it cached: a mixed workload
-// (per-copy, packed and pipelined transfers, a batch, the optimizer pool,
-// repeated so pools hit) runs clean and correct with PoisonCache on.
+// (many small and one large transfer each way, a batch, the optimizer pool,
+// repeated so pools hit) runs clean and correct with PoisonCache on, with
+// the planner held to each of the per-copy, packed and staged paths.
 func TestBackendRunsCleanUnderPoisonCache(t *testing.T) {
-	// Small pipeline chunks keep the pipelined path cheap under -race.
-	b, _ := openSim(t, sim.Config{PoisonCache: true},
-		core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: 256 << 10, ChunkBytes: 64 << 10, TaperBytes: 16 << 10}))
+	for _, kind := range []xferplan.Kind{xferplan.PerCopy, xferplan.Packed, xferplan.Staged} {
+		t.Run(kind.String(), func(t *testing.T) {
+			// Small chunks keep the staged path cheap under -race.
+			b, _ := openSim(t, sim.Config{PoisonCache: true},
+				core.WithTransferTuning(core.TransferTuning{Only: xferplan.Kinds(kind), ChunkBytes: 64 << 10}))
+			poisonWorkload(t, b)
+		})
+	}
+}
+
+func poisonWorkload(t *testing.T, b *core.Backend) {
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
-	for round := range 3 {
+	for round := range 2 {
 		v := byte(round + 1)
-		bufs := make([]core.Buffer, 40) // packed: 32 copies or more
+		bufs := make([]core.Buffer, 40)
 		ups := make([]core.Upload, len(bufs))
 		for i := range bufs {
 			bufs[i], err = b.AllocateResident(4 << 10)
@@ -142,7 +152,7 @@ func TestBackendRunsCleanUnderPoisonCache(t *testing.T) {
 			require.NoError(t, b.FreeResident(h))
 		}
 
-		big, err := b.AllocateResident(1 << 20) // pipelined, with the tuning above
+		big, err := b.AllocateResident(1 << 20)
 		require.NoError(t, err)
 		data := bytes.Repeat([]byte{v}, 1<<20)
 		require.NoError(t, b.UploadResident(big, data))
