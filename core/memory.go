@@ -63,6 +63,9 @@ func newDevicePool(drv Driver, total, maxCached uint64, maxClassed int, log *slo
 		MaxClassed:    uint64(max(maxClassed, 1)),
 		IsOutOfMemory: isOutOfMemory,
 	}
+	if n := cacheNotifier(drv); n != nil {
+		cfg.OnCached, cfg.OnReused = n.MemCached, n.MemReused
+	}
 	return &devicePool{log: orDiscard(log), cache: alloc.New(poolDevice{drv}, cfg)}
 }
 

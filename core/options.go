@@ -80,8 +80,8 @@ func WithDevicePoolCap(bytes uint64) Option {
 }
 
 // WithPinnedPoolCap sets the most bytes of pinned host staging memory kept for
-// reuse between transfers, in place of PinnedCacheCap. Zero keeps at most
-// one block per bucket size.
+// reuse between transfers, in place of PinnedCacheCap. Zero caches nothing:
+// every transfer allocates its staging and frees it afterwards.
 func WithPinnedPoolCap(bytes uint64) Option {
 	return func(c *config) { c.pinnedPoolCap, c.pinCapSet = bytes, true }
 }

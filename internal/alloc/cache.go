@@ -37,6 +37,11 @@ type Config struct {
 	// device is out of memory, which the Cache answers by releasing cached
 	// blocks and trying again. Nil treats no error so.
 	IsOutOfMemory func(error) bool
+	// OnCached, when set, is told each block that goes into the cache,
+	// before another Alloc can take it; OnReused each block an Alloc takes
+	// out of it. They run with the Cache's lock held: they must be quick
+	// and must not call the Cache.
+	OnCached, OnReused func(ptr, size uint64)
 }
 
 // Block is one block handed out by a Cache. It is a small comparable value;
@@ -144,6 +149,9 @@ func (c *Cache) alloc(n uint64, classed bool) (Block, error) {
 			c.st.LiveBlocks++
 			c.st.Hits++
 			c.st.PeakLive = max(c.st.PeakLive, c.st.Live)
+			if c.cfg.OnReused != nil {
+				c.cfg.OnReused(ptr, size)
+			}
 			c.mu.Unlock()
 			return Block{Ptr: ptr, Size: size, class: int32(idx)}, nil
 		}
@@ -290,6 +298,9 @@ func (c *Cache) Free(b Block) error {
 		return ErrBadBlock
 	}
 	if b.class >= 0 && !c.closed && c.st.Cached+b.Size <= c.cfg.MaxCached {
+		if c.cfg.OnCached != nil {
+			c.cfg.OnCached(b.Ptr, b.Size)
+		}
 		c.lists[b.class] = append(c.lists[b.class], b.Ptr)
 		c.st.Live -= b.Size
 		c.st.LiveBlocks--

@@ -296,3 +296,23 @@ func TestPeaksAndReset(t *testing.T) {
 	c.ResetPeaks()
 	require.Zero(t, c.Stats().PeakReserved)
 }
+
+func TestCacheHooksSeeBlocksEnterAndLeave(t *testing.T) {
+	d := newFake(1 << 20)
+	var cached, reused []uint64
+	c := New(d, Config{Budget: 1 << 19, MaxCached: 1 << 19,
+		OnCached: func(p, n uint64) { cached = append(cached, p, n) },
+		OnReused: func(p, n uint64) { reused = append(reused, p, n) }})
+	b, err := c.Alloc(1000)
+	require.NoError(t, err)
+	require.Empty(t, reused, "a new block is not a reuse")
+	require.NoError(t, c.Free(b))
+	require.Equal(t, []uint64{b.Ptr, 1024}, cached)
+	b2, err := c.Alloc(1000)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{b.Ptr, 1024}, reused)
+	require.NoError(t, c.Free(b2))
+	require.NoError(t, c.Trim())
+	require.Len(t, cached, 4)
+	require.Len(t, reused, 2, "a block given back to the device is not a reuse")
+}
