@@ -7,6 +7,7 @@ FUZZTIME  ?= 2m
 # (golang/go#75804), with no failing input behind it.
 FUZZSHORT ?= 2000x
 CUDA_H    ?=
+NVRTC_H   ?=
 PKGS      := ./...
 
 .PHONY: all test race nocgo fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
@@ -22,7 +23,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./nvrtcapi ./nvrtc ./core ./core/sim ./cmd/...
 
 
 fuzz-short:
@@ -51,9 +52,11 @@ lint:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
-## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h).
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h),
+## and nvrtcapi from an nvrtc.h when NVRTC_H=path is given.
 generate:
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
+	$(if $(NVRTC_H),cd nvrtcapi && NVRTC_H=$(abspath $(NVRTC_H)) $(GO) generate ./...,)
 
 ## demo: run the demo (simulated device when no GPU is present).
 demo:

@@ -32,8 +32,11 @@ type param struct {
 var versionSuffix = regexp.MustCompile(`_v[0-9]+$`)
 
 // goFuncName applies the naming rule: strip the cu prefix and any _vN suffix.
-func goFuncName(doc string) string {
-	n := versionSuffix.ReplaceAllString(strings.TrimPrefix(doc, "cu"), "")
+func goFuncName(doc string) string { return goFuncNameFor(doc, "cu") }
+
+// goFuncNameFor strips a library's prefix (cu, nvrtc) and any _vN suffix.
+func goFuncNameFor(doc, prefix string) string {
+	n := versionSuffix.ReplaceAllString(strings.TrimPrefix(doc, prefix), "")
 	return strings.ToUpper(n[:1]) + n[1:]
 }
 
@@ -90,16 +93,22 @@ func zeroOf(goTyp string) string {
 	return "0"
 }
 
-// classify turns a declarator into a wrapper description.
+// classify turns a driver declarator into a wrapper description.
 func classify(e entry, symbol string, d *cc.Declarator) (*function, []string, error) {
+	return classifyFor(e, symbol, d, "CUresult", "cu")
+}
+
+// classifyFor is classify for a library whose entry points return the status
+// typedef result and whose names start with prefix.
+func classifyFor(e entry, symbol string, d *cc.Declarator, result, prefix string) (*function, []string, error) {
 	ft := d.Type().(*cc.FunctionType)
 	if ft.IsVariadic() {
 		return nil, nil, fmt.Errorf("%s: variadic functions are not supported", symbol)
 	}
-	if td := ft.Result().Typedef(); td == nil || td.Name() != "CUresult" {
-		return nil, nil, fmt.Errorf("%s: returns %v, not CUresult", symbol, ft.Result())
+	if td := ft.Result().Typedef(); td == nil || td.Name() != result {
+		return nil, nil, fmt.Errorf("%s: returns %v, not %s", symbol, ft.Result(), result)
 	}
-	f := &function{doc: e.name, symbol: symbol, goName: goFuncName(e.name)}
+	f := &function{doc: e.name, symbol: symbol, goName: goFuncNameFor(e.name, prefix)}
 	var warns []string
 	used := map[string]bool{}
 	byName := map[string]*param{}

@@ -146,10 +146,10 @@ func zeros(f *function, e string) string {
 	return strings.Join(append(z, e), ", ")
 }
 
-func docLine(b *bytes.Buffer, f *function, suffix string) {
+func docLine(b *bytes.Buffer, a *api, f *function, suffix string) {
 	alias := ""
 	if f.doc != f.symbol {
-		alias = " (" + f.doc + " in cuda.h)"
+		alias = " (" + f.doc + " in " + a.lib().header + ")"
 	}
 	fmt.Fprintf(b, "// %s calls %s%s.%s\n", f.goName, f.symbol, alias, suffix)
 }
@@ -183,7 +183,7 @@ func emitCgo(b *bytes.Buffer, a *api) {
 	b.WriteString("// Silence unused-import checks when no wrapper needs unsafe.\nvar _ unsafe.Pointer\n\n")
 	for _, f := range a.funcs {
 		in, out := signature(f)
-		docLine(b, f, "")
+		docLine(b, a, f, "")
 		fmt.Fprintf(b, "func %s(%s) (%s) {\n", f.goName, in, out)
 		// Slices that share a length parameter must agree before anything is called.
 		for _, p := range f.params {
@@ -200,7 +200,7 @@ func emitCgo(b *bytes.Buffer, a *api) {
 			}
 			args = append(args, p.arg)
 		}
-		fmt.Fprintf(b, "\tif r := Result(C.vyre_%s(%s)); r != CUDA_SUCCESS {\n\t\treturn %s\n\t}\n", f.symbol, strings.Join(args, ", "), zeros(f, "r"))
+		fmt.Fprintf(b, "\tif r := Result(C.vyre_%s(%s)); r != %s {\n\t\treturn %s\n\t}\n", f.symbol, strings.Join(args, ", "), a.lib().success, zeros(f, "r"))
 		var rets []string
 		for _, p := range f.params {
 			if p.post != "" {
@@ -218,7 +218,7 @@ func emitNocgo(b *bytes.Buffer, a *api) {
 	b.WriteString("import \"unsafe\"\n\n// Silence unused-import checks when no wrapper needs unsafe.\nvar _ unsafe.Pointer\n\n")
 	for _, f := range a.funcs {
 		in, out := signature(f)
-		docLine(b, f, " Built without cgo, it returns ErrDriverNotFound.")
-		fmt.Fprintf(b, "func %s(%s) (%s) {\n\treturn %s\n}\n\n", f.goName, in, out, zeros(f, "ErrDriverNotFound"))
+		docLine(b, a, f, " Built without cgo, it returns "+a.lib().notFound+".")
+		fmt.Fprintf(b, "func %s(%s) (%s) {\n\treturn %s\n}\n\n", f.goName, in, out, zeros(f, a.lib().notFound))
 	}
 }

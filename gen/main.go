@@ -9,10 +9,12 @@
 //
 // Usage (normally through `make generate CUDA_H=...` or `go generate ./cudaapi`):
 //
-//	go run ./gen [-header cuda.h] [-out dir] [-pkg name]
+//	go run ./gen [-lib cuda|nvrtc] [-header cuda.h] [-out dir] [-pkg name]
 //
 // The header is -header, else $CUDA_H, else $CUDA_HOME/include/cuda.h, else
-// /usr/local/cuda/include/cuda.h.
+// /usr/local/cuda/include/cuda.h. With -lib nvrtc it binds the runtime
+// compiler instead (nvrtc.h, $NVRTC_H; the table in api_nvrtc.go) and writes
+// the znvrtc_*.go files of package nvrtcapi.
 package main
 
 import (
@@ -36,15 +38,31 @@ func run(args []string, stderr io.Writer) int {
 	header := fs.String("header", "", "path to cuda.h (default $CUDA_H, then $CUDA_HOME/include/cuda.h)")
 	out := fs.String("out", ".", "directory to write the z*.go files into")
 	pkg := fs.String("pkg", "cudaapi", "package name of the generated files")
+	lib := fs.String("lib", "cuda", "library to bind: cuda (cuda.h, $CUDA_H) or nvrtc (nvrtc.h, $NVRTC_H)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	path, err := findHeader(*header, os.Getenv)
+	if *lib != "cuda" && *lib != "nvrtc" {
+		fmt.Fprintf(stderr, "gen: unknown -lib %q; Fix: pass -lib cuda or -lib nvrtc\n", *lib)
+		return 2
+	}
+	var path string
+	var err error
+	if *lib == "nvrtc" {
+		path, err = findHeaderFor(*header, os.Getenv, "nvrtc.h", "NVRTC_H")
+	} else {
+		path, err = findHeader(*header, os.Getenv)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gen: %v\n", err)
 		return 1
 	}
-	files, warnings, err := generate(path, *pkg, entryPoints)
+	gen := generate
+	wanted := entryPoints
+	if *lib == "nvrtc" {
+		gen, wanted = generateNvrtc, nvrtcEntryPoints
+	}
+	files, warnings, err := gen(path, *pkg, wanted)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "gen: warning: %s\n", w)
 	}
@@ -74,13 +92,19 @@ func generate(path, pkg string, wanted []entry) ([]file, []string, error) {
 // findHeader picks the header path and checks it exists; the error lists every
 // place it looked.
 func findHeader(flagPath string, getenv func(string) string) (string, error) {
+	return findHeaderFor(flagPath, getenv, "cuda.h", "CUDA_H")
+}
+
+// findHeaderFor is findHeader for the header named name, whose path variable
+// is env.
+func findHeaderFor(flagPath string, getenv func(string) string, name, env string) (string, error) {
 	var tried []string
-	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv("CUDA_H"), "$CUDA_H"}}
+	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv(env), "$" + env}}
 	home := getenv("CUDA_HOME")
 	if home != "" {
-		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", "cuda.h"), "$CUDA_HOME/include"})
+		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", name), "$CUDA_HOME/include"})
 	} else {
-		candidates = append(candidates, struct{ path, why string }{"/usr/local/cuda/include/cuda.h", "default CUDA_HOME"})
+		candidates = append(candidates, struct{ path, why string }{"/usr/local/cuda/include/" + name, "default CUDA_HOME"})
 	}
 	for _, c := range candidates {
 		if c.path == "" {
@@ -90,11 +114,11 @@ func findHeader(flagPath string, getenv func(string) string) (string, error) {
 			return c.path, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s (%s)", c.path, c.why))
-		if c.why == "-header" || c.why == "$CUDA_H" {
+		if c.why == "-header" || c.why == "$"+env {
 			break // an explicit choice that is missing is an error, not a hint to look elsewhere
 		}
 	}
-	return "", fmt.Errorf("cuda.h not found; looked in %s; Fix: pass -header or set CUDA_H to a CUDA toolkit's include/cuda.h", strings.Join(tried, ", "))
+	return "", fmt.Errorf("%s not found; looked in %s; Fix: pass -header or set %s to a CUDA toolkit's include/%s", name, strings.Join(tried, ", "), env, name)
 }
 
 // writeIfChanged leaves an identical file untouched, so regenerating keeps

@@ -21,6 +21,7 @@ type api struct {
 	enums     []enumDecl // typed enums from typeRules, in table order
 	constants []constant // untyped flag constants
 	warnings  []string   // entry points skipped and other non-fatal findings
+	library   *library   // the library's names; nil means the CUDA driver
 }
 
 // enumDecl is one C enum emitted as Go constants of goTyp.

@@ -87,7 +87,7 @@ var cgoNames = map[string]string{
 }
 
 func ruleByTypedef(name string) (typeRule, bool) {
-	for _, r := range typeRules {
+	for _, r := range append(typeRules[:len(typeRules):len(typeRules)], nvrtcTypeRules...) {
 		if r.c == name {
 			return r, true
 		}
