@@ -63,7 +63,9 @@ func countFix(s string) (n int) {
 }
 
 func TestWrappersWithoutLibrary(t *testing.T) {
-	restore := nvrtc.swap(func() (library, error) { return nil, &LibraryNotFoundError{Tried: []string{"none"}, EnvName: LibraryEnv} })
+	restore := nvrtc.swap(func() (library, error) {
+		return nil, &LibraryNotFoundError{Tried: []string{"none"}, EnvName: LibraryEnv}
+	})
 	defer restore()
 	_, _, err := Version()
 	assert.ErrorIs(t, err, ErrLibraryNotFound)
