@@ -49,6 +49,9 @@ type Backend struct {
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	// abandoned counts work RunContext stopped waiting for and collects in
+	// the background; Close waits for it (context.go).
+	abandoned sync.WaitGroup
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -129,6 +132,7 @@ func (b *Backend) Close() error {
 	if b.closed {
 		return closedError(op)
 	}
+	b.abandoned.Wait()
 	if n := b.async.queued(); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d asynchronous upload(s) are queued and not synchronized", n),

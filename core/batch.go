@@ -112,19 +112,27 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 	counts := make([]uint32, len(batch.Steps))
 	nArgs := 0
 	timing := false
+	stepBufs := make([][]Buffer, len(batch.Steps)) // a typed step's buffers come from its Args
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
 		if s.Program == nil {
 			return nil, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
 		}
-		cfg, count, err := s.Program.checkDispatch(op, i, s.Bufs, &s.Config)
+		stepBufs[i] = s.Bufs
+		if s.Program.typed() {
+			var err error
+			if stepBufs[i], err = s.Program.typedBuffers(op, i, s); err != nil {
+				return nil, err
+			}
+		}
+		cfg, count, err := s.Program.checkDispatch(op, i, stepBufs[i], &s.Config)
 		if err != nil {
 			return nil, err
 		}
 		plans[i].cfg, counts[i] = cfg, count
 		lay.stepStarts[i] = n
-		n += len(s.Bufs)
+		n += len(stepBufs[i])
 		nArgs += s.Program.args
 		timing = timing || s.Config.Timing
 	}
@@ -139,8 +147,8 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 	for _, u := range batch.Uploads {
 		bufs = append(bufs, u.Buf)
 	}
-	for _, s := range batch.Steps {
-		bufs = append(bufs, s.Bufs...)
+	for _, sb := range stepBufs {
+		bufs = append(bufs, sb...)
 	}
 	for _, r := range batch.Reads {
 		bufs = append(bufs, r.Buf)
@@ -237,6 +245,11 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		}
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
+		if s.Program.typed() {
+			fillTyped(a, s.Config.Args, ents[lay.stepStarts[i]:])
+			plans[i].fn, plans[i].args = f, a
+			continue
+		}
 		for k := range s.Bufs {
 			a[k] = KernelArg{Ptr: ents[lay.stepStarts[i]+k].ptr, IsPtr: true}
 		}

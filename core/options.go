@@ -1,6 +1,10 @@
 package core
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/vyre-go/vyrecuda/nvrtc"
+)
 
 // Default pool caps and limits used when no Option overrides them.
 const (
@@ -26,6 +30,7 @@ type config struct {
 	residentPoolLimit int
 	log               *slog.Logger
 	xfer              transferTuning // zero: defaults (pipeline.go)
+	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 }
 
 func defaultConfig() config {

@@ -1,0 +1,121 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Waiting with a context.Context.
+//
+// Device work cannot be cancelled once queued. The context forms below stop
+// the caller's wait when the context is done and return an ErrInFlight
+// error that wraps ctx.Err() (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded holds); the work keeps running. Nothing leaks:
+// its buffers stay in flight (FreeResident refuses them) and its staging and
+// stream stay held until the work is collected, by a later Await, AwaitInto,
+// IsReady or Close of the Pending, which all still work after a cancelled
+// wait. RunContext, whose caller never sees the Pending, collects it in the
+// background once the device finishes (its reads are dropped), and
+// Backend.Close waits for that.
+//
+// The wait polls the completion event with a short backoff (a few
+// microseconds at first, at most waitPollMax between queries), so it adds at
+// most that much latency over the blocking forms; a context that can never
+// be done (context.Background) uses the blocking wait.
+
+// waitPollMax bounds the sleep between completion queries.
+const waitPollMax = 500 * time.Microsecond
+
+// readyCtx waits until the work has finished, polling, or ctx is done.
+func (p *Pending) readyCtx(op string, ctx context.Context) error {
+	if ctx == nil {
+		return newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	}
+	if ctx.Done() == nil {
+		return nil
+	}
+	delay := time.Duration(0)
+	for spins := 0; ; spins++ {
+		if err := ctx.Err(); err != nil {
+			return cancelled(op, err)
+		}
+		if done, _ := p.IsReady(); done {
+			return nil // the failure, if any, is reported by the caller's Await
+		}
+		if spins < 64 {
+			continue // work that finishes within microseconds is collected at once
+		}
+		delay = min(max(2*delay, 4*time.Microsecond), waitPollMax)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return cancelled(op, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func cancelled(op string, cause error) *Error {
+	return &Error{Op: op, Kind: KindInFlight, Detail: "stopped waiting; the work is still running on the device",
+		Fix: "collect the Pending later with Await, AwaitInto or Close (its buffers stay in flight until then)", Err: cause}
+}
+
+// AwaitContext is Await that stops waiting when ctx is done; see the note
+// on waiting with a context above for what happens to the work then.
+func (p *Pending) AwaitContext(ctx context.Context) error {
+	const op = "Pending.AwaitContext"
+	if p == nil {
+		return newError(op, KindInvalidArgument, "the Pending is nil", "call it on a Pending from RunAsync or DispatchResidentAsync")
+	}
+	if err := p.readyCtx(op, ctx); err != nil {
+		return err
+	}
+	return p.Await()
+}
+
+// AwaitIntoContext is AwaitInto that stops waiting when ctx is done, leaving
+// dst unchanged and the reads available to a later AwaitInto.
+func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	const op = "Pending.AwaitIntoContext"
+	if p == nil {
+		return dst, newError(op, KindInvalidArgument, "the Pending is nil", "call it on a Pending from RunAsync or DispatchResidentAsync")
+	}
+	if err := p.readyCtx(op, ctx); err != nil {
+		return dst, err
+	}
+	return p.AwaitInto(dst)
+}
+
+// RunContext is Run that stops waiting when ctx is done. A context already
+// done queues nothing. When the wait is cancelled, the batch still runs to
+// completion; a background goroutine then collects it (its reads are
+// dropped, its buffers leave flight), and Backend.Close waits for that. dst
+// is returned unchanged on any failure.
+func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([][]byte, error) {
+	const op = "RunContext"
+	if ctx == nil {
+		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	}
+	if err := ctx.Err(); err != nil {
+		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was queued",
+			Fix: "pass a live context", Err: err}
+	}
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	p, err := b.enqueue(op, &batch)
+	if err != nil {
+		return dst, err
+	}
+	if err := p.readyCtx(op, ctx); err != nil {
+		b.abandoned.Add(1)
+		go func() {
+			defer b.abandoned.Done()
+			_ = p.Close() // a failure was the work's own; Close released everything either way
+		}()
+		return dst, err
+	}
+	return p.AwaitInto(dst)
+}
