@@ -153,10 +153,12 @@ func simEntry(entry string) string {
 // compileError maps a compiler failure to the Backend's error kinds.
 func compileError(op, name string, info DeviceInfo, err error) *Error {
 	cause := causeText{err: err}
-	if log, ok := nvrtc.IsCompileError(err); ok {
+	var ce *nvrtcapi.CompileError
+	if errors.As(err, &ce) {
+		// The log is in Detail; the cause adds only the status.
 		return &Error{Op: op, Kind: KindInvalidArgument,
-			Detail: fmt.Sprintf("program %q does not compile for compute capability %d.%d: %s", name, info.CCMajor, info.CCMinor, log),
-			Fix:    "correct the source where the compiler's log points", Err: cause}
+			Detail: fmt.Sprintf("program %q does not compile for compute capability %d.%d: %s", name, info.CCMajor, info.CCMinor, strings.TrimSpace(ce.Log)),
+			Fix:    "correct the source where the compiler's log points", Err: causeText{err: err, text: ce.Err.Error()}}
 	}
 	var ud *nvrtc.UnsupportedDeviceError
 	switch {
@@ -173,9 +175,15 @@ func compileError(op, name string, info DeviceInfo, err error) *Error {
 
 // causeText carries a cause's text without its own Fix sentence (the
 // Backend's error supplies one), and unwraps to it for errors.Is and As.
-type causeText struct{ err error }
+type causeText struct {
+	err  error
+	text string // replaces err's text when set
+}
 
 func (c causeText) Error() string {
+	if c.text != "" {
+		return c.text
+	}
 	s := c.err.Error()
 	if i := strings.Index(s, "; Fix:"); i >= 0 {
 		s = s[:i]

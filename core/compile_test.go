@@ -162,6 +162,8 @@ func TestCompileErrorsCarryTheLog(t *testing.T) {
 	_, err := b.Compile(core.CompileSpec{Name: "bad", Source: "x", Entry: "k", Grid: core.GridRule{Blocks: 1}})
 	e := requireErrKind(t, err, core.ErrInvalidArgument, `bad.cu(3): error: identifier "oops" is undefined`, "compute capability 9.0")
 	assert.Equal(t, 1, strings.Count(e.Error(), "Fix:"))
+	assert.Equal(t, 1, strings.Count(e.Error(), "oops"), "the log appears once: %s", e.Error())
+	assert.True(t, strings.HasSuffix(e.Error(), ": nvrtc: NVRTC_ERROR_COMPILATION (6). Fix: correct the source where the compiler's log points"), e.Error())
 	var ce *nvrtcapi.CompileError
 	assert.ErrorAs(t, err, &ce)
 

@@ -28,6 +28,11 @@
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
 //     Run or RunAsync;
+//   - kernels from CUDA C++ at run time (Backend.Compile, through package
+//     nvrtc and its disk cache), typed kernel parameters (ProgramSpec.Params,
+//     DispatchConfig.Args), typed slices (AllocSlice, UploadSlice,
+//     DownloadSlice) and context-aware waits (RunContext, AwaitContext,
+//     AwaitIntoContext);
 //   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
 //     pool of resident buffers addressed by id, and a content-addressed cache
 //     of static uploads;
