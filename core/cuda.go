@@ -62,6 +62,7 @@ type cudaDriver struct {
 	dev  cudaapi.Device
 	ctx  cudaapi.Context
 	info DeviceInfo
+	caps Capabilities // found at open; never changes
 	log  *slog.Logger
 
 	// life guards closed and the context: every call holds it shared while
@@ -179,7 +180,7 @@ func newCUDADriver(op string, ordinal int, log *slog.Logger) (*cudaDriver, error
 		}
 		return nil, nullSuccess(op, "cuDevicePrimaryCtxRetain")
 	}
-	d := &cudaDriver{dev: dev, ctx: ctx, log: log, info: DeviceInfo{
+	d := &cudaDriver{dev: dev, ctx: ctx, log: log, caps: sum.Capabilities, info: DeviceInfo{
 		Ordinal: ordinal, Name: sum.Name, TotalMemory: sum.TotalMemory,
 		CCMajor: sum.CCMajor, CCMinor: sum.CCMinor,
 		FeatureKey: featureKey(sum.CCMajor, sum.CCMinor, sum.DriverVersion),

@@ -1,148 +1,52 @@
 package main
 
-import (
-	"bytes"
-	"fmt"
-	"go/format"
-	"os"
-)
+// nvrtcLibrary is NVIDIA's runtime compiler (libnvrtc, nvrtc.h), bound into
+// package nvrtcapi. nvrtc.h has no version macro, so the since versions below
+// (the CUDA toolkit whose NVRTC introduced each entry point) are not checked
+// against the header; an entry the header lacks is generated from its proto.
+var nvrtcLibrary = library{
+	name:      "nvrtc",
+	header:    "nvrtc.h",
+	headerEnv: "NVRTC_H",
+	prefix:    "nvrtc",
+	runtime:   "an NVRTC",
+	status:    nvrtcTypes[0],
+	success:   "NVRTC_SUCCESS",
 
-// library names what differs between the libraries the generator binds: the
-// header, the status type's success enumerator and the error a wrapper
-// returns when the library cannot be loaded.
-type library struct {
-	header     string // file name of the header, for doc comments
-	success    string // the status enumerator meaning success
-	notFound   string // the Go error every wrapper returns without cgo
-	regenerate string // line 1 of every generated file
+	entries: nvrtcEntries,
+	types:   nvrtcTypes,
+
+	loader:   "nvrtc",
+	notFound: "ErrLibraryNotFound",
+	files:    [4]string{"znvrtc_result.go", "znvrtc_types.go", "znvrtc_cgo.go", "znvrtc_nocgo.go"},
 }
 
-// driverLibrary is the CUDA driver (cuda.h -> cudaapi).
-var driverLibrary = &library{header: "cuda.h", success: "CUDA_SUCCESS", notFound: "ErrDriverNotFound", regenerate: regenerate}
+func init() { libraries[nvrtcLibrary.name] = &nvrtcLibrary }
 
-// nvrtcLibrary is the runtime compiler (nvrtc.h -> nvrtcapi).
-var nvrtcLibrary = &library{header: "nvrtc.h", success: "NVRTC_SUCCESS", notFound: "ErrLibraryNotFound",
-	regenerate: "// make generate NVRTC_H=path/to/nvrtc.h"}
-
-// lib returns the library a was built from; the driver when unset.
-func (a *api) lib() *library {
-	if a.library == nil {
-		return driverLibrary
-	}
-	return a.library
-}
-
-// nvrtcEntryPoints lists the NVRTC entry points nvrtcapi wraps. Buffers the
-// caller sizes with a preceding *Size call, and C string arrays, are raw
+// nvrtcEntries lists the NVRTC entry points nvrtcapi wraps. Buffers the caller
+// sizes with a preceding *Size call, and arrays of C strings, are raw
 // pointers: nvrtcapi's hand-written layer owns their C memory.
-var nvrtcEntryPoints = []entry{
-	{name: "nvrtcVersion"},
-	{name: "nvrtcGetNumSupportedArchs", optional: true},
-	{name: "nvrtcGetSupportedArchs", optional: true, roles: roles{"supportedArchs": raw()}},
-	{name: "nvrtcCreateProgram", roles: roles{"headers": raw(), "includeNames": raw()}},
-	{name: "nvrtcDestroyProgram", roles: roles{"prog": raw()}},
-	{name: "nvrtcCompileProgram", roles: roles{"options": raw()}},
-	{name: "nvrtcGetPTXSize"},
-	{name: "nvrtcGetPTX", roles: roles{"ptx": raw()}},
-	{name: "nvrtcGetCUBINSize", optional: true},
-	{name: "nvrtcGetCUBIN", optional: true, roles: roles{"cubin": raw()}},
-	{name: "nvrtcGetProgramLogSize"},
-	{name: "nvrtcGetProgramLog", roles: roles{"log": raw()}},
-	{name: "nvrtcAddNameExpression"},
-	{name: "nvrtcGetLoweredName"},
+var nvrtcEntries = []entry{
+	{name: "nvrtcVersion", since: 7000},
+	{name: "nvrtcGetNumSupportedArchs", since: 11020, proto: "int *numArchs"},
+	{name: "nvrtcGetSupportedArchs", since: 11020, roles: roles{"supportedArchs": raw()}, proto: "int *supportedArchs"},
+	{name: "nvrtcCreateProgram", since: 7000, roles: roles{"headers": raw(), "includeNames": raw()}},
+	{name: "nvrtcDestroyProgram", since: 7000, roles: roles{"prog": raw()}},
+	{name: "nvrtcCompileProgram", since: 7000, roles: roles{"options": raw()}},
+	{name: "nvrtcGetPTXSize", since: 7000},
+	{name: "nvrtcGetPTX", since: 7000, roles: roles{"ptx": raw()}},
+	{name: "nvrtcGetCUBINSize", since: 11010, proto: "nvrtcProgram prog, size_t *cubinSizeRet"},
+	{name: "nvrtcGetCUBIN", since: 11010, roles: roles{"cubin": raw()}, proto: "nvrtcProgram prog, char *cubin"},
+	{name: "nvrtcGetProgramLogSize", since: 7000},
+	{name: "nvrtcGetProgramLog", since: 7000, roles: roles{"log": raw()}},
+	{name: "nvrtcAddNameExpression", since: 8000},
+	{name: "nvrtcGetLoweredName", since: 8000},
 }
 
-// nvrtcTypeRules maps nvrtc.h's typedefs. They never appear in cuda.h, so
-// ruleByTypedef consults them beside typeRules.
-var nvrtcTypeRules = []typeRule{
-	{c: "nvrtcResult", goTyp: "Result", abi: "int"},
+// nvrtcTypes is nvrtc.h's C-to-Go type table; the status type comes first.
+var nvrtcTypes = []typeRule{
+	{c: "nvrtcResult", goTyp: "Result", abi: "int", enum: true},
 	{c: "nvrtcProgram", goTyp: "Program", class: classHandle, decl: "uintptr",
 		doc: "Program is an opaque NVRTC program handle (nvrtcProgram). Zero is no program."},
-}
-
-// generateNvrtc parses an nvrtc.h and renders nvrtcapi's z*nvrtc* files.
-func generateNvrtc(path, pkg string, wanted []entry) ([]file, []string, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read header: %v", err)
-	}
-	ast, err := translate(path, src, wanted)
-	if err != nil {
-		return nil, nil, err
-	}
-	a := &api{library: nvrtcLibrary}
-	res, err := enumValues(ast, "nvrtcResult")
-	if err != nil || res == nil {
-		return nil, nil, fmt.Errorf("%s: no nvrtcResult enum typedef: is this nvrtc.h?", path)
-	}
-	a.enums = []enumDecl{{rule: nvrtcTypeRules[0], values: res}}
-	symbols := probeResults(ast)
-	for i, e := range wanted {
-		d := fileScopeFunc(ast, symbols[i])
-		if d == nil {
-			a.warnings = append(a.warnings, fmt.Sprintf("%s: %s is not declared; skipped", path, e.name))
-			continue
-		}
-		f, warns, err := classifyFor(e, symbols[i], d, "nvrtcResult", "nvrtc")
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", d.Position(), err)
-		}
-		a.warnings = append(a.warnings, warns...)
-		a.funcs = append(a.funcs, f)
-	}
-	files, err := emitNvrtc(a, pkg)
-	return files, a.warnings, err
-}
-
-// emitNvrtc renders the nvrtcapi files: names contain "nvrtc".
-func emitNvrtc(a *api, pkg string) ([]file, error) {
-	var out []file
-	for _, g := range []struct {
-		name, tag string
-		body      func(*bytes.Buffer, *api)
-	}{
-		{"znvrtc_result.go", "", emitNvrtcResult},
-		{"znvrtc_cgo.go", "cgo", emitCgo},
-		{"znvrtc_nocgo.go", "!cgo", emitNocgo},
-	} {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "%s\n// Code generated by gen; DO NOT EDIT.\n// Source: nvrtc.h.\n\n", a.lib().regenerate)
-		if g.tag != "" {
-			fmt.Fprintf(&b, "//go:build %s\n\n", g.tag)
-		}
-		fmt.Fprintf(&b, "package %s\n\n", pkg)
-		g.body(&b, a)
-		src, err := format.Source(b.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", g.name, formatError(b.Bytes(), err))
-		}
-		out = append(out, file{name: g.name, data: src})
-	}
-	return out, nil
-}
-
-func emitNvrtcResult(b *bytes.Buffer, a *api) {
-	b.WriteString("// Result is an nvrtcResult: the status every NVRTC entry point returns. It\n")
-	b.WriteString("// implements error; a wrapper returns a Result only for a status other than\n// NVRTC_SUCCESS.\n")
-	b.WriteString("type Result int32\n\n")
-	for _, r := range nvrtcTypeRules {
-		if r.decl != "" {
-			fmt.Fprintf(b, "// %s\ntype %s %s\n\n", r.doc, r.goTyp, r.decl)
-		}
-	}
-	b.WriteString("// The nvrtcResult enumerators, named and numbered as in nvrtc.h.\nconst (\n")
-	for _, c := range a.enums[0].values {
-		fmt.Fprintf(b, "\t%s Result = %s\n", c.name, c.value)
-	}
-	b.WriteString(")\n\n")
-	b.WriteString("// resultName returns the enumerator name of r, or false for a value the header lacks.\n")
-	b.WriteString("func resultName(r Result) (string, bool) {\n\tswitch r {\n")
-	seen := map[string]bool{}
-	for _, c := range a.enums[0].values {
-		if !seen[c.value] {
-			seen[c.value] = true
-			fmt.Fprintf(b, "\tcase %s:\n\t\treturn %q, true\n", c.name, c.name)
-		}
-	}
-	b.WriteString("\t}\n\treturn \"\", false\n}\n")
+	{c: "size_t", goTyp: "uint64", abi: "size_t"},
 }

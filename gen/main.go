@@ -1,20 +1,26 @@
-// Command gen generates the cudaapi bindings from a cuda.h.
+// Command gen generates the cudaapi bindings from a C library's header.
 //
-// It parses the header with modernc.org/cc/v4 (preprocessed with the host C
-// compiler's predefined macros, so the header's own remapping macros decide
-// each symbol: cuMemAlloc is resolved as cuMemAlloc_v2), wraps the entry
-// points listed in api.go with the type rules in types.go, and writes
-// z-prefixed Go files formatted with go/format. Entry points the header
-// lacks are reported on stderr and skipped, so older headers still work.
+// A library (library.go) is a header, an entry table, type rules, the loader
+// its symbols register with and the output file names; -lib picks one (the
+// CUDA driver, cuda.h, by default). gen parses the header with
+// modernc.org/cc/v4, preprocessed with the host C compiler's predefined
+// macros so the header's own remapping macros decide each symbol (cuMemAlloc
+// is resolved as cuMemAlloc_v2) unless the entry pins one, wraps every entry
+// with the type rules, and writes z-prefixed Go files formatted with
+// go/format.
+//
+// The Go API does not depend on the header: an entry point the header lacks
+// is generated from its proto as a function returning *MissingSymbolError, and
+// each entry's since version is checked against the header's. gen refuses a
+// pointer it cannot classify safely and two entries that resolve to one C
+// symbol.
 //
 // Usage (normally through `make generate CUDA_H=...` or `go generate ./cudaapi`):
 //
-//	go run ./gen [-lib cuda|nvrtc] [-header cuda.h] [-out dir] [-pkg name]
+//	go run ./gen [-lib driver] [-header cuda.h] [-out dir] [-pkg name]
 //
-// The header is -header, else $CUDA_H, else $CUDA_HOME/include/cuda.h, else
-// /usr/local/cuda/include/cuda.h. With -lib nvrtc it binds the runtime
-// compiler instead (nvrtc.h, $NVRTC_H; the table in api_nvrtc.go) and writes
-// the znvrtc_*.go files of package nvrtcapi.
+// The header is -header, else the library's variable ($CUDA_H), else
+// $CUDA_HOME/include/cuda.h, else /usr/local/cuda/include/cuda.h.
 package main
 
 import (
@@ -35,34 +41,24 @@ func main() {
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	header := fs.String("header", "", "path to cuda.h (default $CUDA_H, then $CUDA_HOME/include/cuda.h)")
+	header := fs.String("header", "", "path to the library's header (default $CUDA_H, then $CUDA_HOME/include/cuda.h for -lib driver)")
 	out := fs.String("out", ".", "directory to write the z*.go files into")
 	pkg := fs.String("pkg", "cudaapi", "package name of the generated files")
-	lib := fs.String("lib", "cuda", "library to bind: cuda (cuda.h, $CUDA_H) or nvrtc (nvrtc.h, $NVRTC_H)")
+	libName := fs.String("lib", "driver", "library to bind: "+libraryNames())
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *lib != "cuda" && *lib != "nvrtc" {
-		fmt.Fprintf(stderr, "gen: unknown -lib %q; Fix: pass -lib cuda or -lib nvrtc\n", *lib)
+	lib, err := lookupLibrary(*libName)
+	if err != nil {
+		fmt.Fprintf(stderr, "gen: %v\n", err)
 		return 2
 	}
-	var path string
-	var err error
-	if *lib == "nvrtc" {
-		path, err = findHeaderFor(*header, os.Getenv, "nvrtc.h", "NVRTC_H")
-	} else {
-		path, err = findHeader(*header, os.Getenv)
-	}
+	path, err := findHeader(lib, *header, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "gen: %v\n", err)
 		return 1
 	}
-	gen := generate
-	wanted := entryPoints
-	if *lib == "nvrtc" {
-		gen, wanted = generateNvrtc, nvrtcEntryPoints
-	}
-	files, warnings, err := gen(path, *pkg, wanted)
+	files, warnings, err := generate(path, *pkg, lib)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "gen: warning: %s\n", w)
 	}
@@ -79,9 +75,9 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// generate parses the header and renders the bindings.
-func generate(path, pkg string, wanted []entry) ([]file, []string, error) {
-	a, err := build(path, wanted)
+// generate parses the header and renders lib's bindings.
+func generate(path, pkg string, lib *library) ([]file, []string, error) {
+	a, err := build(path, lib)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,20 +87,15 @@ func generate(path, pkg string, wanted []entry) ([]file, []string, error) {
 
 // findHeader picks the header path and checks it exists; the error lists every
 // place it looked.
-func findHeader(flagPath string, getenv func(string) string) (string, error) {
-	return findHeaderFor(flagPath, getenv, "cuda.h", "CUDA_H")
-}
-
-// findHeaderFor is findHeader for the header named name, whose path variable
-// is env.
-func findHeaderFor(flagPath string, getenv func(string) string, name, env string) (string, error) {
+func findHeader(lib *library, flagPath string, getenv func(string) string) (string, error) {
 	var tried []string
-	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv(env), "$" + env}}
+	envWhy := "$" + lib.headerEnv
+	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv(lib.headerEnv), envWhy}}
 	home := getenv("CUDA_HOME")
 	if home != "" {
-		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", name), "$CUDA_HOME/include"})
+		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", lib.header), "$CUDA_HOME/include"})
 	} else {
-		candidates = append(candidates, struct{ path, why string }{"/usr/local/cuda/include/" + name, "default CUDA_HOME"})
+		candidates = append(candidates, struct{ path, why string }{filepath.Join("/usr/local/cuda/include", lib.header), "default CUDA_HOME"})
 	}
 	for _, c := range candidates {
 		if c.path == "" {
@@ -114,11 +105,11 @@ func findHeaderFor(flagPath string, getenv func(string) string, name, env string
 			return c.path, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s (%s)", c.path, c.why))
-		if c.why == "-header" || c.why == "$"+env {
+		if c.why == "-header" || c.why == envWhy {
 			break // an explicit choice that is missing is an error, not a hint to look elsewhere
 		}
 	}
-	return "", fmt.Errorf("%s not found; looked in %s; Fix: pass -header or set %s to a CUDA toolkit's include/%s", name, strings.Join(tried, ", "), env, name)
+	return "", fmt.Errorf("%s not found; looked in %s; Fix: pass -header or set %s to a CUDA toolkit's include/%s", lib.header, strings.Join(tried, ", "), lib.headerEnv, lib.header)
 }
 
 // writeIfChanged leaves an identical file untouched, so regenerating keeps

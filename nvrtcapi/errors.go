@@ -40,16 +40,27 @@ var ErrMissingSymbol = errors.New("nvrtcapi: NVRTC entry point missing")
 // fail.
 type MissingSymbolError struct {
 	Symbol string // the symbol looked up
-	Err    error  // the loader's reason, when it gave one
+	// Since is the CUDA toolkit version (1000*major + 10*minor) whose NVRTC
+	// introduced it.
+	Since int
+	// Undeclared is set when the nvrtc.h the bindings were generated from
+	// did not declare it, so no library is asked.
+	Undeclared bool
+	Err        error // the loader's reason, when it gave one
 }
 
-// Error names the symbol and says what to do.
+// Error names the symbol, the version that has it, and says what to do.
 func (e *MissingSymbolError) Error() string {
-	msg := "nvrtcapi: libnvrtc has no symbol " + e.Symbol
+	ver := fmt.Sprintf("CUDA %d.%d", e.Since/1000, e.Since%1000/10)
+	if e.Undeclared {
+		return fmt.Sprintf("nvrtcapi: %s (%s) is not in these bindings: the nvrtc.h they were generated from does not declare it; Fix: regenerate them from the nvrtc.h of %s or newer (make generate NVRTC_H=...)",
+			e.Symbol, ver, ver)
+	}
+	msg := "nvrtcapi: the loaded libnvrtc has no " + e.Symbol + ", which appeared in " + ver
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
-	return msg + "; Fix: install a newer CUDA toolkit's NVRTC, or avoid this call with this one"
+	return msg + "; Fix: install the NVRTC of " + ver + " or newer, or avoid this call with this one"
 }
 
 // Is makes errors.Is(err, ErrMissingSymbol) true.

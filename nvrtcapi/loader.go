@@ -33,15 +33,29 @@ var nvrtc = &loader{open: openDefault}
 
 // proc is one lazily resolved NVRTC symbol.
 type proc struct {
-	name string
-	addr atomic.Uintptr
+	name  string
+	since int // CUDA toolkit whose NVRTC introduced it
+	// undeclared is set when the nvrtc.h the bindings came from lacked the
+	// symbol: it is never looked up.
+	undeclared bool
+	addr       atomic.Uintptr
 }
 
-func newProc(name string) *proc {
-	p := &proc{name: name}
-	nvrtc.mu.Lock()
-	nvrtc.procs = append(nvrtc.procs, p)
-	nvrtc.mu.Unlock()
+// newProc registers a symbol with the loader. The generated code passes one
+// name: NVRTC has no versioned symbols.
+func (l *loader) newProc(since int, names ...string) *proc {
+	p := &proc{name: names[0], since: since}
+	l.mu.Lock()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	return p
+}
+
+// newUndeclaredProc registers a symbol the header lacked: every call fails
+// with *MissingSymbolError.
+func (l *loader) newUndeclaredProc(since int, names ...string) *proc {
+	p := l.newProc(since, names...)
+	p.undeclared = true
 	return p
 }
 
@@ -60,9 +74,12 @@ func (p *proc) find() (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
+	if p.undeclared {
+		return 0, &MissingSymbolError{Symbol: p.name, Since: p.since, Undeclared: true}
+	}
 	a, err := lib.lookup(p.name)
 	if err != nil || a == 0 {
-		return 0, &MissingSymbolError{Symbol: p.name, Err: err}
+		return 0, &MissingSymbolError{Symbol: p.name, Since: p.since, Err: err}
 	}
 	p.addr.Store(a)
 	return a, nil

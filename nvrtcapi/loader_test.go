@@ -84,8 +84,26 @@ func TestMissingSymbol(t *testing.T) {
 	var ms *MissingSymbolError
 	require.ErrorAs(t, err, &ms)
 	assert.Equal(t, "nvrtcGetNumSupportedArchs", ms.Symbol)
+	assert.Equal(t, 11020, ms.Since)
+	assert.Contains(t, err.Error(), "appeared in CUDA 11.2")
 	assert.ErrorIs(t, err, ErrMissingSymbol)
 	assert.Equal(t, 1, countFix(err.Error()))
+}
+
+func TestUndeclaredProcNeverLooksUp(t *testing.T) {
+	restore := nvrtc.swap(func() (library, error) { return fakeLib{"nvrtcX": 1}, nil })
+	defer restore()
+	p := nvrtc.newUndeclaredProc(13000, "nvrtcX")
+	_, err := p.find()
+	var ms *MissingSymbolError
+	require.ErrorAs(t, err, &ms)
+	assert.True(t, ms.Undeclared)
+	assert.Contains(t, err.Error(), "not in these bindings")
+	assert.Equal(t, 1, countFix(err.Error()))
+	q := nvrtc.newProc(13000, "nvrtcX")
+	a, err := q.find()
+	require.NoError(t, err)
+	assert.Equal(t, uintptr(1), a)
 }
 
 func TestResultError(t *testing.T) {

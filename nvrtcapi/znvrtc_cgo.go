@@ -11,74 +11,74 @@ package nvrtcapi
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef int (*vyre_nvrtcVersion_fn)(int*, int*);
-static int vyre_nvrtcVersion(uintptr_t fn, int* p0, int* p1) {
-	return ((vyre_nvrtcVersion_fn)fn)(p0, p1);
+typedef int (*vyre_Version_fn)(int*, int*);
+static int vyre_Version(uintptr_t fn, int* p0, int* p1) {
+	return ((vyre_Version_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetNumSupportedArchs_fn)(int*);
-static int vyre_nvrtcGetNumSupportedArchs(uintptr_t fn, int* p0) {
-	return ((vyre_nvrtcGetNumSupportedArchs_fn)fn)(p0);
+typedef int (*vyre_GetNumSupportedArchs_fn)(int*);
+static int vyre_GetNumSupportedArchs(uintptr_t fn, int* p0) {
+	return ((vyre_GetNumSupportedArchs_fn)fn)(p0);
 }
 
-typedef int (*vyre_nvrtcGetSupportedArchs_fn)(void*);
-static int vyre_nvrtcGetSupportedArchs(uintptr_t fn, void* p0) {
-	return ((vyre_nvrtcGetSupportedArchs_fn)fn)(p0);
+typedef int (*vyre_GetSupportedArchs_fn)(void*);
+static int vyre_GetSupportedArchs(uintptr_t fn, void* p0) {
+	return ((vyre_GetSupportedArchs_fn)fn)(p0);
 }
 
-typedef int (*vyre_nvrtcCreateProgram_fn)(void**, const char*, const char*, int, void*, void*);
-static int vyre_nvrtcCreateProgram(uintptr_t fn, uintptr_t* p0, const char* p1, const char* p2, int p3, void* p4, void* p5) {
-	return ((vyre_nvrtcCreateProgram_fn)fn)((void**)p0, p1, p2, p3, p4, p5);
+typedef int (*vyre_CreateProgram_fn)(void**, const char*, const char*, int, void*, void*);
+static int vyre_CreateProgram(uintptr_t fn, uintptr_t* p0, const char* p1, const char* p2, int p3, void* p4, void* p5) {
+	return ((vyre_CreateProgram_fn)fn)((void**)p0, p1, p2, p3, p4, p5);
 }
 
-typedef int (*vyre_nvrtcDestroyProgram_fn)(void*);
-static int vyre_nvrtcDestroyProgram(uintptr_t fn, void* p0) {
-	return ((vyre_nvrtcDestroyProgram_fn)fn)(p0);
+typedef int (*vyre_DestroyProgram_fn)(void*);
+static int vyre_DestroyProgram(uintptr_t fn, void* p0) {
+	return ((vyre_DestroyProgram_fn)fn)(p0);
 }
 
-typedef int (*vyre_nvrtcCompileProgram_fn)(void*, int, void*);
-static int vyre_nvrtcCompileProgram(uintptr_t fn, uintptr_t p0, int p1, void* p2) {
-	return ((vyre_nvrtcCompileProgram_fn)fn)((void*)p0, p1, p2);
+typedef int (*vyre_CompileProgram_fn)(void*, int, void*);
+static int vyre_CompileProgram(uintptr_t fn, uintptr_t p0, int p1, void* p2) {
+	return ((vyre_CompileProgram_fn)fn)((void*)p0, p1, p2);
 }
 
-typedef int (*vyre_nvrtcGetPTXSize_fn)(void*, size_t*);
-static int vyre_nvrtcGetPTXSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
-	return ((vyre_nvrtcGetPTXSize_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetPTXSize_fn)(void*, size_t*);
+static int vyre_GetPTXSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
+	return ((vyre_GetPTXSize_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetPTX_fn)(void*, void*);
-static int vyre_nvrtcGetPTX(uintptr_t fn, uintptr_t p0, void* p1) {
-	return ((vyre_nvrtcGetPTX_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetPTX_fn)(void*, void*);
+static int vyre_GetPTX(uintptr_t fn, uintptr_t p0, void* p1) {
+	return ((vyre_GetPTX_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetCUBINSize_fn)(void*, size_t*);
-static int vyre_nvrtcGetCUBINSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
-	return ((vyre_nvrtcGetCUBINSize_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetCUBINSize_fn)(void*, size_t*);
+static int vyre_GetCUBINSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
+	return ((vyre_GetCUBINSize_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetCUBIN_fn)(void*, void*);
-static int vyre_nvrtcGetCUBIN(uintptr_t fn, uintptr_t p0, void* p1) {
-	return ((vyre_nvrtcGetCUBIN_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetCUBIN_fn)(void*, void*);
+static int vyre_GetCUBIN(uintptr_t fn, uintptr_t p0, void* p1) {
+	return ((vyre_GetCUBIN_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetProgramLogSize_fn)(void*, size_t*);
-static int vyre_nvrtcGetProgramLogSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
-	return ((vyre_nvrtcGetProgramLogSize_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetProgramLogSize_fn)(void*, size_t*);
+static int vyre_GetProgramLogSize(uintptr_t fn, uintptr_t p0, size_t* p1) {
+	return ((vyre_GetProgramLogSize_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetProgramLog_fn)(void*, void*);
-static int vyre_nvrtcGetProgramLog(uintptr_t fn, uintptr_t p0, void* p1) {
-	return ((vyre_nvrtcGetProgramLog_fn)fn)((void*)p0, p1);
+typedef int (*vyre_GetProgramLog_fn)(void*, void*);
+static int vyre_GetProgramLog(uintptr_t fn, uintptr_t p0, void* p1) {
+	return ((vyre_GetProgramLog_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcAddNameExpression_fn)(void*, const char*);
-static int vyre_nvrtcAddNameExpression(uintptr_t fn, uintptr_t p0, const char* p1) {
-	return ((vyre_nvrtcAddNameExpression_fn)fn)((void*)p0, p1);
+typedef int (*vyre_AddNameExpression_fn)(void*, const char*);
+static int vyre_AddNameExpression(uintptr_t fn, uintptr_t p0, const char* p1) {
+	return ((vyre_AddNameExpression_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_nvrtcGetLoweredName_fn)(void*, const char*, const char**);
-static int vyre_nvrtcGetLoweredName(uintptr_t fn, uintptr_t p0, const char* p1, const char** p2) {
-	return ((vyre_nvrtcGetLoweredName_fn)fn)((void*)p0, p1, p2);
+typedef int (*vyre_GetLoweredName_fn)(void*, const char*, const char**);
+static int vyre_GetLoweredName(uintptr_t fn, uintptr_t p0, const char* p1, const char** p2) {
+	return ((vyre_GetLoweredName_fn)fn)((void*)p0, p1, p2);
 }
 
 */
@@ -86,64 +86,68 @@ import "C"
 
 import "unsafe"
 
-// The driver symbols the wrappers call, resolved on first use.
+// The symbols the wrappers call, resolved on first use.
 var (
-	procVersion              = newProc("nvrtcVersion")
-	procGetNumSupportedArchs = newProc("nvrtcGetNumSupportedArchs")
-	procGetSupportedArchs    = newProc("nvrtcGetSupportedArchs")
-	procCreateProgram        = newProc("nvrtcCreateProgram")
-	procDestroyProgram       = newProc("nvrtcDestroyProgram")
-	procCompileProgram       = newProc("nvrtcCompileProgram")
-	procGetPTXSize           = newProc("nvrtcGetPTXSize")
-	procGetPTX               = newProc("nvrtcGetPTX")
-	procGetCUBINSize         = newProc("nvrtcGetCUBINSize")
-	procGetCUBIN             = newProc("nvrtcGetCUBIN")
-	procGetProgramLogSize    = newProc("nvrtcGetProgramLogSize")
-	procGetProgramLog        = newProc("nvrtcGetProgramLog")
-	procAddNameExpression    = newProc("nvrtcAddNameExpression")
-	procGetLoweredName       = newProc("nvrtcGetLoweredName")
+	procVersion              = nvrtc.newProc(7000, "nvrtcVersion")
+	procGetNumSupportedArchs = nvrtc.newProc(11020, "nvrtcGetNumSupportedArchs")
+	procGetSupportedArchs    = nvrtc.newProc(11020, "nvrtcGetSupportedArchs")
+	procCreateProgram        = nvrtc.newProc(7000, "nvrtcCreateProgram")
+	procDestroyProgram       = nvrtc.newProc(7000, "nvrtcDestroyProgram")
+	procCompileProgram       = nvrtc.newProc(7000, "nvrtcCompileProgram")
+	procGetPTXSize           = nvrtc.newProc(7000, "nvrtcGetPTXSize")
+	procGetPTX               = nvrtc.newProc(7000, "nvrtcGetPTX")
+	procGetCUBINSize         = nvrtc.newProc(11010, "nvrtcGetCUBINSize")
+	procGetCUBIN             = nvrtc.newProc(11010, "nvrtcGetCUBIN")
+	procGetProgramLogSize    = nvrtc.newProc(7000, "nvrtcGetProgramLogSize")
+	procGetProgramLog        = nvrtc.newProc(7000, "nvrtcGetProgramLog")
+	procAddNameExpression    = nvrtc.newProc(8000, "nvrtcAddNameExpression")
+	procGetLoweredName       = nvrtc.newProc(8000, "nvrtcGetLoweredName")
 )
 
 // Silence unused-import checks when no wrapper needs unsafe.
 var _ unsafe.Pointer
 
 // Version calls nvrtcVersion.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func Version() (major int32, minor int32, err error) {
 	fn, err := procVersion.find()
 	if err != nil {
 		return 0, 0, err
 	}
-	if r := Result(C.vyre_nvrtcVersion(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&major)), (*C.int)(unsafe.Pointer(&minor)))); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_Version(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&major)), (*C.int)(unsafe.Pointer(&minor)))); r != NVRTC_SUCCESS {
 		return 0, 0, r
 	}
 	return major, minor, nil
 }
 
 // GetNumSupportedArchs calls nvrtcGetNumSupportedArchs.
+// It needs an NVRTC for CUDA 11.2 or newer.
 func GetNumSupportedArchs() (numArchs int32, err error) {
 	fn, err := procGetNumSupportedArchs.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_nvrtcGetNumSupportedArchs(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&numArchs)))); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetNumSupportedArchs(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&numArchs)))); r != NVRTC_SUCCESS {
 		return 0, r
 	}
 	return numArchs, nil
 }
 
 // GetSupportedArchs calls nvrtcGetSupportedArchs.
+// It needs an NVRTC for CUDA 11.2 or newer.
 func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
 	fn, err := procGetSupportedArchs.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcGetSupportedArchs(C.uintptr_t(fn), supportedArchs)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetSupportedArchs(C.uintptr_t(fn), supportedArchs)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // CreateProgram calls nvrtcCreateProgram.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Pointer, includeNames unsafe.Pointer) (prog Program, err error) {
 	fn, err := procCreateProgram.find()
 	if err != nil {
@@ -153,134 +157,144 @@ func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Poi
 	defer C.free(unsafe.Pointer(cSrc))
 	cName := C.CString(name)
 	defer C.free(unsafe.Pointer(cName))
-	if r := Result(C.vyre_nvrtcCreateProgram(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&prog)), cSrc, cName, C.int(numHeaders), headers, includeNames)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_CreateProgram(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&prog)), cSrc, cName, C.int(numHeaders), headers, includeNames)); r != NVRTC_SUCCESS {
 		return 0, r
 	}
 	return prog, nil
 }
 
 // DestroyProgram calls nvrtcDestroyProgram.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func DestroyProgram(prog unsafe.Pointer) (err error) {
 	fn, err := procDestroyProgram.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcDestroyProgram(C.uintptr_t(fn), prog)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_DestroyProgram(C.uintptr_t(fn), prog)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // CompileProgram calls nvrtcCompileProgram.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err error) {
 	fn, err := procCompileProgram.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcCompileProgram(C.uintptr_t(fn), C.uintptr_t(prog), C.int(numOptions), options)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_CompileProgram(C.uintptr_t(fn), C.uintptr_t(prog), C.int(numOptions), options)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // GetPTXSize calls nvrtcGetPTXSize.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
 	fn, err := procGetPTXSize.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_nvrtcGetPTXSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&ptxSizeRet)))); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetPTXSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&ptxSizeRet)))); r != NVRTC_SUCCESS {
 		return 0, r
 	}
 	return ptxSizeRet, nil
 }
 
 // GetPTX calls nvrtcGetPTX.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
 	fn, err := procGetPTX.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcGetPTX(C.uintptr_t(fn), C.uintptr_t(prog), ptx)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetPTX(C.uintptr_t(fn), C.uintptr_t(prog), ptx)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // GetCUBINSize calls nvrtcGetCUBINSize.
+// It needs an NVRTC for CUDA 11.1 or newer.
 func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
 	fn, err := procGetCUBINSize.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_nvrtcGetCUBINSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&cubinSizeRet)))); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetCUBINSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&cubinSizeRet)))); r != NVRTC_SUCCESS {
 		return 0, r
 	}
 	return cubinSizeRet, nil
 }
 
 // GetCUBIN calls nvrtcGetCUBIN.
+// It needs an NVRTC for CUDA 11.1 or newer.
 func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
 	fn, err := procGetCUBIN.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcGetCUBIN(C.uintptr_t(fn), C.uintptr_t(prog), cubin)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetCUBIN(C.uintptr_t(fn), C.uintptr_t(prog), cubin)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // GetProgramLogSize calls nvrtcGetProgramLogSize.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
 	fn, err := procGetProgramLogSize.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_nvrtcGetProgramLogSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&logSizeRet)))); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetProgramLogSize(C.uintptr_t(fn), C.uintptr_t(prog), (*C.size_t)(unsafe.Pointer(&logSizeRet)))); r != NVRTC_SUCCESS {
 		return 0, r
 	}
 	return logSizeRet, nil
 }
 
 // GetProgramLog calls nvrtcGetProgramLog.
+// It needs an NVRTC for CUDA 7.0 or newer.
 func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
 	fn, err := procGetProgramLog.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_nvrtcGetProgramLog(C.uintptr_t(fn), C.uintptr_t(prog), log)); r != NVRTC_SUCCESS {
+	if r := Result(C.vyre_GetProgramLog(C.uintptr_t(fn), C.uintptr_t(prog), log)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // AddNameExpression calls nvrtcAddNameExpression.
-func AddNameExpression(prog Program, name_expression string) (err error) {
+// It needs an NVRTC for CUDA 8.0 or newer.
+func AddNameExpression(prog Program, nameExpression string) (err error) {
 	fn, err := procAddNameExpression.find()
 	if err != nil {
 		return err
 	}
-	cName_expression := C.CString(name_expression)
-	defer C.free(unsafe.Pointer(cName_expression))
-	if r := Result(C.vyre_nvrtcAddNameExpression(C.uintptr_t(fn), C.uintptr_t(prog), cName_expression)); r != NVRTC_SUCCESS {
+	cNameExpression := C.CString(nameExpression)
+	defer C.free(unsafe.Pointer(cNameExpression))
+	if r := Result(C.vyre_AddNameExpression(C.uintptr_t(fn), C.uintptr_t(prog), cNameExpression)); r != NVRTC_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // GetLoweredName calls nvrtcGetLoweredName.
-func GetLoweredName(prog Program, name_expression string) (lowered_name string, err error) {
+// It needs an NVRTC for CUDA 8.0 or newer.
+func GetLoweredName(prog Program, nameExpression string) (loweredName string, err error) {
 	fn, err := procGetLoweredName.find()
 	if err != nil {
 		return "", err
 	}
-	cName_expression := C.CString(name_expression)
-	defer C.free(unsafe.Pointer(cName_expression))
-	var lowered_nameC *C.char
-	if r := Result(C.vyre_nvrtcGetLoweredName(C.uintptr_t(fn), C.uintptr_t(prog), cName_expression, &lowered_nameC)); r != NVRTC_SUCCESS {
+	cNameExpression := C.CString(nameExpression)
+	defer C.free(unsafe.Pointer(cNameExpression))
+	var loweredNameC *C.char
+	if r := Result(C.vyre_GetLoweredName(C.uintptr_t(fn), C.uintptr_t(prog), cNameExpression, &loweredNameC)); r != NVRTC_SUCCESS {
 		return "", r
 	}
-	lowered_name = C.GoString(lowered_nameC)
-	return lowered_name, nil
+	loweredName = C.GoString(loweredNameC)
+	return loweredName, nil
 }

@@ -4,13 +4,9 @@
 
 package nvrtcapi
 
-// Result is an nvrtcResult: the status every NVRTC entry point returns. It
-// implements error; a wrapper returns a Result only for a status other than
-// NVRTC_SUCCESS.
+// Result is a nvrtcResult: the status every entry point returns. It implements
+// error; a wrapper returns a Result only for a status other than NVRTC_SUCCESS.
 type Result int32
-
-// Program is an opaque NVRTC program handle (nvrtcProgram). Zero is no program.
-type Program uintptr
 
 // The nvrtcResult enumerators, named and numbered as in nvrtc.h.
 const (

@@ -113,12 +113,16 @@ func TestInfo(t *testing.T) {
 		{
 			name: "two GPUs",
 			devs: []core.DeviceSummary{
-				{Ordinal: 0, Name: "NVIDIA H200", TotalMemory: 150 << 30, CCMajor: 9, CCMinor: 0, DriverVersion: 13000},
-				{Ordinal: 1, Name: "NVIDIA L4", TotalMemory: 24 << 30, CCMajor: 8, CCMinor: 9, DriverVersion: 13000},
+				{Ordinal: 0, Name: "NVIDIA H200", TotalMemory: 150 << 30, CCMajor: 9, CCMinor: 0, DriverVersion: 13000,
+					Capabilities: sim.DefaultCapabilities()},
+				{Ordinal: 1, Name: "NVIDIA L4", TotalMemory: 24 << 30, CCMajor: 8, CCMinor: 9, DriverVersion: 13000,
+					Capabilities: core.Capabilities{DriverVersion: 13000, Graphs: true, MemoryPools: true}},
 			},
 			code: exitOK,
-			want: []string{"driver: CUDA 13.0", "devices: 2", "[0] NVIDIA H200: 150 GiB, compute capability 9.0",
-				"[1] NVIDIA L4: 24 GiB, compute capability 8.9"},
+			want: []string{"driver: CUDA 13.0", "devices: 2", "[0] NVIDIA H200: 150 GiB, compute capability 9.0\n" +
+				"      offers: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access\n",
+				"[1] NVIDIA L4: 24 GiB, compute capability 8.9\n      offers: stream-ordered memory pools, graphs; " +
+					"lacks: batched copies, conditional graph nodes, virtual memory management, peer access\n"},
 			notWant: "no GPU",
 		},
 		{

@@ -49,6 +49,17 @@ type Config struct {
 	// AnyFunction makes ModuleFunction succeed for any name, not only for
 	// names declared with ".entry name" in the module image.
 	AnyFunction bool
+	// Capabilities, when set, is what Capabilities reports, so tests can
+	// take optional features away (default: DefaultCapabilities()).
+	Capabilities *core.Capabilities
+}
+
+// DefaultCapabilities is what a simulated device reports unless
+// Config.Capabilities says otherwise: every optional feature, on a CUDA 13.0
+// driver.
+func DefaultCapabilities() core.Capabilities {
+	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
+		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
@@ -58,7 +69,8 @@ type Config struct {
 // and queued work (including host kernels) runs with that mutex held, so a
 // host kernel must not call back into the Device.
 type Device struct {
-	mu   sync.Mutex // guards every field below
+	caps core.Capabilities // fixed at New; read without the lock
+	mu   sync.Mutex        // guards every field below
 	cfg  Config
 	info core.DeviceInfo
 
@@ -115,8 +127,13 @@ func New(cfg Config) *Device {
 		fmt.Fprintf(h, "sim|%s|%d.%d", cfg.Name, cfg.CCMajor, cfg.CCMinor)
 		cfg.FeatureKey = h.Sum64()
 	}
+	caps := DefaultCapabilities()
+	if cfg.Capabilities != nil {
+		caps = *cfg.Capabilities
+	}
 	return &Device{
-		cfg: cfg,
+		cfg:  cfg,
+		caps: caps,
 		info: core.DeviceInfo{
 			Ordinal:     cfg.Ordinal,
 			Name:        cfg.Name,

@@ -3,7 +3,9 @@
  * written by the vyrecuda project for the generator's golden tests. It has a
  * status enum, an opaque program handle, C string arrays, caller-sized
  * buffers, an out-parameter string, and a function returning something other
- * than the status type. It includes no system header.
+ * than the status type. It lacks the newer entry points (cubin output, the
+ * architecture list), which the generator builds from their protos. It
+ * includes no system header.
  */
 #ifndef VYRE_NVRTC_FIXTURE_H
 #define VYRE_NVRTC_FIXTURE_H
@@ -35,6 +37,8 @@ nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog);
 nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options);
 nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet);
 nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx);
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet);
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
 nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char * const name_expression);
 nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *const name_expression,
                                 const char **lowered_name);

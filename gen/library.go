@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// library is everything the generator needs to bind one C library: the header
+// to read, the entry table, the type rules and where the output goes. Adding a
+// library (nvrtc.h, nccl.h) is one more value in libraries; the parsing,
+// classification and emitting code is shared.
+type library struct {
+	name      string // -lib value, e.g. "driver"
+	prefix    string // C name prefix the naming rule strips: "cu" when empty
+	runtime   string // what a call needs, in doc comments: "a driver" when empty
+	header    string // header file name, e.g. "cuda.h"
+	headerEnv string // environment variable naming the header, e.g. "CUDA_H"
+	// versionMacro is the header's integer version macro (CUDA_VERSION); a
+	// header without it is refused. Empty for a header that has none
+	// (nvrtc.h): since versions are then not checked against the header.
+	versionMacro string
+	// versionConst names the Go constant that records versionMacro.
+	versionConst string
+	// status is the type rule of the C status every entry point returns; its
+	// enumerators become the Go error type's constants.
+	status  typeRule
+	success string // the status enumerator meaning success, e.g. CUDA_SUCCESS
+
+	entries        []entry
+	types          []typeRule // C-to-Go type table (status first)
+	constantEnums  []string   // flag enums emitted as untyped constants
+	constantMacros []string   // integer macros emitted as untyped constants
+
+	// loader is the Go expression (in the output package) of the loader the
+	// generated procs register with, e.g. "driver".
+	loader string
+	// notFound is the Go error every wrapper returns when built without cgo.
+	notFound string
+	// files are the output file names, in emit order: status, types, cgo
+	// wrappers, no-cgo wrappers.
+	files [4]string
+}
+
+// libraries are the libraries gen knows, by -lib name.
+var libraries = map[string]*library{
+	"driver": &driverLibrary,
+}
+
+// driverLibrary is the CUDA driver API (libcuda, cuda.h).
+var driverLibrary = library{
+	name:         "driver",
+	header:       "cuda.h",
+	headerEnv:    "CUDA_H",
+	versionMacro: "CUDA_VERSION",
+	versionConst: "HeaderVersion",
+	status:       driverTypes[0],
+	success:      "CUDA_SUCCESS",
+
+	entries:        driverEntries,
+	types:          driverTypes,
+	constantEnums:  constantEnums,
+	constantMacros: constantMacros,
+
+	loader:   "driver",
+	notFound: "ErrDriverNotFound",
+	files:    [4]string{"zresult.go", "ztypes.go", "zdriver_cgo.go", "zdriver_nocgo.go"},
+}
+
+// runtimeName names what the generated calls need at run time.
+func (l *library) runtimeName() string {
+	if l.runtime == "" {
+		return "a driver"
+	}
+	return l.runtime
+}
+
+// withEntries returns a copy of l that binds entries instead of its own (tests).
+func (l *library) withEntries(entries []entry) *library {
+	c := *l
+	c.entries = entries
+	return &c
+}
+
+// libraryNames lists the known -lib values, sorted, for messages.
+func libraryNames() string {
+	var names []string
+	for n := range libraries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// lookupLibrary finds a library by -lib name.
+func lookupLibrary(name string) (*library, error) {
+	if l, ok := libraries[name]; ok {
+		return l, nil
+	}
+	return nil, fmt.Errorf("unknown library %q; Fix: pass -lib with one of %s", name, libraryNames())
+}
+
+// ruleByTypedef finds the type rule for a C typedef name.
+func (l *library) ruleByTypedef(name string) (typeRule, bool) {
+	for _, r := range l.types {
+		if r.c == name {
+			return r, true
+		}
+	}
+	return typeRule{}, false
+}
