@@ -199,7 +199,7 @@ func TestGPUCompileSecondBackendHitsTheDiskCache(t *testing.T) {
 	require.NoError(t, err)
 	c2, _ := p2.Compiled()
 	assert.True(t, c2.Cached)
-	assert.Zero(t, second.Calls(), "the second Backend called NVRTC no time")
+	assert.Zero(t, second.Calls(), "the second Backend did not call NVRTC")
 	assert.Equal(t, uint64(1), second.CacheHits())
 
 	// The cached image runs.

@@ -217,6 +217,10 @@ func (p *Program) checkTyped(op string, step int, cfg *DispatchConfig) (LaunchCo
 	bad := func(detail, fix string) (LaunchConfig, error) {
 		return LaunchConfig{}, newError(op, KindInvalidArgument, stepPrefix(step)+detail, fix)
 	}
+	if !p.typed() {
+		return bad(fmt.Sprintf("program %q takes buffers and u32 Scalars, not typed Args (got %d)", p.spec.Name, len(cfg.Args)),
+			"pass Bufs and DispatchConfig.Scalars, or declare ProgramSpec.Params to pass typed Args")
+	}
 	if len(cfg.Args) != len(p.spec.Params) {
 		return bad(fmt.Sprintf("program %q takes %d arguments %v but got %d", p.spec.Name, len(p.spec.Params), p.spec.Params, len(cfg.Args)),
 			"pass exactly one Arg per declared parameter, in order")

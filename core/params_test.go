@@ -127,6 +127,16 @@ func TestTypedDispatchRefusalsQueueNothing(t *testing.T) {
 	require.NoError(t, b.FreeResident(buf), "nothing was left in flight")
 }
 
+func TestTypedArgsToAU32ProgramAreRefused(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	buf, err := b.AllocateResident(16)
+	require.NoError(t, err)
+	before := dev.Calls(sim.OpLaunch)
+	err = b.DispatchResident(core.ProgramFillU32(), []core.Buffer{buf}, core.DispatchConfig{Scalars: []uint32{1}, Args: []core.Arg{core.ArgUint32(1)}})
+	requireErrKind(t, err, core.ErrInvalidArgument, "not typed Args")
+	assert.Equal(t, before, dev.Calls(sim.OpLaunch))
+}
+
 func TestTypedProgramSpecRefusals(t *testing.T) {
 	base := core.ProgramSpec{Image: []byte(".entry k {}"), Entry: "k", Grid: core.GridRule{Blocks: 1}}
 	for name, mod := range map[string]func(*core.ProgramSpec){

@@ -203,7 +203,7 @@ func (p *Program) blocks(elements int) uint32 {
 // its launch geometry and element count (0 when the grid is fixed). step
 // names the step in messages (negative: a single dispatch).
 func (p *Program) checkDispatch(op string, step int, bufs []Buffer, cfg *DispatchConfig) (LaunchConfig, uint32, error) {
-	if p.typed() {
+	if p.typed() || len(cfg.Args) > 0 {
 		lc, err := p.checkTyped(op, step, cfg)
 		return lc, 0, err
 	}
