@@ -180,6 +180,7 @@ type causeText struct {
 	text string // replaces err's text when set
 }
 
+// Error returns the cause's text without its Fix sentence.
 func (c causeText) Error() string {
 	if c.text != "" {
 		return c.text
@@ -191,4 +192,5 @@ func (c causeText) Error() string {
 	return s
 }
 
+// Unwrap returns the cause.
 func (c causeText) Unwrap() error { return c.err }

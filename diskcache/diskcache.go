@@ -102,6 +102,17 @@ func (c *Cache) Get(k Key) (data []byte, ok bool) {
 	return data, true
 }
 
+// header returns the bytes an entry file holds before data: the magic,
+// data's length and its SHA-256.
+func header(data []byte) [headerLen]byte {
+	var hdr [headerLen]byte
+	copy(hdr[:], magic)
+	binary.LittleEndian.PutUint64(hdr[len(magic):], uint64(len(data)))
+	sum := sha256.Sum256(data)
+	copy(hdr[len(magic)+8:], sum[:])
+	return hdr
+}
+
 // decode checks an entry file and returns its data.
 func decode(raw []byte) ([]byte, error) {
 	if len(raw) < headerLen || !bytes.HasPrefix(raw, []byte(magic)) {
@@ -131,11 +142,7 @@ func (c *Cache) Put(k Key, data []byte) error {
 		return fmt.Errorf("diskcache: %w; Fix: check the cache directory's permissions and free space", err)
 	}
 	tmp := f.Name()
-	var hdr [headerLen]byte
-	copy(hdr[:], magic)
-	binary.LittleEndian.PutUint64(hdr[len(magic):], uint64(len(data)))
-	sum := sha256.Sum256(data)
-	copy(hdr[len(magic)+8:], sum[:])
+	hdr := header(data)
 	_, err = f.Write(hdr[:])
 	if err == nil {
 		_, err = f.Write(data)

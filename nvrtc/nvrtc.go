@@ -56,13 +56,16 @@ type system struct{}
 // System returns the Toolchain over the libnvrtc the loader finds.
 func System() Toolchain { return system{} }
 
+// Version asks libnvrtc for its version.
 func (system) Version() (int, int, error) {
 	ma, mi, err := nvrtcapi.Version()
 	return int(ma), int(mi), err
 }
 
+// SupportedArchs asks libnvrtc for the architectures it compiles for.
 func (system) SupportedArchs() ([]int, error) { return nvrtcapi.SupportedArchs() }
 
+// Compile runs one compilation through libnvrtc.
 func (system) Compile(req nvrtcapi.Request) (nvrtcapi.Output, error) { return nvrtcapi.Compile(req) }
 
 // Options are the compile options a caller chooses.
