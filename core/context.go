@@ -36,11 +36,11 @@ func (p *Pending) readyCtx(op string, ctx context.Context) error {
 	}
 	delay := time.Duration(0)
 	for spins := 0; ; spins++ {
-		if err := ctx.Err(); err != nil {
-			return cancelled(op, err)
-		}
 		if done, _ := p.IsReady(); done {
 			return nil // the failure, if any, is reported by the caller's Await
+		}
+		if err := ctx.Err(); err != nil {
+			return cancelled(op, err)
 		}
 		if spins < 64 {
 			continue // work that finishes within microseconds is collected at once
@@ -62,7 +62,8 @@ func cancelled(op string, cause error) *Error {
 }
 
 // AwaitContext is Await that stops waiting when ctx is done; see the note
-// on waiting with a context above for what happens to the work then.
+// on waiting with a context above for what happens to the work then. Work
+// that has already finished is reported even when ctx is done.
 func (p *Pending) AwaitContext(ctx context.Context) error {
 	const op = "Pending.AwaitContext"
 	if p == nil {
@@ -113,7 +114,9 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		b.abandoned.Add(1)
 		go func() {
 			defer b.abandoned.Done()
-			_ = p.Close() // a failure was the work's own; Close released everything either way
+			if err := p.Close(); err != nil { // Close released everything either way
+				b.log.Error("work whose RunContext was cancelled failed on the device", "op", op, "err", err)
+			}
 		}()
 		return dst, err
 	}

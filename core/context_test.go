@@ -120,6 +120,11 @@ func TestRunContextForms(t *testing.T) {
 	got, err := b.DownloadResident(h)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{3, 3, 3, 3}, got, "a done context queues nothing")
+	p0, err := b.RunAsync(core.Batch{Fills: []core.Fill{{Buf: h, Value: 6}}, Reads: []core.Range{{Buf: h, Len: 4}}})
+	require.NoError(t, err)
+	out, err = p0.AwaitIntoContext(ctx, nil) // ctx is done, but the work has finished: its result wins
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{{6, 6, 6, 6}}, out)
 	//nolint:staticcheck // a nil context is exactly what is being refused
 	_, err = b.RunContext(nil, core.Batch{}, nil)
 	requireErrKind(t, err, core.ErrInvalidArgument, "context is nil")

@@ -84,6 +84,8 @@ type Options struct {
 	// LineInfo passes -lineinfo (source lines for profilers).
 	LineInfo bool
 	// Extra are further NVRTC options, passed as given after the others.
+	// The target architecture is the Compiler's choice: -arch and
+	// --gpu-architecture are refused here.
 	Extra []string
 }
 
@@ -269,6 +271,11 @@ func (e *UnsupportedDeviceError) Error() string {
 func (c *Compiler) Compile(src Source, major, minor int) (Result, error) {
 	if src.Entry == "" {
 		return Result{}, errors.New("nvrtc: no entry; Fix: name the kernel (or a template instance) in Entry")
+	}
+	for _, o := range src.Options.Extra {
+		if strings.HasPrefix(o, "-arch") || strings.HasPrefix(o, "--gpu-architecture") {
+			return Result{}, fmt.Errorf("nvrtc: option %q chooses the architecture; Fix: leave it out, the Compiler targets the device", o)
+		}
 	}
 	version, archs, err := c.info()
 	if err != nil {

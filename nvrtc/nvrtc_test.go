@@ -108,6 +108,14 @@ func TestCompileTargetsAndOptions(t *testing.T) {
 
 	_, err = c.Compile(Source{Code: "k"}, 9, 0)
 	assert.ErrorContains(t, err, "Fix:")
+	for _, o := range []string{"-arch=sm_80", "--gpu-architecture=compute_80", "-arch", "sm_80"} {
+		_, err = c.Compile(Source{Code: "k", Entry: "k", Options: Options{Extra: []string{"-G", o}}}, 9, 0)
+		if o == "sm_80" {
+			assert.NoError(t, err, "a bare value is not an architecture option")
+			continue
+		}
+		assert.ErrorContains(t, err, "chooses the architecture", o)
+	}
 }
 
 func TestOldNVRTCWithoutArchListGetsPTX(t *testing.T) {
