@@ -10,7 +10,7 @@ CUDA_H    ?=
 NVRTC_H   ?=
 PKGS      := ./...
 
-.PHONY: all test race nocgo fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
+.PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench gpu-test-bin ci clean
 
 all: lint test
 
@@ -57,6 +57,15 @@ lint:
 generate:
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
 	$(if $(NVRTC_H),cd nvrtcapi && NVRTC_H=$(abspath $(NVRTC_H)) $(GO) generate ./...,)
+
+## check-headers: for each CUDA_HEADERS/*/cuda.h, regenerate cudaapi in a
+## temporary copy of the tree and run build, vet (with and without the gpu
+## tag) and the gen and cudaapi tests there. Not part of `make test`: CI has
+## no NVIDIA headers (README says how to fetch them).
+CUDA_HEADERS ?=
+check-headers:
+	@test -n "$(CUDA_HEADERS)" || { echo "usage: make check-headers CUDA_HEADERS=DIR (each DIR/*/cuda.h is checked)"; exit 2; }
+	./scripts/check-headers.sh $(CUDA_HEADERS)
 
 ## demo: run the demo (simulated device when no GPU is present).
 demo:

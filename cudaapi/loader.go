@@ -37,12 +37,15 @@ type loader struct {
 	loaded atomic.Bool // lib != nil; read without the lock by Result.Error
 }
 
-// driver is the process-wide loader every driver wrapper goes through.
+// driver is the process-wide loader every driver wrapper goes through. Another
+// library (NVRTC, NCCL) gets a loader of its own, with its own open function,
+// and its generated procs register with it.
 var driver = &loader{open: openDefault, version: -1}
 
 // proc is one lazily resolved symbol, with an optional older fallback of the
 // same C signature.
 type proc struct {
+	l     *loader  // the loader it registered with; nil means driver
 	names []string // the symbol, then its fallback
 	since int      // CUDA version that introduced the oldest of names
 	// undeclared is set when the header the bindings came from lacked the
@@ -56,7 +59,7 @@ type proc struct {
 
 // newProc registers a symbol (and its fallback) with the loader.
 func (l *loader) newProc(since int, names ...string) *proc {
-	p := &proc{names: names, since: since}
+	p := &proc{l: l, names: names, since: since}
 	l.mu.Lock()
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
@@ -81,7 +84,10 @@ func (p *proc) find() (uintptr, error) {
 	if e := p.fail.Load(); e != nil {
 		return 0, e
 	}
-	return driver.resolve(p)
+	if p.l == nil {
+		return driver.resolve(p)
+	}
+	return p.l.resolve(p)
 }
 
 // symbol returns the name that resolved, or "" before a successful find.
