@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -52,6 +53,7 @@ type Backend struct {
 	// abandoned counts work RunContext stopped waiting for and collects in
 	// the background; Close waits for it (context.go).
 	abandoned sync.WaitGroup
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -133,6 +135,10 @@ func (b *Backend) Close() error {
 		return closedError(op)
 	}
 	b.abandoned.Wait()
+	if n := b.graphs.Load(); n > 0 {
+		return newError(op, KindInFlight, fmt.Sprintf("%d Graph(s) are open", n),
+			"close every Graph from Capture before closing the Backend")
+	}
 	if n := b.async.queued(); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d asynchronous upload(s) are queued and not synchronized", n),

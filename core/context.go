@@ -14,9 +14,9 @@ import (
 // its buffers stay in flight (FreeResident refuses them) and its staging and
 // stream stay held until the work is collected, by a later Await, AwaitInto,
 // IsReady or Close of the Pending, which all still work after a cancelled
-// wait. RunContext, whose caller never sees the Pending, collects it in the
-// background once the device finishes (its reads are dropped), and
-// Backend.Close waits for that.
+// wait. RunContext and Graph.ReplayContext, whose callers never see the
+// Pending, collect it in the background once the device finishes (its reads
+// are dropped), and Backend.Close waits for that.
 //
 // The wait polls the completion event with a short backoff (a few
 // microseconds at first, at most waitPollMax between queries), so it adds at
@@ -121,4 +121,48 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		return dst, err
 	}
 	return p.AwaitInto(dst)
+}
+
+// ReplayContext is Graph.Replay that stops waiting when ctx is done. A
+// context already done launches nothing. When the wait is cancelled the
+// replay keeps running; a background goroutine collects it (its reads are
+// dropped), and until it has, further replays and Graph.Close refuse with
+// ErrInFlight; Backend.Close waits for it. dst is returned unchanged on any
+// failure. A context that can never be done (context.Background) takes
+// Replay's path: one launch and one fence.
+func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	const op = "Graph.ReplayContext"
+	switch {
+	case g == nil:
+		return dst, nilGraph(op)
+	case ctx == nil:
+		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	case ctx.Err() != nil:
+		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was launched",
+			Fix: "pass a live context", Err: ctx.Err()}
+	case ctx.Done() == nil:
+		out, err := g.Replay(dst)
+		return out, withOp(err, op)
+	}
+	p, err := g.ReplayAsync()
+	if err != nil {
+		return dst, withOp(err, op)
+	}
+	if err := p.readyCtx(op, ctx); err != nil {
+		b := g.b
+		if eerr := b.enter(op); eerr != nil {
+			return dst, err // Close ran meanwhile: it waited for nothing it did not own
+		}
+		b.abandoned.Add(1)
+		b.exit()
+		go func() {
+			defer b.abandoned.Done()
+			if err := p.Close(); err != nil {
+				b.log.Error("graph replay whose wait was cancelled failed on the device", "op", op, "err", err)
+			}
+		}()
+		return dst, err
+	}
+	out, err := p.AwaitInto(dst)
+	return out, withOp(err, op)
 }

@@ -133,3 +133,51 @@ func TestRunContextForms(t *testing.T) {
 	_, err = p.AwaitIntoContext(context.Background(), nil)
 	requireErrKind(t, err, core.ErrInvalidArgument)
 }
+
+func TestGraphReplayContext(t *testing.T) {
+	b, dev := openSlow(t)
+	h, err := b.AllocateResident(4)
+	require.NoError(t, err)
+	in := []byte{1, 2, 3, 4}
+	g, err := b.Capture(core.Batch{Uploads: []core.UploadAt{{Buf: h, Data: in}}, Reads: []core.Range{{Buf: h, Len: 4}}})
+	require.NoError(t, err)
+
+	out, err := g.ReplayContext(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{{1, 2, 3, 4}}, out)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	in[0] = 9
+	out, err = g.ReplayContext(ctx, out)
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{{9, 2, 3, 4}}, out)
+
+	dev.hold.Store(true)
+	short, cancelShort := context.WithTimeout(context.Background(), 3*time.Millisecond)
+	defer cancelShort()
+	keep := [][]byte{[]byte("keep")}
+	got, err := g.ReplayContext(short, keep)
+	requireErrKind(t, err, core.ErrInFlight, "still running")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, keep, got)
+	dev.hold.Store(false)
+	// The background collector finishes the abandoned replay; then the
+	// Graph closes.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err = g.Close()
+		if err == nil || !errors.Is(err, core.ErrInFlight) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, err)
+
+	done, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	_, err = g.ReplayContext(done, nil)
+	requireErrKind(t, err, core.ErrInvalidArgument, "nothing was launched")
+	var nilG *core.Graph
+	_, err = nilG.ReplayContext(context.Background(), nil)
+	requireErrKind(t, err, core.ErrInvalidArgument)
+}

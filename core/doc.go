@@ -32,7 +32,12 @@
 //     nvrtc and its disk cache), typed kernel parameters (ProgramSpec.Params,
 //     DispatchConfig.Args), typed slices (AllocSlice, UploadSlice,
 //     DownloadSlice) and context-aware waits (RunContext, AwaitContext,
-//     AwaitIntoContext);
+//     AwaitIntoContext, Graph.ReplayContext);
+//   - CUDA graphs (graph.go): Capture records a Batch once by stream capture
+//     of Run's queueing path (through the optional GraphDriver capability)
+//     and Graph.Replay runs it with one graph launch and one fence, reading
+//     the upload slices' current bytes; a Graph holds its buffers in flight
+//     and its pinned staging until Close;
 //   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
 //     pool of resident buffers addressed by id, and a content-addressed cache
 //     of static uploads;

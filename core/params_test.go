@@ -209,3 +209,25 @@ func TestParamTypeNamesAndSizes(t *testing.T) {
 	assert.Zero(t, core.ParamType(0).Size())
 	assert.Equal(t, "ParamType(99)", core.ParamType(99).String())
 }
+
+func TestTypedStepsReplayFromAGraph(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	var seen []core.KernelArg
+	p := typedProgram(t, []core.ParamType{core.ParamBuffer, core.ParamFloat64, core.ParamInt16}, recordTwin(&seen))
+	out, err := b.AllocateResident(32)
+	require.NoError(t, err)
+	args := []core.Arg{core.ArgBufferAt(out, 8), core.ArgFloat64(-0.5), core.ArgInt16(-2)}
+	g, err := b.Capture(core.Batch{
+		Steps: []core.Step{{Program: p, Config: core.DispatchConfig{Args: args}}},
+		Reads: []core.Range{{Buf: out, Offset: 8, Len: 16}},
+	})
+	require.NoError(t, err)
+	args[1] = core.ArgFloat64(99) // the graph keeps what was captured
+	for range 2 {
+		dst, err := g.Replay(nil)
+		require.NoError(t, err)
+		assert.Equal(t, math.Float64bits(-0.5), binary.LittleEndian.Uint64(dst[0]))
+		assert.Equal(t, uint64(0xfffe), binary.LittleEndian.Uint64(dst[0][8:]), "an int16 travels zero-extended")
+	}
+	require.NoError(t, g.Close())
+}

@@ -215,9 +215,10 @@ type stepKinds struct {
 	reset     bool // ResetTelemetry
 	optimizer bool // OptimizerDispatcher pool and static cache
 	faults    bool // attach chosen faults
+	graphs    bool // Capture, replays and Graph.Close (core_graph_test.go)
 }
 
-var allKinds = stepKinds{async: true, close: true, reset: true, optimizer: true}
+var allKinds = stepKinds{async: true, close: true, reset: true, optimizer: true, graphs: true}
 
 // drawStep draws one step.
 func drawStep(src entropy, k stepKinds) step {
@@ -263,6 +264,11 @@ func drawStep(src entropy, k stepKinds) step {
 	}
 	if k.reset {
 		choices = append(choices, choice{1, func() step { return &resetStep{} }})
+	}
+	if k.graphs {
+		for _, c := range graphChoices(src) {
+			choices = append(choices, c)
+		}
 	}
 	if k.close {
 		choices = append(choices, choice{1, func() step { return &closeStep{try: src.intn(2) == 0} }})
@@ -1520,7 +1526,7 @@ func (s *closeStep) run(r *runner) error {
 	if r.cfg.shared {
 		return nil
 	}
-	if s.try && (len(r.m.async) > 0 || len(r.m.queued()) > 0) {
+	if s.try && (len(r.m.async) > 0 || len(r.m.queued()) > 0 || len(r.m.graphs) > 0) {
 		err := r.b.Close()
 		if _, verr := r.judge("Close", err, core.KindInFlight); verr != nil {
 			return verr

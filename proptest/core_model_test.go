@@ -214,10 +214,11 @@ type mbuf struct {
 	conflict spans
 	asyncN   int // queued asynchronous uploads into this buffer
 	dispN    int // unfinished dispatches binding this buffer
+	graphN   int // open Graphs naming this buffer (core_graph_test.go)
 }
 
 // inFlight reports whether FreeResident must refuse the buffer.
-func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN > 0 }
+func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN+b.graphN > 0 }
 
 // dispatch is one DispatchResidentAsync of ProgramFillU32 (dst) or
 // ProgramCopyU32 (src, dst) and its Pending.
@@ -266,6 +267,7 @@ type model struct {
 	pinned []*pinSlot
 	async  []asyncWrite
 	disp   []*dispatch // every dispatch of the current Backend, settled or not
+	graphs []*mgraph   // open Graphs of the current Backend (core_graph_test.go)
 	tel    core.Telemetry
 	// packable counts, in shared mode, transfers that may have been packed:
 	// tel then holds their plain-path DeviceCopies, an upper bound.
@@ -328,7 +330,7 @@ func (m *model) racySpans(id uint64) spans {
 			s = s.add(span{0, d.n})
 		}
 	}
-	return s
+	return m.graphRacySpans(id, s)
 }
 
 // touch records a write of x in buffer id: an unfinished dispatch that
@@ -339,6 +341,7 @@ func (m *model) touch(id uint64, x span) {
 			d.dirty = true
 		}
 	}
+	m.touchGraphs(id, x)
 }
 
 // write records a synchronous write that succeeded.
@@ -492,6 +495,7 @@ var faultOps = []sim.Op{
 	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize, sim.OpStreamQuery,
 	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
 	sim.OpLaunch, sim.OpEventRecord, sim.OpEventQuery, sim.OpModuleLoad, sim.OpModuleFunction,
+	sim.OpStreamBeginCapture, sim.OpStreamEndCapture, sim.OpGraphInstantiate, sim.OpGraphLaunch,
 }
 
 // nullOps are the calls whose null-with-success result a Backend can detect
@@ -802,7 +806,10 @@ func (r *runner) judge(call string, err error, want core.Kind) (outcome, error) 
 func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, error) {
 	fired := r.faultFired()
 	if err == nil {
-		if fired {
+		// A packed transfer whose device staging allocation fails with out
+		// of memory falls back to per-copy transfers and succeeds.
+		oomFallback := fired && r.allowOOM && r.armed.op == sim.OpMemAlloc && r.armed.code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY
+		if fired && !oomFallback {
 			return 0, fmt.Errorf("%s: injected %v fired but the call succeeded", call, r.armed)
 		}
 		if want != 0 {
@@ -1032,6 +1039,10 @@ func (r *runner) checkGlobal() error {
 			heldEvents += 2
 		}
 	}
+	gr := m.graphResidue()
+	pinnedWant += gr.pinned
+	held += gr.leases
+	heldEvents += gr.events
 	lrc := r.b.LaunchResourceCounts()
 	var problems []string
 	// What the quarantine holds is the residue beyond everything else.
@@ -1042,7 +1053,7 @@ func (r *runner) checkGlobal() error {
 	// Each queued asynchronous upload is one queued copy; a queued dispatch
 	// adds its launch and event records (how many depends on timing and
 	// pooled state), so with dispatches queued only a lower bound holds.
-	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp)
+	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp) - gr.queued
 	if quar == 0 {
 		if devRes != 0 {
 			problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
@@ -1269,6 +1280,9 @@ func (r *runner) drainProbe() error {
 // settleAll waits for every dispatch and asynchronous upload still queued,
 // as a caller must before Close.
 func (r *runner) settleAll() error {
+	if err := r.closeGraphs(); err != nil {
+		return err
+	}
 	for _, d := range r.m.queued() {
 		if err := d.p.Close(); err != nil {
 			return fmt.Errorf("Pending.Close before Close: %v", err)
@@ -1298,6 +1312,7 @@ func (r *runner) reopen() error {
 	r.m.bufs = make(map[uint64]*mbuf)
 	r.m.async = nil
 	r.m.disp = nil
+	r.m.graphs = nil
 	r.m.tel = core.Telemetry{}
 	r.m.qspans, r.m.qActive = nil, false
 	r.q = quarModel{}

@@ -64,7 +64,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 (with W5G and W5C, CUDA graphs) and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -264,13 +265,14 @@ func TestBenchOnSim(t *testing.T) {
 
 	for _, want := range []string{"W1 upload 16 x 1 KiB into 16 resident buffers", "W2 upload 256 KiB from a Go slice",
 		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W5 7 dependent tiny launches + 1 fence",
+		"W5G 7 dependent tiny launches replayed from a CUDA graph + 1 fence", "W5C capture of W5's 7 launches",
 		"W6 download 256 KiB into a Go slice", "16 -> 16 copies", "7 launches", "upload    64 KiB", "readback  4 KiB",
 		"targets are not judged", "wrote " + filepath.Join(dir, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
 	// stderr is not a terminal here: one progress line per step.
-	assert.Equal(t, 7+2*3, strings.Count(stderr, "bench: ["), stderr)
-	assert.Contains(t, stderr, "bench: [1/13] W1 upload")
+	assert.Equal(t, len(workloadIDs())+2*3, strings.Count(stderr, "bench: ["), stderr)
+	assert.Contains(t, stderr, fmt.Sprintf("bench: [1/%d] W1 upload", len(workloadIDs())+2*3))
 
 	js, err := os.ReadFile(filepath.Join(dir, resultsFile))
 	require.NoError(t, err)

@@ -44,7 +44,10 @@ func (t target) met(r workloadResult) bool {
 // workloadIDs lists the workloads in the order bench runs them.
 // W4B is W4 through the Backend's own device pool rather than the optimizer
 // dispatcher's, for callers that use AllocateResident directly.
-func workloadIDs() []string { return []string{"W1", "W2", "W3", "W4", "W4B", "W5", "W6"} }
+// W5G replays W5 from a CUDA graph, and W5C times capturing it.
+func workloadIDs() []string {
+	return []string{"W1", "W2", "W3", "W4", "W4B", "W5", "W5G", "W5C", "W6"}
+}
 
 // newWorkload builds workload id for cfg; id comes from workloadIDs.
 func newWorkload(id string, cfg benchConfig) workload {
@@ -92,6 +95,20 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Ops:     cfg.Launches,
 			Target:  target{Text: "<= 450 us", MaxRun: 450 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareLaunches(b, cfg) },
+		}
+	case "W5G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("%d dependent tiny launches replayed from a CUDA graph + 1 fence", cfg.Launches),
+			Ops:     cfg.Launches,
+			Target:  target{Text: "<= 100 us", MaxRun: 100 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphLaunches(b, cfg) },
+		}
+	case "W5C":
+		return workload{
+			ID: id, Title: fmt.Sprintf("capture of W5's %d launches into a CUDA graph", cfg.Launches),
+			Ops:     1,
+			Target:  target{Text: "<= 2 ms", MaxRun: 2 * time.Millisecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareCapture(b, cfg) },
 		}
 	default: // W6
 		return workload{

@@ -95,6 +95,8 @@ type Device struct {
 	events    map[core.Event]*event
 	modules   map[core.Module]*module
 	functions map[core.Function]*function
+	graphs    map[core.DeviceGraph]*graph
+	execs     map[core.GraphExec]*graphExec
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
@@ -147,6 +149,8 @@ func New(cfg Config) *Device {
 		events:    make(map[core.Event]*event),
 		modules:   make(map[core.Module]*module),
 		functions: make(map[core.Function]*function),
+		graphs:    make(map[core.DeviceGraph]*graph),
+		execs:     make(map[core.GraphExec]*graphExec),
 	}
 }
 

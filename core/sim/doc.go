@@ -30,6 +30,14 @@
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
 //     test can prove nothing leaked (RequireNoLeaks).
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
+//   - Graphs (the core.GraphDriver capability): work queued on a capturing
+//     stream is recorded into an operation list, and each GraphLaunch
+//     queues that list again on the lazy stream, so a replay reads and
+//     writes host memory as it is when the replay runs. Waiting on captured
+//     work (synchronizing or querying a capturing stream, or an event
+//     recorded inside a capture) fails with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+//     Live counts graphs and executable graphs.
 //
 // Errors are *Error values that unwrap to a cudaapi.Result, so
 // errors.As(err, &res) and errors.Is(err, cudaapi.CUDA_ERROR_...) work as

@@ -22,6 +22,9 @@ type fixture struct {
 	m, spareModule      core.Module
 	f                   core.Function
 	image               []byte
+	capFresh, capActive core.Stream      // not capturing yet; capturing
+	g, spareGraph       core.DeviceGraph // recorded graphs
+	x, spareExec        core.GraphExec   // executable graphs
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -44,6 +47,18 @@ func newFixture(t *testing.T) *fixture {
 	fx.f, err = d.ModuleFunction(fx.m, "add_one")
 	require.NoError(t, err)
 	require.NoError(t, d.BindHostKernel(fx.f, addOne))
+	fx.capFresh, fx.capActive = mustStream(t, d), mustStream(t, d)
+	for _, g := range []*core.DeviceGraph{&fx.g, &fx.spareGraph} {
+		require.NoError(t, d.StreamBeginCapture(fx.capActive))
+		require.NoError(t, d.MemsetD8Async(fx.ptr, 7, 64, fx.capActive))
+		*g, err = d.StreamEndCapture(fx.capActive)
+		require.NoError(t, err)
+	}
+	for _, x := range []*core.GraphExec{&fx.x, &fx.spareExec} {
+		*x, err = d.GraphInstantiate(fx.g)
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.StreamBeginCapture(fx.capActive))
 	d.ResetCalls()
 	return fx
 }
@@ -110,6 +125,18 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.Launch(fx.f, one, fx.s, []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
 	case OpBindHostKernel:
 		return nil, d.BindHostKernel(fx.f, addOne)
+	case OpStreamBeginCapture:
+		return nil, d.StreamBeginCapture(fx.capFresh)
+	case OpStreamEndCapture:
+		return d.StreamEndCapture(fx.capActive)
+	case OpGraphInstantiate:
+		return d.GraphInstantiate(fx.g)
+	case OpGraphLaunch:
+		return nil, d.GraphLaunch(fx.x, fx.s)
+	case OpGraphExecDestroy:
+		return nil, d.GraphExecDestroy(fx.spareExec)
+	case OpGraphDestroy:
+		return nil, d.GraphDestroy(fx.spareGraph)
 	}
 	panic("no call for " + op.String())
 }
@@ -321,7 +348,8 @@ func TestOpString(t *testing.T) {
 		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
 		require.True(t, ok, "Op %s names no Device method", s)
 	}
-	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1, "one Op per Driver method plus BindHostKernel")
+	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1+
+		reflect.TypeOf((*core.GraphDriver)(nil)).Elem().NumMethod(), "one Op per Driver and GraphDriver method plus BindHostKernel")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

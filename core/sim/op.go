@@ -6,7 +6,8 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver and core.HostKernelBinder.
+// The operations, one per method of core.Driver, core.HostKernelBinder and
+// core.GraphDriver.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -36,6 +37,12 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpStreamBeginCapture
+	OpStreamEndCapture
+	OpGraphInstantiate
+	OpGraphLaunch
+	OpGraphExecDestroy
+	OpGraphDestroy
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -44,36 +51,42 @@ const (
 )
 
 var opNames = [...]string{
-	OpInfo:              "Info",
-	OpMemGetInfo:        "MemGetInfo",
-	OpMemAlloc:          "MemAlloc",
-	OpMemFree:           "MemFree",
-	OpHostAlloc:         "HostAlloc",
-	OpHostFree:          "HostFree",
-	OpHostRegister:      "HostRegister",
-	OpHostUnregister:    "HostUnregister",
-	OpStreamCreate:      "StreamCreate",
-	OpStreamDestroy:     "StreamDestroy",
-	OpStreamSynchronize: "StreamSynchronize",
-	OpStreamQuery:       "StreamQuery",
-	OpStreamWaitEvent:   "StreamWaitEvent",
-	OpEventCreate:       "EventCreate",
-	OpEventRecord:       "EventRecord",
-	OpEventQuery:        "EventQuery",
-	OpEventSynchronize:  "EventSynchronize",
-	OpEventElapsed:      "EventElapsed",
-	OpEventDestroy:      "EventDestroy",
-	OpMemcpyHtoDAsync:   "MemcpyHtoDAsync",
-	OpMemcpyDtoHAsync:   "MemcpyDtoHAsync",
-	OpMemcpyDtoDAsync:   "MemcpyDtoDAsync",
-	OpMemsetD8Async:     "MemsetD8Async",
-	OpModuleLoad:        "ModuleLoad",
-	OpModuleUnload:      "ModuleUnload",
-	OpModuleFunction:    "ModuleFunction",
-	OpLaunch:            "Launch",
-	OpBindHostKernel:    "BindHostKernel",
-	opReadDevice:        "ReadDevice",
-	opWriteDevice:       "WriteDevice",
+	OpInfo:               "Info",
+	OpMemGetInfo:         "MemGetInfo",
+	OpMemAlloc:           "MemAlloc",
+	OpMemFree:            "MemFree",
+	OpHostAlloc:          "HostAlloc",
+	OpHostFree:           "HostFree",
+	OpHostRegister:       "HostRegister",
+	OpHostUnregister:     "HostUnregister",
+	OpStreamCreate:       "StreamCreate",
+	OpStreamDestroy:      "StreamDestroy",
+	OpStreamSynchronize:  "StreamSynchronize",
+	OpStreamQuery:        "StreamQuery",
+	OpStreamWaitEvent:    "StreamWaitEvent",
+	OpEventCreate:        "EventCreate",
+	OpEventRecord:        "EventRecord",
+	OpEventQuery:         "EventQuery",
+	OpEventSynchronize:   "EventSynchronize",
+	OpEventElapsed:       "EventElapsed",
+	OpEventDestroy:       "EventDestroy",
+	OpMemcpyHtoDAsync:    "MemcpyHtoDAsync",
+	OpMemcpyDtoHAsync:    "MemcpyDtoHAsync",
+	OpMemcpyDtoDAsync:    "MemcpyDtoDAsync",
+	OpMemsetD8Async:      "MemsetD8Async",
+	OpModuleLoad:         "ModuleLoad",
+	OpModuleUnload:       "ModuleUnload",
+	OpModuleFunction:     "ModuleFunction",
+	OpLaunch:             "Launch",
+	OpBindHostKernel:     "BindHostKernel",
+	OpStreamBeginCapture: "StreamBeginCapture",
+	OpStreamEndCapture:   "StreamEndCapture",
+	OpGraphInstantiate:   "GraphInstantiate",
+	OpGraphLaunch:        "GraphLaunch",
+	OpGraphExecDestroy:   "GraphExecDestroy",
+	OpGraphDestroy:       "GraphDestroy",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
