@@ -7,9 +7,9 @@ import (
 
 // Capabilities says which optional driver features a Backend's device
 // offers. A Backend never needs them for its core operations (allocation,
-// transfers, launches); features built on one (stream-ordered pools, graphs,
-// several GPUs) check it and report KindUnsupported where it is missing,
-// instead of failing to open.
+// transfers, launches), and a failed query only takes that one feature away;
+// code built on one (stream-ordered pools, graphs, several GPUs) checks it
+// and reports KindUnsupported where it is missing.
 type Capabilities struct {
 	// DriverVersion is the driver's CUDA version, 1000*major + 10*minor
 	// (13000 for CUDA 13.0); 0 when unknown.

@@ -1,16 +1,15 @@
 package core_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
 )
-
-// plainDriver hides every optional capability of the driver it wraps.
-type plainDriver struct{ core.Driver }
 
 func TestBackendCapabilitiesFromDriver(t *testing.T) {
 	b, _ := openSim(t, sim.Config{TotalMemory: testMemory})
@@ -60,4 +59,21 @@ func TestCapabilitiesList(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"peer access"}, offered)
+}
+
+// TestCaptureDegradesWithoutGraphs: a driver that reports no graphs refuses
+// Capture up front, touching nothing, while Run keeps working.
+func TestCaptureDegradesWithoutGraphs(t *testing.T) {
+	caps := sim.DefaultCapabilities()
+	caps.Graphs = false
+	b, dev := openSim(t, sim.Config{TotalMemory: testMemory, Capabilities: &caps})
+	gb := newGraphBatch(t, b)
+	_, err := b.Capture(gb.batch)
+	require.ErrorIs(t, err, core.ErrUnsupported)
+	assert.Contains(t, err.Error(), "does not offer graphs")
+	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
+	assert.Zero(t, dev.Calls(sim.OpStreamBeginCapture), "nothing captured")
+	_, err = b.Run(gb.batch, nil)
+	require.NoError(t, err, "the core path does not need graphs")
+	gb.free(t, b)
 }

@@ -163,8 +163,8 @@ func TestGraphCaptureValidatesLikeRun(t *testing.T) {
 	gb.free(t, b) // nothing was left in flight
 }
 
-// plainDriver (capabilities_test.go) hides every optional capability of the
-// driver it wraps.
+// plainDriver hides every optional capability of the driver it wraps.
+type plainDriver struct{ core.Driver }
 
 func TestGraphCaptureUnsupportedDriver(t *testing.T) {
 	dev := sim.New(sim.Config{TotalMemory: testMemory})

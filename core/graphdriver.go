@@ -58,6 +58,13 @@ func (b *Backend) graphDriver(op string) (GraphDriver, error) {
 			fmt.Sprintf("the driver (%T) does not implement core.GraphDriver (%s)", b.drv, graphEntryPoints),
 			"use Run, or a driver with graph support (core.OpenCUDA's, or core/sim's)")
 	}
+	if cr, ok := b.drv.(CapabilityReporter); ok {
+		if c := cr.Capabilities(); !c.Graphs {
+			return nil, newError(op, KindUnsupported,
+				fmt.Sprintf("the driver (%s) does not offer graphs (%s)", c, graphEntryPoints),
+				"use Run, or update the NVIDIA driver to one with CUDA graphs (CUDA 11.4 or newer)")
+		}
+	}
 	return gd, nil
 }
 

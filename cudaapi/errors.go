@@ -18,16 +18,18 @@ var ErrMissingSymbol = errors.New("cudaapi: driver entry point missing")
 // bindings were generated from did not declare it. Only calls of that entry
 // point fail; everything else keeps working.
 type MissingSymbolError struct {
+	Library   string   // the library searched, e.g. libcuda
 	Symbol    string   // the symbol looked up, e.g. cuMemcpyBatchAsync_v2
 	Fallbacks []string // older symbols of the same C signature, also tried
 	// Since is the CUDA version (1000*major + 10*minor) that introduced the
 	// oldest symbol the call can use.
 	Since int
-	// Driver is the loaded driver's CUDA version (cuDriverGetVersion), 0 when
-	// it could not be read.
+	// Driver is the loaded library's CUDA version (for libcuda,
+	// cuDriverGetVersion), 0 when it could not be read.
 	Driver int
-	// Header is the CUDA_VERSION of a cuda.h that lacked the entry point when
-	// the bindings were generated, 0 when the header declared it.
+	// Header is the version of a header that lacked the entry point when the
+	// bindings were generated (cuda.h's CUDA_VERSION), 0 when the header
+	// declared it.
 	Header int
 	Err    error // the loader's reason, when it gave one
 }
@@ -35,11 +37,19 @@ type MissingSymbolError struct {
 // Error names the symbol, the version that introduced it, the loaded driver's
 // version, and what to do.
 func (e *MissingSymbolError) Error() string {
+	lib := e.Library
+	if lib == "" {
+		lib = "libcuda"
+	}
 	if e.Header != 0 {
-		return fmt.Sprintf("cudaapi: %s (%s) is not in these bindings: they were generated from the cuda.h of %s, which does not declare it; Fix: regenerate the bindings from the cuda.h of %s or newer (make generate CUDA_H=...)",
+		return fmt.Sprintf("cudaapi: %s (%s) is not in these bindings: they were generated from a header of %s, which does not declare it; Fix: regenerate the bindings from the header of %s or newer (make generate)",
 			e.Symbol, formatCUDA(e.Since), formatCUDA(e.Header), formatCUDA(e.Since))
 	}
-	msg := "cudaapi: the loaded libcuda (driver for " + formatCUDA(e.Driver) + ") has no " + e.Symbol
+	loaded, install := "driver for "+formatCUDA(e.Driver), "an NVIDIA driver"
+	if lib != "libcuda" {
+		loaded, install = formatCUDA(e.Driver), "the "+lib
+	}
+	msg := "cudaapi: the loaded " + lib + " (" + loaded + ") has no " + e.Symbol
 	for _, f := range e.Fallbacks {
 		msg += " nor " + f
 	}
@@ -47,7 +57,7 @@ func (e *MissingSymbolError) Error() string {
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
-	return msg + "; Fix: install an NVIDIA driver for " + formatCUDA(e.Since) + " or newer, or avoid this call on this driver"
+	return msg + "; Fix: install " + install + " for " + formatCUDA(e.Since) + " or newer, or avoid this call there"
 }
 
 // formatCUDA spells a CUDA version number: 12040 is "CUDA 12.4", 0 "an unknown CUDA version".

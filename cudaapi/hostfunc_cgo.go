@@ -31,7 +31,8 @@ import (
 // completed, and work queued after it waits for f to return. f runs exactly
 // once if the launch succeeds and never if it fails. f must not call the CUDA
 // API (the driver forbids it in host functions) and should return quickly: it
-// holds up the stream. It needs a driver for CUDA 10.0 or newer.
+// holds up the stream; a panic in f ends the program, as in any goroutine.
+// It needs a driver for CUDA 10.0 or newer.
 //
 // No Go pointer crosses into C: the driver receives a C trampoline and a
 // C-allocated cell holding a cgo.Handle to f, both released when f runs.

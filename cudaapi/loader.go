@@ -26,6 +26,9 @@ type versioner interface {
 
 // loader opens a library once and resolves symbols for procs.
 type loader struct {
+	name   string // library name for errors, e.g. "libcuda"
+	header int    // version of the header its bindings were generated from
+
 	mu      sync.Mutex
 	open    func() (library, error) // guarded by mu
 	lib     library                 // guarded by mu; nil until opened
@@ -40,7 +43,7 @@ type loader struct {
 // driver is the process-wide loader every driver wrapper goes through. Another
 // library (NVRTC, NCCL) gets a loader of its own, with its own open function,
 // and its generated procs register with it.
-var driver = &loader{open: openDefault, version: -1}
+var driver = &loader{name: "libcuda", header: HeaderVersion, open: openDefault, version: -1}
 
 // proc is one lazily resolved symbol, with an optional older fallback of the
 // same C signature.
@@ -138,9 +141,9 @@ func (l *loader) resolve(p *proc) (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	miss := &MissingSymbolError{Symbol: p.names[0], Fallbacks: p.names[1:], Since: p.since}
+	miss := &MissingSymbolError{Library: l.name, Symbol: p.names[0], Fallbacks: p.names[1:], Since: p.since}
 	if p.undeclared {
-		miss.Header = HeaderVersion
+		miss.Header = l.header
 	} else {
 		for i, name := range p.names {
 			a, err := lib.lookup(name)

@@ -233,7 +233,7 @@ func TestLoaderMissingSymbolCarriesVersions(t *testing.T) {
 	assert.Equal(t, 12040, ms.Driver)
 	assert.Zero(t, ms.Header)
 	assert.Equal(t, "cudaapi: the loaded libcuda (driver for CUDA 12.4) has no cuNew_v2 nor cuNew, which appeared in CUDA 12.8: "+
-		"fake: undefined symbol cuNew_v2; Fix: install an NVIDIA driver for CUDA 12.8 or newer, or avoid this call on this driver", err.Error())
+		"fake: undefined symbol cuNew_v2; Fix: install an NVIDIA driver for CUDA 12.8 or newer, or avoid this call there", err.Error())
 	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
 }
 
@@ -271,7 +271,7 @@ func TestLoaderUndeclaredProcNeverLooksUp(t *testing.T) {
 	assert.Equal(t, HeaderVersion, ms.Header)
 	assert.Equal(t, 13000, ms.Since)
 	assert.Zero(t, lib.lookups["cuFromNewerHeader"], "the header lacked it: its C signature is not trusted")
-	assert.Contains(t, err.Error(), "regenerate the bindings from the cuda.h of CUDA 13.0 or newer")
+	assert.Contains(t, err.Error(), "regenerate the bindings from the header of CUDA 13.0 or newer")
 	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
 }
 
@@ -286,4 +286,11 @@ func TestFormatCUDA(t *testing.T) {
 	for v, want := range map[int]string{13000: "CUDA 13.0", 12040: "CUDA 12.4", 11080: "CUDA 11.8", 2020: "CUDA 2.2", 0: "an unknown CUDA version", -1: "an unknown CUDA version"} {
 		assert.Equal(t, want, formatCUDA(v), v)
 	}
+}
+
+func TestMissingSymbolErrorOtherLibrary(t *testing.T) {
+	e := &MissingSymbolError{Library: "libnvrtc", Symbol: "nvrtcGetLTOIR", Since: 12000, Driver: 11080}
+	assert.Equal(t, "cudaapi: the loaded libnvrtc (CUDA 11.8) has no nvrtcGetLTOIR, which appeared in CUDA 12.0; "+
+		"Fix: install the libnvrtc for CUDA 12.0 or newer, or avoid this call there", e.Error())
+	assert.ErrorIs(t, e, ErrMissingSymbol)
 }

@@ -9,7 +9,7 @@ var nvrtcLibrary = library{
 	header:    "nvrtc.h",
 	headerEnv: "NVRTC_H",
 	prefix:    "nvrtc",
-	runtime:   "an NVRTC",
+	runtime:   "an NVRTC from",
 	status:    nvrtcTypes[0],
 	success:   "NVRTC_SUCCESS",
 

@@ -13,7 +13,6 @@ import (
 type library struct {
 	name      string // -lib value, e.g. "driver"
 	prefix    string // C name prefix the naming rule strips: "cu" when empty
-	runtime   string // what a call needs, in doc comments: "a driver" when empty
 	header    string // header file name, e.g. "cuda.h"
 	headerEnv string // environment variable naming the header, e.g. "CUDA_H"
 	// versionMacro is the header's integer version macro (CUDA_VERSION); a
@@ -37,12 +36,28 @@ type library struct {
 	loader string
 	// notFound is the Go error every wrapper returns when built without cgo.
 	notFound string
+	// runtime names what a caller must have for an entry point of a given
+	// version, in doc comments: "a driver for" gives "It needs a driver for
+	// CUDA 12.4 or newer"; empty gives "It needs CUDA 12.4 or newer".
+	runtime string
 	// files are the output file names, in emit order: status, types, cgo
 	// wrappers, no-cgo wrappers.
 	files [4]string
 }
 
-// libraries are the libraries gen knows, by -lib name.
+// libraries are the libraries gen knows, by -lib name. To add one (nvrtc.h,
+// nccl.h):
+//
+//  1. write its entry table and type rules (the status typedef first), as
+//     api.go and types.go do for the driver;
+//  2. add a library value here: header and its environment variable, the
+//     version macro (empty when the header has none: since is then not
+//     checked), the status rule and success enumerator, the Go loader
+//     variable its procs register with, the error its no-cgo wrappers return,
+//     and four output file names of its own;
+//  3. in cudaapi, declare that loader (&loader{name: "libnvrtc", open: ...,
+//     version: -1}) and the status type's Error method, and add a
+//     //go:generate line running gen with -lib NAME.
 var libraries = map[string]*library{
 	"driver": &driverLibrary,
 }
@@ -64,15 +79,8 @@ var driverLibrary = library{
 
 	loader:   "driver",
 	notFound: "ErrDriverNotFound",
+	runtime:  "a driver for",
 	files:    [4]string{"zresult.go", "ztypes.go", "zdriver_cgo.go", "zdriver_nocgo.go"},
-}
-
-// runtimeName names what the generated calls need at run time.
-func (l *library) runtimeName() string {
-	if l.runtime == "" {
-		return "a driver"
-	}
-	return l.runtime
 }
 
 // withEntries returns a copy of l that binds entries instead of its own (tests).

@@ -306,7 +306,7 @@ func TestMalformedHeaders(t *testing.T) {
 		{name: "no since", src: string(good),
 			entries: []entry{{name: "cuInit"}}, errHas: "cuInit has no since version"},
 		{name: "newer entry without proto", src: string(good),
-			entries: []entry{{name: "cuNowhere", since: 13000}}, errHas: "cuNowhere (since CUDA 13.0) is newer than this header (CUDA 12.34) and has no proto"},
+			entries: []entry{{name: "cuNowhere", since: 13000}}, errHas: "cuNowhere (since CUDA 13.0) is not declared by this header (CUDA 12.34) and has no proto"},
 		{name: "proto disagrees with the header", src: string(good),
 			entries: []entry{{name: "cuInit", since: 2000, proto: "int Flags"}}, errHas: "the proto of cuInit disagrees with the header's cuInit: parameter 0 is flags int32 (C int), the header's is flags uint32 (C unsigned int)"},
 		{name: "proto does not parse", src: string(good),

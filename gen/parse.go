@@ -130,14 +130,16 @@ func build(path string, lib *library) (*api, error) {
 		return nil, err
 	}
 	a := &api{lib: lib}
-	if m := ast.Macros[lib.versionMacro]; m != nil && !m.IsFnLike && len(m.ReplacementList()) == 1 {
-		a.version = m.ReplacementList()[0].SrcStr()
-	}
-	var ver uint64 // 0: the header has no version macro to check since against
+	ver := -1 // a header without a version macro (nvrtc.h) skips the since checks
 	if lib.versionMacro != "" {
-		if ver, err = strconv.ParseUint(a.version, 10, 32); err != nil {
+		if m := ast.Macros[lib.versionMacro]; m != nil && !m.IsFnLike && len(m.ReplacementList()) == 1 {
+			a.version = m.ReplacementList()[0].SrcStr()
+		}
+		v, err := strconv.ParseUint(a.version, 10, 32)
+		if err != nil {
 			return nil, fmt.Errorf("%s: no integer %s macro: is this %s?", path, lib.versionMacro, lib.header)
 		}
+		ver = int(v)
 	}
 	if err := a.collectEnums(ast); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -163,7 +165,7 @@ func build(path string, lib *library) (*api, error) {
 				owner[s] = e.name
 			}
 		}
-		f, warns, err := a.entryFunc(ast, path, i, e, sym, int(ver))
+		f, warns, err := a.entryFunc(ast, path, i, e, sym, ver)
 		if err != nil {
 			return nil, err
 		}
@@ -178,23 +180,28 @@ func build(path string, lib *library) (*api, error) {
 }
 
 // entryFunc classifies entry i, which resolves to sym, checking its since
-// against the header's version ver: from the header's declaration of sym, else
-// of its fallback, else from its proto as an undeclared stub.
+// against the header's version ver (-1: unknown, not checked): from the
+// header's declaration of sym, else of its fallback, else from its proto as an
+// undeclared stub.
 func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ver int) (*function, []string, error) {
 	d := fileScopeFunc(ast, sym)
 	if d == nil && e.fallback != "" {
 		d = fileScopeFunc(ast, e.fallback)
 	}
 	since := formatVersion(e.since)
+	header := a.lib.header
+	if ver >= 0 {
+		header = formatVersion(ver)
+	}
 	switch {
 	case e.since <= 0:
 		return nil, nil, fmt.Errorf("entry table: %s has no since version; Fix: set since to the CUDA version that introduced it", e.name)
-	case d != nil && ver > 0 && ver < e.since:
-		return nil, nil, fmt.Errorf("%s: %s declares %s, but the entry table says it appeared in %s; Fix: correct its since version", path, formatVersion(ver), d.Name(), since)
-	case d == nil && ver >= e.since:
-		return nil, nil, fmt.Errorf("%s: %s does not declare %s (%s), which the entry table says appeared in %s; Fix: correct its since version or symbol", path, formatVersion(ver), e.name, sym, since)
+	case ver >= 0 && d != nil && ver < e.since:
+		return nil, nil, fmt.Errorf("%s: %s declares %s, but the entry table says it appeared in %s; Fix: correct its since version", path, header, d.Name(), since)
+	case ver >= 0 && d == nil && ver >= e.since:
+		return nil, nil, fmt.Errorf("%s: %s does not declare %s (%s), which the entry table says appeared in %s; Fix: correct its since version or symbol", path, header, e.name, sym, since)
 	case d == nil && e.proto == "":
-		return nil, nil, fmt.Errorf("%s: %s (since %s) is newer than this header (%s) and has no proto; Fix: give it a proto so the Go API does not depend on the header", path, e.name, since, formatVersion(ver))
+		return nil, nil, fmt.Errorf("%s: %s (since %s) is not declared by this header (%s) and has no proto; Fix: give it a proto so the Go API does not depend on the header", path, e.name, since, header)
 	}
 	var pf *function
 	if e.proto != "" {
@@ -210,11 +217,7 @@ func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ve
 	}
 	if d == nil {
 		pf.undeclared = true
-		hdr := formatVersion(ver) + " header"
-		if ver == 0 {
-			hdr = "header" // no version macro (nvrtc.h)
-		}
-		return pf, []string{fmt.Sprintf("%s: %s (%s) is not declared in this %s: generated from its proto, returning *MissingSymbolError", path, e.name, sym, hdr)}, nil
+		return pf, []string{fmt.Sprintf("%s: %s (%s) is not declared in this %s header: generated from its proto, returning *MissingSymbolError", path, e.name, sym, header)}, nil
 	}
 	f, warns, err := classify(a.lib, e, sym, d)
 	if err != nil {

@@ -108,7 +108,7 @@ var (
 var _ unsafe.Pointer
 
 // Version calls nvrtcVersion.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func Version() (major int32, minor int32, err error) {
 	fn, err := procVersion.find()
 	if err != nil {
@@ -121,7 +121,7 @@ func Version() (major int32, minor int32, err error) {
 }
 
 // GetNumSupportedArchs calls nvrtcGetNumSupportedArchs.
-// It needs an NVRTC for CUDA 11.2 or newer.
+// It needs an NVRTC from CUDA 11.2 or newer.
 func GetNumSupportedArchs() (numArchs int32, err error) {
 	fn, err := procGetNumSupportedArchs.find()
 	if err != nil {
@@ -134,7 +134,7 @@ func GetNumSupportedArchs() (numArchs int32, err error) {
 }
 
 // GetSupportedArchs calls nvrtcGetSupportedArchs.
-// It needs an NVRTC for CUDA 11.2 or newer.
+// It needs an NVRTC from CUDA 11.2 or newer.
 func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
 	fn, err := procGetSupportedArchs.find()
 	if err != nil {
@@ -147,7 +147,7 @@ func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
 }
 
 // CreateProgram calls nvrtcCreateProgram.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Pointer, includeNames unsafe.Pointer) (prog Program, err error) {
 	fn, err := procCreateProgram.find()
 	if err != nil {
@@ -164,7 +164,7 @@ func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Poi
 }
 
 // DestroyProgram calls nvrtcDestroyProgram.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func DestroyProgram(prog unsafe.Pointer) (err error) {
 	fn, err := procDestroyProgram.find()
 	if err != nil {
@@ -177,7 +177,7 @@ func DestroyProgram(prog unsafe.Pointer) (err error) {
 }
 
 // CompileProgram calls nvrtcCompileProgram.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err error) {
 	fn, err := procCompileProgram.find()
 	if err != nil {
@@ -190,7 +190,7 @@ func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err
 }
 
 // GetPTXSize calls nvrtcGetPTXSize.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
 	fn, err := procGetPTXSize.find()
 	if err != nil {
@@ -203,7 +203,7 @@ func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
 }
 
 // GetPTX calls nvrtcGetPTX.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
 	fn, err := procGetPTX.find()
 	if err != nil {
@@ -216,7 +216,7 @@ func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
 }
 
 // GetCUBINSize calls nvrtcGetCUBINSize.
-// It needs an NVRTC for CUDA 11.1 or newer.
+// It needs an NVRTC from CUDA 11.1 or newer.
 func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
 	fn, err := procGetCUBINSize.find()
 	if err != nil {
@@ -229,7 +229,7 @@ func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
 }
 
 // GetCUBIN calls nvrtcGetCUBIN.
-// It needs an NVRTC for CUDA 11.1 or newer.
+// It needs an NVRTC from CUDA 11.1 or newer.
 func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
 	fn, err := procGetCUBIN.find()
 	if err != nil {
@@ -242,7 +242,7 @@ func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
 }
 
 // GetProgramLogSize calls nvrtcGetProgramLogSize.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
 	fn, err := procGetProgramLogSize.find()
 	if err != nil {
@@ -255,7 +255,7 @@ func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
 }
 
 // GetProgramLog calls nvrtcGetProgramLog.
-// It needs an NVRTC for CUDA 7.0 or newer.
+// It needs an NVRTC from CUDA 7.0 or newer.
 func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
 	fn, err := procGetProgramLog.find()
 	if err != nil {
@@ -268,7 +268,7 @@ func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
 }
 
 // AddNameExpression calls nvrtcAddNameExpression.
-// It needs an NVRTC for CUDA 8.0 or newer.
+// It needs an NVRTC from CUDA 8.0 or newer.
 func AddNameExpression(prog Program, nameExpression string) (err error) {
 	fn, err := procAddNameExpression.find()
 	if err != nil {
@@ -283,7 +283,7 @@ func AddNameExpression(prog Program, nameExpression string) (err error) {
 }
 
 // GetLoweredName calls nvrtcGetLoweredName.
-// It needs an NVRTC for CUDA 8.0 or newer.
+// It needs an NVRTC from CUDA 8.0 or newer.
 func GetLoweredName(prog Program, nameExpression string) (loweredName string, err error) {
 	fn, err := procGetLoweredName.find()
 	if err != nil {

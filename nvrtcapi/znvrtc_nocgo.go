@@ -12,85 +12,85 @@ import "unsafe"
 var _ unsafe.Pointer
 
 // Version calls nvrtcVersion.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func Version() (major int32, minor int32, err error) {
 	return 0, 0, ErrLibraryNotFound
 }
 
 // GetNumSupportedArchs calls nvrtcGetNumSupportedArchs.
-// It needs an NVRTC for CUDA 11.2 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 11.2 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetNumSupportedArchs() (numArchs int32, err error) {
 	return 0, ErrLibraryNotFound
 }
 
 // GetSupportedArchs calls nvrtcGetSupportedArchs.
-// It needs an NVRTC for CUDA 11.2 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 11.2 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // CreateProgram calls nvrtcCreateProgram.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Pointer, includeNames unsafe.Pointer) (prog Program, err error) {
 	return 0, ErrLibraryNotFound
 }
 
 // DestroyProgram calls nvrtcDestroyProgram.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func DestroyProgram(prog unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // CompileProgram calls nvrtcCompileProgram.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // GetPTXSize calls nvrtcGetPTXSize.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
 	return 0, ErrLibraryNotFound
 }
 
 // GetPTX calls nvrtcGetPTX.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // GetCUBINSize calls nvrtcGetCUBINSize.
-// It needs an NVRTC for CUDA 11.1 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 11.1 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
 	return 0, ErrLibraryNotFound
 }
 
 // GetCUBIN calls nvrtcGetCUBIN.
-// It needs an NVRTC for CUDA 11.1 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 11.1 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // GetProgramLogSize calls nvrtcGetProgramLogSize.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
 	return 0, ErrLibraryNotFound
 }
 
 // GetProgramLog calls nvrtcGetProgramLog.
-// It needs an NVRTC for CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 7.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
 	return ErrLibraryNotFound
 }
 
 // AddNameExpression calls nvrtcAddNameExpression.
-// It needs an NVRTC for CUDA 8.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 8.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func AddNameExpression(prog Program, nameExpression string) (err error) {
 	return ErrLibraryNotFound
 }
 
 // GetLoweredName calls nvrtcGetLoweredName.
-// It needs an NVRTC for CUDA 8.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
+// It needs an NVRTC from CUDA 8.0 or newer. Built without cgo, it returns ErrLibraryNotFound.
 func GetLoweredName(prog Program, nameExpression string) (loweredName string, err error) {
 	return "", ErrLibraryNotFound
 }
