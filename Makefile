@@ -8,6 +8,7 @@ FUZZTIME  ?= 2m
 FUZZSHORT ?= 2000x
 CUDA_H    ?=
 NVRTC_H   ?=
+NCCL_H    ?=
 PKGS      := ./...
 
 .PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench gpu-test-bin ci clean
@@ -23,7 +24,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./nvrtcapi ./nvrtc ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./ncclapi ./nvrtcapi ./nvrtc ./core ./core/sim ./cmd/...
 
 
 fuzz-short:
@@ -52,11 +53,19 @@ lint:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
-## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h),
-## and nvrtcapi from an nvrtc.h when NVRTC_H=path is given.
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h);
+## with NCCL_H=path, ncclapi from that nccl.h, and with NVRTC_H=path, nvrtcapi from that
+## nvrtc.h (NCCL_H or NVRTC_H alone regenerates only those).
 generate:
+ifneq ($(NCCL_H),)
+	cd ncclapi && NCCL_H=$(abspath $(NCCL_H)) $(GO) generate ./...
+endif
+ifneq ($(NVRTC_H),)
+	cd nvrtcapi && NVRTC_H=$(abspath $(NVRTC_H)) $(GO) generate ./...
+endif
+ifneq ($(CUDA_H)$(if $(NCCL_H)$(NVRTC_H),,default),)
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
-	$(if $(NVRTC_H),cd nvrtcapi && NVRTC_H=$(abspath $(NVRTC_H)) $(GO) generate ./...,)
+endif
 
 ## check-headers: for each CUDA_HEADERS/*/cuda.h, regenerate cudaapi in a
 ## temporary copy of the tree and run build, vet (with and without the gpu

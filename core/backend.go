@@ -50,11 +50,12 @@ type Backend struct {
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
 	abandoned sync.WaitGroup
-	graphs    atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's

@@ -46,6 +46,14 @@
 //   - the pools below all of that: device allocations and pinned host blocks
 //     in power-of-two buckets, and a launch-resource pool of non-blocking
 //     streams and events;
+//   - several devices: Group (OpenDevices, OpenGroup) opens one Backend per
+//     device and closes them together; CopyPeer copies between resident
+//     buffers of two Backends with one fence (device to device in one
+//     context, peer copies with access enabled on first use, or staged
+//     through pinned memory), through the optional PeerDriver capability;
+//     collectives (Group.AllReduce, Broadcast, AllGather, ReduceScatter, and
+//     Comm for ranks in several processes) run through the optional
+//     CollectiveDriver capability, NCCL (package ncclapi) on real devices;
 //   - one error type, *Error, with sentinels for errors.Is, and a Telemetry
 //     snapshot of bytes, operations, copies and synchronizations.
 //

@@ -137,6 +137,7 @@ const (
 	roleRaw                     // any pointer, passed as unsafe.Pointer
 	roleOutText                 // char buffer the driver fills; lenParam names its capacity
 	roleSlice                   // pointer to lenParam elements, passed as a Go slice
+	roleDevPtr                  // void* holding a device address, passed as uint64
 )
 
 // role is a parameter's override.
@@ -148,3 +149,4 @@ type role struct {
 func raw() role               { return role{kind: roleRaw} }
 func outText(n string) role   { return role{kind: roleOutText, lenParam: n} }
 func slice(count string) role { return role{kind: roleSlice, lenParam: count} }
+func devPtr() role            { return role{kind: roleDevPtr} }

@@ -213,6 +213,13 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 		p.goIn, p.abi, p.cdecl = "[]"+r.goTyp, r.abi+"*", cdeclOf(r)+"*"
 		p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(unsafe.SliceData(%s)))", cgoNames[r.abi], p.goName)
 		return p, nil
+	case roleDevPtr:
+		if t.Kind() != cc.Ptr {
+			return nil, fmt.Errorf("device-pointer role needs a pointer, have %v", t)
+		}
+		p.goIn, p.abi, p.cdecl = "uint64", "uintptr_t", "void*"
+		p.arg = fmt.Sprintf("C.uintptr_t(%s)", p.goName)
+		return p, nil
 	case roleOutText:
 		pt, ok := t.(*cc.PointerType)
 		if !ok || pt.Elem().Kind() != cc.Char {
@@ -228,6 +235,11 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 	if r, ok := mapped(lib, t); ok && r.class == classHandle {
 		p.goIn, p.abi, p.cdecl = r.goTyp, r.abi, cdeclOf(r)
 		p.arg = fmt.Sprintf("%s(%s)", cgoNames[r.abi], p.goName)
+		return p, nil
+	} else if ok && r.class == classStruct && t.Kind() != cc.Ptr {
+		// The Go type has the struct's size and layout; reinterpret it.
+		p.goIn, p.abi, p.cdecl = r.goTyp, r.abi, r.abi
+		p.arg = fmt.Sprintf("*(*C.%s)(unsafe.Pointer(&%s))", r.abi, p.goName)
 		return p, nil
 	}
 	switch t.Kind() {
@@ -296,7 +308,11 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 func outValue(p *param, r typeRule) {
 	p.goOut, p.zero = r.goTyp, zeroOf(r.goTyp)
 	p.abi, p.cdecl = r.abi+"*", cdeclOf(r)+"*"
-	p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(&%s))", cgoNames[r.abi], p.goName)
+	cname := cgoNames[r.abi]
+	if r.class == classStruct {
+		p.zero, cname = r.goTyp+"{}", "C."+r.abi
+	}
+	p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(&%s))", cname, p.goName)
 }
 
 // isChar reports whether t is one of C's three char types.

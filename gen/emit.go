@@ -52,9 +52,9 @@ func emit(a *api, pkg string) ([]file, error) {
 // needs spells what an entry point of version v requires: "a driver for CUDA 12.4".
 func (a *api) needs(v int) string {
 	if a.lib.runtime == "" {
-		return formatVersion(v)
+		return a.lib.version(v)
 	}
-	return a.lib.runtime + " " + formatVersion(v)
+	return a.lib.runtime + " " + a.lib.version(v)
 }
 
 // source names the header the bindings come from, with its version when it
@@ -227,6 +227,7 @@ func trampoline(b *bytes.Buffer, f *function) {
 
 func emitCgo(b *bytes.Buffer, a *api) {
 	b.WriteString("/*\n#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n")
+	b.WriteString(a.lib.cDecls)
 	for _, f := range a.funcs {
 		trampoline(b, f)
 	}

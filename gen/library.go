@@ -43,6 +43,27 @@ type library struct {
 	// files are the output file names, in emit order: status, types, cgo
 	// wrappers, no-cgo wrappers.
 	files [4]string
+
+	// prelude, when set, is project-written C parsed before the header in
+	// place of the system headers named in replaceIncludes, whose #include
+	// lines are dropped from the header: for a header that includes headers
+	// the generator does not have (nccl.h includes the CUDA runtime's).
+	prelude         string
+	replaceIncludes []string
+	// cDecls is C emitted before the trampolines: stand-ins for the header's
+	// struct types that classStruct rules pass by value.
+	cDecls string
+	// versionName spells one of the library's version numbers ("NCCL
+	// 2.28.3"); nil spells CUDA versions ("CUDA 12.4").
+	versionName func(v int) string
+}
+
+// version spells v in the library's own version scheme.
+func (l *library) version(v int) string {
+	if l.versionName != nil {
+		return l.versionName(v)
+	}
+	return formatVersion(v)
 }
 
 // libraries are the libraries gen knows, by -lib name. To add one (nvrtc.h,
@@ -57,9 +78,12 @@ type library struct {
 //     and four output file names of its own;
 //  3. in cudaapi, declare that loader (&loader{name: "libnvrtc", open: ...,
 //     version: -1}) and the status type's Error method, and add a
-//     //go:generate line running gen with -lib NAME.
+//     //go:generate line running gen with -lib NAME. A library may live in a
+//     package of its own instead: NCCL's bindings are package ncclapi, with
+//     its own loader (ncclapi/loader.go) and prelude (api_nccl.go).
 var libraries = map[string]*library{
 	"driver": &driverLibrary,
+	"nccl":   &ncclLibrary,
 }
 
 // driverLibrary is the CUDA driver API (libcuda, cuda.h).

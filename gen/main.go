@@ -2,7 +2,8 @@
 //
 // A library (library.go) is a header, an entry table, type rules, the loader
 // its symbols register with and the output file names; -lib picks one (the
-// CUDA driver, cuda.h, by default). gen parses the header with
+// CUDA driver, cuda.h, by default; nccl for NCCL's nccl.h, whose CUDA runtime
+// includes a project-written prelude replaces). gen parses the header with
 // modernc.org/cc/v4, preprocessed with the host C compiler's predefined
 // macros so the header's own remapping macros decide each symbol (cuMemAlloc
 // is resolved as cuMemAlloc_v2) unless the entry pins one, wraps every entry
@@ -17,7 +18,7 @@
 //
 // Usage (normally through `make generate CUDA_H=...` or `go generate ./cudaapi`):
 //
-//	go run ./gen [-lib driver] [-header cuda.h] [-out dir] [-pkg name]
+//	go run ./gen [-lib driver|nccl] [-header cuda.h] [-out dir] [-pkg name]
 //
 // The header is -header, else the library's variable ($CUDA_H), else
 // $CUDA_HOME/include/cuda.h, else /usr/local/cuda/include/cuda.h.

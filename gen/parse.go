@@ -71,9 +71,12 @@ func translate(path string, src []byte, lib *library) (*cc.AST, error) {
 	sources := []cc.Source{
 		{Name: "<predefined>", Value: cfg.Predefined + "\n"},
 		{Name: "<builtin>", Value: cc.Builtin},
-		{Name: path, Value: src},
-		{Name: "<probes>", Value: probes.String()},
 	}
+	if lib.prelude != "" {
+		sources = append(sources, cc.Source{Name: "<prelude>", Value: lib.prelude})
+		src = dropIncludes(src, lib.replaceIncludes)
+	}
+	sources = append(sources, cc.Source{Name: path, Value: src}, cc.Source{Name: "<probes>", Value: probes.String()})
 	ast, err := cc.Translate(cfg, sources)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %v", path, firstLines(err.Error(), 5))
@@ -188,10 +191,10 @@ func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ve
 	if d == nil && e.fallback != "" {
 		d = fileScopeFunc(ast, e.fallback)
 	}
-	since := formatVersion(e.since)
+	since := a.lib.version(e.since)
 	header := a.lib.header
 	if ver >= 0 {
-		header = formatVersion(ver)
+		header = a.lib.version(ver)
 	}
 	switch {
 	case e.since <= 0:
@@ -342,4 +345,27 @@ func (a *api) collectConstants(ast *cc.AST) {
 		}
 		a.constants = append(a.constants, constant{name: name, value: lit})
 	}
+}
+
+// dropIncludes blanks the #include lines of src that name one of headers
+// (the prelude stands in for them), keeping line numbers.
+func dropIncludes(src []byte, headers []string) []byte {
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "#"))
+		if !strings.HasPrefix(t, "include") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "include"))
+		for _, h := range headers {
+			if t == "<"+h+">" || t == `"`+h+`"` {
+				lines[i] = ""
+			}
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }

@@ -8,6 +8,7 @@ type typeClass int
 const (
 	classValue  typeClass = iota // integer or float passed by value
 	classHandle                  // opaque struct pointer, carried in Go as a uintptr-based type
+	classStruct                  // struct passed by value; abi names its stand-in in library.cDecls
 )
 
 // typeRule maps one C typedef to a Go type. It is the declarative table the

@@ -70,9 +70,16 @@ func DefaultCapabilities() core.Capabilities {
 // host kernel must not call back into the Device.
 type Device struct {
 	caps core.Capabilities // fixed at New; read without the lock
-	mu   sync.Mutex        // guards every field below
-	cfg  Config
-	info core.DeviceInfo
+	// mu guards every field below. Devices of one Machine share it, so work
+	// that crosses devices (peer copies, collectives, waits on a peer's
+	// events) runs under one lock.
+	mu  *sync.Mutex
+	cfg Config
+	// machine is the Machine the device belongs to (nil for sim.New's);
+	// index is its place there.
+	machine *Machine
+	index   int
+	info    core.DeviceInfo
 
 	// Device memory: real bytes at fake addresses. allocs finds an
 	// allocation by its base; sorted finds the allocation holding an
@@ -97,6 +104,9 @@ type Device struct {
 	functions map[core.Function]*function
 	graphs    map[core.DeviceGraph]*graph
 	execs     map[core.GraphExec]*graphExec
+
+	peerOn map[*Device]bool   // peers d enabled access to (EnablePeerAccess)
+	comms  map[*comm]struct{} // live communicators of d's ranks
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
@@ -133,7 +143,8 @@ func New(cfg Config) *Device {
 	if cfg.Capabilities != nil {
 		caps = *cfg.Capabilities
 	}
-	return &Device{
+	d := &Device{
+		mu:   new(sync.Mutex),
 		cfg:  cfg,
 		caps: caps,
 		info: core.DeviceInfo{
@@ -152,6 +163,9 @@ func New(cfg Config) *Device {
 		graphs:    make(map[core.DeviceGraph]*graph),
 		execs:     make(map[core.GraphExec]*graphExec),
 	}
+	// A device of its own is a Machine of one.
+	d.machine = &Machine{mu: d.mu, cond: sync.NewCond(d.mu), devs: []*Device{d}, peer: [][]bool{{true}}}
+	return d
 }
 
 // Config returns the configuration with defaults filled in.

@@ -43,7 +43,17 @@
 // errors.As(err, &res) and errors.Is(err, cudaapi.CUDA_ERROR_...) work as
 // they do with the real driver.
 //
-// A Device is safe for concurrent use; one mutex guards it.
+// Several devices: NewMachine builds a Machine of simulated devices with a
+// configurable peer-access matrix (MachineConfig.Peer). Its devices are
+// core.PeerDrivers and core.CollectiveDrivers over each other: peer copies,
+// waits on another device's events, portable pinned memory and collectives
+// (all-reduce, broadcast, all-gather, reduce-scatter, computed in Go) work
+// across them, with the same fault injection and call counting.
+// RequireMachineNoLeaks checks every device, communicators included. A
+// device from New is a Machine of one.
+//
+// A Device is safe for concurrent use; one mutex guards it (the devices of
+// a Machine share one).
 //
 // A test of GPU code, in short:
 //

@@ -14,6 +14,7 @@ type Live struct {
 	Events           int    // events not destroyed
 	Modules          int    // modules not unloaded
 	QueuedOps        int    // queued operations not executed yet, on all streams
+	Communicators    int    // communicator ranks on the device not destroyed
 	Graphs           int    // graphs from StreamEndCapture not destroyed
 	GraphExecs       int    // executable graphs not destroyed
 }
@@ -23,9 +24,9 @@ func (l Live) Zero() bool { return l == Live{} }
 
 // String lists the counts, for test failure messages.
 func (l Live) String() string {
-	return fmt.Sprintf("allocations=%d (%d bytes) pinned=%d (%d bytes) registered=%d streams=%d events=%d modules=%d queued=%d graphs=%d graph-execs=%d",
+	return fmt.Sprintf("allocations=%d (%d bytes) pinned=%d (%d bytes) registered=%d streams=%d events=%d modules=%d queued=%d graphs=%d graph-execs=%d communicators=%d",
 		l.Allocations, l.DeviceBytes, l.PinnedBuffers, l.PinnedBytes, l.RegisteredRanges,
-		l.Streams, l.Events, l.Modules, l.QueuedOps, l.Graphs, l.GraphExecs)
+		l.Streams, l.Events, l.Modules, l.QueuedOps, l.Graphs, l.GraphExecs, l.Communicators)
 }
 
 // Live returns the current live-object counts.
@@ -46,6 +47,7 @@ func (d *Device) liveLocked() Live {
 		Events:           len(d.events),
 		Modules:          len(d.modules),
 		QueuedOps:        d.queued,
+		Communicators:    len(d.comms),
 		Graphs:           len(d.graphs),
 		GraphExecs:       len(d.execs),
 	}

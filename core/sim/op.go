@@ -6,8 +6,9 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver, core.HostKernelBinder and
-// core.GraphDriver.
+// The operations, one per method of core.Driver, core.HostKernelBinder,
+// core.GraphDriver, core.PeerDriver, core.CollectiveDriver and
+// core.Communicator.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -37,6 +38,19 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpPeerLink
+	OpEnablePeerAccess
+	OpMemcpyPeerAsync
+	OpNewCommunicators
+	OpNewCommID
+	OpJoinCommunicator
+	OpGroupStart
+	OpGroupEnd
+	OpAllReduce
+	OpBroadcast
+	OpAllGather
+	OpReduceScatter
+	OpCommDestroy
 	OpStreamBeginCapture
 	OpStreamEndCapture
 	OpGraphInstantiate
@@ -79,14 +93,27 @@ var opNames = [...]string{
 	OpModuleFunction:     "ModuleFunction",
 	OpLaunch:             "Launch",
 	OpBindHostKernel:     "BindHostKernel",
+	OpPeerLink:           "PeerLink",
+	OpEnablePeerAccess:   "EnablePeerAccess",
+	OpMemcpyPeerAsync:    "MemcpyPeerAsync",
+	OpNewCommunicators:   "NewCommunicators",
+	OpNewCommID:          "NewCommID",
+	OpJoinCommunicator:   "JoinCommunicator",
+	OpGroupStart:         "GroupStart",
+	OpGroupEnd:           "GroupEnd",
+	OpAllReduce:          "AllReduce",
+	OpBroadcast:          "Broadcast",
+	OpAllGather:          "AllGather",
+	OpReduceScatter:      "ReduceScatter",
+	OpCommDestroy:        "CommDestroy",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
 	OpStreamBeginCapture: "StreamBeginCapture",
 	OpStreamEndCapture:   "StreamEndCapture",
 	OpGraphInstantiate:   "GraphInstantiate",
 	OpGraphLaunch:        "GraphLaunch",
 	OpGraphExecDestroy:   "GraphExecDestroy",
 	OpGraphDestroy:       "GraphDestroy",
-	opReadDevice:         "ReadDevice",
-	opWriteDevice:        "WriteDevice",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".

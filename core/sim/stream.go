@@ -31,6 +31,7 @@ type op struct {
 }
 
 type stream struct {
+	dev     *Device // the device the stream belongs to
 	handle  core.Stream
 	queue   []*op
 	err     *Error   // first execution failure not yet reported
@@ -90,6 +91,23 @@ func (d *Device) lookupEvent(o Op, e core.Event) (*event, error) {
 	return ev, nil
 }
 
+// lookupPeerEvent resolves e among d's events and, for a Device of a
+// Machine, among the events of the other devices there (CUDA lets a stream
+// wait on another device's event).
+func (d *Device) lookupPeerEvent(o Op, e core.Event) (*event, error) {
+	if ev, ok := d.events[e]; ok && e != 0 {
+		return ev, nil
+	}
+	if e != 0 {
+		for _, p := range d.machine.devs {
+			if ev, ok := p.events[e]; ok {
+				return ev, nil
+			}
+		}
+	}
+	return d.lookupEvent(o, e)
+}
+
 func (d *Device) enqueue(st *stream, o *op) {
 	o.stream = st
 	if st.capture != nil {
@@ -103,7 +121,11 @@ func (d *Device) enqueue(st *stream, o *op) {
 // runStream executes st's queued work in order, up to and including until
 // (all of it when until is nil or not on st). Execution errors are kept on
 // the stream until reported.
+//
+// The stream may belong to another device of d's Machine (a wait on a
+// peer's event); its own device executes and counts the work.
 func (d *Device) runStream(st *stream, until *op) {
+	d = st.dev
 	if st.running {
 		// Unreachable through the Driver API (a wait can only name work
 		// queued before it), but never loop or recurse forever.
@@ -160,7 +182,7 @@ func (d *Device) StreamCreate() (core.Stream, error) {
 		return 0, nil
 	}
 	h := core.Stream(d.newHandle())
-	d.streams[h] = &stream{handle: h}
+	d.streams[h] = &stream{dev: d, handle: h}
 	return h, nil
 }
 
@@ -256,7 +278,7 @@ func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 	if err != nil {
 		return err
 	}
-	ev, err := d.lookupEvent(OpStreamWaitEvent, e)
+	ev, err := d.lookupPeerEvent(OpStreamWaitEvent, e)
 	if err != nil {
 		return err
 	}
