@@ -17,10 +17,13 @@
 //   - uploads and readbacks of resident buffers, validated as a whole batch
 //     before any byte moves, fused with package fusion, staged through pooled
 //     pinned host memory and fenced with one stream synchronization per call;
-//     many small copies travel packed (one DMA plus one scatter or gather
-//     launch of the built-in kernels in core/kernels), large ones pipelined in
-//     chunks through several pinned blocks, with host copies spread over
-//     goroutines;
+//     each call is planned by package xferplan from its sizes and count: many
+//     small copies travel packed (one DMA, or several overlapping the
+//     packing, plus one scatter or gather launch of the built-in kernels in
+//     core/kernels), single copies from 256 KiB are staged in chunks through
+//     several pinned blocks so host copies (spread over goroutines) overlap
+//     the DMA, and copies from or into memory pinned through the Backend move
+//     directly (WithPlanTuning, WithPlanModel, WithCopyHelperLinger);
 //   - programs and launches: Program (a PTX image, entry point, grid rule and
 //     a Go twin for the simulated device), modules loaded once per Backend,
 //     the built-in programs (ProgramFillU32, ProgramCopyU32, ProgramVAddU32,

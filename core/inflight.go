@@ -34,16 +34,26 @@ func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), 
 // label names item i in messages (nil: "item i: " for batches of several).
 func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string) ([]*residentEntry, error) {
 	ents := make([]*residentEntry, len(bufs))
+	if err := b.pinInto(op, ents, func(i int) Buffer { return bufs[i] }, label); err != nil {
+		return nil, err
+	}
+	return ents, nil
+}
+
+// pinInto is pinEntries for the len(ents) buffers buf(i) names, written
+// into ents, so batch calls need not build a slice of their buffers. On
+// failure nothing is pinned and ents holds no meaning.
+func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buffer, label func(i int) string) error {
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
-	for i, h := range bufs {
-		e, err := b.store.lookup(op, h)
+	for i := range ents {
+		e, err := b.store.lookup(op, buf(i))
 		if err != nil {
 			if label == nil {
-				label = func(i int) string { return itemPrefix(len(bufs), i) }
+				label = func(i int) string { return itemPrefix(len(ents), i) }
 			}
 			err.Detail = label(i) + err.Detail
-			return nil, err
+			return err
 		}
 		ents[i] = e
 	}
@@ -53,7 +63,7 @@ func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}
-	return ents, nil
+	return nil
 }
 
 // unpinEntries drops one use of each entry. An entry already at zero means

@@ -256,7 +256,7 @@ func accountingError(op, what string, err error) *Error {
 func (b *Backend) inflightUses(h Buffer) int64 {
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
-	if e := b.store.table[h.ID]; e != nil {
+	if e := b.store.table.get(h.ID); e != nil {
 		return e.inflight.Load()
 	}
 	return 0

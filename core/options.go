@@ -29,7 +29,7 @@ type config struct {
 	pinnedPoolCap     uint64
 	residentPoolLimit int
 	log               *slog.Logger
-	xfer              transferTuning  // zero: defaults (pipeline.go)
+	xfer              transferTuning  // zero: defaults (xfer.go)
 	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 }
 

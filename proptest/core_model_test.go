@@ -272,6 +272,9 @@ type model struct {
 	// packable counts, in shared mode, transfers that may have been packed:
 	// tel then holds their plain-path DeviceCopies, an upper bound.
 	packable uint64
+	// stageable counts, in shared mode, single-copy transfers that may
+	// have been staged in chunks (a DMA per chunk, a wait per block).
+	stageable uint64
 	// qspans holds, per buffer, the bytes that work of a failed call may
 	// still write once the Backend's quarantine drains it (see quarModel);
 	// qActive is set while a step runs with a non-empty quarantine. A write

@@ -176,6 +176,10 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.GraphExecDestroy(fx.spareExec)
 	case OpGraphDestroy:
 		return nil, d.GraphDestroy(fx.spareGraph)
+	case OpMemcpyHtoD:
+		return nil, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
+	case OpMemcpyDtoH:
+		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
 	}
 	panic("no call for " + op.String())
 }
@@ -393,12 +397,12 @@ func TestOpString(t *testing.T) {
 		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
 	methods := 0
-	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil)} {
+	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil)} {
 		methods += reflect.TypeOf(i).Elem().NumMethod()
 	}
 	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)
 	require.Len(t, Ops(), methods+1+collectives,
-		"one Op per Driver, GraphDriver, PeerDriver and CollectiveDriver method, BindHostKernel and the communicator calls")
+		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver and PageableCopier method, BindHostKernel and the communicator calls")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

@@ -7,8 +7,8 @@ import "strconv"
 type Op int
 
 // The operations, one per method of core.Driver, core.HostKernelBinder,
-// core.GraphDriver, core.PeerDriver, core.CollectiveDriver and
-// core.Communicator.
+// core.GraphDriver, core.PeerDriver, core.CollectiveDriver,
+// core.Communicator and core.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -57,6 +57,8 @@ const (
 	OpGraphLaunch
 	OpGraphExecDestroy
 	OpGraphDestroy
+	OpMemcpyHtoD
+	OpMemcpyDtoH
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -114,6 +116,8 @@ var opNames = [...]string{
 	OpGraphLaunch:        "GraphLaunch",
 	OpGraphExecDestroy:   "GraphExecDestroy",
 	OpGraphDestroy:       "GraphDestroy",
+	OpMemcpyHtoD:         "MemcpyHtoD",
+	OpMemcpyDtoH:         "MemcpyDtoH",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
