@@ -152,13 +152,13 @@ func simEntry(entry string) string {
 
 // compileError maps a compiler failure to the Backend's error kinds.
 func compileError(op, name string, info DeviceInfo, err error) *Error {
-	cause := causeText{err: err}
+	cause := strippedCause{err: err}
 	var ce *nvrtcapi.CompileError
 	if errors.As(err, &ce) {
 		// The log is in Detail; the cause adds only the status.
 		return &Error{Op: op, Kind: KindInvalidArgument,
 			Detail: fmt.Sprintf("program %q does not compile for compute capability %d.%d: %s", name, info.CCMajor, info.CCMinor, strings.TrimSpace(ce.Log)),
-			Fix:    "correct the source where the compiler's log points", Err: causeText{err: err, text: ce.Err.Error()}}
+			Fix:    "correct the source where the compiler's log points", Err: strippedCause{err: err, text: ce.Err.Error()}}
 	}
 	var ud *nvrtc.UnsupportedDeviceError
 	switch {
@@ -173,15 +173,15 @@ func compileError(op, name string, info DeviceInfo, err error) *Error {
 		Fix: "check the entry expression and the options", Err: cause}
 }
 
-// causeText carries a cause's text without its own Fix sentence (the
+// strippedCause carries a cause's text without its own Fix sentence (the
 // Backend's error supplies one), and unwraps to it for errors.Is and As.
-type causeText struct {
+type strippedCause struct {
 	err  error
 	text string // replaces err's text when set
 }
 
 // Error returns the cause's text without its Fix sentence.
-func (c causeText) Error() string {
+func (c strippedCause) Error() string {
 	if c.text != "" {
 		return c.text
 	}
@@ -193,4 +193,4 @@ func (c causeText) Error() string {
 }
 
 // Unwrap returns the cause.
-func (c causeText) Unwrap() error { return c.err }
+func (c strippedCause) Unwrap() error { return c.err }

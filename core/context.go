@@ -26,8 +26,9 @@ import (
 // waitPollMax bounds the sleep between completion queries.
 const waitPollMax = 500 * time.Microsecond
 
-// readyCtx waits until the work has finished, polling, or ctx is done.
-func (p *Pending) readyCtx(op string, ctx context.Context) error {
+// readyCtx waits until w has finished, polling, or ctx is done.
+func readyCtx(op string, ctx context.Context, w *pendingWork) error {
+	p := &Pending{w: w} // a view for IsReady; the caller's Pending (if any) keeps its own cleanup
 	if ctx == nil {
 		return newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	}
@@ -66,26 +67,28 @@ func cancelled(op string, cause error) *Error {
 // that has already finished is reported even when ctx is done.
 func (p *Pending) AwaitContext(ctx context.Context) error {
 	const op = "Pending.AwaitContext"
-	if p == nil {
-		return newError(op, KindInvalidArgument, "the Pending is nil", "call it on a Pending from RunAsync or DispatchResidentAsync")
-	}
-	if err := p.readyCtx(op, ctx); err != nil {
+	w, err := p.work(op)
+	if err != nil {
 		return err
 	}
-	return p.Await()
+	if err := readyCtx(op, ctx, w); err != nil {
+		return err
+	}
+	return withOp(op, p.Await())
 }
 
 // AwaitIntoContext is AwaitInto that stops waiting when ctx is done, leaving
 // dst unchanged and the reads available to a later AwaitInto.
 func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
 	const op = "Pending.AwaitIntoContext"
-	if p == nil {
-		return dst, newError(op, KindInvalidArgument, "the Pending is nil", "call it on a Pending from RunAsync or DispatchResidentAsync")
-	}
-	if err := p.readyCtx(op, ctx); err != nil {
+	w, err := p.work(op)
+	if err != nil {
 		return dst, err
 	}
-	return p.AwaitInto(dst)
+	if err := readyCtx(op, ctx, w); err != nil {
+		return dst, err
+	}
+	return w.awaitInto(op, dst)
 }
 
 // RunContext is Run that stops waiting when ctx is done. A context already
@@ -106,21 +109,21 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		return dst, err
 	}
 	defer b.exit()
-	p, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch)
 	if err != nil {
 		return dst, err
 	}
-	if err := p.readyCtx(op, ctx); err != nil {
+	if err := readyCtx(op, ctx, w); err != nil {
 		b.abandoned.Add(1)
 		go func() {
 			defer b.abandoned.Done()
-			if err := p.Close(); err != nil { // Close released everything either way
+			if err := w.close(op); err != nil { // close released everything either way
 				b.log.Error("work whose RunContext was cancelled failed on the device", "op", op, "err", err)
 			}
 		}()
 		return dst, err
 	}
-	return p.AwaitInto(dst)
+	return w.awaitInto(op, dst)
 }
 
 // ReplayContext is Graph.Replay that stops waiting when ctx is done. A
@@ -142,13 +145,13 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 			Fix: "pass a live context", Err: ctx.Err()}
 	case ctx.Done() == nil:
 		out, err := g.Replay(dst)
-		return out, withOp(err, op)
+		return out, withOp(op, err)
 	}
 	p, err := g.ReplayAsync()
 	if err != nil {
-		return dst, withOp(err, op)
+		return dst, withOp(op, err)
 	}
-	if err := p.readyCtx(op, ctx); err != nil {
+	if err := readyCtx(op, ctx, p.w); err != nil {
 		b := g.b
 		if eerr := b.enter(op); eerr != nil {
 			return dst, err // Close ran meanwhile: it waited for nothing it did not own
@@ -163,6 +166,6 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 		}()
 		return dst, err
 	}
-	out, err := p.AwaitInto(dst)
-	return out, withOp(err, op)
+	out, err := p.w.awaitInto(op, dst)
+	return out, withOp(op, err)
 }

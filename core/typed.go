@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -36,17 +35,6 @@ func bytesOf[T Numeric](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*sizeOf[T]())[:len(s)*sizeOf[T]()]
 }
 
-// withOp makes a Backend error name the typed call the caller made.
-func withOp(err error, op string) error {
-	var e *Error
-	if errors.As(err, &e) && e.Op != op {
-		c := *e
-		c.Op = op
-		return &c
-	}
-	return err
-}
-
 // AllocSlice allocates a resident buffer for n elements of T (n*size bytes).
 // n must be positive and n*size must fit an int.
 func AllocSlice[T Numeric](b *Backend, n int) (Buffer, error) {
@@ -57,14 +45,14 @@ func AllocSlice[T Numeric](b *Backend, n int) (Buffer, error) {
 			fmt.Sprintf("%d elements of %d bytes", n, size), "ask for a positive element count whose byte size fits an int")
 	}
 	h, err := b.AllocateResident(n * size)
-	return h, withOp(err, op)
+	return h, withOp(op, err)
 }
 
 // UploadSlice copies src into the whole of buf, as its bytes (see Numeric
 // for the layout); len(src)*size must equal buf.Len. src is read in place:
 // no copy is made beyond the one into staging that every upload makes.
 func UploadSlice[T Numeric](b *Backend, buf Buffer, src []T) error {
-	return withOp(b.UploadResident(buf, bytesOf(src)), "UploadSlice")
+	return withOp("UploadSlice", b.UploadResident(buf, bytesOf(src)))
 }
 
 // UploadSliceAt copies src into buf starting at element index (byte offset
@@ -76,7 +64,7 @@ func UploadSliceAt[T Numeric](b *Backend, buf Buffer, index int, src []T) error 
 		return newError(op, KindInvalidArgument, fmt.Sprintf("element index %d of %d-byte elements", index, size),
 			"pass an element index inside the buffer")
 	}
-	return withOp(b.UploadResidentAt(buf, index*size, bytesOf(src)), op)
+	return withOp(op, b.UploadResidentAt(buf, index*size, bytesOf(src)))
 }
 
 // DownloadSlice reads the whole of buf as elements of T into dst's storage,
@@ -99,7 +87,7 @@ func DownloadSlice[T Numeric](b *Backend, buf Buffer, dst []T) ([]T, error) {
 	}
 	got, err := b.DownloadResidentInto(buf, bytesOf(out[:0]))
 	if err != nil {
-		return dst, withOp(err, op)
+		return dst, withOp(op, err)
 	}
 	if len(got) != buf.Len || (n > 0 && unsafe.SliceData(got) != (*byte)(unsafe.Pointer(unsafe.SliceData(out[:n])))) {
 		return dst, newError(op, KindInvalidArgument, "the download did not land in the element storage",
