@@ -54,6 +54,10 @@ type Backend struct {
 	peers    peerCache     // how other Backends are reached (peer.go)
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
+	// abandoned counts work RunContext or Graph.ReplayContext stopped
+	// waiting for and collects in the background; Close waits for it
+	// (context.go).
+	abandoned sync.WaitGroup
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -147,6 +151,7 @@ func (b *Backend) Close() error {
 	if b.closed {
 		return closedError(op)
 	}
+	b.abandoned.Wait()
 	if n := b.graphs.Load(); n > 0 {
 		return newError(op, KindInFlight, fmt.Sprintf("%d Graph(s) are open", n),
 			"close every Graph from Capture before closing the Backend")

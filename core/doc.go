@@ -37,6 +37,11 @@
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
 //     Run or RunAsync;
+//   - kernels from CUDA C++ at run time (Backend.Compile, through package
+//     nvrtc and its disk cache), typed kernel parameters (ProgramSpec.Params,
+//     DispatchConfig.Args), typed slices (AllocSlice, UploadSlice,
+//     DownloadSlice) and context-aware waits (RunContext, AwaitContext,
+//     AwaitIntoContext, Graph.ReplayContext);
 //   - CUDA graphs (graph.go): Capture records a Batch once by stream capture
 //     of Run's queueing path (through the optional GraphDriver capability)
 //     and Graph.Replay runs it with one graph launch and one fence, reading

@@ -1,6 +1,10 @@
 package core
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/vyre-go/vyrecuda/nvrtc"
+)
 
 // Floors of the cache caps and limits that scale with device memory; the
 // rules are DeviceCacheCap, PinnedCacheCap and ResidentClassLimit.
@@ -52,7 +56,8 @@ type config struct {
 	pinCapSet         bool
 	limitSet          bool
 	log               *slog.Logger
-	xfer              transferTuning // zero: defaults (xfer.go)
+	xfer              transferTuning  // zero: defaults (xfer.go)
+	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 }
 
 func defaultConfig() config {

@@ -97,7 +97,7 @@ func newWorkload(id string, cfg benchConfig) workload {
 		}
 	case "W4B":
 		return workload{
-			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (Backend device pool), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
+			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (Backend device cache), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
 			Ops:     cfg.Allocs,
 			Target:  target{Text: "<= 0.5 us per pair", MaxPerOp: 500 * time.Nanosecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return preparePooledAlloc(b, cfg) },
