@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/internal/churn"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -27,6 +28,7 @@ type benchConfig struct {
 	Large      int    `json:"large"`       // bytes of the W2 upload and W6 download
 	Allocs     int    `json:"allocs"`      // alloc+free pairs per W4 run
 	AllocSize  int    `json:"alloc_size"`  // bytes per W4 allocation
+	ChurnSteps int    `json:"churn_steps"` // alloc/free steps per W4C run
 	Launches   int    `json:"launches"`    // dependent launches per W5 run
 	MixedCount int    `json:"mixed_count"` // W7: buffers
 	MixedMin   int    `json:"mixed_min"`   // W7: smallest buffer
@@ -42,12 +44,12 @@ type benchConfig struct {
 	Out     string        `json:"-"`
 }
 
-// defaultBenchConfig holds the sizes of DESIGN.md's workloads.
+// defaultBenchConfig holds the sizes of the benchmark workloads (docs/ARCHITECTURE.md).
 func defaultBenchConfig() benchConfig {
 	return benchConfig{
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
 		Count: 1024, Small: 4 << 10, Large: 256 << 20,
-		Allocs: 1000, AllocSize: 4 << 10, Launches: 100,
+		Allocs: 1000, AllocSize: 4 << 10, ChurnSteps: churn.DefaultSteps, Launches: 100,
 		MixedCount: 2048, MixedMin: 16, MixedMax: 256 << 10,
 		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
 	}
@@ -68,6 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&large, "large", "W2/W6: bytes of the large upload and download")
 	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
 	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
+	fs.IntVar(&cfg.ChurnSteps, "churn-steps", cfg.ChurnSteps, "W4C: alloc/free steps per run")
 	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
 	fs.IntVar(&cfg.MixedCount, "mixed-count", cfg.MixedCount, "W7: number of buffers of mixed sizes")
 	mixedMax := sizeFlag(cfg.MixedMax)
@@ -80,8 +83,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W5G and W5C, CUDA graphs) and an upload/readback\n"+
-			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs.\n\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs) and an upload/readback\n"+
+			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
+			"their targets and the paths they measure are described in\ndocs/ARCHITECTURE.md (section Benchmarks).\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -97,6 +101,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	if cfg.Out != "" {
+		// Checked before the run: a run of minutes must not end in an unwritable directory.
+		if err := checkOutDir(cfg.Out); err != nil {
+			return fail(stderr, "bench", err)
+		}
+	}
 	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory(), cfg.options()...)
 	if err != nil {
 		return fail(stderr, "bench", err)
@@ -132,6 +142,8 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
 	case c.Allocs < 1:
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.ChurnSteps < 1:
+		return nil, fmt.Errorf("-churn-steps %d: want at least 1", c.ChurnSteps)
 	case c.Launches < 1:
 		return nil, fmt.Errorf("-launches %d: want at least 1", c.Launches)
 	case c.MixedCount < 1:
@@ -405,6 +417,20 @@ func pattern(n int, seed uint32) []byte {
 		out[i] = byte(x)
 	}
 	return out
+}
+
+// checkOutDir creates dir when missing and proves it writable by creating
+// and removing a probe file in it, so -out fails before the run, not after.
+func checkOutDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-out %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".vyrecuda-probe-*")
+	if err != nil {
+		return fmt.Errorf("-out %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
 }
 
 // writeOutputs writes results.json and bandwidth.svg into dir.
