@@ -1,7 +1,6 @@
 package core
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -162,6 +161,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 	opened := blocks
 	r.open(opened)
 	shared := startJob(r.job, pl.Workers)
+	var sp spinner
 	for q := 0; q < k; {
 		switch {
 		case r.remain[q].Load() == 0:
@@ -183,11 +183,11 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 				opened++
 				r.open(opened)
 			} else if !r.job.step() {
-				runtime.Gosched()
+				sp.pause()
 			}
 		default:
 			if !r.job.step() {
-				runtime.Gosched()
+				sp.pause()
 			}
 		}
 	}
@@ -227,6 +227,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	}
 	shared := startJob(r.job, pl.Workers)
 	queued, opened, copied := ahead, 0, 0
+	var sp spinner
 	for copied < k {
 		switch {
 		case r.remain[copied].Load() == 0:
@@ -251,11 +252,11 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 				opened++
 				r.open(opened)
 			} else if !r.job.step() {
-				runtime.Gosched()
+				sp.pause()
 			}
 		default:
 			if !r.job.step() {
-				runtime.Gosched()
+				sp.pause()
 			}
 		}
 	}
@@ -327,6 +328,7 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 	job.left.Store(job.n)
 	shared := startJob(job, w)
 	var err error
+	var sp spinner
 	for q := 0; q < parts; {
 		if remain[q].Load() == 0 {
 			// A part with no task (empty: more parts than splits) is ready too.
@@ -336,7 +338,7 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 			}
 			q++
 		} else if !job.step() {
-			runtime.Gosched()
+			sp.pause()
 		}
 	}
 	job.workAll()
