@@ -265,7 +265,7 @@ type gathered struct {
 	st     staging
 	staged bool // st holds blocks; a zero staging is never released
 	stage  []byte
-	views  []fusion.ReadbackView
+	views  []fusion.ReadbackView // nil: request i is the whole of copy i
 	offs   []int  // staging offset of each fused copy
 	lens   []int  // requested length of each request
 	direct []byte // a single staged or direct read, already in its output
@@ -279,6 +279,10 @@ type gathered struct {
 func (g *gathered) bytes(i int) []byte {
 	if g.lens[i] == 0 {
 		return nil
+	}
+	if g.views == nil {
+		start := g.offs[i]
+		return g.stage[start : start+g.lens[i]]
 	}
 	v := g.views[i]
 	start := g.offs[v.Slot] + v.Offset
@@ -307,7 +311,9 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		}
 		return
 	}
-	starts := make([]int, n)
+	sp := getInts(n)
+	defer putInts(sp)
+	starts := *sp
 	acc := 0
 	for i := range n {
 		starts[i] = acc
@@ -362,7 +368,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return g, nil
 	}
 	phase("validate")
-	fused, err := fusion.FuseReadbacks(reqs)
+	fused, err := fuseReads(reqs)
 	if err != nil {
 		return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the readbacks failed",
 			Fix: "split the batch; its addresses or lengths overflow", Err: err}
@@ -414,6 +420,18 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return nil, err
 	}
 	return g, nil
+}
+
+// fuseReads fuses the requests of a readback. The usual batch (one whole
+// buffer per request, handles increasing) is already its own fusion: its
+// copies are reqs (scratch the caller owns until the copies are queued and
+// fenced) and its Views nil, meaning request i is the whole of copy i, so
+// it allocates nothing; anything else goes through fusion.FuseReadbacks.
+func fuseReads(reqs []fusion.ReadbackCopy) (fusion.FusedReadbacks, error) {
+	if bytes, ok := fusion.DistinctReadbacks(reqs); ok {
+		return fusion.FusedReadbacks{Copies: reqs, Bytes: bytes}, nil
+	}
+	return fusion.FuseReadbacks(reqs)
 }
 
 // gatherPerCopy reads copies (bytes in all, nonEmpty requests) into one

@@ -181,25 +181,34 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	return out, nil
 }
 
+// distinctReadbackBytes reports whether reqs has the shape
+// distinctReadbacks fuses directly, and its bytes.
+func distinctReadbackBytes(reqs []ReadbackCopy) (bytes uint64, ok bool) {
+	if len(reqs) == 0 {
+		return 0, false
+	}
+	prev := reqs[0].Handle
+	for i := range reqs {
+		r := &reqs[i]
+		n := uint64(r.Len)
+		if r.Len <= 0 || n > math.MaxUint64-r.Src || n > math.MaxUint64-bytes || i > 0 && r.Handle <= prev {
+			return 0, false
+		}
+		prev = r.Handle
+		bytes += n
+	}
+	return bytes, true
+}
+
 // distinctReadbacks fuses the common batch shape directly: non-empty
 // requests in strictly increasing handle order (so no two share a handle),
 // no range and not the total overflowing. Each request is then its own copy
 // and its view the whole copy. ok is false, with nothing allocated, for
 // anything else, errors included, which the general sweep handles.
 func distinctReadbacks(reqs []ReadbackCopy) (out FusedReadbacks, ok bool) {
-	if len(reqs) == 0 {
+	bytes, ok := distinctReadbackBytes(reqs)
+	if !ok {
 		return FusedReadbacks{}, false
-	}
-	var bytes uint64
-	prev := reqs[0].Handle
-	for i := range reqs {
-		r := &reqs[i]
-		n := uint64(r.Len)
-		if r.Len <= 0 || n > math.MaxUint64-r.Src || n > math.MaxUint64-bytes || i > 0 && r.Handle <= prev {
-			return FusedReadbacks{}, false
-		}
-		prev = r.Handle
-		bytes += n
 	}
 	out = FusedReadbacks{Copies: append([]ReadbackCopy(nil), reqs...), Views: make([]ReadbackView, len(reqs)), Bytes: bytes}
 	for i := range reqs {
