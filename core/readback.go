@@ -266,10 +266,10 @@ type gathered struct {
 	staged bool // st holds blocks; a zero staging is never released
 	stage  []byte
 	views  []fusion.ReadbackView // nil: request i is the whole of copy i
-	offs   []int  // staging offset of each fused copy
-	lens   []int  // requested length of each request
-	direct []byte // a single staged or direct read, already in its output
-	out    []byte // the output into gave, for a single read staged whole
+	offs   []int                 // staging offset of each fused copy
+	lens   []int                 // requested length of each request
+	direct []byte                // a single staged or direct read, already in its output
+	out    []byte                // the output into gave, for a single read staged whole
 	tune   transferTuning
 	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
 }

@@ -13,4 +13,6 @@ func DistinctUploads(copies []UploadCopy) (bytes uint64, ok bool) { return disti
 // copies (as a copy) and view i as the whole of copy i. It returns their
 // bytes. Callers can then read reqs as the copies, with request i in copy
 // i, and skip FuseReadbacks' allocations.
-func DistinctReadbacks(reqs []ReadbackCopy) (bytes uint64, ok bool) { return distinctReadbackBytes(reqs) }
+func DistinctReadbacks(reqs []ReadbackCopy) (bytes uint64, ok bool) {
+	return distinctReadbackBytes(reqs)
+}
