@@ -573,6 +573,7 @@ func (r *runner) doUploads(call string, items []upItem, full bool, do func() err
 	// A packed transfer stages through a device allocation outside the
 	// resident budget, which a nearly full device may not have.
 	r.allowOOM = len(items) >= packMinCopies
+	r.packable = r.allowOOM
 	err := do()
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
@@ -902,6 +903,7 @@ func (s *readStep) run(r *runner) error {
 	}
 
 	r.allowOOM = len(rs) >= packMinCopies // see doUploads
+	r.packable = r.allowOOM
 	var (
 		got    [][]byte // one result per range, on success
 		err    error
@@ -1057,6 +1059,9 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 		return r.expectTransfer(call, map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1, sim.OpLaunch: 0})
 	}
 	got := r.callsDelta()
+	if r.fellBack && got[sim.OpLaunch] != 0 {
+		return fmt.Errorf("%s: device staging ran out of memory, yet the call launched a packing kernel: %v", call, got)
+	}
 	if got[sim.OpLaunch] == 0 {
 		t.DeviceCopies += uint64(copies)
 		return r.expectTransfer(call+" (plain)", map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1})
