@@ -50,6 +50,9 @@ func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string)
 	// Counts change only after every handle validated, so a bad batch marks
 	// nothing. Holding mu shared keeps FreeResident (exclusive) from
 	// removing an entry between its check and these increments.
+	if h := pinHook; h != nil {
+		h(b)
+	}
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}
@@ -66,6 +69,12 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 		}
 	}
 }
+
+// pinHook, when set (tests only), runs in pinEntries between validating the
+// handles and marking them in flight: the window in which a FreeResident
+// must not be able to remove a validated entry. Tests set it to run
+// FreeResident in exactly that window.
+var pinHook func(b *Backend)
 
 func (b *Backend) releaser(op string, ents []*residentEntry) func() {
 	var once sync.Once
