@@ -267,6 +267,9 @@ func drawStep(src entropy, k stepKinds) step {
 	if k.close {
 		choices = append(choices, choice{1, func() step { return &closeStep{try: src.intn(2) == 0} }})
 	}
+	for _, c := range extraSteps(src, k) {
+		choices = append(choices, choice(c))
+	}
 	total := 0
 	for _, c := range choices {
 		total += c.w
@@ -1863,6 +1866,7 @@ type optModel struct {
 	// used when the dispatcher freed them: retired until its Close.
 	retiredN     int
 	retiredBytes uint64
+	content      *optContent // what batch steps know of the ids' bytes
 }
 
 // optSet is one static acquisition.
