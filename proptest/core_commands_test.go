@@ -1057,6 +1057,11 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 		// Either path; the totals are bounded at the end.
 		r.m.packable++
 	}
+	if copies == 1 && !r.cfg.shared {
+		if got := r.callsDelta(); got[op] > 1 && got[sim.OpLaunch] == 0 {
+			return r.expectChunks(call, op) // one large copy, pipelined
+		}
+	}
 	if r.cfg.shared || copies < packMinCopies {
 		t.DeviceCopies += uint64(copies)
 		return r.expectTransfer(call, map[sim.Op]uint64{op: uint64(copies), sim.OpStreamSynchronize: 1, sim.OpLaunch: 0})
