@@ -86,6 +86,9 @@ func extraSteps(src entropy, k stepKinds) []stepChoice {
 	if k.optimizer {
 		c = append(c, stepChoice{5, func() step { return drawBatch(src, true) }})
 	}
+	if k.async {
+		c = append(c, stepChoice{2, func() step { return drawPinAround(src) }})
+	}
 	return c
 }
 
