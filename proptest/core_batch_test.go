@@ -84,7 +84,8 @@ type stepChoice struct {
 func extraSteps(src entropy, k stepKinds) []stepChoice {
 	c := []stepChoice{{6, func() step { return drawBatch(src, false) }}}
 	if k.optimizer {
-		c = append(c, stepChoice{5, func() step { return drawBatch(src, true) }})
+		c = append(c, stepChoice{5, func() step { return drawBatch(src, true) }},
+			stepChoice{1, func() step { return &staticSplitStep{domain: uint64(src.intn(2)), flip: chance(src, 50)} }})
 	}
 	if k.async {
 		c = append(c, stepChoice{2, func() step { return drawPinAround(src) }})
@@ -324,9 +325,7 @@ func (r *runner) resolveBatch(s *batchStep, o *optModel) *batchItems {
 		h := pick(p)
 		off, n := s.upAt[i].resolve(h.Len)
 		it.badUp = append(it.badUp, !rangeOK(off, n, h.Len))
-		if !rangeOK(off, n, h.Len) {
-			n = max(min(n, 4096), 0)
-		}
+		n = max(n, 0)
 		it.ups = append(it.ups, h)
 		it.upOff = append(it.upOff, off)
 		it.upData = append(it.upData, patternData(s.seeds[i], n))

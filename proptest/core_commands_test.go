@@ -2109,7 +2109,8 @@ func (s *optFreeStep) run(r *runner) error {
 
 // staticCatalog is the payloads static acquisitions draw from, few enough
 // that the same content is acquired again while cached.
-var staticCatalog = [...]struct{ seed, n int }{{1, 64}, {2, 256}, {3, 1024}, {4, 4096}, {5, 16384}, {6, 256}}
+var staticCatalog = [...]struct{ seed, n int }{{1, 64}, {2, 256}, {3, 1024}, {4, 4096}, {5, 16384}, {6, 256},
+	{7, 64}, {71, 128}, {7, 128}, {135, 64}} // the last four: [6 7] and [8 9] hold the same bytes, split apart differently
 
 // staticAcquireStep is AcquireStaticUploads of catalog payloads in a domain.
 type staticAcquireStep struct {
