@@ -41,7 +41,7 @@ fuzz:
 	@if [ "$(FUZZTIME)" != "$(FUZZSHORT)" ]; then \
 	  for seed in $(PROPSEEDS); do \
 	    echo "long core properties (VYRECUDA_PROP_LONG=1 VYRECUDA_PROP_SEED=$$seed)"; \
-	    VYRECUDA_PROP_SEED=$$seed VYRECUDA_PROP_LONG=1 $(GO) test -count=1 -run '^TestCore' ./proptest || exit 1; \
+	    VYRECUDA_PROP_SEED=$$seed VYRECUDA_PROP_LONG=1 $(GO) test -count=1 -timeout 2h -run '^TestCore' ./proptest || exit 1; \
 	  done; \
 	fi
 	@set -e; $(GO) test -list '^Fuzz' $(PKGS) > .fuzzlist.tmp 2>&1 || { cat .fuzzlist.tmp; rm -f .fuzzlist.tmp; exit 1; }; \
