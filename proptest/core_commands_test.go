@@ -1774,6 +1774,7 @@ func drawConfig(src entropy, faults faultMode) runConfig {
 	if faults == faultsRandom {
 		cfg.rate = []float64{0.02, 0.05, 0.15}[src.intn(3)]
 		cfg.rateSeed = int64(src.intn(1 << 30))
+		cfg.rateCode = faultCodes[src.intn(len(faultCodes))]
 	}
 	return cfg
 }

@@ -524,14 +524,15 @@ type runConfig struct {
 	optPoolCap    int // WithOptimizerPoolCap; -1: the default
 	staticCap     int // WithStaticCacheCap; -1: the default
 	faults        faultMode
-	rate          float64 // faultsRandom
-	rateSeed      int64   // faultsRandom
-	shared        bool    // several runners on one Backend (concurrency)
+	rate          float64        // faultsRandom
+	rateSeed      int64          // faultsRandom
+	rateCode      cudaapi.Result // faultsRandom: the code random failures carry
+	shared        bool           // several runners on one Backend (concurrency)
 }
 
 func (c runConfig) String() string {
-	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d}",
-		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed)
+	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d code=%d}",
+		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed, c.rateCode)
 }
 
 // logCounter is the Backend's logger in these properties: it keeps the
@@ -704,7 +705,7 @@ func newSharedRunner(cfg runConfig, dev *sim.Device, b *core.Backend, log *logCo
 
 func (r *runner) armRandom() {
 	if r.cfg.faults == faultsRandom {
-		r.dev.FailRate(r.cfg.rateSeed+int64(r.gen), r.cfg.rate, randomFaultOps()...)
+		r.dev.FailRateWith(r.cfg.rateSeed+int64(r.gen), r.cfg.rate, r.cfg.rateCode, randomFaultOps()...)
 	}
 }
 
