@@ -251,6 +251,20 @@ type batchItems struct {
 	badUp                     []bool // upload i's drawn range does not fit
 }
 
+// allowed returns the refusal the model expects given err: its kind when
+// the model allows it (several problems may each be reported first), else
+// one the model allows, or 0 (success) when none is.
+func (it *batchItems) allowed(err error) core.Kind {
+	var e *core.Error
+	if errors.As(err, &e) && it.kinds[e.Kind] {
+		return e.Kind
+	}
+	for k := range it.kinds {
+		return k
+	}
+	return 0
+}
+
 // recheck recomputes the allowed refusals from the items the call uses.
 func (it *batchItems) recheck() {
 	it.kinds = map[core.Kind]bool{}
@@ -407,17 +421,7 @@ func (s *batchStep) run(r *runner) error {
 // queued says whether the work was queued before the failure: yes (1), no
 // (0) or unknown (-1, a synchronous Run, whose telemetry then tells).
 func (r *runner) judgeBatch(call string, it *batchItems, c content, err error, got, dst [][]byte, before snapshot, queued int) error {
-	want := core.Kind(0)
-	var e *core.Error
-	if errors.As(err, &e) && it.kinds[e.Kind] {
-		want = e.Kind
-	} else {
-		for k := range it.kinds {
-			want = k
-			break
-		}
-	}
-	out, verr := r.judge(call, err, want)
+	out, verr := r.judge(call, err, it.allowed(err))
 	if verr != nil {
 		return verr
 	}
@@ -608,136 +612,148 @@ func applyKernel(c content, k core.Step) {
 func (s *batchStep) runOpt(r *runner, o *optModel, c *optContent) error {
 	it := r.resolveBatch(s, o)
 	call := "opt." + optCalls[s.api]
-	d := o.d
+	switch optCalls[s.api] {
+	case "Run":
+		dst := s.dst.slots2()
+		before := snap2(dst)
+		b := it.optBatch()
+		r.logf("%s %+v", call, b)
+		got, err := o.d.Run(b, dst)
+		return r.judgeBatch(call, it, c, err, got, dst, before, -1)
+	case "UploadResident", "UploadResidentMany", "UploadResidentAtMany":
+		return s.optUploads(r, o.d, it, c)
+	default:
+		return s.optReads(r, o.d, it, c)
+	}
+}
+
+// optBatch is the drawn batch in the dispatcher's terms.
+func (it *batchItems) optBatch() core.OptBatch {
+	var b core.OptBatch
+	for _, h := range it.clears {
+		b.Clears = append(b.Clears, h.ID)
+	}
+	for i, h := range it.fills {
+		b.Fills = append(b.Fills, core.OptFill{ID: h.ID, Value: it.fillVals[i]})
+	}
+	for i, h := range it.ups {
+		b.Uploads = append(b.Uploads, core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]})
+	}
+	for _, k := range it.kern {
+		st := core.OptStep{Program: k.Program, Config: k.Config}
+		for _, h := range k.Bufs {
+			st.IDs = append(st.IDs, h.ID)
+		}
+		b.Steps = append(b.Steps, st)
+	}
+	for _, x := range it.rs {
+		b.Reads = append(b.Reads, core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len})
+	}
+	return b
+}
+
+// optUploads runs UploadResident (the first upload), UploadResidentMany
+// (whole buffers) or UploadResidentAtMany with the drawn uploads.
+func (s *batchStep) optUploads(r *runner, d *core.OptimizerDispatcher, it *batchItems, c content) error {
+	call := "opt." + optCalls[s.api]
+	it.clears, it.fills, it.kern, it.reads, it.rs = nil, nil, nil, nil, nil
+	if len(it.ups) == 0 {
+		return nil
+	}
+	if optCalls[s.api] != "UploadResidentAtMany" {
+		for i, h := range it.ups {
+			it.upOff[i] = 0
+			if s.upAt[i].mode >= placeZero && h.Len > 0 {
+				it.upData[i] = patternData(s.seeds[i], h.Len)
+			}
+			// A whole-buffer upload needs data of the buffer's length.
+			it.badUp[i] = len(it.upData[i]) != h.Len
+		}
+	}
+	if optCalls[s.api] == "UploadResident" {
+		it.ups, it.upData, it.upOff, it.badUp = it.ups[:1], it.upData[:1], it.upOff[:1], it.badUp[:1]
+	}
+	it.recheck()
+	r.logf("%s %d uploads", call, len(it.ups))
+	var err error
+	switch optCalls[s.api] {
+	case "UploadResident":
+		err = d.UploadResident(it.ups[0].ID, it.upData[0])
+	case "UploadResidentMany":
+		ups := make([]core.OptUpload, len(it.ups))
+		for i, h := range it.ups {
+			ups[i] = core.OptUpload{ID: h.ID, Data: it.upData[i]}
+		}
+		err = d.UploadResidentMany(ups)
+	default:
+		ups := make([]core.OptUploadAt, len(it.ups))
+		for i, h := range it.ups {
+			ups[i] = core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]}
+		}
+		err = d.UploadResidentAtMany(ups)
+	}
+	return r.judgeTransfer(call, it, c, err, nil, true)
+}
+
+// optReads runs ReadResident (the first read, whole), ReadResidentMany
+// (whole buffers) or ReadResidentRanges with the drawn reads.
+func (s *batchStep) optReads(r *runner, d *core.OptimizerDispatcher, it *batchItems, c content) error {
+	call := "opt." + optCalls[s.api]
+	it.clears, it.fills, it.kern, it.ups, it.upData, it.upOff, it.badUp = nil, nil, nil, nil, nil, nil, nil
+	if len(it.rs) == 0 {
+		return nil
+	}
+	if optCalls[s.api] != "ReadResidentRanges" {
+		for i, x := range it.rs {
+			it.rs[i] = core.Range{Buf: x.Buf, Len: max(x.Buf.Len, 0)}
+		}
+	}
+	if optCalls[s.api] == "ReadResident" {
+		it.rs, it.reads = it.rs[:1], it.reads[:1]
+	}
+	it.recheck()
+	r.logf("%s %d reads", call, len(it.rs))
 	var (
 		got [][]byte
 		err error
 	)
-	dst := s.dst.slots2()
-	before := snap2(dst)
 	switch optCalls[s.api] {
-	case "Run":
-		var b core.OptBatch
-		for _, h := range it.clears {
-			b.Clears = append(b.Clears, h.ID)
+	case "ReadResident":
+		var one []byte
+		one, err = d.ReadResident(it.rs[0].Buf.ID)
+		got = [][]byte{one}
+		if err != nil && one != nil {
+			return fmt.Errorf("failed %s returned bytes", call)
 		}
-		for i, h := range it.fills {
-			b.Fills = append(b.Fills, core.OptFill{ID: h.ID, Value: it.fillVals[i]})
+	case "ReadResidentMany":
+		ids := make([]uint64, len(it.rs))
+		for i, x := range it.rs {
+			ids[i] = x.Buf.ID
 		}
-		for i, h := range it.ups {
-			b.Uploads = append(b.Uploads, core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]})
+		got, err = d.ReadResidentMany(ids)
+		if err != nil && got != nil {
+			return fmt.Errorf("failed %s returned slots", call)
 		}
-		for _, k := range it.kern {
-			st := core.OptStep{Program: k.Program, Config: k.Config}
-			for _, h := range k.Bufs {
-				st.IDs = append(st.IDs, h.ID)
-			}
-			b.Steps = append(b.Steps, st)
-		}
-		for _, x := range it.rs {
-			b.Reads = append(b.Reads, core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len})
-		}
-		r.logf("%s %+v", call, b)
-		got, err = d.Run(b, dst)
-		return r.judgeBatch(call, it, c, err, got, dst, before, -1)
-	case "UploadResident", "UploadResidentMany", "UploadResidentAtMany":
-		it.clears, it.fills, it.kern, it.reads, it.rs = nil, nil, nil, nil, nil
-		if len(it.ups) == 0 {
-			return nil
-		}
-		whole := optCalls[s.api] != "UploadResidentAtMany"
-		if whole {
-			for i, h := range it.ups {
-				it.upOff[i] = 0
-				if s.upAt[i].mode >= placeZero && h.Len > 0 {
-					it.upData[i] = patternData(s.seeds[i], h.Len)
-				}
-				// A whole-buffer upload needs data of the buffer's length.
-				it.badUp[i] = len(it.upData[i]) != h.Len
-			}
-		}
-		switch optCalls[s.api] {
-		case "UploadResident":
-			it.ups, it.upData, it.upOff, it.badUp = it.ups[:1], it.upData[:1], it.upOff[:1], it.badUp[:1]
-			it.recheck()
-			err = d.UploadResident(it.ups[0].ID, it.upData[0])
-		case "UploadResidentMany":
-			ups := make([]core.OptUpload, len(it.ups))
-			for i, h := range it.ups {
-				ups[i] = core.OptUpload{ID: h.ID, Data: it.upData[i]}
-			}
-			it.recheck()
-			err = d.UploadResidentMany(ups)
-		default:
-			ups := make([]core.OptUploadAt, len(it.ups))
-			for i, h := range it.ups {
-				ups[i] = core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]}
-			}
-			it.recheck()
-			err = d.UploadResidentAtMany(ups)
-		}
-		r.logf("%s %d uploads", call, len(it.ups))
-		return r.judgeTransfer(call, it, c, err, nil, true)
 	default:
-		it.clears, it.fills, it.kern, it.ups, it.upData, it.upOff = nil, nil, nil, nil, nil, nil
-		if len(it.rs) == 0 {
-			return nil
+		rs := make([]core.OptRange, len(it.rs))
+		for i, x := range it.rs {
+			rs[i] = core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len}
 		}
-		if optCalls[s.api] != "ReadResidentRanges" {
-			for i, x := range it.rs {
-				it.rs[i] = core.Range{Buf: x.Buf, Len: max(x.Buf.Len, 0)}
-			}
+		dst := s.dst.slots2()
+		before := snap2(dst)
+		got, err = d.ReadResidentRanges(rs, dst)
+		if err != nil && !snap2(got).equal(before) {
+			return fmt.Errorf("failed %s changed the caller's output slots", call)
 		}
-		switch optCalls[s.api] {
-		case "ReadResident":
-			it.rs, it.reads = it.rs[:1], it.reads[:1]
-			it.recheck()
-			var one []byte
-			one, err = d.ReadResident(it.rs[0].Buf.ID)
-			got = [][]byte{one}
-			if err != nil && one != nil {
-				return fmt.Errorf("failed %s returned bytes", call)
-			}
-		case "ReadResidentMany":
-			ids := make([]uint64, len(it.rs))
-			for i, x := range it.rs {
-				ids[i] = x.Buf.ID
-			}
-			it.recheck()
-			got, err = d.ReadResidentMany(ids)
-			if err != nil && got != nil {
-				return fmt.Errorf("failed %s returned slots", call)
-			}
-		default:
-			rs := make([]core.OptRange, len(it.rs))
-			for i, x := range it.rs {
-				rs[i] = core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len}
-			}
-			it.recheck()
-			got, err = d.ReadResidentRanges(rs, dst)
-			if err != nil && !snap2(got).equal(before) {
-				return fmt.Errorf("failed %s changed the caller's output slots", call)
-			}
-		}
-		r.logf("%s %d reads", call, len(it.rs))
-		return r.judgeTransfer(call, it, c, err, got, false)
 	}
+	return r.judgeTransfer(call, it, c, err, got, false)
 }
 
 // judgeTransfer judges one of the dispatcher's upload or read calls: on
 // success the bytes, the device calls and telemetry of the Backend
 // transfer it is built on.
 func (r *runner) judgeTransfer(call string, it *batchItems, c content, err error, got [][]byte, upload bool) error {
-	want := core.Kind(0)
-	var e *core.Error
-	if errors.As(err, &e) && it.kinds[e.Kind] {
-		want = e.Kind
-	} else {
-		for k := range it.kinds {
-			want = k
-			break
-		}
-	}
+	want := it.allowed(err)
 	if upload {
 		r.allowOOM = len(it.ups) >= packMinCopies
 	} else {

@@ -80,39 +80,43 @@ func TestCoreReleaseFaults(t *testing.T) {
 		if r.opt != nil {
 			require.NoError(t, r.opt.d.Close(), "round %d: OptimizerDispatcher.Close", round)
 		}
-		logged := int(log.n.Load())
 		var releases uint64
 		for _, op := range releaseOps {
 			releases += dev.Calls(op)
 		}
-		t.Logf("round %d: %d releases during the sequence, %d failures logged", round, releases, logged)
-
-		op := releaseOps[rng.Intn(len(releaseOps))]
-		before := dev.Calls(op)
-		dev.FailNth(op, 1, code)
-		err = b.Close()
-		fired := dev.Calls(op) > before
-		dev.ClearFaults()
-		closeErrs := 0
-		switch {
-		case fired && err == nil:
-			// A failure Close swallowed must at least be logged.
-			require.Greater(t, int(log.n.Load()), logged, "round %d: a failed %v during Close was neither returned nor logged", round, op)
-		case err != nil:
-			var e *core.Error
-			require.True(t, errors.As(err, &e) && errors.Is(err, core.ErrDriver), "round %d: Close: %v", round, err)
-			require.Equal(t, code, e.Code, "round %d: Close: %v", round, err)
-			require.NotEmpty(t, e.Fix, "round %d: Close: %v", round, err)
-			closeErrs = 1
-		}
-		require.ErrorIs(t, b.Close(), core.ErrClosed, "round %d: second Close", round)
-		l := dev.Live()
-		t.Logf("round %d: %d release failures logged, Close with %v failing: %v; left %s", round, log.n.Load(), op, err, l)
-		require.Zero(t, l.QueuedOps, "round %d: work still queued after Close: %s", round, l)
-		require.LessOrEqual(t, leaked(l), int(log.n.Load())+closeErrs,
-			"round %d (%v failed with %d; %d failures logged, Close returned %v): more left on the device than failed releases explain: %s",
-			round, op, code, log.n.Load(), err, l)
+		t.Logf("round %d: %d releases during the sequence, %d failures logged", round, releases, log.n.Load())
+		closeWithReleaseFault(t, round, b, dev, log, releaseOps[rng.Intn(len(releaseOps))], code)
 	}
 	require.NoError(t, fs.close())
 	logCoreStats(t, stats)
+}
+
+// closeWithReleaseFault closes b with the first call of op failing with
+// code and bounds what is left on the device by the failures reported.
+func closeWithReleaseFault(t *testing.T, round int, b *core.Backend, dev *sim.Device, log *logCounter, op sim.Op, code cudaapi.Result) {
+	logged := int(log.n.Load())
+	before := dev.Calls(op)
+	dev.FailNth(op, 1, code)
+	err := b.Close()
+	fired := dev.Calls(op) > before
+	dev.ClearFaults()
+	closeErrs := 0
+	switch {
+	case fired && err == nil:
+		// A failure Close swallowed must at least be logged.
+		require.Greater(t, int(log.n.Load()), logged, "round %d: a failed %v during Close was neither returned nor logged", round, op)
+	case err != nil:
+		var e *core.Error
+		require.True(t, errors.As(err, &e) && errors.Is(err, core.ErrDriver), "round %d: Close: %v", round, err)
+		require.Equal(t, code, e.Code, "round %d: Close: %v", round, err)
+		require.NotEmpty(t, e.Fix, "round %d: Close: %v", round, err)
+		closeErrs = 1
+	}
+	require.ErrorIs(t, b.Close(), core.ErrClosed, "round %d: second Close", round)
+	l := dev.Live()
+	t.Logf("round %d: %d release failures logged, Close with %v failing: %v; left %s", round, log.n.Load(), op, err, l)
+	require.Zero(t, l.QueuedOps, "round %d: work still queued after Close: %s", round, l)
+	require.LessOrEqual(t, leaked(l), int(log.n.Load())+closeErrs,
+		"round %d (%v failed with %d; %d failures logged, Close returned %v): more left on the device than failed releases explain: %s",
+		round, op, code, log.n.Load(), err, l)
 }
