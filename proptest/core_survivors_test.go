@@ -4,10 +4,8 @@ package proptest
 // independent way to catch each of them.
 
 import (
-	"errors"
 	"fmt"
 	"math/rand"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -133,40 +131,4 @@ func TestFreeResidentRetriesTheQuarantine(t *testing.T) {
 			assert.True(t, dev.Live().Zero(), "live after Close: %s", dev.Live())
 		})
 	}
-}
-
-// TestDispatcherRefusesIDsOfRunningCalls: while a dispatcher call runs
-// (held here inside a kernel's Go twin), FreeResident of an id it uses must
-// be refused as in flight and change nothing; after the call the id frees.
-func TestDispatcherRefusesIDsOfRunningCalls(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	block, err := core.NewProgram(core.ProgramSpec{Name: "proptest_block", Image: []byte(".entry proptest_block("), Entry: "proptest_block",
-		Buffers: 1, Grid: core.GridRule{Blocks: 1},
-		Host: func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
-			once.Do(func() { close(entered); <-release })
-			return nil
-		}})
-	require.NoError(t, err)
-	dev := sim.New(sim.Config{TotalMemory: 32 << 20})
-	b, err := core.Open(dev)
-	require.NoError(t, err)
-	d, err := core.NewOptimizerDispatcher(b)
-	require.NoError(t, err)
-	id, err := d.AllocResident(4096)
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.Run(core.OptBatch{Steps: []core.OptStep{{Program: block, IDs: []uint64{id}}}}, nil)
-		done <- err
-	}()
-	<-entered
-	err = d.FreeResident(id)
-	close(release)
-	require.NoError(t, <-done)
-	require.True(t, errors.Is(err, core.ErrInFlight), "FreeResident of an id a running Run uses: %v", err)
-	require.NoError(t, d.FreeResident(id))
-	require.NoError(t, d.Close())
-	require.NoError(t, b.Close())
-	require.True(t, dev.Live().Zero(), "live after Close: %s", dev.Live())
 }
