@@ -20,6 +20,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // xorImage is the custom program's code image. The simulated device runs
@@ -89,6 +90,9 @@ func extraSteps(src entropy, k stepKinds) []stepChoice {
 	}
 	if k.async {
 		c = append(c, stepChoice{2, func() step { return drawPinAround(src) }})
+	}
+	if k.faults {
+		c = append(c, stepChoice{2, func() step { return drawNoPackRoom(src) }})
 	}
 	return c
 }
@@ -824,4 +828,20 @@ func (r *runner) judgeTransfer(call string, it *batchItems, c content, err error
 	t.SyncPoints++
 	t.RequestedCopies += uint64(nonEmpty)
 	return r.expectPath(call, copies, op)
+}
+
+// drawNoPackRoom draws a wide transfer (a packed-path candidate) whose first
+// device allocation, its packed staging, runs out of memory: the documented
+// fallback moves the copies by the per-copy path, so the call must succeed.
+func drawNoPackRoom(src entropy) step {
+	oom := &faultSpec{op: sim.OpMemAlloc, nth: 1, code: cudaapi.CUDA_ERROR_OUT_OF_MEMORY}
+	picks, ats := drawWide(src)
+	if chance(src, 50) {
+		seeds := make([]int, len(picks))
+		for i := range seeds {
+			seeds[i] = src.intn(1 << 16)
+		}
+		return &uploadAtManyStep{withFault: withFault{oom}, picks: picks, ats: ats, seeds: seeds}
+	}
+	return &readStep{withFault: withFault{oom}, api: readRangesInto, picks: picks, ats: ats, dst: drawDst(src, len(picks))}
 }

@@ -834,6 +834,9 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	}
 	if e.Kind == core.KindDriver {
 		switch {
+		case fired && r.packFallback():
+			return 0, fmt.Errorf("%s: its packed staging allocation ran out of memory (injected %v) and the call failed; "+
+				"the documented fallback is the per-copy path, which needs no device memory: %v", call, r.armed, err)
 		case fired:
 			if !r.armed.null && e.Code != r.armed.code {
 				return 0, fmt.Errorf("%s: injected code %d but the error carries %d: %v", call, r.armed.code, e.Code, err)
