@@ -14,9 +14,10 @@ PROPSEEDS ?= 20250601 1 977
 # budget minimizing instead of exploring.
 FUZZMINIMIZE ?= 100x
 CUDA_H    ?=
+NCCL_H    ?=
 PKGS      := ./...
 
-.PHONY: all test race nocgo fuzz-short fuzz lint generate demo bench gpu-test-bin ci clean
+.PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench gpu-test-bin ci clean
 
 all: lint test
 
@@ -29,7 +30,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./ncclapi ./core ./core/sim ./cmd/...
 
 
 fuzz-short:
@@ -60,9 +61,24 @@ lint:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
-## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h).
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h)
+## and, with NCCL_H=path, ncclapi from that nccl.h (NCCL_H alone regenerates only ncclapi).
 generate:
+ifneq ($(NCCL_H),)
+	cd ncclapi && NCCL_H=$(abspath $(NCCL_H)) $(GO) generate ./...
+endif
+ifneq ($(CUDA_H)$(if $(NCCL_H),,default),)
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
+endif
+
+## check-headers: for each CUDA_HEADERS/*/cuda.h, regenerate cudaapi in a
+## temporary copy of the tree and run build, vet (with and without the gpu
+## tag) and the gen and cudaapi tests there. Not part of `make test`: CI has
+## no NVIDIA headers (README says how to fetch them).
+CUDA_HEADERS ?=
+check-headers:
+	@test -n "$(CUDA_HEADERS)" || { echo "usage: make check-headers CUDA_HEADERS=DIR (each DIR/*/cuda.h is checked)"; exit 2; }
+	./scripts/check-headers.sh $(CUDA_HEADERS)
 
 ## demo: run the demo (simulated device when no GPU is present).
 demo:

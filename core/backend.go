@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -49,6 +50,8 @@ type Backend struct {
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -128,6 +131,10 @@ func (b *Backend) Close() error {
 	defer b.life.Unlock()
 	if b.closed {
 		return closedError(op)
+	}
+	if n := b.graphs.Load(); n > 0 {
+		return newError(op, KindInFlight, fmt.Sprintf("%d Graph(s) are open", n),
+			"close every Graph from Capture before closing the Backend")
 	}
 	if n := b.async.queued(); n > 0 {
 		return newError(op, KindInFlight,

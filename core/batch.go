@@ -98,163 +98,46 @@ type launchPlan struct {
 	args []KernelArg
 }
 
+// batchPlan is a validated Batch, ready to be queued on a stream: its
+// buffers are pinned (ents), its copies fused and its launches resolved.
+// Building one queues nothing and stages nothing.
+type batchPlan struct {
+	batch         *Batch
+	lay           batchLayout
+	ents          []*residentEntry // in-flight marks, one per buffer the batch names
+	plans         []launchPlan
+	ups           []fusion.UploadCopy // the non-empty uploads, in batch order
+	fusedUps      []fusion.UploadCopy
+	upBytes       uint64
+	fusedRds      fusion.FusedReadbacks
+	rd            *gathered // read lengths and views; nil without reads
+	nonEmptyReads int
+	timing        bool
+}
+
+// work counts the device operations the plan queues (0: nothing reaches
+// the device).
+func (pl *batchPlan) work() int {
+	return len(pl.batch.Clears) + len(pl.batch.Fills) + len(pl.fusedUps) + len(pl.plans) + pl.nonEmptyReads
+}
+
 // enqueue validates batch, queues it on one leased stream and returns the
 // Pending that owns what it holds. Validation, module loading and staging
 // all happen before the first operation is queued.
 func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
-	// Shapes first: nothing here needs the resident table.
-	lay := batchLayout{stepStarts: make([]int, len(batch.Steps))}
-	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads)
-	lay.fills = len(batch.Clears)
-	lay.uploads = lay.fills + len(batch.Fills)
-	lay.steps = n
-	plans := make([]launchPlan, len(batch.Steps))
-	counts := make([]uint32, len(batch.Steps))
-	nArgs := 0
-	timing := false
-	for i := range batch.Steps {
-		s := &batch.Steps[i]
-		if s.Program == nil {
-			return nil, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
-				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
-		}
-		cfg, count, err := s.Program.checkDispatch(op, i, s.Bufs, &s.Config)
-		if err != nil {
-			return nil, err
-		}
-		plans[i].cfg, counts[i] = cfg, count
-		lay.stepStarts[i] = n
-		n += len(s.Bufs)
-		nArgs += s.Program.args
-		timing = timing || s.Config.Timing
-	}
-	lay.reads = n
-	n += len(batch.Reads)
-
-	bufs := make([]Buffer, 0, n)
-	bufs = append(bufs, batch.Clears...)
-	for _, f := range batch.Fills {
-		bufs = append(bufs, f.Buf)
-	}
-	for _, u := range batch.Uploads {
-		bufs = append(bufs, u.Buf)
-	}
-	for _, s := range batch.Steps {
-		bufs = append(bufs, s.Bufs...)
-	}
-	for _, r := range batch.Reads {
-		bufs = append(bufs, r.Buf)
-	}
-	ents, err := b.pinEntries(op, bufs, lay.label)
+	pl, err := b.planBatch(op, batch)
 	if err != nil {
 		return nil, err
 	}
 	owned := false
 	defer func() {
 		if !owned {
-			b.unpinEntries(op, ents)
+			b.unpinEntries(op, pl.ents)
 		}
 	}()
-
-	// Ranges and addresses.
-	ups := make([]fusion.UploadCopy, 0, len(batch.Uploads))
-	for i, u := range batch.Uploads {
-		e := ents[lay.uploads+i]
-		label := lay.label(lay.uploads + i)
-		if _, err := accounting.RangeEnd(u.Offset, len(u.Data), u.Buf.Len); err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", label, u.Buf.ID, len(u.Data), u.Offset, u.Buf.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
-		}
-		if len(u.Data) == 0 {
-			continue
-		}
-		dst, err := accounting.AddPtr(e.ptr, u.Offset)
-		if err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, u.Buf.ID, u.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
-		}
-		ups = append(ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
-	}
-	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
-	var rd *gathered
-	nonEmptyReads := 0
-	if len(batch.Reads) > 0 {
-		rd = &gathered{lens: make([]int, len(batch.Reads))}
-	}
-	for i, r := range batch.Reads {
-		e := ents[lay.reads+i]
-		label := lay.label(lay.reads + i)
-		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-				Fix:    "keep offset+length within the buffer's length", Err: err}
-		}
-		rd.lens[i] = r.Len
-		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
-		if r.Len == 0 {
-			continue
-		}
-		src, err := accounting.AddPtr(e.ptr, r.Offset)
-		if err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, r.Buf.ID, r.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
-		}
-		reqs[i].Src, reqs[i].Len = src, r.Len
-		nonEmptyReads++
-	}
-	fusedUps, upBytes, err := fusion.FuseUploads(ups)
-	if err != nil {
-		return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
-			Fix: "split the batch; its addresses or lengths overflow", Err: err}
-	}
-	var fusedRds fusion.FusedReadbacks
-	if nonEmptyReads > 0 {
-		if fusedRds, err = fusion.FuseReadbacks(reqs); err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the reads failed",
-				Fix: "split the batch; its addresses or lengths overflow", Err: err}
-		}
-	}
-	if upBytes > math.MaxInt || fusedRds.Bytes > math.MaxInt {
-		return nil, newError(op, KindInvalidArgument,
-			fmt.Sprintf("%d upload bytes and %d read bytes; each must fit one staging block", upBytes, fusedRds.Bytes),
-			"split the batch into smaller ones")
-	}
-
-	// Kernel parameters and functions (loading modules on first use).
-	args := make([]KernelArg, nArgs)
-	var last *Program
-	var f Function
-	for i := range batch.Steps {
-		s := &batch.Steps[i]
-		if s.Program != last { // sequences usually repeat one program; skip the cache lock
-			if f, err = b.function(op, s.Program); err != nil {
-				return nil, err
-			}
-			last = s.Program
-		}
-		a := args[:s.Program.args:s.Program.args]
-		args = args[s.Program.args:]
-		for k := range s.Bufs {
-			a[k] = KernelArg{Ptr: ents[lay.stepStarts[i]+k].ptr, IsPtr: true}
-		}
-		k := len(s.Bufs)
-		if s.Program.spec.Count {
-			a[k] = KernelArg{U32: counts[i]}
-			k++
-		}
-		for _, v := range s.Config.Scalars {
-			a[k] = KernelArg{U32: v}
-			k++
-		}
-		plans[i].fn, plans[i].args = f, a
-	}
-
-	p := &Pending{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: timing}
-	work := len(batch.Clears) + len(batch.Fills) + len(fusedUps) + len(plans) + nonEmptyReads
-	if work == 0 {
+	rd := pl.rd
+	p := &Pending{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing}
+	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
 		p.state = pendingSettled
@@ -272,30 +155,20 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		}
 	}
 	var upStage []byte
-	if upBytes > 0 {
-		if upStage, err = p.up.take(op, int(upBytes)); err != nil {
+	if pl.upBytes > 0 {
+		if upStage, err = p.up.take(op, int(pl.upBytes)); err != nil {
 			return nil, err
 		}
-		off := 0
-		for _, c := range fusedUps {
-			off += copy(upStage[off:], c.Data)
-		}
+		packUploads(upStage, pl.fusedUps)
 	}
-	if nonEmptyReads > 0 {
-		rd.views = fusedRds.Views
-		rd.offs = make([]int, len(fusedRds.Copies))
-		off := 0
-		for i, c := range fusedRds.Copies {
-			rd.offs[i] = off
-			off += c.Len
-		}
+	if pl.nonEmptyReads > 0 {
 		rd.st, rd.staged = newStaging(b.hostPool), true
-		if rd.stage, err = rd.st.take(op, int(fusedRds.Bytes)); err != nil {
+		if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
 			release()
 			return nil, err
 		}
 	}
-	lease, err := b.lease(op, timing)
+	lease, err := b.lease(op, pl.timing)
 	if err != nil {
 		release()
 		return nil, err
@@ -304,77 +177,301 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 	// Queue everything; a driver failure drains what was queued so no copy
 	// still uses the staging, then releases it all (or, when the drain
 	// fails, quarantines it).
-	drain := func() {
-		h := held{st: []*staging{&p.up}, ents: ents}
+	qerr := b.queueBatch(op, lease.Stream, pl, upStage, lease.Start, lease.End)
+	if qerr == nil {
+		if err := b.drv.EventRecord(lease.Done, lease.Stream); err != nil {
+			qerr = driverError(op, "EventRecord", err)
+		}
+	}
+	if qerr != nil {
+		h := held{st: []*staging{&p.up}, ents: pl.ents}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
 		b.drain(op, h, lease)
-	}
-	fail := func(call string, err error) (*Pending, error) {
-		drain()
 		release()
-		return nil, driverError(op, call, err)
+		return nil, qerr
 	}
-	s := lease.Stream
+	owned = true
+	p.lease, p.ents = lease, pl.ents
+	b.countBatch(pl)
+	return p, nil
+}
+
+// countBatch adds what one run of pl moves and launches to the telemetry.
+func (b *Backend) countBatch(pl *batchPlan) {
+	b.tel.memsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
+	b.tel.kernelLaunches.Add(uint64(len(pl.plans)))
+	if pl.upBytes > 0 {
+		b.tel.h2dBytes.Add(pl.upBytes)
+		b.tel.uploadOps.Add(1)
+	}
+	if pl.nonEmptyReads > 0 {
+		b.tel.d2hBytes.Add(pl.fusedRds.Bytes)
+		b.tel.readbackOps.Add(1)
+	}
+	b.tel.requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
+	b.tel.deviceCopies.Add(uint64(len(pl.fusedUps) + len(pl.fusedRds.Copies)))
+}
+
+// packUploads copies the fused uploads' bytes into stage, back to back, in
+// the order queueBatch copies them from.
+func packUploads(stage []byte, fused []fusion.UploadCopy) {
+	off := 0
+	for _, c := range fused {
+		off += copy(stage[off:], c.Data)
+	}
+}
+
+// planBatch validates batch and resolves everything queueBatch needs. On
+// success the batch's buffers are pinned (pl.ents): the caller unpins them
+// when the work is done or abandoned. On failure nothing is pinned.
+func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
+	pl := &batchPlan{batch: batch}
+	counts, nArgs, err := pl.checkShapes(op)
+	if err != nil {
+		return nil, err
+	}
+	if pl.ents, err = b.pinEntries(op, pl.bufs(), pl.lay.label); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			b.unpinEntries(op, pl.ents)
+		}
+	}()
+	if err := pl.resolveCopies(op); err != nil {
+		return nil, err
+	}
+	if err := b.resolveLaunches(op, pl, counts, nArgs); err != nil {
+		return nil, err
+	}
+	ok = true
+	return pl, nil
+}
+
+// checkShapes validates what needs no resident table: programs, arity and
+// scalars. It fills the layout and the launch geometry, and returns each
+// step's element count and the number of kernel parameters of all steps.
+func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
+	batch := pl.batch
+	pl.lay = batchLayout{stepStarts: make([]int, len(batch.Steps))}
+	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads)
+	pl.lay.fills = len(batch.Clears)
+	pl.lay.uploads = pl.lay.fills + len(batch.Fills)
+	pl.lay.steps = n
+	pl.plans = make([]launchPlan, len(batch.Steps))
+	counts := make([]uint32, len(batch.Steps))
+	nArgs := 0
+	for i := range batch.Steps {
+		s := &batch.Steps[i]
+		if s.Program == nil {
+			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
+				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
+		}
+		cfg, count, err := s.Program.checkDispatch(op, i, s.Bufs, &s.Config)
+		if err != nil {
+			return nil, 0, err
+		}
+		pl.plans[i].cfg, counts[i] = cfg, count
+		pl.lay.stepStarts[i] = n
+		n += len(s.Bufs)
+		nArgs += s.Program.args
+		pl.timing = pl.timing || s.Config.Timing
+	}
+	pl.lay.reads = n
+	return counts, nArgs, nil
+}
+
+// bufs lists every buffer the batch names, in layout order.
+func (pl *batchPlan) bufs() []Buffer {
+	batch := pl.batch
+	bufs := make([]Buffer, 0, pl.lay.reads+len(batch.Reads))
+	bufs = append(bufs, batch.Clears...)
+	for _, f := range batch.Fills {
+		bufs = append(bufs, f.Buf)
+	}
+	for _, u := range batch.Uploads {
+		bufs = append(bufs, u.Buf)
+	}
+	for _, s := range batch.Steps {
+		bufs = append(bufs, s.Bufs...)
+	}
+	for _, r := range batch.Reads {
+		bufs = append(bufs, r.Buf)
+	}
+	return bufs
+}
+
+// resolveCopies checks the uploads' and reads' ranges against the pinned
+// entries and fuses them.
+func (pl *batchPlan) resolveCopies(op string) error {
+	batch, lay, ents := pl.batch, &pl.lay, pl.ents
+	pl.ups = make([]fusion.UploadCopy, 0, len(batch.Uploads))
+	for i, u := range batch.Uploads {
+		e := ents[lay.uploads+i]
+		label := lay.label(lay.uploads + i)
+		if _, err := accounting.RangeEnd(u.Offset, len(u.Data), u.Buf.Len); err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", label, u.Buf.ID, len(u.Data), u.Offset, u.Buf.Len),
+				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+		}
+		if len(u.Data) == 0 {
+			continue
+		}
+		dst, err := accounting.AddPtr(e.ptr, u.Offset)
+		if err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, u.Buf.ID, u.Offset),
+				Fix:    "pass an offset inside the buffer", Err: err}
+		}
+		pl.ups = append(pl.ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
+	}
+	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
+	if len(batch.Reads) > 0 {
+		pl.rd = &gathered{lens: make([]int, len(batch.Reads))}
+	}
+	for i, r := range batch.Reads {
+		e := ents[lay.reads+i]
+		label := lay.label(lay.reads + i)
+		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
+				Fix:    "keep offset+length within the buffer's length", Err: err}
+		}
+		pl.rd.lens[i] = r.Len
+		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+		if r.Len == 0 {
+			continue
+		}
+		src, err := accounting.AddPtr(e.ptr, r.Offset)
+		if err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument,
+				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, r.Buf.ID, r.Offset),
+				Fix:    "pass an offset inside the buffer", Err: err}
+		}
+		reqs[i].Src, reqs[i].Len = src, r.Len
+		pl.nonEmptyReads++
+	}
+	return pl.fuse(op, reqs)
+}
+
+// fuse fuses the plan's uploads and the read requests, and lays the fused
+// reads out back to back in one staging block.
+func (pl *batchPlan) fuse(op string, reqs []fusion.ReadbackCopy) error {
+	var err error
+	pl.fusedUps, pl.upBytes, err = fusion.FuseUploads(pl.ups)
+	if err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
+			Fix: "split the batch; its addresses or lengths overflow", Err: err}
+	}
+	if pl.nonEmptyReads > 0 {
+		if pl.fusedRds, err = fusion.FuseReadbacks(reqs); err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the reads failed",
+				Fix: "split the batch; its addresses or lengths overflow", Err: err}
+		}
+	}
+	if pl.upBytes > math.MaxInt || pl.fusedRds.Bytes > math.MaxInt {
+		return newError(op, KindInvalidArgument,
+			fmt.Sprintf("%d upload bytes and %d read bytes; each must fit one staging block", pl.upBytes, pl.fusedRds.Bytes),
+			"split the batch into smaller ones")
+	}
+	if pl.nonEmptyReads > 0 {
+		pl.rd.views = pl.fusedRds.Views
+		pl.rd.offs = make([]int, len(pl.fusedRds.Copies))
+		off := 0
+		for i, c := range pl.fusedRds.Copies {
+			pl.rd.offs[i] = off
+			off += c.Len
+		}
+	}
+	return nil
+}
+
+// resolveLaunches builds each step's kernel parameters and looks up its
+// function, loading modules on first use.
+func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nArgs int) error {
+	batch := pl.batch
+	args := make([]KernelArg, nArgs)
+	var last *Program
+	var f Function
+	var err error
+	for i := range batch.Steps {
+		s := &batch.Steps[i]
+		if s.Program != last { // sequences usually repeat one program; skip the cache lock
+			if f, err = b.function(op, s.Program); err != nil {
+				return err
+			}
+			last = s.Program
+		}
+		a := args[:s.Program.args:s.Program.args]
+		args = args[s.Program.args:]
+		for k := range s.Bufs {
+			a[k] = KernelArg{Ptr: pl.ents[pl.lay.stepStarts[i]+k].ptr, IsPtr: true}
+		}
+		k := len(s.Bufs)
+		if s.Program.spec.Count {
+			a[k] = KernelArg{U32: counts[i]}
+			k++
+		}
+		for _, v := range s.Config.Scalars {
+			a[k] = KernelArg{U32: v}
+			k++
+		}
+		pl.plans[i].fn, pl.plans[i].args = f, a
+	}
+	return nil
+}
+
+// queueBatch queues pl on s: clears and fills, the uploads from upStage
+// (packed by packUploads), the steps, bracketed by start and end when both
+// are set, then the reads into pl.rd.stage. It records no completion event,
+// so it serves both a run (the caller records one) and a stream capture
+// (where nothing may be recorded for the host to wait on). On failure some
+// of it may be queued; the caller drains s.
+func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte, start, end Event) *Error {
+	batch := pl.batch
 	for i, h := range batch.Clears {
-		if err := b.drv.MemsetD8Async(ents[i].ptr, 0, uint64(h.Len), s); err != nil {
-			return fail("MemsetD8Async", err)
+		if err := b.drv.MemsetD8Async(pl.ents[i].ptr, 0, uint64(h.Len), s); err != nil {
+			return driverError(op, "MemsetD8Async", err)
 		}
 	}
 	for i, f := range batch.Fills {
-		if err := b.drv.MemsetD8Async(ents[lay.fills+i].ptr, f.Value, uint64(f.Buf.Len), s); err != nil {
-			return fail("MemsetD8Async", err)
+		if err := b.drv.MemsetD8Async(pl.ents[pl.lay.fills+i].ptr, f.Value, uint64(f.Buf.Len), s); err != nil {
+			return driverError(op, "MemsetD8Async", err)
 		}
 	}
 	off := 0
-	for _, c := range fusedUps {
-		end := off + len(c.Data)
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, upStage[off:end:end], s); err != nil {
-			return fail("MemcpyHtoDAsync", err)
+	for _, c := range pl.fusedUps {
+		stop := off + len(c.Data)
+		if err := b.drv.MemcpyHtoDAsync(c.Dst, upStage[off:stop:stop], s); err != nil {
+			return driverError(op, "MemcpyHtoDAsync", err)
 		}
-		off = end
+		off = stop
 	}
-	if timing {
-		if err := b.drv.EventRecord(lease.Start, s); err != nil {
-			return fail("EventRecord", err)
+	timed := start != 0 && end != 0
+	if timed {
+		if err := b.drv.EventRecord(start, s); err != nil {
+			return driverError(op, "EventRecord", err)
 		}
 	}
-	if i, err := b.launchPlans(s, plans); err != nil {
+	if i, err := b.launchPlans(s, pl.plans); err != nil {
 		e := driverError(op, "Launch", err)
 		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
-		drain()
-		release()
-		return nil, e
+		return e
 	}
-	if timing {
-		if err := b.drv.EventRecord(lease.End, s); err != nil {
-			return fail("EventRecord", err)
+	if timed {
+		if err := b.drv.EventRecord(end, s); err != nil {
+			return driverError(op, "EventRecord", err)
 		}
 	}
-	for i, c := range fusedRds.Copies {
-		end := rd.offs[i] + c.Len
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[rd.offs[i]:end:end], c.Src, s); err != nil {
-			return fail("MemcpyDtoHAsync", err)
+	rd := pl.rd
+	for i, c := range pl.fusedRds.Copies {
+		stop := rd.offs[i] + c.Len
+		if err := b.drv.MemcpyDtoHAsync(rd.stage[rd.offs[i]:stop:stop], c.Src, s); err != nil {
+			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
-	if err := b.drv.EventRecord(lease.Done, s); err != nil {
-		return fail("EventRecord", err)
-	}
-
-	owned = true
-	p.lease, p.ents = lease, ents
-	b.tel.memsetOps.Add(uint64(len(batch.Clears) + len(batch.Fills)))
-	b.tel.kernelLaunches.Add(uint64(len(plans)))
-	if upBytes > 0 {
-		b.tel.h2dBytes.Add(upBytes)
-		b.tel.uploadOps.Add(1)
-	}
-	if nonEmptyReads > 0 {
-		b.tel.d2hBytes.Add(fusedRds.Bytes)
-		b.tel.readbackOps.Add(1)
-	}
-	b.tel.requested.Add(uint64(len(ups) + nonEmptyReads))
-	b.tel.deviceCopies.Add(uint64(len(fusedUps) + len(fusedRds.Copies)))
-	return p, nil
+	return nil
 }

@@ -62,6 +62,7 @@ type cudaDriver struct {
 	dev  cudaapi.Device
 	ctx  cudaapi.Context
 	info DeviceInfo
+	caps Capabilities // found at open; never changes
 	log  *slog.Logger
 
 	// life guards closed and the context: every call holds it shared while
@@ -179,7 +180,7 @@ func newCUDADriver(op string, ordinal int, log *slog.Logger) (*cudaDriver, error
 		}
 		return nil, nullSuccess(op, "cuDevicePrimaryCtxRetain")
 	}
-	d := &cudaDriver{dev: dev, ctx: ctx, log: log, info: DeviceInfo{
+	d := &cudaDriver{dev: dev, ctx: ctx, log: log, caps: sum.Capabilities, info: DeviceInfo{
 		Ordinal: ordinal, Name: sum.Name, TotalMemory: sum.TotalMemory,
 		CCMajor: sum.CCMajor, CCMinor: sum.CCMinor,
 		FeatureKey: featureKey(sum.CCMajor, sum.CCMinor, sum.DriverVersion),
@@ -190,6 +191,7 @@ func newCUDADriver(op string, ordinal int, log *slog.Logger) (*cudaDriver, error
 		return nil, openError(op, "cuCtxSetCurrent", err)
 	}
 	d.end()
+	trackCUDADriver(d) // peers may use its pinned memory (cuda_peer.go)
 	return d, nil
 }
 
@@ -265,6 +267,7 @@ func (d *cudaDriver) Close() error {
 		return newError("cuda.Close", KindClosed, "the CUDA driver was already closed", "close it once")
 	}
 	d.closed = true
+	untrackCUDADriver(d)
 	d.launchBufs.freeAll() // no launch holds one: each runs under life shared
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -663,11 +666,11 @@ func (d *cudaDriver) MemcpyHtoDAsync(dst uint64, src []byte, s Stream) error {
 	defer d.end()
 	// hostMu is held shared across the enqueue so a concurrent HostFree of
 	// the same block cannot slip between the check and the copy.
-	d.hostMu.RLock()
-	defer d.hostMu.RUnlock()
-	if err := d.checkPinned(call, "source", src); err != nil {
+	unlock, err := d.lockPinned(call, "source", src)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	if err := cudaapi.MemcpyHtoDAsync(cudaapi.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), cudaapi.Stream(s)); err != nil {
 		return callError(call, err)
 	}
@@ -685,11 +688,11 @@ func (d *cudaDriver) MemcpyDtoHAsync(dst []byte, src uint64, s Stream) error {
 		return err
 	}
 	defer d.end()
-	d.hostMu.RLock()
-	defer d.hostMu.RUnlock()
-	if err := d.checkPinned(call, "destination", dst); err != nil {
+	unlock, err := d.lockPinned(call, "destination", dst)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	if err := cudaapi.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), cudaapi.DevicePtr(src), uint64(len(dst)), cudaapi.Stream(s)); err != nil {
 		return callError(call, err)
 	}

@@ -17,6 +17,9 @@ type DeviceSummary struct {
 	// DriverVersion is the installed driver's CUDA version as cuDriverGetVersion
 	// reports it: 1000*major + 10*minor, e.g. 13000 for CUDA 13.0.
 	DriverVersion int
+	// Capabilities are the optional features the driver offers for this
+	// device (a missing one is reported here, never as an error).
+	Capabilities Capabilities
 }
 
 // Devices lists the visible CUDA devices in ordinal order. It creates no
@@ -67,6 +70,7 @@ func describe(op string, ordinal int) (DeviceSummary, error) {
 		return s, openError(op, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)", err)
 	}
 	s.CCMajor, s.CCMinor = int(major), int(minor)
+	s.Capabilities = deviceCapabilities(dev)
 	if s.TotalMemory == 0 {
 		return s, newError(op, KindDriver, fmt.Sprintf("device %d (%s) reports 0 bytes of memory", ordinal, s.Name),
 			"check the device with nvidia-smi")

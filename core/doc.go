@@ -17,10 +17,13 @@
 //   - uploads and readbacks of resident buffers, validated as a whole batch
 //     before any byte moves, fused with package fusion, staged through pooled
 //     pinned host memory and fenced with one stream synchronization per call;
-//     many small copies travel packed (one DMA plus one scatter or gather
-//     launch of the built-in kernels in core/kernels), large ones pipelined in
-//     chunks through several pinned blocks, with host copies spread over
-//     goroutines;
+//     each call is planned by package xferplan from its sizes and count: many
+//     small copies travel packed (one DMA, or several overlapping the
+//     packing, plus one scatter or gather launch of the built-in kernels in
+//     core/kernels), single copies from 256 KiB are staged in chunks through
+//     several pinned blocks so host copies (spread over goroutines) overlap
+//     the DMA, and copies from or into memory pinned through the Backend move
+//     directly (WithPlanTuning, WithPlanModel, WithCopyHelperLinger);
 //   - programs and launches: Program (a PTX image, entry point, grid rule and
 //     a Go twin for the simulated device), modules loaded once per Backend,
 //     the built-in programs (ProgramFillU32, ProgramCopyU32, ProgramVAddU32,
@@ -28,6 +31,11 @@
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
 //     Run or RunAsync;
+//   - CUDA graphs (graph.go): Capture records a Batch once by stream capture
+//     of Run's queueing path (through the optional GraphDriver capability)
+//     and Graph.Replay runs it with one graph launch and one fence, reading
+//     the upload slices' current bytes; a Graph holds its buffers in flight
+//     and its pinned staging until Close;
 //   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
 //     pool of resident buffers addressed by id, and a content-addressed cache
 //     of static uploads;
@@ -36,6 +44,14 @@
 //   - the pools below all of that: device allocations and pinned host blocks
 //     in power-of-two buckets, and a launch-resource pool of non-blocking
 //     streams and events;
+//   - several devices: Group (OpenDevices, OpenGroup) opens one Backend per
+//     device and closes them together; CopyPeer copies between resident
+//     buffers of two Backends with one fence (device to device in one
+//     context, peer copies with access enabled on first use, or staged
+//     through pinned memory), through the optional PeerDriver capability;
+//     collectives (Group.AllReduce, Broadcast, AllGather, ReduceScatter, and
+//     Comm for ranks in several processes) run through the optional
+//     CollectiveDriver capability, NCCL (package ncclapi) on real devices;
 //   - one error type, *Error, with sentinels for errors.Is, and a Telemetry
 //     snapshot of bytes, operations, copies and synchronizations.
 //

@@ -138,3 +138,16 @@ type HostKernel func(mem KernelMemory, cfg LaunchConfig, args []KernelArg) error
 type HostKernelBinder interface {
 	BindHostKernel(f Function, k HostKernel) error
 }
+
+// PageableCopier is an optional Driver capability, found by type assertion:
+// plain synchronous copies between device memory and ordinary (pageable)
+// host memory, which the driver stages itself (cuMemcpyHtoD and
+// cuMemcpyDtoH). The Backend never uses them; they exist so benchmarks can
+// compare its transfers with the driver's own handling of a Go slice. Each
+// returns when its copy has completed.
+type PageableCopier interface {
+	// MemcpyHtoD copies src to device address dst.
+	MemcpyHtoD(dst uint64, src []byte) error
+	// MemcpyDtoH copies len(dst) bytes from device address src into dst.
+	MemcpyDtoH(dst []byte, src uint64) error
+}

@@ -1,13 +1,21 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
 
 // Test hooks for the transfer paths (packed.go, pipeline.go), for package
 // core_test.
 
-// TransferTuning mirrors transferTuning with exported fields. A zero field
-// keeps its default; a negative PackMinCopies or PipelineMinBytes switches
-// that path off.
+// TransferTuning narrows the planner (xferplan) for tests. A zero field
+// keeps its default; a negative PackMinCopies or PipelineMinBytes rules that
+// plan out. Setting PackMinCopies or PipelineMinBytes above zero makes the
+// planner take the packed or staged plan whenever one applies, whatever the
+// model says, so toy sizes run them; ChunkBytes fixes the staged chunk;
+// BytesPerWorker makes every copy of at least two such shares run on
+// several goroutines.
 type TransferTuning struct {
 	PackMinCopies    int
 	PackMaxMeanBytes int
@@ -18,7 +26,8 @@ type TransferTuning struct {
 	Workers          int
 	BytesPerWorker   int
 	PackParts        int
-	TaperBytes       int
+	// Only restricts the plans outright (see xferplan.Tuning.Only).
+	Only xferplan.KindSet
 	// PackBlock and PackGrid set the scatter/gather launch geometry.
 	PackBlock int
 	PackGrid  int
@@ -34,15 +43,38 @@ type TransferTuning struct {
 	Linger, PipeLinger time.Duration
 }
 
-// WithTransferTuning sets the thresholds that choose the transfer paths.
+// toyModel is the reference model with free copy jobs, so the planner
+// spreads even toy copies over every worker the tuning allows.
+var toyModel = func() xferplan.Model {
+	m := xferplan.Reference()
+	m.CopyJob = 0
+	return m
+}()
+
+// WithTransferTuning narrows the planner as t says.
 func WithTransferTuning(t TransferTuning) Option {
 	return func(c *config) {
-		c.xfer = transferTuning{packMinCopies: t.PackMinCopies, packMaxMeanBytes: t.PackMaxMeanBytes,
-			packMaxBytes: t.PackMaxBytes, pipelineMin: t.PipelineMinBytes, chunk: t.ChunkBytes,
-			blocks: t.Blocks, workers: t.Workers, perWorker: t.BytesPerWorker, packParts: t.PackParts, taper: t.TaperBytes,
-			packBlock: t.PackBlock, packGrid: t.PackGrid, fenceSpin: t.FenceSpin, syncEach: t.SyncEach,
-			linger: t.Linger, pipeLinger: t.PipeLinger}
+		pt := xferplan.Tuning{PackMinCopies: t.PackMinCopies, PackMaxMean: int64(t.PackMaxMeanBytes),
+			PackMaxBytes: int64(t.PackMaxBytes), StageMin: int64(t.PipelineMinBytes),
+			MinChunk: int64(t.ChunkBytes), MaxChunk: int64(t.ChunkBytes), Blocks: t.Blocks,
+			MaxWorkers: t.Workers, WorkerBytes: int64(t.BytesPerWorker), PackParts: t.PackParts, Only: t.Only}
+		if pt.Only == 0 && (t.PackMinCopies > 0 || t.PipelineMinBytes > 0) {
+			pt.Only = xferplan.Kinds(xferplan.Packed, xferplan.Staged, xferplan.Direct)
+		}
+		var m *xferplan.Model
+		if t.BytesPerWorker > 0 {
+			m = &toyModel
+		}
+		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
+			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger}
 	}
+}
+
+// PlanFor returns the plan b makes for r, for tests that check which plan
+// a call takes.
+func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {
+	t := b.tuning()
+	return t.choose(r)
 }
 
 // SetPhaseHook has f called with each packed-transfer phase's name as it
@@ -56,8 +88,8 @@ func SetPhaseHook(f func(phase string)) (restore func()) {
 	return func() { phaseHook = old }
 }
 
-// Default thresholds, for tests that size batches around them.
-const (
-	PackMinCopiesForTest    = packMinCopies
-	PipelineMinBytesForTest = pipelineMinBytes
+// Default bounds, for tests that size batches around them.
+var (
+	PackMinCopiesForTest    = xferplan.DefaultTuning(1).PackMinCopies
+	PipelineMinBytesForTest = int(xferplan.DefaultTuning(1).StageMin)
 )

@@ -34,29 +34,37 @@ func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), 
 // label names item i in messages (nil: "item i: " for batches of several).
 func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string) ([]*residentEntry, error) {
 	ents := make([]*residentEntry, len(bufs))
+	if err := b.pinInto(op, ents, func(i int) Buffer { return bufs[i] }, label); err != nil {
+		return nil, err
+	}
+	return ents, nil
+}
+
+// pinInto is pinEntries for the len(ents) buffers buf(i) names, written
+// into ents, so batch calls need not build a slice of their buffers. On
+// failure nothing is pinned and ents holds no meaning.
+func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buffer, label func(i int) string) error {
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
-	for i, h := range bufs {
-		e, err := b.store.lookup(op, h)
+	for i := range ents {
+		e, err := b.store.lookup(op, buf(i))
 		if err != nil {
 			if label == nil {
-				label = func(i int) string { return itemPrefix(len(bufs), i) }
+				label = func(i int) string { return itemPrefix(len(ents), i) }
 			}
 			err.Detail = label(i) + err.Detail
-			return nil, err
+			return err
 		}
 		ents[i] = e
 	}
 	// Counts change only after every handle validated, so a bad batch marks
 	// nothing. Holding mu shared keeps FreeResident (exclusive) from
 	// removing an entry between its check and these increments.
-	if h := pinHook; h != nil {
-		h(b)
-	}
+	runPinHook(b)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}
-	return ents, nil
+	return nil
 }
 
 // unpinEntries drops one use of each entry. An entry already at zero means
@@ -75,6 +83,14 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 // must not be able to remove a validated entry. Tests set it to run
 // FreeResident in exactly that window.
 var pinHook func(b *Backend)
+
+// runPinHook runs pinHook, if set; every place that marks resident buffers
+// in flight calls it between validating and marking.
+func runPinHook(b *Backend) {
+	if h := pinHook; h != nil {
+		h(b)
+	}
+}
 
 func (b *Backend) releaser(op string, ents []*residentEntry) func() {
 	var once sync.Once

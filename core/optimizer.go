@@ -256,7 +256,7 @@ func accountingError(op, what string, err error) *Error {
 func (b *Backend) inflightUses(h Buffer) int64 {
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
-	if e := b.store.table[h.ID]; e != nil {
+	if e := b.store.table.get(h.ID); e != nil {
 		return e.inflight.Load()
 	}
 	return 0
@@ -777,13 +777,24 @@ type OptBatch struct {
 // nothing queued and dst unchanged.
 func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error) {
 	const op = "Run"
+	bb, h, err := d.resolveBatch(op, &batch)
+	if err != nil {
+		return dst, err
+	}
+	defer h.done(false)
+	return d.b.Run(bb, dst)
+}
+
+// resolveBatch translates batch to a Batch of the ids' buffers, holding
+// every id busy until the caller's h.done. On failure nothing is held.
+func (d *OptimizerDispatcher) resolveBatch(op string, batch *OptBatch) (Batch, *holder, error) {
 	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads) + len(batch.Reads)
 	for _, s := range batch.Steps {
 		n += len(s.IDs)
 	}
 	h, err := d.begin(op, n)
 	if err != nil {
-		return dst, err
+		return Batch{}, nil, err
 	}
 	var bb Batch
 	if len(batch.Clears) > 0 {
@@ -815,8 +826,7 @@ func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error
 		bb.Reads = d.resolveRanges(h, op, batch.Reads, true)
 	}
 	if err := h.finish(); err != nil {
-		return dst, err
+		return Batch{}, nil, err
 	}
-	defer h.done(false)
-	return d.b.Run(bb, dst)
+	return bb, h, nil
 }

@@ -25,7 +25,7 @@ type config struct {
 	pinnedPoolCap     uint64
 	residentPoolLimit int
 	log               *slog.Logger
-	xfer              transferTuning // zero: defaults (pipeline.go)
+	xfer              transferTuning // zero: defaults (xfer.go)
 }
 
 func defaultConfig() config {

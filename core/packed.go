@@ -11,6 +11,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Many small copies are packed: their bytes and a table of where each goes
@@ -21,24 +22,6 @@ import (
 // driver work each) and the packed form 0.51 ms, most of it single-thread
 // packing, which is why packing here runs on several goroutines.
 const (
-	// packMinCopies is the fused copy count from which a batch is packed.
-	// Packing replaces n driver copies (~2.6 us each) by one copy plus one
-	// launch (~3.6 us) and a kernel on the stream, so it breaks even near 4
-	// copies; from 32 the saving (~80 us) is several times that fixed cost
-	// and its jitter, and smaller batches, which gain tens of microseconds
-	// at most, keep the plain path's one-copy-per-piece telemetry (which
-	// the command line's small benchmark configuration relies on).
-	packMinCopies = 32
-	// packMaxMeanBytes is the largest mean fused copy that is packed. The
-	// kernel moves one table entry per block, so a few large pieces keep
-	// only a few SMs busy, while per-copy driver overhead is already small
-	// next to the DMA time of pieces this large (64 KiB is ~1.3 us at
-	// 50 GB/s).
-	packMaxMeanBytes = 64 << 10
-	// packMaxBytes bounds the packed block (data, alignment padding and
-	// table), which is also the device staging allocation: larger batches
-	// take the per-copy path rather than a device allocation of their size.
-	packMaxBytes = 64 << 20
 	// packAlign aligns each piece and the table in the packed block, so the
 	// kernel moves 16-byte words when the device side is aligned too.
 	packAlign = 16
@@ -50,31 +33,7 @@ const (
 	packBlockThreads = 256
 	// packMaxGrid caps the grid; the kernels stride over the entries.
 	packMaxGrid = 65535
-	// packParts is how many DMAs carry a large packed upload's data, so
-	// packing part k+1 could overlap the DMA of part k. Measured on an H200
-	// host, 1024 x 4 KiB: one DMA 608 us, four parts 765 us (each part's
-	// goroutines start and join separately, which costs more than the
-	// overlap gains), so the default is one. Again with tasks shared with
-	// polling helpers (pipeline.go): one DMA 510 us, two parts 550, four
-	// 623. The split stays as a tuning for hosts where the DMA dominates.
-	packParts = 1
-	// packPartMinBytes is the least packed data worth splitting: below it
-	// the DMA is a few microseconds and one copy is cheaper.
-	packPartMinBytes = 1 << 20
 )
-
-// packs reports whether n fused copies of bytes in all take the packed path.
-func (t *transferTuning) packs(n int, bytes uint64) bool {
-	return t.packMinCopies >= 0 && n >= t.packMinCopies && n <= math.MaxUint32 &&
-		bytes <= uint64(t.packMaxBytes) && bytes/uint64(n) <= uint64(t.packMaxMeanBytes) &&
-		packedSizeFits(n, bytes, t.packMaxBytes)
-}
-
-// packedSizeFits reports whether n pieces of bytes in all, padded and with
-// their table, fit in max bytes. n <= bytes <= max, so nothing overflows.
-func packedSizeFits(n int, bytes uint64, max int) bool {
-	return bytes+uint64(n)*(packAlign-1+kernels.TableEntryBytes)+packAlign <= uint64(max)
-}
 
 // packLayout places pieces in one block: piece i at offs[i] (16-byte
 // aligned), the data ending at dataEnd, then the table at table, total
@@ -87,7 +46,12 @@ type packLayout struct {
 }
 
 func newPackLayout(n int, length func(i int) int) packLayout {
-	l := packLayout{offs: make([]int, n)}
+	return newPackLayoutIn(make([]int, n), length)
+}
+
+// newPackLayoutIn is newPackLayout placing len(offs) pieces into offs.
+func newPackLayoutIn(offs []int, length func(i int) int) packLayout {
+	l := packLayout{offs: offs}
 	off := 0
 	for i := range l.offs {
 		l.offs[i] = off
@@ -95,7 +59,7 @@ func newPackLayout(n int, length func(i int) int) packLayout {
 		off = alignUp(l.dataEnd, packAlign)
 	}
 	l.table = off
-	l.total = off + n*kernels.TableEntryBytes
+	l.total = off + len(offs)*kernels.TableEntryBytes
 	return l
 }
 
@@ -244,9 +208,9 @@ func noPackRoom(err error) error {
 }
 
 // uploadPacked moves fused copies (bytes in all, requested copies before
-// fusion) as one packed block: one DMA (or, from packPartMinBytes of data,
-// the table plus packParts DMAs that overlap the packing), one scatter
-// launch, one fence. The
+// fusion) as one packed block: one DMA (or, when the plan has several parts,
+// the table plus one DMA per part, each queued as soon as its part is
+// packed, so packing overlaps the DMAs), one scatter launch, one fence. The
 // module is loaded before anything is taken, so a load failure holds
 // nothing; when the device staging allocation runs out of memory it returns
 // errNoPackRoom with nothing queued; every later failure drains the stream
@@ -254,12 +218,14 @@ func noPackRoom(err error) error {
 //
 // Telemetry: HostToDeviceBytes counts the payload (not the table and
 // padding), DeviceCopies the DMAs, PackedLaunches the scatter.
-func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
+func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().scatter)
 	if err != nil {
 		return err
 	}
-	lay := newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
+	offs := getInts(len(fused))
+	defer putInts(offs)
+	lay := newPackLayoutIn(*offs, func(i int) int { return len(fused[i].Data) })
 	st := newStaging(b.hostPool)
 	defer st.release()
 	stage, err := st.take(op, lay.total)
@@ -274,7 +240,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	phase("staging")
 	pack := func(lo, hi int) {
 		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-		forParts(hi-lo, t.copyWorkers(end-base), t.linger, func(i int) int { return lay.offs[lo+i] - base },
+		forParts(hi-lo, pl.Workers, t.linger, func(i int) int { return lay.offs[lo+i] - base },
 			end-base, func(a, z int) {
 				for i := lo + a; i < lo+z; i++ {
 					copy(stage[lay.offs[i]:], fused[i].Data)
@@ -284,10 +250,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	for i, c := range fused {
 		lay.putEntry(stage, i, c.Dst, len(c.Data))
 	}
-	parts := 1
-	if lay.dataEnd >= packPartMinBytes {
-		parts = max(min(t.packParts, len(fused)), 1)
-	}
+	parts := max(min(pl.Parts, len(fused)), 1)
 	if parts == 1 {
 		pack(0, len(fused))
 	}
@@ -303,28 +266,9 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
-	dmas := uint64(1)
-	if parts == 1 {
-		if err := b.drv.MemcpyHtoDAsync(dev.ptr, stage, s); err != nil {
-			return fail("MemcpyHtoDAsync", err)
-		}
-		if err := b.step(t, s, "dma"); err != nil {
-			return fail("StreamSynchronize", err)
-		}
-	} else {
-		// The table first, then each part as soon as it is packed.
-		if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), stage[lay.table:], s); err != nil {
-			return fail("MemcpyHtoDAsync", err)
-		}
-		for k := range parts {
-			lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
-			pack(lo, hi)
-			start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-			if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(start), stage[start:end:end], s); err != nil {
-				return fail("MemcpyHtoDAsync", err)
-			}
-		}
-		dmas += uint64(parts)
+	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, parts, pack)
+	if err != nil {
+		return fail(call, err)
 	}
 	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(len(fused))}}
 	if err := b.drv.Launch(f, t.packLaunch(len(fused)), s, args); err != nil {
@@ -347,6 +291,36 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 	return nil
 }
 
+// queuePackedParts queues the DMAs of a packed upload's block on s: the
+// whole block in one DMA when parts is 1 (already packed), else the table
+// first and then each part as soon as pack has filled it, so packing part
+// k+1 overlaps the DMA of part k. It returns the DMAs queued, or the failed
+// call and its error.
+func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []byte, dev uint64, s Stream,
+	fused []fusion.UploadCopy, parts int, pack func(lo, hi int)) (uint64, string, error) {
+	if parts == 1 {
+		if err := b.drv.MemcpyHtoDAsync(dev, stage, s); err != nil {
+			return 0, "MemcpyHtoDAsync", err
+		}
+		if err := b.step(t, s, "dma"); err != nil {
+			return 0, "StreamSynchronize", err
+		}
+		return 1, "", nil
+	}
+	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
+		return 0, "MemcpyHtoDAsync", err
+	}
+	for k := range parts {
+		lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
+		pack(lo, hi)
+		start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+		if err := b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s); err != nil {
+			return 0, "MemcpyHtoDAsync", err
+		}
+	}
+	return 1 + uint64(parts), "", nil
+}
+
 // gatherPacked reads fused readback copies as one packed block: the table
 // goes up with one small DMA, one gather launch packs the pieces into device
 // staging, one DMA brings them into g's pinned staging, one fence. On
@@ -356,7 +330,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, ents []*residentEnt
 //
 // Telemetry: DeviceToHostBytes counts the payload, DeviceCopies both DMAs,
 // PackedLaunches the gather.
-func (b *Backend) gatherPacked(op string, t *transferTuning, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
+func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
 	f, err := b.function(op, packedPrograms().gather)
 	if err != nil {
 		return err

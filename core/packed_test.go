@@ -45,6 +45,9 @@ func simBytes(t *testing.T, b *core.Backend, dev *sim.Device, h core.Buffer) []b
 	return got
 }
 
+// onePart keeps packed uploads in one DMA, whatever their size.
+var onePart = core.WithTransferTuning(core.TransferTuning{PackParts: 1})
+
 func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 	tests := []struct {
 		name string
@@ -58,7 +61,7 @@ func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, dev := openSim(t, sim.Config{})
+			b, dev := openSim(t, sim.Config{}, onePart)
 			r := rand.New(rand.NewSource(7))
 			const n = 64
 			bufs, _ := packedSet(t, b, dev, r, n, tt.lens...)

@@ -35,6 +35,7 @@ type Pending struct {
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
+	graph   *Graph // the Graph this work replays, or nil
 	devTime time.Duration
 	timeErr error
 }
@@ -189,11 +190,15 @@ func (p *Pending) complete() {
 // instead (quarantine.go).
 func (p *Pending) fail(err *Error) {
 	p.err = err
-	h := held{st: []*staging{&p.up}, ents: p.ents, discard: true}
-	if p.rd != nil {
-		h.st = append(h.st, &p.rd.st)
+	if p.graph != nil {
+		p.graph.replayFailed(p.op, p.lease)
+	} else {
+		h := held{st: []*staging{&p.up}, ents: p.ents, discard: true}
+		if p.rd != nil {
+			h.st = append(h.st, &p.rd.st)
+		}
+		p.b.drain(p.op, h, p.lease)
 	}
-	p.b.drain(p.op, h, p.lease)
 	p.lease = nil
 	p.settle()
 	p.collect(false)
@@ -218,6 +223,10 @@ func (p *Pending) collect(healthy bool) {
 	if p.lease != nil {
 		p.b.launch.giveBack(p.lease, healthy)
 		p.lease = nil
+	}
+	if p.graph != nil {
+		p.graph.busy.Store(false) // the graph's staging is free for the next replay
+		p.graph = nil
 	}
 	p.state = pendingCollected
 }

@@ -4,162 +4,19 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Large transfers are pipelined: the bytes move in chunks through a few
-// pinned staging blocks, and goroutines copy the next chunk between the
-// caller's memory and staging while the DMA engine moves the previous one.
-// On the reference H100 one thread copies into pinned memory at 8.6-9.7 GB/s
-// and 16 threads at 43 GB/s, while the DMA itself runs at about 54 GB/s: a
-// transfer staged whole and copied by one thread is bounded by the copy, a
-// pipelined one by the slower of the parallel copy and the DMA.
-const (
-	// pipelineMinBytes is the smallest single transfer that is pipelined.
-	// It is two chunks: below that there is nothing to overlap, and one
-	// staging block with a parallel copy is as fast.
-	pipelineMinBytes = 2 * pipelineChunkBytes
-	// pipelineChunkBytes is the bytes per chunk. Pinned DMA reaches close to
-	// its peak from a few MiB (37.5 GB/s at 1 MiB on the H100), so the
-	// chunk size is about the host side: split over 16 goroutines each
-	// copies 2 MiB, past the 1 MiB from which Go's memmove uses
-	// non-temporal stores, so the destination is written without first
-	// being read into the cache (the copy shares host memory bandwidth with
-	// the DMA beside it). Measured on an H200 host (16 cores), 256 MiB:
-	// 8 MiB chunks x 4 blocks 23.5 / 24.3 GB/s up / down, 16 MiB x 4 32.0 /
-	// 27.4, 32 MiB x 3 32.9 / 32.9; staged whole with 16 goroutines 22 /
-	// 21, with one 5.2 / 5.4.
-	pipelineChunkBytes = 32 << 20
-	// pipelineBlocks is the staging blocks (and streams) in rotation: with
-	// two the copy of chunk i+1 waits for the DMA of chunk i-1 to end; three
-	// absorb jitter in either without stalling the other, for 96 MiB of
-	// pinned staging, within the pinned pool's default cap so the blocks
-	// stay cached between calls.
-	pipelineBlocks = 3
-	// pipelineTaperBytes is the smallest chunk at the exposed end of a
-	// pipelined transfer. Copying is the slower stage, so an upload's time is
-	// every chunk's copy plus the DMA of the last chunk, and a download's the
-	// DMA of the first plus every copy: with 32 MiB there that is 0.6 ms at
-	// 54 GB/s, 7% of 256 MiB. Chunks grow from this size, doubling, towards
-	// that end (4, 4, 8, 16, 32, 32, ... MiB) so that end's DMA takes
-	// about 80 us. Measured on an H200 host, 256 MiB, median of 3: up 45.9
-	// GB/s tapered and 47.0 not (within run-to-run spread), down 47.4 and
-	// 44.0; the 0.5 ms predicted did not show, so the gap is not that DMA.
-	pipelineTaperBytes = 4 << 20
-	// copyBytesPerWorker is the least host copying worth a goroutine:
-	// starting and joining one costs about a microsecond, 256 KiB takes
-	// about 25 us on one thread. With claimed tasks and polling helpers an
-	// H200 host moved 256 MiB at 45.9 GB/s up and 47.4 down (32.9 both
-	// before, with a fork-join split per chunk).
-	copyBytesPerWorker = 256 << 10
-	// maxCopyWorkers bounds the copy goroutines of one call; memory
-	// bandwidth is saturated well before this many cores (43 GB/s at 16
-	// threads on the H100).
-	maxCopyWorkers = 16
-)
+// Staged transfers (xferplan.Staged) move one large copy in chunks through
+// a few pinned staging blocks, and goroutines copy the next chunk between
+// the caller's memory and staging while the DMA engine moves the previous
+// one. The plan (xfer.go) sets the chunk size, the blocks and the copy
+// goroutines; this file executes it and owns the goroutines that copy.
 
-// transferTuning holds the thresholds that choose between the per-copy,
-// packed and pipelined transfer paths. Its zero value means the defaults;
-// tests shrink the sizes (export_transfer_test.go) so the simulated device
-// runs every path at small sizes, or switch a path off with a negative
-// value.
-type transferTuning struct {
-	packMinCopies    int           // fused copies from which a batch is packed; < 0: never
-	packMaxMeanBytes int           // largest mean fused copy that is packed
-	packMaxBytes     int           // largest packed block (data, padding and table)
-	pipelineMin      int           // bytes from which a single transfer is pipelined; < 0: never
-	chunk            int           // pipeline chunk bytes
-	blocks           int           // pipeline staging blocks
-	workers          int           // most copy goroutines
-	perWorker        int           // least bytes per copy goroutine
-	packParts        int           // DMAs the data of a packed upload is split into
-	taper            int           // smallest chunk at a pipeline's exposed end; < 0: no taper
-	packBlock        int           // threads per block of the scatter and gather launches
-	packGrid         int           // most blocks of a scatter or gather launch
-	fenceSpin        time.Duration // StreamQuery polling before a packed call's fence; < 0: none
-	linger           time.Duration // helper polling after a non-pipelined call's copy job; < 0: none
-	pipeLinger       time.Duration // helper polling after a pipeline chunk's copy; < 0: none
-	syncEach         bool          // test-only: fence after every queued packed operation
-}
-
-// tuning returns the Backend's transfer tuning with defaults filled in.
-func (b *Backend) tuning() transferTuning {
-	t := b.cfg.xfer
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&t.packMinCopies, packMinCopies)
-	def(&t.packMaxMeanBytes, packMaxMeanBytes)
-	def(&t.packMaxBytes, packMaxBytes)
-	def(&t.pipelineMin, pipelineMinBytes)
-	def(&t.chunk, pipelineChunkBytes)
-	def(&t.blocks, pipelineBlocks)
-	def(&t.workers, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
-	def(&t.perWorker, copyBytesPerWorker)
-	def(&t.packParts, packParts)
-	def(&t.taper, pipelineTaperBytes)
-	def(&t.packBlock, packBlockThreads)
-	def(&t.packGrid, packMaxGrid)
-	if t.fenceSpin == 0 {
-		t.fenceSpin = packFenceSpin
-	}
-	if t.linger == 0 {
-		t.linger = callLinger
-	}
-	if t.pipeLinger == 0 {
-		t.pipeLinger = helperSpin
-	}
-	return t
-}
-
-// pipelines reports whether one transfer of n bytes is pipelined.
-func (t *transferTuning) pipelines(n uint64) bool {
-	return t.pipelineMin >= 0 && n >= uint64(t.pipelineMin)
-}
-
-// chunkBounds splits n bytes into pipeline chunks and returns their
-// offsets, 0 first and n last. Chunks are t.chunk bytes, except towards the
-// exposed end (the last chunk when atEnd, else the first), where they shrink
-// by halves down to two chunks of t.taper bytes, and the remainder that
-// whole chunks leave, which goes at the other end.
-func (t *transferTuning) chunkBounds(n int, atEnd bool) []int {
-	var sizes []int // from the exposed end
-	if t.taper > 0 && t.taper < t.chunk {
-		c, rest := t.taper, n
-		for i := 0; rest > 0 && c < t.chunk; i++ {
-			sizes = append(sizes, min(c, rest))
-			rest -= min(c, rest)
-			if i > 0 {
-				c *= 2
-			}
-		}
-		for rest > 0 {
-			sizes = append(sizes, min(t.chunk, rest))
-			rest -= min(t.chunk, rest)
-		}
-	} else {
-		// Whole chunks from the start, the remainder last.
-		for lo := 0; lo < n; lo += t.chunk {
-			sizes = append(sizes, min(t.chunk, n-lo))
-		}
-		atEnd = false
-	}
-	bounds := make([]int, len(sizes)+1)
-	for k := range sizes {
-		sz := sizes[k]
-		if atEnd {
-			sz = sizes[len(sizes)-1-k]
-		}
-		bounds[k+1] = bounds[k] + sz
-	}
-	return bounds
-}
-
-// copyWorkers returns how many goroutines copy n bytes of host memory.
-func (t *transferTuning) copyWorkers(n int) int {
-	return max(min(t.workers, n/t.perWorker), 1)
-}
+// maxCopyWorkers bounds the helper goroutines one copy job can wake;
+// xferplan never plans more workers than this.
+const maxCopyWorkers = 16
 
 // Host copies are split into tasks that goroutines claim one at a time
 // from a shared counter, the calling goroutine among them, so the caller
@@ -184,7 +41,7 @@ const (
 	// back-to-back calls (a DMA, a launch and a fence, 0.1-0.3 ms), so a
 	// stream of calls finds its helpers awake, and short enough that an
 	// idle process burns at most this much time per helper after a call.
-	helperSpin = 500 * time.Microsecond
+	helperSpin = DefaultCopyHelperLinger
 	// callLinger is the polling after the one copy job of a packed or
 	// staged call. Polling helpers slow the driver work that follows (on
 	// an H200 host, 1024 x 4 KiB packed: fence 145 us with 15 helpers, 100
@@ -220,6 +77,30 @@ func (j *taskJob) work() {
 		if j.left.Add(-1) == 0 {
 			close(j.done)
 		}
+	}
+}
+
+// waitSpin is how long the caller of a copy job polls for the helpers'
+// last tasks before it blocks. Blocking costs a thread wake-up when the
+// last task ends; on the reference host (a virtual machine) that made a
+// 1 MiB copy on 16 goroutines take 53 us against 60 us on one.
+const waitSpin = 200 * time.Microsecond
+
+// wait returns once every task of j has returned: it polls for up to
+// waitSpin, then blocks.
+func (j *taskJob) wait() {
+	var until time.Time
+	for i := 0; j.left.Load() > 0; i++ {
+		if i&63 == 63 {
+			now := time.Now()
+			if until.IsZero() {
+				until = now.Add(waitSpin)
+			} else if now.After(until) {
+				<-j.done
+				return
+			}
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -265,7 +146,7 @@ func (h *helperSet) run(j *taskJob, helpers int) bool {
 	}
 	h.wakeUp(helpers)
 	j.work()
-	<-j.done
+	j.wait()
 	h.cur.Store(nil)
 	return true
 }
@@ -320,7 +201,7 @@ func runTasks(n, w int, linger time.Duration, f func(i int)) {
 		go j.work()
 	}
 	j.work()
-	<-j.done
+	j.wait()
 }
 
 // copyTask is the bytes per task of a parallel copy of n bytes by w
@@ -450,20 +331,19 @@ func (p *pipeline) finish(healthy bool) {
 	p.st.release()
 }
 
-// uploadPipelined copies data to device address dst in chunks: chunk i is
-// copied into staging block i%k by up to t.workers goroutines and queued on
+// uploadPipelined copies data to device address dst in the plan's chunks:
+// chunk i is copied into staging block i%k by pl.Workers goroutines and queued on
 // that block's stream, so it moves while chunk i+1 is being copied; a block
 // is refilled only after its stream finished the previous chunk.
 //
 // Telemetry counts each stream synchronization (k-1 reuse waits per round
 // of blocks, plus one per stream at the end) as a sync point and each
 // chunk as a device copy.
-func (b *Backend) uploadPipelined(op string, t *transferTuning, ents []*residentEntry, dst uint64, data []byte, requested int) error {
+func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, dst uint64, data []byte, requested int) error {
 	n := len(data)
-	bounds := t.chunkBounds(n, true)
-	chunks := len(bounds) - 1
-	k := min(t.blocks, chunks)
-	p, err := b.newPipeline(op, ents, k, t.chunk)
+	chunks := pl.Chunks
+	k := max(min(pl.Blocks, chunks), 1)
+	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
 	if err != nil {
 		return err
 	}
@@ -474,9 +354,9 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, ents []*resident
 				return p.fail(err)
 			}
 		}
-		lo, hi := bounds[i], bounds[i+1]
+		lo, hi := int(pl.Bounds(i, int64(n))), int(pl.Bounds(i+1, int64(n)))
 		blk := p.blocks[j][: hi-lo : hi-lo]
-		parallelCopy(blk, data[lo:hi], t.copyWorkers(hi-lo), t.pipeLinger)
+		parallelCopy(blk, data[lo:hi], pl.Workers, t.pipeLinger)
 		if err := b.drv.MemcpyHtoDAsync(dst+uint64(lo), blk, p.leases[j].Stream); err != nil {
 			return p.fail(driverError(op, "MemcpyHtoDAsync", err))
 		}
@@ -505,17 +385,17 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, ents []*resident
 // the first chunk leaves a prefix of out holding device bytes (callers
 // reusing caller storage document this). Telemetry counts each stream
 // synchronization as a sync point and each chunk as a device copy.
-func (b *Backend) downloadPipelined(op string, t *transferTuning, ents []*residentEntry, out []byte, src uint64) error {
+func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, out []byte, src uint64) error {
 	n := len(out)
-	bounds := t.chunkBounds(n, false)
-	chunks := len(bounds) - 1
-	k := min(t.blocks, chunks)
-	p, err := b.newPipeline(op, ents, k, t.chunk)
+	chunks := pl.Chunks
+	k := max(min(pl.Blocks, chunks), 1)
+	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
 	if err != nil {
 		return err
 	}
+	bound := func(i int) int { return int(pl.Bounds(i, int64(n))) }
 	queue := func(i int) error {
-		lo, hi := bounds[i], bounds[i+1]
+		lo, hi := bound(i), bound(i+1)
 		j := i % k
 		if err := b.drv.MemcpyDtoHAsync(p.blocks[j][:hi-lo:hi-lo], src+uint64(lo), p.leases[j].Stream); err != nil {
 			return driverError(op, "MemcpyDtoHAsync", err)
@@ -532,8 +412,8 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, ents []*reside
 		if err := p.wait(j); err != nil {
 			return p.fail(err)
 		}
-		lo, hi := bounds[i], bounds[i+1]
-		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], t.copyWorkers(hi-lo), t.pipeLinger)
+		lo, hi := bound(i), bound(i+1)
+		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], pl.Workers, t.pipeLinger)
 		if i+k < chunks {
 			if err := queue(i + k); err != nil {
 				return p.fail(err)

@@ -33,7 +33,7 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 			}
 			seen := make([]atomic.Int32, tt.n)
 			var parts atomic.Int32
-			forParts(tt.n, tt.w, callLinger, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
+			forParts(tt.n, tt.w, DefaultCopyHelperLinger, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
 				parts.Add(1)
 				for i := lo; i < hi; i++ {
 					seen[i].Add(1)
@@ -55,7 +55,7 @@ func TestParallelCopy(t *testing.T) {
 				src[i] = byte(i*7 + 1)
 			}
 			dst := make([]byte, n)
-			parallelCopy(dst, src, w, callLinger)
+			parallelCopy(dst, src, w, DefaultCopyHelperLinger)
 			assert.Equal(t, src, dst, "n=%d w=%d", n, w)
 		}
 	}
@@ -102,46 +102,6 @@ func TestCopyTaskKeepsLargeCopiesNonTemporal(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, copyTask(tt.n, tt.w), "n=%d w=%d", tt.n, tt.w)
 	}
-}
-
-func TestChunkBoundsTaperTheExposedEnd(t *testing.T) {
-	const M = 1 << 20
-	tests := []struct {
-		name   string
-		tune   transferTuning
-		n      int
-		atEnd  bool
-		chunks []int
-	}{
-		{"upload 256 MiB", transferTuning{chunk: 32 * M, taper: 4 * M}, 256 * M, true,
-			[]int{32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 16 * M, 8 * M, 4 * M, 4 * M}},
-		{"download 256 MiB", transferTuning{chunk: 32 * M, taper: 4 * M}, 256 * M, false,
-			[]int{4 * M, 4 * M, 8 * M, 16 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M, 32 * M}},
-		{"remainder at the far end", transferTuning{chunk: 32 * M, taper: 4 * M}, 72*M + 123, true,
-			[]int{8*M + 123, 32 * M, 16 * M, 8 * M, 4 * M, 4 * M}},
-		{"shorter than the taper", transferTuning{chunk: 32 * M, taper: 4 * M}, 6 * M, false, []int{4 * M, 2 * M}},
-		{"no taper", transferTuning{chunk: 64, taper: -1}, 1000, true, append(repeat(64, 15), 40)},
-		{"taper not below the chunk", transferTuning{chunk: 64, taper: 64}, 128, false, []int{64, 64}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := tt.tune.chunkBounds(tt.n, tt.atEnd)
-			var got []int
-			for k := range len(b) - 1 {
-				got = append(got, b[k+1]-b[k])
-			}
-			assert.Equal(t, tt.chunks, got)
-			assert.Equal(t, tt.n, b[len(b)-1])
-		})
-	}
-}
-
-func repeat(v, n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = v
-	}
-	return s
 }
 
 func TestRunTasksConcurrentJobsAllComplete(t *testing.T) {

@@ -78,7 +78,7 @@ var (
 		return out[0], nil
 	}
 	packing  = core.WithTransferTuning(core.TransferTuning{PackMinCopies: 2, PipelineMinBytes: -1})
-	pipeline = core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1, PipelineMinBytes: 32, ChunkBytes: 16, Blocks: 2, TaperBytes: -1})
+	pipeline = core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1, PipelineMinBytes: 32, ChunkBytes: 16, Blocks: 2})
 )
 
 func quarantineCases() []quarantineCase {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Range names Len bytes of Buf starting at byte Offset.
@@ -28,9 +29,11 @@ func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
 // DownloadResidentInto reads the whole of h into dst's storage, growing it
 // only when its capacity is too small, and returns the result (append-style:
 // use the returned slice). On failure it returns dst unchanged; its bytes are
-// unchanged too, except after a device failure in the middle of a pipelined
-// transfer (h.Len of 64 MiB or more, written into dst's storage as it
-// arrives), which may leave a prefix of that storage holding h's bytes.
+// unchanged too, except after a device failure in the middle of a staged
+// transfer (the planner stages single reads from 256 KiB, writing each chunk
+// into dst's storage as it arrives) or of a direct one (dst inside memory
+// pinned through this Backend), which may leave a prefix of that storage
+// holding h's bytes.
 func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 	const op = "DownloadResidentInto"
 	if err := b.enter(op); err != nil {
@@ -154,10 +157,9 @@ func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte)
 
 // readOne reads r for the single-range calls: into dst's storage,
 // append-style, when reuse is set (growing it only when its capacity is too
-// small), else into a new slice. A read large enough to be pipelined goes
-// straight into that output, chunk by chunk; smaller ones are staged whole
-// and copied out by several goroutines when large. On failure it returns
-// dst.
+// small), else into a new slice. A staged or direct plan moves the bytes
+// straight into that output; a per-copy one stages them whole and copies
+// them out on the plan's goroutines. On failure it returns dst.
 func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, error) {
 	output := func(n int) []byte {
 		if reuse && cap(dst) >= n {
@@ -174,15 +176,76 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 		return g.direct, nil
 	}
 	src := g.bytes(0)
-	if len(src) < g.tune.perWorker*2 {
-		if reuse {
-			return append(dst[:0], src...), nil
-		}
-		return append(make([]byte, 0, r.Len), src...), nil
+	out := g.out
+	if out == nil {
+		out = output(len(src))
 	}
-	out := output(len(src))
-	parallelCopy(out, src, g.tune.copyWorkers(len(src)), g.tune.linger)
+	parallelCopy(out, src, g.plan.Workers, g.tune.linger)
 	return out, nil
+}
+
+// pinRanges looks up and validates len(ents) ranges in one pass under the
+// store lock, filling ents, lens and reqs, and marks every buffer in flight
+// only when all of them passed: an unknown handle anywhere is reported
+// before a bad range. It returns how many ranges are not empty.
+func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) string, lens []int,
+	ents []*residentEntry, reqs []fusion.ReadbackCopy) (int, error) {
+	nonEmpty, bad := 0, -1
+	b.store.mu.RLock()
+	for i := range ents {
+		r := at(i)
+		e, herr := b.store.lookup(op, r.Buf)
+		if herr != nil {
+			b.store.mu.RUnlock()
+			herr.Detail = label(i) + herr.Detail
+			return 0, herr
+		}
+		ents[i] = e
+		if bad >= 0 {
+			continue
+		}
+		if readRangeError(op, label, i, r, e.ptr) != nil {
+			bad = i
+			continue
+		}
+		lens[i] = r.Len
+		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+		if r.Len > 0 {
+			reqs[i].Src, reqs[i].Len = e.ptr+uint64(r.Offset), r.Len
+			nonEmpty++
+		}
+	}
+	if bad >= 0 {
+		b.store.mu.RUnlock()
+		return 0, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
+	}
+	runPinHook(b)
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	b.store.mu.RUnlock()
+	return nonEmpty, nil
+}
+
+// readRangeError checks range r of item i (its buffer at device address
+// ptr): it must fit the buffer and its address must not overflow. It
+// returns nil when the range is fine; the error path alone formats.
+func readRangeError(op string, label func(i int) string, i int, r Range, ptr uint64) error {
+	if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
+				label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
+			Fix: "keep offset+length within the buffer's length", Err: err}
+	}
+	if r.Len == 0 {
+		return nil
+	}
+	if _, err := accounting.AddPtr(ptr, r.Offset); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label(i), r.Buf.ID, r.Offset),
+			Fix:    "pass an offset inside the buffer", Err: err}
+	}
+	return nil
 }
 
 // growSlots returns s resliced to n elements, reusing its capacity when it
@@ -206,8 +269,10 @@ type gathered struct {
 	views  []fusion.ReadbackView
 	offs   []int  // staging offset of each fused copy
 	lens   []int  // requested length of each request
-	direct []byte // a single pipelined read, already in its output
+	direct []byte // a single staged or direct read, already in its output
+	out    []byte // the output into gave, for a single read staged whole
 	tune   transferTuning
+	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -236,17 +301,8 @@ func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
 // eachFrom is each over requests first..first+n-1, with f given the index
 // relative to first.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
-	t := &g.tune
-	if t.workers == 0 {
-		// A gathered built by Run (batch.go) carries no tuning: one thread.
-		t = &transferTuning{workers: 1, perWorker: 1}
-	}
-	total := 0
-	for i := range n {
-		total += g.lens[first+i]
-	}
-	w := t.copyWorkers(total)
-	if w <= 1 {
+	w := g.plan.Workers
+	if w <= 1 || n < 2 {
 		for i := range n {
 			f(i)
 		}
@@ -258,7 +314,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	forParts(n, w, t.linger, func(i int) int { return starts[i] }, total, func(lo, hi int) {
+	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f(i)
 		}
@@ -273,60 +329,36 @@ func (g *gathered) release() {
 
 // gather validates n ranges, then reads them: fused, staged into one pinned
 // block, queued on one leased stream and fenced once. Nothing about the
-// caller's outputs is touched here, so a failure leaves them as they were.
+// caller's outputs is touched here, so a failure leaves them as they were,
+// except by a staged or direct single read (see DownloadResidentInto).
 // When every range is empty it makes no driver call at all.
 //
 // label names request i in messages; nil means "item i: " for batches of
 // several requests and nothing for one.
 //
-// Many small fused copies take the packed path (packed.go), or the per-copy
-// path when the device has no memory for its staging. into, when not
-// nil, offers a single request's destination: a read large enough to be
-// pipelined (pipeline.go) asks into for its output of that length after
-// validation and streams straight into it, leaving the result in g.direct.
+// The planner (xfer.go) chooses the plan. Many small fused copies take the
+// packed path (packed.go), or the per-copy path when the device has no
+// memory for its staging. into, when not nil, offers a single request's
+// destination: gather asks it for the output after validation; a staged
+// (pipeline.go) or direct plan moves the bytes straight into it, leaving
+// the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
 	g := &gathered{lens: make([]int, n), tune: b.tuning()}
 	if n == 0 {
 		return g, nil
 	}
-	bufs := make([]Buffer, n)
-	for i := range bufs {
-		bufs[i] = at(i).Buf
-	}
 	if label == nil {
 		label = func(i int) string { return itemPrefix(n, i) }
 	}
-	ents, err := b.pinEntries(op, bufs, label)
+	sc := getScratch(n)
+	defer putScratch(sc)
+	ents, reqs := sc.ents[:n], sc.reads(n)
+	nonEmpty, err := b.pinRanges(op, at, label, g.lens, ents, reqs)
 	if err != nil {
 		return nil, err
 	}
 	defer b.unpinEntries(op, ents)
 	phase("pin")
-
-	reqs := make([]fusion.ReadbackCopy, n)
-	nonEmpty := 0
-	for i, e := range ents {
-		r := at(i)
-		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
-					label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-				Fix: "keep offset+length within the buffer's length", Err: err}
-		}
-		g.lens[i] = r.Len
-		if r.Len == 0 {
-			reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
-			continue
-		}
-		src, err := accounting.AddPtr(e.ptr, r.Offset)
-		if err != nil {
-			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label(i), r.Buf.ID, r.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
-		}
-		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID, Src: src, Len: r.Len}
-		nonEmpty++
-	}
 	if nonEmpty == 0 {
 		return g, nil
 	}
@@ -343,16 +375,34 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	g.views = fused.Views
 	phase("fuse")
 	t := &g.tune
-	switch {
-	case into != nil && n == 1 && len(fused.Copies) == 1 && t.pipelines(fused.Bytes):
-		out := into(int(fused.Bytes))
-		if err := b.downloadPipelined(op, t, ents, out, fused.Copies[0].Src); err != nil {
+	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),
+		PackedBytes: packedBound(len(fused.Copies), fused.Bytes),
+		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1}
+	var out []byte
+	var reg *pinnedRegion
+	if req.Streamable {
+		out = into(int(fused.Bytes))
+		reg = b.pinnedHost(out)
+		req.Pinned = reg != nil
+	}
+	g.plan, g.out = t.choose(req), out
+	if reg != nil && g.plan.Kind != xferplan.Direct {
+		b.unpendRegion(reg)
+	}
+	switch g.plan.Kind {
+	case xferplan.Direct, xferplan.Staged:
+		if g.plan.Kind == xferplan.Direct {
+			err = b.downloadDirect(op, ents, reg, out, fused.Copies[0].Src)
+		} else {
+			err = b.downloadPipelined(op, t, &g.plan, ents, out, fused.Copies[0].Src)
+		}
+		if err != nil {
 			return nil, err
 		}
 		g.direct = out
 		return g, nil
-	case t.packs(len(fused.Copies), fused.Bytes):
-		err := b.gatherPacked(op, t, ents, g, fused.Copies, fused.Bytes, nonEmpty)
+	case xferplan.Packed:
+		err := b.gatherPacked(op, t, &g.plan, ents, g, fused.Copies, fused.Bytes, nonEmpty)
 		if err == nil {
 			return g, nil
 		}
@@ -361,43 +411,54 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		}
 		// No device memory for packed staging: the per-copy path below needs none.
 	}
-	g.offs = make([]int, len(fused.Copies))
+	if err := b.gatherPerCopy(op, ents, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// gatherPerCopy reads copies (bytes in all, nonEmpty requests) into one
+// pinned staging block with one driver copy each on one leased stream and
+// one fence. On success g holds the staging and the copies' offsets in it;
+// on failure it holds nothing and nothing is leaked.
+func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, nonEmpty int) error {
+	g.offs = make([]int, len(copies))
 	off := 0
-	for i, c := range fused.Copies {
+	for i, c := range copies {
 		g.offs[i] = off
 		off += c.Len
 	}
 
 	g.st, g.staged = newStaging(b.hostPool), true
-	stage, err := g.st.take(op, int(fused.Bytes))
+	stage, err := g.st.take(op, int(bytes))
 	if err != nil {
 		g.st.release()
-		return nil, err
+		return err
 	}
 	g.stage = stage
 	lease, err := b.lease(op, false)
 	if err != nil {
 		g.st.release()
-		return nil, err
+		return err
 	}
-	for i, c := range fused.Copies {
+	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
 			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 			g.st.release()
-			return nil, driverError(op, "MemcpyDtoHAsync", err)
+			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
-		return nil, driverError(op, "StreamSynchronize", err)
+		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.giveBack(lease, true)
 	b.tel.syncPoints.Add(1)
-	b.tel.d2hBytes.Add(fused.Bytes)
+	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)
 	b.tel.requested.Add(uint64(nonEmpty))
-	b.tel.deviceCopies.Add(uint64(len(fused.Copies)))
-	return g, nil
+	b.tel.deviceCopies.Add(uint64(len(copies)))
+	return nil
 }

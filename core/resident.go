@@ -40,20 +40,20 @@ type residentStore struct {
 	// mu guards table (membership). Lookups and pins hold it shared;
 	// inserts, removals and in-flight totals hold it exclusively.
 	mu    sync.RWMutex
-	table map[uint64]*residentEntry
+	table handleTable
 	// bytes is the sum of the lengths in table plus reservations of
 	// allocations under way. It is atomic so a reservation can be checked
 	// against the budget without holding mu across driver calls.
 	bytes accounting.Counter
 }
 
-func (s *residentStore) init() { s.table = make(map[uint64]*residentEntry) }
+func (s *residentStore) init() {}
 
 // lookup validates h against the table; callers hold mu (either mode).
 // It returns *Error (not error) so batch callers can prefix the item index;
 // check it against nil before converting it to error.
 func (s *residentStore) lookup(op string, h Buffer) (*residentEntry, *Error) {
-	e := s.table[h.ID]
+	e := s.table.get(h.ID)
 	if e == nil {
 		return nil, unknownHandle(op, h)
 	}
@@ -76,12 +76,12 @@ func unknownHandle(op string, h Buffer) *Error {
 func (s *residentStore) inflightTotal() (refs int64, handles int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, e := range s.table {
+	s.table.each(func(_ uint64, e *residentEntry) {
 		if n := e.inflight.Load(); n > 0 {
 			refs += n
 			handles++
 		}
-	}
+	})
 	return refs, handles
 }
 
@@ -90,9 +90,9 @@ func (s *residentStore) inflightTotal() (refs int64, handles int) {
 func (b *Backend) rebuildBytes(op string, released uint64) {
 	b.store.mu.Lock()
 	var total uint64
-	for _, e := range b.store.table {
+	b.store.table.each(func(_ uint64, e *residentEntry) {
 		total += uint64(e.n) // lengths are positive ints; their sum is bounded by device memory
-	}
+	})
 	b.store.bytes.Store(total)
 	b.store.mu.Unlock()
 	b.log.Error("resident byte accounting would have gone below zero; rebuilt from the live table",
@@ -179,7 +179,7 @@ func (b *Backend) AllocateResident(n int) (Buffer, error) {
 			"restart the process; handle ids are never reused")
 	}
 	b.store.mu.Lock()
-	b.store.table[id] = e
+	b.store.table.put(id, e)
 	b.store.mu.Unlock()
 	b.tel.residentAllocBytes.Add(want)
 	return Buffer{ID: id, Len: n}, nil
@@ -236,14 +236,14 @@ func (b *Backend) FreeResident(h Buffer) error {
 			fmt.Sprintf("handle %d is bound to %d in-flight use(s)", h.ID, n),
 			"wait for the pending work using it (or SynchronizeUploads) before freeing it")
 	}
-	delete(b.store.table, h.ID)
+	b.store.table.del(h.ID)
 	b.store.mu.Unlock()
 
 	// The driver call runs without the store lock; on failure the entry goes
 	// back (ids are never reused, so nothing can have taken its place).
 	if err := b.freeDevice(op, e); err != nil {
 		b.store.mu.Lock()
-		b.store.table[h.ID] = e
+		b.store.table.put(h.ID, e)
 		b.store.mu.Unlock()
 		return err
 	}
@@ -281,14 +281,14 @@ func (s *residentStore) releaseAll(op string, b *Backend) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
-	for id, e := range s.table {
+	s.table.each(func(_ uint64, e *residentEntry) {
 		if e.inflight.Load() == 0 {
 			if err := b.freeDevice(op, e); err != nil && first == nil {
 				first = err
 			}
 		}
-		delete(s.table, id)
-	}
+	})
+	s.table.clear()
 	s.bytes.Store(0)
 	return first
 }

@@ -36,9 +36,7 @@ var (
 	}
 	pipelinePaths = []xferPath{
 		{"pipelined", nil},
-		{"pipelined-no-taper", core.WithTransferTuning(core.TransferTuning{TaperBytes: -1})},
 		{"pipelined-nolinger", core.WithTransferTuning(core.TransferTuning{PipeLinger: -1})},
-		{"pipelined-taper-2M", core.WithTransferTuning(core.TransferTuning{TaperBytes: 2 << 20})},
 		{"pipelined-4blocks", core.WithTransferTuning(core.TransferTuning{Blocks: 4})},
 		{"pipelined-64M-chunks", core.WithTransferTuning(core.TransferTuning{ChunkBytes: 64 << 20, Blocks: 2})},
 		{"staged-whole", core.WithTransferTuning(core.TransferTuning{PipelineMinBytes: -1})},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Upload is one full-buffer upload: Data must be exactly Buf.Len bytes.
@@ -78,64 +79,101 @@ func itemPrefix(n, i int) string {
 
 // upload validates n uploads (full: exact lengths; else offset ranges),
 // keeps their buffers in flight for the call, and moves them as fused copies.
+// One pass under the store lock looks every handle up and checks every
+// range; an unknown handle anywhere is reported before a bad range.
 func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte), full bool) error {
 	if n == 0 {
 		return nil
 	}
-	bufs := make([]Buffer, n)
-	for i := range bufs {
-		bufs[i], _, _ = at(i)
-	}
-	ents, err := b.pinEntries(op, bufs, nil)
-	if err != nil {
-		return err
-	}
-	defer b.unpinEntries(op, ents)
-	phase("pin")
-
-	copies := make([]fusion.UploadCopy, 0, n)
-	for i, e := range ents {
+	sc := getScratch(n)
+	defer putScratch(sc)
+	ents := sc.ents[:n]
+	copies := sc.ups[:0]
+	bad := -1 // the first item whose range does not fit
+	b.store.mu.RLock()
+	for i := range ents {
 		h, off, data := at(i)
-		if full {
-			if len(data) != h.Len {
-				return newError(op, KindInvalidArgument,
-					fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
-					"pass data of the buffer's length, or use UploadResidentAt for part of it")
-			}
-		} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+		e, herr := b.store.lookup(op, h)
+		if herr != nil {
+			b.store.mu.RUnlock()
+			herr.Detail = itemPrefix(n, i) + herr.Detail
+			return herr
 		}
-		if len(data) == 0 {
+		ents[i] = e
+		if bad >= 0 {
 			continue
 		}
-		dst, err := accounting.AddPtr(e.ptr, off)
-		if err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
-				Fix:    "pass an offset inside the buffer", Err: err}
+		if uploadRangeError(op, n, i, h, off, data, e.ptr, full) != nil {
+			bad = i
+			continue
 		}
-		copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: dst, Data: data})
+		if len(data) > 0 {
+			copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: e.ptr + uint64(off), Data: data})
+		}
 	}
+	if bad >= 0 {
+		b.store.mu.RUnlock()
+		h, off, data := at(bad)
+		return uploadRangeError(op, n, bad, h, off, data, ents[bad].ptr, full)
+	}
+	// Counts change only after every item validated, so a bad batch marks
+	// nothing; holding mu shared keeps FreeResident out meanwhile.
+	runPinHook(b)
+	for _, e := range ents {
+		e.inflight.Add(1)
+	}
+	b.store.mu.RUnlock()
+	defer b.unpinEntries(op, ents)
+	sc.ups = copies
+	phase("pin")
 	phase("validate")
 	return b.queueUploads(op, ents, copies)
 }
 
-// queueUploads fuses the copies and moves them by one of three paths, each
-// with one stream synchronization per batch except the pipeline (which
-// waits once per reused staging block): one large copy is pipelined through
-// a few staging blocks (pipeline.go); many small ones are packed into one
-// DMA plus one scatter launch (packed.go) unless the device has no memory
-// for the packed staging; anything else is packed into one
-// pinned staging block and queued as one driver copy per fused copy on one
-// leased stream. The caller holds the destination buffers (ents) in flight;
-// a failed drain quarantines them with the staging (quarantine.go).
-func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) error {
+// uploadRangeError checks item i (handle h at device address ptr): full
+// uploads need exactly h.Len bytes, others must fit at off, and the
+// destination address must not overflow. It returns nil when the item is
+// fine; the error path alone formats.
+func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr uint64, full bool) error {
+	if full {
+		if len(data) != h.Len {
+			return newError(op, KindInvalidArgument,
+				fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
+				"pass data of the buffer's length, or use UploadResidentAt for part of it")
+		}
+	} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
+			Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if _, err := accounting.AddPtr(ptr, off); err != nil {
+		return &Error{Op: op, Kind: KindInvalidArgument,
+			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
+			Fix:    "pass an offset inside the buffer", Err: err}
+	}
+	return nil
+}
+
+// queueUploads fuses the copies and moves them as the planner says
+// (xfer.go): Direct from pinned caller memory, Staged in chunks
+// (pipeline.go), Packed into one block with a scatter launch (packed.go,
+// falling back to PerCopy when the device has no memory for the packed
+// staging), or PerCopy: packed into one pinned staging block and queued as
+// one driver copy per fused copy on one leased stream. Each waits on its
+// stream once per batch, except Staged, which waits once per reused
+// staging block. The caller holds the destination buffers (ents) in
+// flight; a failed drain quarantines them with the staging (quarantine.go).
+func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) (err error) {
 	if len(copies) == 0 {
 		return nil
 	}
-	fused, bytes, err := fusion.FuseUploads(copies)
+	fused, bytes, ok := copies, uint64(0), false
+	if bytes, ok = fusion.DistinctUploads(copies); !ok {
+		fused, bytes, err = fusion.FuseUploads(copies)
+	}
 	if err != nil {
 		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
 			Fix: "split the batch; its addresses or lengths overflow", Err: err}
@@ -149,30 +187,49 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	}
 	phase("fuse")
 	t := b.tuning()
-	if len(fused) == 1 && t.pipelines(bytes) {
-		return b.uploadPipelined(op, &t, ents, fused[0].Dst, fused[0].Data, len(copies))
+	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
+		PackedBytes: packedBound(len(fused), bytes), Streamable: len(fused) == 1}
+	var reg *pinnedRegion
+	if len(fused) == 1 {
+		reg = b.pinnedHost(fused[0].Data)
+		req.Pinned = reg != nil
 	}
-	if t.packs(len(fused), bytes) {
-		err := b.uploadPacked(op, &t, ents, fused, bytes, len(copies))
+	pl := t.choose(req)
+	if reg != nil && pl.Kind != xferplan.Direct {
+		b.unpendRegion(reg)
+	}
+	switch pl.Kind {
+	case xferplan.Direct:
+		return b.uploadDirect(op, ents, reg, fused[0].Dst, fused[0].Data, len(copies))
+	case xferplan.Staged:
+		return b.uploadPipelined(op, &t, &pl, ents, fused[0].Dst, fused[0].Data, len(copies))
+	case xferplan.Packed:
+		err := b.uploadPacked(op, &t, &pl, ents, fused, bytes, len(copies))
 		if err != errNoPackRoom {
 			return err
 		}
 		// No device memory for packed staging: the per-copy path needs none.
 	}
+	return b.uploadPerCopy(op, &t, &pl, ents, fused, bytes, len(copies))
+}
+
+// uploadPerCopy stages every fused copy into one pinned block on
+// pl.Workers goroutines and queues one driver copy per fused copy.
+func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
 	st := newStaging(b.hostPool)
 	defer st.release()
 	stage, err := st.take(op, int(bytes))
 	if err != nil {
 		return err
 	}
-	offs := make([]int, len(fused)+1)
-	for i, c := range fused {
-		offs[i+1] = offs[i] + len(c.Data)
-	}
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, t.copyWorkers(len(stage)), t.linger)
+		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger)
 	} else {
-		forParts(len(fused), t.copyWorkers(len(stage)), t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
+		offs := make([]int, len(fused)+1)
+		for i, c := range fused {
+			offs[i+1] = offs[i] + len(c.Data)
+		}
+		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				copy(stage[offs[i]:], fused[i].Data)
 			}
@@ -183,11 +240,14 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	if err != nil {
 		return err
 	}
-	for i, c := range fused {
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[offs[i]:offs[i+1]:offs[i+1]], lease.Stream); err != nil {
+	off := 0
+	for _, c := range fused {
+		end := off + len(c.Data)
+		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
 			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
+		off = end
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
@@ -197,7 +257,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(len(copies)))
+	b.tel.requested.Add(uint64(requested))
 	b.tel.deviceCopies.Add(uint64(len(fused)))
 	return nil
 }

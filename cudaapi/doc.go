@@ -9,13 +9,17 @@
 // Each wrapped entry point is one Go function generated from cuda.h by
 // ../gen. Naming rule: the documented C name loses its cu prefix and any _vN
 // suffix: cuMemAlloc (symbol cuMemAlloc_v2) is MemAlloc, cuCtxGetCurrent is
-// CtxGetCurrent. The symbol resolved is the one the header's macros select, so
-// MemAlloc calls cuMemAlloc_v2 and GraphInstantiate calls
-// cuGraphInstantiateWithFlags. Parameters map as follows:
+// CtxGetCurrent. The symbol resolved is the one the header's macros select
+// (MemAlloc calls cuMemAlloc_v2), except where the generator pins the stable
+// one: GraphInstantiateWithFlags, and MemcpyBatchAsync (cuMemcpyBatchAsync_v2).
+// Each doc comment names the CUDA version the call needs. Parameters map as
+// follows:
 //
 //   - CUdeviceptr is DevicePtr (uint64); CUdevice is Device; each opaque handle
-//     (CUcontext, CUstream, CUevent, CUmodule, CUfunction, CUgraph, CUgraphExec)
-//     is its own uintptr-based type, zero meaning NULL.
+//     (CUcontext, CUstream, CUevent, CUmodule, CUfunction, CUgraph, CUgraphExec,
+//     CUgraphNode, CUmemoryPool) is its own uintptr-based type, zero meaning
+//     NULL; CUmemGenericAllocationHandle is MemGenericAllocationHandle (uint64).
+//   - Parameter names are the header's, in camelCase (pool_out is poolOut).
 //   - size_t is uint64; int is int32; unsigned int is uint32.
 //   - Out-parameters are returned, in order, before the error:
 //     MemAlloc(n uint64) (DevicePtr, error).
@@ -27,6 +31,26 @@
 // driver status, ErrDriverNotFound when libcuda cannot be loaded, and a
 // *MissingSymbolError (matching ErrMissingSymbol) when the installed driver
 // lacks that one symbol; all other calls keep working. Nothing panics.
+//
+// # Driver versions
+//
+// The Go API is the same whichever cuda.h from CUDA 11.8 to 13.x the files were
+// generated from, and the bindings load on any driver from 11.8 on. A call
+// the driver is too old for returns *MissingSymbolError carrying the symbol,
+// the CUDA version that introduced it (Since) and the loaded driver's version
+// (Driver). Where a newer symbol kept its predecessor's C signature, the
+// wrapper falls back to the older one (EventElapsedTime calls
+// cuEventElapsedTime_v2, or cuEventElapsedTime on drivers before 12.8). A
+// function the generating header did not declare always returns
+// *MissingSymbolError (Header set). DriverCapabilities reports which optional
+// features (Feature) the loaded driver offers.
+//
+// # Host functions
+//
+// LaunchHostFunc queues a Go func() on a stream. The driver calls a C
+// trampoline with a C-allocated cell holding a cgo.Handle, so no Go pointer
+// crosses into C; the handle and cell are released when the function runs, or
+// at once when the launch fails.
 //
 // # Host pointers and cgo
 //

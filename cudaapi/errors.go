@@ -13,22 +13,59 @@ var ErrDriverNotFound = errors.New("cudaapi: CUDA driver library not found")
 // ErrMissingSymbol matches, through errors.Is, every *MissingSymbolError.
 var ErrMissingSymbol = errors.New("cudaapi: driver entry point missing")
 
-// MissingSymbolError reports a driver entry point the loaded libcuda does not
-// export, usually because the driver is older than the header the bindings
-// were generated from. Only calls of that entry point fail.
+// MissingSymbolError reports a driver entry point that cannot be called: the
+// loaded libcuda does not export it (an older driver), or the cuda.h the
+// bindings were generated from did not declare it. Only calls of that entry
+// point fail; everything else keeps working.
 type MissingSymbolError struct {
-	Symbol string // the symbol looked up, e.g. cuMemcpyBatchAsync_v2
-	Err    error  // the loader's reason, when it gave one
+	Library   string   // the library searched, e.g. libcuda
+	Symbol    string   // the symbol looked up, e.g. cuMemcpyBatchAsync_v2
+	Fallbacks []string // older symbols of the same C signature, also tried
+	// Since is the CUDA version (1000*major + 10*minor) that introduced the
+	// oldest symbol the call can use.
+	Since int
+	// Driver is the loaded library's CUDA version (for libcuda,
+	// cuDriverGetVersion), 0 when it could not be read.
+	Driver int
+	// Header is the version of a header that lacked the entry point when the
+	// bindings were generated (cuda.h's CUDA_VERSION), 0 when the header
+	// declared it.
+	Header int
+	Err    error // the loader's reason, when it gave one
 }
 
-// Error names the symbol and says what to do.
+// Error names the symbol, the version that introduced it, the loaded driver's
+// version, and what to do.
 func (e *MissingSymbolError) Error() string {
-	msg := "cudaapi: libcuda has no symbol " + e.Symbol + " (bindings generated from CUDA_VERSION " +
-		strconv.Itoa(HeaderVersion) + ")"
+	lib := e.Library
+	if lib == "" {
+		lib = "libcuda"
+	}
+	if e.Header != 0 {
+		return fmt.Sprintf("cudaapi: %s (%s) is not in these bindings: they were generated from a header of %s, which does not declare it; Fix: regenerate the bindings from the header of %s or newer (make generate)",
+			e.Symbol, formatCUDA(e.Since), formatCUDA(e.Header), formatCUDA(e.Since))
+	}
+	loaded, install := "driver for "+formatCUDA(e.Driver), "an NVIDIA driver"
+	if lib != "libcuda" {
+		loaded, install = formatCUDA(e.Driver), "the "+lib
+	}
+	msg := "cudaapi: the loaded " + lib + " (" + loaded + ") has no " + e.Symbol
+	for _, f := range e.Fallbacks {
+		msg += " nor " + f
+	}
+	msg += ", which appeared in " + formatCUDA(e.Since)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
-	return msg + "; Fix: install a newer NVIDIA driver, or avoid this call on this driver"
+	return msg + "; Fix: install " + install + " for " + formatCUDA(e.Since) + " or newer, or avoid this call there"
+}
+
+// formatCUDA spells a CUDA version number: 12040 is "CUDA 12.4", 0 "an unknown CUDA version".
+func formatCUDA(v int) string {
+	if v <= 0 {
+		return "an unknown CUDA version"
+	}
+	return "CUDA " + strconv.Itoa(v/1000) + "." + strconv.Itoa(v%1000/10)
 }
 
 // Is makes errors.Is(err, ErrMissingSymbol) true.

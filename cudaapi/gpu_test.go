@@ -193,7 +193,7 @@ func TestGPUGraphCapture(t *testing.T) {
 	g, err := cudaapi.StreamEndCapture(s)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, cudaapi.GraphDestroy(g)) }()
-	exec, err := cudaapi.GraphInstantiate(g, 0)
+	exec, err := cudaapi.GraphInstantiateWithFlags(g, 0)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, cudaapi.GraphExecDestroy(exec)) }()
 	require.NoError(t, cudaapi.GraphLaunch(exec, s))

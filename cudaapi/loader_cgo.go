@@ -5,6 +5,7 @@ package cudaapi
 /*
 #cgo linux LDFLAGS: -ldl
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,6 +23,16 @@ static void *vyre_dlopen(const char *path, char *buf, size_t n) {
 		vyre_dlerror(buf, n);
 	}
 	return h;
+}
+
+// vyre_driver_version calls cuDriverGetVersion through its address, for
+// error messages: 0 when it fails.
+static int vyre_driver_version(uintptr_t fn) {
+	int v = 0;
+	if (((int (*)(int *))fn)(&v) != 0) {
+		return 0;
+	}
+	return v;
 }
 
 static void *vyre_dlsym(void *h, const char *name, char *buf, size_t n) {
@@ -79,6 +90,16 @@ func (l *dlLibrary) lookup(name string) (uintptr, error) {
 		return 0, fmt.Errorf("dlsym %s in %s: null address", name, l.path)
 	}
 	return uintptr(sym), nil
+}
+
+// driverVersion reports cuDriverGetVersion's answer, or 0 when the library
+// lacks it or it fails.
+func (l *dlLibrary) driverVersion() int {
+	a, err := l.lookup("cuDriverGetVersion")
+	if err != nil {
+		return 0
+	}
+	return int(C.vyre_driver_version(C.uintptr_t(a)))
 }
 
 // cMalloc returns n bytes of C memory, or nil when n is 0 or malloc fails.

@@ -3,6 +3,7 @@ package cudaapi
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -48,7 +49,7 @@ func useFake(t *testing.T, lib library, openErr error) *int {
 
 func TestLoaderMissingLibrary(t *testing.T) {
 	opens := useFake(t, nil, fmt.Errorf("%w: fake: no libcuda here", ErrDriverNotFound))
-	p := &proc{name: "cuCtxGetCurrent"}
+	p := &proc{names: []string{"cuCtxGetCurrent"}}
 
 	for i := 0; i < 3; i++ {
 		_, err := p.find()
@@ -83,7 +84,7 @@ func TestLoaderSymbols(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &proc{name: tt.symbol}
+			p := &proc{names: []string{tt.symbol}}
 			a, err := p.find()
 			if !tt.missing {
 				require.NoError(t, err)
@@ -107,7 +108,7 @@ func TestLoaderSymbols(t *testing.T) {
 func TestLoaderCachesResolvedAddress(t *testing.T) {
 	lib := &fakeLibrary{symbols: map[string]uintptr{"cuPresent": 0x42}}
 	useFake(t, lib, nil)
-	p := &proc{name: "cuPresent"}
+	p := &proc{names: []string{"cuPresent"}}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -122,7 +123,7 @@ func TestLoaderCachesResolvedAddress(t *testing.T) {
 	assert.Equal(t, 1, lib.lookups["cuPresent"], "one dlsym per symbol")
 
 	// A missing symbol does not disturb the others.
-	_, err := (&proc{name: "cuAbsent"}).find()
+	_, err := (&proc{names: []string{"cuAbsent"}}).find()
 	require.ErrorIs(t, err, ErrMissingSymbol)
 	a, err := p.find()
 	require.NoError(t, err)
@@ -130,7 +131,7 @@ func TestLoaderCachesResolvedAddress(t *testing.T) {
 }
 
 func TestLoaderSwapForgetsAddresses(t *testing.T) {
-	p := newProc("cuSwapProbe")
+	p := driver.newProc(0, "cuSwapProbe")
 	restore := driver.swap(func() (library, error) {
 		return &fakeLibrary{symbols: map[string]uintptr{"cuSwapProbe": 7}}, nil
 	})
@@ -184,4 +185,112 @@ func TestKernelParamsRejectsBadInput(t *testing.T) {
 func TestModuleLoadImageRejectsEmpty(t *testing.T) {
 	_, err := ModuleLoadImage(nil)
 	assert.ErrorIs(t, err, CUDA_ERROR_INVALID_VALUE)
+}
+
+// versionedLibrary is a fakeLibrary that also reports a driver version.
+type versionedLibrary struct {
+	*fakeLibrary
+	version int
+}
+
+func (v versionedLibrary) driverVersion() int { return v.version }
+
+func TestLoaderFallsBackToOlderSymbol(t *testing.T) {
+	tests := []struct {
+		name    string
+		symbols map[string]uintptr
+		want    uintptr
+		used    string
+	}{
+		{"newer symbol wins", map[string]uintptr{"cuNew_v2": 0x20, "cuNew": 0x10}, 0x20, "cuNew_v2"},
+		{"older symbol when the newer is absent", map[string]uintptr{"cuNew": 0x10}, 0x10, "cuNew"},
+		{"older symbol when the newer is null", map[string]uintptr{"cuNew_v2": 0, "cuNew": 0x10}, 0x10, "cuNew"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lib := &fakeLibrary{symbols: tt.symbols}
+			useFake(t, lib, nil)
+			p := &proc{names: []string{"cuNew_v2", "cuNew"}, since: 2000}
+			assert.Empty(t, p.symbol(), "nothing resolved yet")
+			a, err := p.find()
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, a)
+			assert.Equal(t, tt.used, p.symbol())
+		})
+	}
+}
+
+func TestLoaderMissingSymbolCarriesVersions(t *testing.T) {
+	lib := versionedLibrary{&fakeLibrary{symbols: map[string]uintptr{}}, 12040}
+	useFake(t, lib, nil)
+	p := &proc{names: []string{"cuNew_v2", "cuNew"}, since: 12080}
+	_, err := p.find()
+	var ms *MissingSymbolError
+	require.True(t, errors.As(err, &ms), "got %v", err)
+	assert.Equal(t, "cuNew_v2", ms.Symbol)
+	assert.Equal(t, []string{"cuNew"}, ms.Fallbacks)
+	assert.Equal(t, 12080, ms.Since)
+	assert.Equal(t, 12040, ms.Driver)
+	assert.Zero(t, ms.Header)
+	assert.Equal(t, "cudaapi: the loaded libcuda (driver for CUDA 12.4) has no cuNew_v2 nor cuNew, which appeared in CUDA 12.8: "+
+		"fake: undefined symbol cuNew_v2; Fix: install an NVIDIA driver for CUDA 12.8 or newer, or avoid this call there", err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
+}
+
+func TestLoaderCachesFailedLookups(t *testing.T) {
+	lib := &fakeLibrary{symbols: map[string]uintptr{}}
+	useFake(t, lib, nil)
+	p := driver.newProc(13000, "cuAbsent_v2", "cuAbsent")
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := p.find()
+			assert.ErrorIs(t, err, ErrMissingSymbol)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, 1, lib.lookups["cuAbsent_v2"], "one dlsym per symbol, failures included")
+	assert.Equal(t, 1, lib.lookups["cuAbsent"])
+
+	// A new library (swap) forgets the failure: the symbol may exist there.
+	useFake(t, &fakeLibrary{symbols: map[string]uintptr{"cuAbsent": 9}}, nil)
+	a, err := p.find()
+	require.NoError(t, err)
+	assert.Equal(t, uintptr(9), a)
+}
+
+func TestLoaderUndeclaredProcNeverLooksUp(t *testing.T) {
+	lib := &fakeLibrary{symbols: map[string]uintptr{"cuFromNewerHeader": 5}}
+	useFake(t, lib, nil)
+	p := driver.newUndeclaredProc(13000, "cuFromNewerHeader")
+	_, err := p.find()
+	var ms *MissingSymbolError
+	require.True(t, errors.As(err, &ms), "got %v", err)
+	assert.Equal(t, HeaderVersion, ms.Header)
+	assert.Equal(t, 13000, ms.Since)
+	assert.Zero(t, lib.lookups["cuFromNewerHeader"], "the header lacked it: its C signature is not trusted")
+	assert.Contains(t, err.Error(), "regenerate the bindings from the header of CUDA 13.0 or newer")
+	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
+}
+
+func TestLoaderUndeclaredProcWithoutDriver(t *testing.T) {
+	useFake(t, nil, ErrDriverNotFound)
+	p := driver.newUndeclaredProc(13000, "cuFromNewerHeader")
+	_, err := p.find()
+	assert.ErrorIs(t, err, ErrDriverNotFound, "no driver is reported before a missing symbol")
+}
+
+func TestFormatCUDA(t *testing.T) {
+	for v, want := range map[int]string{13000: "CUDA 13.0", 12040: "CUDA 12.4", 11080: "CUDA 11.8", 2020: "CUDA 2.2", 0: "an unknown CUDA version", -1: "an unknown CUDA version"} {
+		assert.Equal(t, want, formatCUDA(v), v)
+	}
+}
+
+func TestMissingSymbolErrorOtherLibrary(t *testing.T) {
+	e := &MissingSymbolError{Library: "libnvrtc", Symbol: "nvrtcGetLTOIR", Since: 12000, Driver: 11080}
+	assert.Equal(t, "cudaapi: the loaded libnvrtc (CUDA 11.8) has no nvrtcGetLTOIR, which appeared in CUDA 12.0; "+
+		"Fix: install the libnvrtc for CUDA 12.0 or newer, or avoid this call there", e.Error())
+	assert.ErrorIs(t, e, ErrMissingSymbol)
 }

@@ -11,279 +11,389 @@ package cudaapi
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef int (*vyre_cuGetErrorName_fn)(int, const char**);
-static int vyre_cuGetErrorName(uintptr_t fn, int p0, const char** p1) {
-	return ((vyre_cuGetErrorName_fn)fn)(p0, p1);
+typedef int (*vyre_GetErrorName_fn)(int, const char**);
+static int vyre_GetErrorName(uintptr_t fn, int p0, const char** p1) {
+	return ((vyre_GetErrorName_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuGetErrorString_fn)(int, const char**);
-static int vyre_cuGetErrorString(uintptr_t fn, int p0, const char** p1) {
-	return ((vyre_cuGetErrorString_fn)fn)(p0, p1);
+typedef int (*vyre_GetErrorString_fn)(int, const char**);
+static int vyre_GetErrorString(uintptr_t fn, int p0, const char** p1) {
+	return ((vyre_GetErrorString_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuInit_fn)(unsigned int);
-static int vyre_cuInit(uintptr_t fn, unsigned int p0) {
-	return ((vyre_cuInit_fn)fn)(p0);
+typedef int (*vyre_Init_fn)(unsigned int);
+static int vyre_Init(uintptr_t fn, unsigned int p0) {
+	return ((vyre_Init_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuDriverGetVersion_fn)(int*);
-static int vyre_cuDriverGetVersion(uintptr_t fn, int* p0) {
-	return ((vyre_cuDriverGetVersion_fn)fn)(p0);
+typedef int (*vyre_DriverGetVersion_fn)(int*);
+static int vyre_DriverGetVersion(uintptr_t fn, int* p0) {
+	return ((vyre_DriverGetVersion_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuDeviceGetCount_fn)(int*);
-static int vyre_cuDeviceGetCount(uintptr_t fn, int* p0) {
-	return ((vyre_cuDeviceGetCount_fn)fn)(p0);
+typedef int (*vyre_DeviceGetCount_fn)(int*);
+static int vyre_DeviceGetCount(uintptr_t fn, int* p0) {
+	return ((vyre_DeviceGetCount_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuDeviceGet_fn)(int*, int);
-static int vyre_cuDeviceGet(uintptr_t fn, int* p0, int p1) {
-	return ((vyre_cuDeviceGet_fn)fn)(p0, p1);
+typedef int (*vyre_DeviceGet_fn)(int*, int);
+static int vyre_DeviceGet(uintptr_t fn, int* p0, int p1) {
+	return ((vyre_DeviceGet_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuDeviceGetName_fn)(char*, int, int);
-static int vyre_cuDeviceGetName(uintptr_t fn, char* p0, int p1, int p2) {
-	return ((vyre_cuDeviceGetName_fn)fn)(p0, p1, p2);
+typedef int (*vyre_DeviceGetName_fn)(char*, int, int);
+static int vyre_DeviceGetName(uintptr_t fn, char* p0, int p1, int p2) {
+	return ((vyre_DeviceGetName_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuDeviceTotalMem_v2_fn)(size_t*, int);
-static int vyre_cuDeviceTotalMem_v2(uintptr_t fn, size_t* p0, int p1) {
-	return ((vyre_cuDeviceTotalMem_v2_fn)fn)(p0, p1);
+typedef int (*vyre_DeviceTotalMem_fn)(size_t*, int);
+static int vyre_DeviceTotalMem(uintptr_t fn, size_t* p0, int p1) {
+	return ((vyre_DeviceTotalMem_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuDeviceGetAttribute_fn)(int*, int, int);
-static int vyre_cuDeviceGetAttribute(uintptr_t fn, int* p0, int p1, int p2) {
-	return ((vyre_cuDeviceGetAttribute_fn)fn)(p0, p1, p2);
+typedef int (*vyre_DeviceGetAttribute_fn)(int*, int, int);
+static int vyre_DeviceGetAttribute(uintptr_t fn, int* p0, int p1, int p2) {
+	return ((vyre_DeviceGetAttribute_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuDeviceCanAccessPeer_fn)(int*, int, int);
-static int vyre_cuDeviceCanAccessPeer(uintptr_t fn, int* p0, int p1, int p2) {
-	return ((vyre_cuDeviceCanAccessPeer_fn)fn)(p0, p1, p2);
+typedef int (*vyre_DeviceCanAccessPeer_fn)(int*, int, int);
+static int vyre_DeviceCanAccessPeer(uintptr_t fn, int* p0, int p1, int p2) {
+	return ((vyre_DeviceCanAccessPeer_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuDevicePrimaryCtxRetain_fn)(void**, int);
-static int vyre_cuDevicePrimaryCtxRetain(uintptr_t fn, uintptr_t* p0, int p1) {
-	return ((vyre_cuDevicePrimaryCtxRetain_fn)fn)((void**)p0, p1);
+typedef int (*vyre_DevicePrimaryCtxRetain_fn)(void**, int);
+static int vyre_DevicePrimaryCtxRetain(uintptr_t fn, uintptr_t* p0, int p1) {
+	return ((vyre_DevicePrimaryCtxRetain_fn)fn)((void**)p0, p1);
 }
 
-typedef int (*vyre_cuDevicePrimaryCtxRelease_v2_fn)(int);
-static int vyre_cuDevicePrimaryCtxRelease_v2(uintptr_t fn, int p0) {
-	return ((vyre_cuDevicePrimaryCtxRelease_v2_fn)fn)(p0);
+typedef int (*vyre_DevicePrimaryCtxRelease_fn)(int);
+static int vyre_DevicePrimaryCtxRelease(uintptr_t fn, int p0) {
+	return ((vyre_DevicePrimaryCtxRelease_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuCtxSetCurrent_fn)(void*);
-static int vyre_cuCtxSetCurrent(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuCtxSetCurrent_fn)fn)((void*)p0);
+typedef int (*vyre_CtxSetCurrent_fn)(void*);
+static int vyre_CtxSetCurrent(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_CtxSetCurrent_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuCtxGetCurrent_fn)(void**);
-static int vyre_cuCtxGetCurrent(uintptr_t fn, uintptr_t* p0) {
-	return ((vyre_cuCtxGetCurrent_fn)fn)((void**)p0);
+typedef int (*vyre_CtxGetCurrent_fn)(void**);
+static int vyre_CtxGetCurrent(uintptr_t fn, uintptr_t* p0) {
+	return ((vyre_CtxGetCurrent_fn)fn)((void**)p0);
 }
 
-typedef int (*vyre_cuCtxSynchronize_fn)(void);
-static int vyre_cuCtxSynchronize(uintptr_t fn) {
-	return ((vyre_cuCtxSynchronize_fn)fn)();
+typedef int (*vyre_CtxSynchronize_fn)(void);
+static int vyre_CtxSynchronize(uintptr_t fn) {
+	return ((vyre_CtxSynchronize_fn)fn)();
 }
 
-typedef int (*vyre_cuCtxEnablePeerAccess_fn)(void*, unsigned int);
-static int vyre_cuCtxEnablePeerAccess(uintptr_t fn, uintptr_t p0, unsigned int p1) {
-	return ((vyre_cuCtxEnablePeerAccess_fn)fn)((void*)p0, p1);
+typedef int (*vyre_CtxEnablePeerAccess_fn)(void*, unsigned int);
+static int vyre_CtxEnablePeerAccess(uintptr_t fn, uintptr_t p0, unsigned int p1) {
+	return ((vyre_CtxEnablePeerAccess_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_cuMemGetInfo_v2_fn)(size_t*, size_t*);
-static int vyre_cuMemGetInfo_v2(uintptr_t fn, size_t* p0, size_t* p1) {
-	return ((vyre_cuMemGetInfo_v2_fn)fn)(p0, p1);
+typedef int (*vyre_CtxDisablePeerAccess_fn)(void*);
+static int vyre_CtxDisablePeerAccess(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_CtxDisablePeerAccess_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuMemAlloc_v2_fn)(unsigned long long*, size_t);
-static int vyre_cuMemAlloc_v2(uintptr_t fn, unsigned long long* p0, size_t p1) {
-	return ((vyre_cuMemAlloc_v2_fn)fn)(p0, p1);
+typedef int (*vyre_MemGetInfo_fn)(size_t*, size_t*);
+static int vyre_MemGetInfo(uintptr_t fn, size_t* p0, size_t* p1) {
+	return ((vyre_MemGetInfo_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuMemFree_v2_fn)(unsigned long long);
-static int vyre_cuMemFree_v2(uintptr_t fn, unsigned long long p0) {
-	return ((vyre_cuMemFree_v2_fn)fn)(p0);
+typedef int (*vyre_MemAlloc_fn)(unsigned long long*, size_t);
+static int vyre_MemAlloc(uintptr_t fn, unsigned long long* p0, size_t p1) {
+	return ((vyre_MemAlloc_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuMemAllocAsync_fn)(unsigned long long*, size_t, void*);
-static int vyre_cuMemAllocAsync(uintptr_t fn, unsigned long long* p0, size_t p1, uintptr_t p2) {
-	return ((vyre_cuMemAllocAsync_fn)fn)(p0, p1, (void*)p2);
+typedef int (*vyre_MemFree_fn)(unsigned long long);
+static int vyre_MemFree(uintptr_t fn, unsigned long long p0) {
+	return ((vyre_MemFree_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuMemFreeAsync_fn)(unsigned long long, void*);
-static int vyre_cuMemFreeAsync(uintptr_t fn, unsigned long long p0, uintptr_t p1) {
-	return ((vyre_cuMemFreeAsync_fn)fn)(p0, (void*)p1);
+typedef int (*vyre_MemHostAlloc_fn)(void**, size_t, unsigned int);
+static int vyre_MemHostAlloc(uintptr_t fn, void** p0, size_t p1, unsigned int p2) {
+	return ((vyre_MemHostAlloc_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuMemHostAlloc_fn)(void**, size_t, unsigned int);
-static int vyre_cuMemHostAlloc(uintptr_t fn, void** p0, size_t p1, unsigned int p2) {
-	return ((vyre_cuMemHostAlloc_fn)fn)(p0, p1, p2);
+typedef int (*vyre_MemFreeHost_fn)(void*);
+static int vyre_MemFreeHost(uintptr_t fn, void* p0) {
+	return ((vyre_MemFreeHost_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuMemFreeHost_fn)(void*);
-static int vyre_cuMemFreeHost(uintptr_t fn, void* p0) {
-	return ((vyre_cuMemFreeHost_fn)fn)(p0);
+typedef int (*vyre_MemHostRegister_fn)(void*, size_t, unsigned int);
+static int vyre_MemHostRegister(uintptr_t fn, void* p0, size_t p1, unsigned int p2) {
+	return ((vyre_MemHostRegister_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuMemHostRegister_v2_fn)(void*, size_t, unsigned int);
-static int vyre_cuMemHostRegister_v2(uintptr_t fn, void* p0, size_t p1, unsigned int p2) {
-	return ((vyre_cuMemHostRegister_v2_fn)fn)(p0, p1, p2);
+typedef int (*vyre_MemHostUnregister_fn)(void*);
+static int vyre_MemHostUnregister(uintptr_t fn, void* p0) {
+	return ((vyre_MemHostUnregister_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuMemHostUnregister_fn)(void*);
-static int vyre_cuMemHostUnregister(uintptr_t fn, void* p0) {
-	return ((vyre_cuMemHostUnregister_fn)fn)(p0);
+typedef int (*vyre_MemcpyHtoD_fn)(unsigned long long, void*, size_t);
+static int vyre_MemcpyHtoD(uintptr_t fn, unsigned long long p0, void* p1, size_t p2) {
+	return ((vyre_MemcpyHtoD_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuMemcpyHtoD_v2_fn)(unsigned long long, void*, size_t);
-static int vyre_cuMemcpyHtoD_v2(uintptr_t fn, unsigned long long p0, void* p1, size_t p2) {
-	return ((vyre_cuMemcpyHtoD_v2_fn)fn)(p0, p1, p2);
+typedef int (*vyre_MemcpyDtoH_fn)(void*, unsigned long long, size_t);
+static int vyre_MemcpyDtoH(uintptr_t fn, void* p0, unsigned long long p1, size_t p2) {
+	return ((vyre_MemcpyDtoH_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuMemcpyDtoH_v2_fn)(void*, unsigned long long, size_t);
-static int vyre_cuMemcpyDtoH_v2(uintptr_t fn, void* p0, unsigned long long p1, size_t p2) {
-	return ((vyre_cuMemcpyDtoH_v2_fn)fn)(p0, p1, p2);
+typedef int (*vyre_MemcpyHtoDAsync_fn)(unsigned long long, void*, size_t, void*);
+static int vyre_MemcpyHtoDAsync(uintptr_t fn, unsigned long long p0, void* p1, size_t p2, uintptr_t p3) {
+	return ((vyre_MemcpyHtoDAsync_fn)fn)(p0, p1, p2, (void*)p3);
 }
 
-typedef int (*vyre_cuMemcpyHtoDAsync_v2_fn)(unsigned long long, void*, size_t, void*);
-static int vyre_cuMemcpyHtoDAsync_v2(uintptr_t fn, unsigned long long p0, void* p1, size_t p2, uintptr_t p3) {
-	return ((vyre_cuMemcpyHtoDAsync_v2_fn)fn)(p0, p1, p2, (void*)p3);
+typedef int (*vyre_MemcpyDtoHAsync_fn)(void*, unsigned long long, size_t, void*);
+static int vyre_MemcpyDtoHAsync(uintptr_t fn, void* p0, unsigned long long p1, size_t p2, uintptr_t p3) {
+	return ((vyre_MemcpyDtoHAsync_fn)fn)(p0, p1, p2, (void*)p3);
 }
 
-typedef int (*vyre_cuMemcpyDtoHAsync_v2_fn)(void*, unsigned long long, size_t, void*);
-static int vyre_cuMemcpyDtoHAsync_v2(uintptr_t fn, void* p0, unsigned long long p1, size_t p2, uintptr_t p3) {
-	return ((vyre_cuMemcpyDtoHAsync_v2_fn)fn)(p0, p1, p2, (void*)p3);
+typedef int (*vyre_MemcpyDtoDAsync_fn)(unsigned long long, unsigned long long, size_t, void*);
+static int vyre_MemcpyDtoDAsync(uintptr_t fn, unsigned long long p0, unsigned long long p1, size_t p2, uintptr_t p3) {
+	return ((vyre_MemcpyDtoDAsync_fn)fn)(p0, p1, p2, (void*)p3);
 }
 
-typedef int (*vyre_cuMemcpyDtoDAsync_v2_fn)(unsigned long long, unsigned long long, size_t, void*);
-static int vyre_cuMemcpyDtoDAsync_v2(uintptr_t fn, unsigned long long p0, unsigned long long p1, size_t p2, uintptr_t p3) {
-	return ((vyre_cuMemcpyDtoDAsync_v2_fn)fn)(p0, p1, p2, (void*)p3);
+typedef int (*vyre_MemcpyPeerAsync_fn)(unsigned long long, void*, unsigned long long, void*, size_t, void*);
+static int vyre_MemcpyPeerAsync(uintptr_t fn, unsigned long long p0, uintptr_t p1, unsigned long long p2, uintptr_t p3, size_t p4, uintptr_t p5) {
+	return ((vyre_MemcpyPeerAsync_fn)fn)(p0, (void*)p1, p2, (void*)p3, p4, (void*)p5);
 }
 
-typedef int (*vyre_cuMemcpyPeerAsync_fn)(unsigned long long, void*, unsigned long long, void*, size_t, void*);
-static int vyre_cuMemcpyPeerAsync(uintptr_t fn, unsigned long long p0, uintptr_t p1, unsigned long long p2, uintptr_t p3, size_t p4, uintptr_t p5) {
-	return ((vyre_cuMemcpyPeerAsync_fn)fn)(p0, (void*)p1, p2, (void*)p3, p4, (void*)p5);
+typedef int (*vyre_MemsetD8Async_fn)(unsigned long long, unsigned char, size_t, void*);
+static int vyre_MemsetD8Async(uintptr_t fn, unsigned long long p0, unsigned char p1, size_t p2, uintptr_t p3) {
+	return ((vyre_MemsetD8Async_fn)fn)(p0, p1, p2, (void*)p3);
 }
 
-typedef int (*vyre_cuMemsetD8Async_fn)(unsigned long long, unsigned char, size_t, void*);
-static int vyre_cuMemsetD8Async(uintptr_t fn, unsigned long long p0, unsigned char p1, size_t p2, uintptr_t p3) {
-	return ((vyre_cuMemsetD8Async_fn)fn)(p0, p1, p2, (void*)p3);
+typedef int (*vyre_MemcpyBatchAsync_fn)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t, void*);
+static int vyre_MemcpyBatchAsync(uintptr_t fn, unsigned long long* p0, unsigned long long* p1, size_t* p2, size_t p3, void* p4, size_t* p5, size_t p6, uintptr_t p7) {
+	return ((vyre_MemcpyBatchAsync_fn)fn)(p0, p1, p2, p3, p4, p5, p6, (void*)p7);
 }
 
-typedef int (*vyre_cuMemcpyBatchAsync_v2_fn)(unsigned long long*, unsigned long long*, size_t*, size_t, void*, size_t*, size_t, void*);
-static int vyre_cuMemcpyBatchAsync_v2(uintptr_t fn, unsigned long long* p0, unsigned long long* p1, size_t* p2, size_t p3, void* p4, size_t* p5, size_t p6, uintptr_t p7) {
-	return ((vyre_cuMemcpyBatchAsync_v2_fn)fn)(p0, p1, p2, p3, p4, p5, p6, (void*)p7);
+typedef int (*vyre_MemAllocAsync_fn)(unsigned long long*, size_t, void*);
+static int vyre_MemAllocAsync(uintptr_t fn, unsigned long long* p0, size_t p1, uintptr_t p2) {
+	return ((vyre_MemAllocAsync_fn)fn)(p0, p1, (void*)p2);
 }
 
-typedef int (*vyre_cuStreamCreate_fn)(void**, unsigned int);
-static int vyre_cuStreamCreate(uintptr_t fn, uintptr_t* p0, unsigned int p1) {
-	return ((vyre_cuStreamCreate_fn)fn)((void**)p0, p1);
+typedef int (*vyre_MemFreeAsync_fn)(unsigned long long, void*);
+static int vyre_MemFreeAsync(uintptr_t fn, unsigned long long p0, uintptr_t p1) {
+	return ((vyre_MemFreeAsync_fn)fn)(p0, (void*)p1);
 }
 
-typedef int (*vyre_cuStreamDestroy_v2_fn)(void*);
-static int vyre_cuStreamDestroy_v2(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuStreamDestroy_v2_fn)fn)((void*)p0);
+typedef int (*vyre_MemAllocFromPoolAsync_fn)(unsigned long long*, size_t, void*, void*);
+static int vyre_MemAllocFromPoolAsync(uintptr_t fn, unsigned long long* p0, size_t p1, uintptr_t p2, uintptr_t p3) {
+	return ((vyre_MemAllocFromPoolAsync_fn)fn)(p0, p1, (void*)p2, (void*)p3);
 }
 
-typedef int (*vyre_cuStreamSynchronize_fn)(void*);
-static int vyre_cuStreamSynchronize(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuStreamSynchronize_fn)fn)((void*)p0);
+typedef int (*vyre_DeviceGetDefaultMemPool_fn)(void**, int);
+static int vyre_DeviceGetDefaultMemPool(uintptr_t fn, uintptr_t* p0, int p1) {
+	return ((vyre_DeviceGetDefaultMemPool_fn)fn)((void**)p0, p1);
 }
 
-typedef int (*vyre_cuStreamQuery_fn)(void*);
-static int vyre_cuStreamQuery(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuStreamQuery_fn)fn)((void*)p0);
+typedef int (*vyre_MemPoolCreate_fn)(void**, void*);
+static int vyre_MemPoolCreate(uintptr_t fn, uintptr_t* p0, void* p1) {
+	return ((vyre_MemPoolCreate_fn)fn)((void**)p0, p1);
 }
 
-typedef int (*vyre_cuStreamWaitEvent_fn)(void*, void*, unsigned int);
-static int vyre_cuStreamWaitEvent(uintptr_t fn, uintptr_t p0, uintptr_t p1, unsigned int p2) {
-	return ((vyre_cuStreamWaitEvent_fn)fn)((void*)p0, (void*)p1, p2);
+typedef int (*vyre_MemPoolDestroy_fn)(void*);
+static int vyre_MemPoolDestroy(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_MemPoolDestroy_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuStreamBeginCapture_v2_fn)(void*, int);
-static int vyre_cuStreamBeginCapture_v2(uintptr_t fn, uintptr_t p0, int p1) {
-	return ((vyre_cuStreamBeginCapture_v2_fn)fn)((void*)p0, p1);
+typedef int (*vyre_MemPoolSetAttribute_fn)(void*, int, void*);
+static int vyre_MemPoolSetAttribute(uintptr_t fn, uintptr_t p0, int p1, void* p2) {
+	return ((vyre_MemPoolSetAttribute_fn)fn)((void*)p0, p1, p2);
 }
 
-typedef int (*vyre_cuStreamEndCapture_fn)(void*, void**);
-static int vyre_cuStreamEndCapture(uintptr_t fn, uintptr_t p0, uintptr_t* p1) {
-	return ((vyre_cuStreamEndCapture_fn)fn)((void*)p0, (void**)p1);
+typedef int (*vyre_MemPoolGetAttribute_fn)(void*, int, void*);
+static int vyre_MemPoolGetAttribute(uintptr_t fn, uintptr_t p0, int p1, void* p2) {
+	return ((vyre_MemPoolGetAttribute_fn)fn)((void*)p0, p1, p2);
 }
 
-typedef int (*vyre_cuEventCreate_fn)(void**, unsigned int);
-static int vyre_cuEventCreate(uintptr_t fn, uintptr_t* p0, unsigned int p1) {
-	return ((vyre_cuEventCreate_fn)fn)((void**)p0, p1);
+typedef int (*vyre_MemPoolTrimTo_fn)(void*, size_t);
+static int vyre_MemPoolTrimTo(uintptr_t fn, uintptr_t p0, size_t p1) {
+	return ((vyre_MemPoolTrimTo_fn)fn)((void*)p0, p1);
 }
 
-typedef int (*vyre_cuEventRecord_fn)(void*, void*);
-static int vyre_cuEventRecord(uintptr_t fn, uintptr_t p0, uintptr_t p1) {
-	return ((vyre_cuEventRecord_fn)fn)((void*)p0, (void*)p1);
+typedef int (*vyre_MemAddressReserve_fn)(unsigned long long*, size_t, size_t, unsigned long long, unsigned long long);
+static int vyre_MemAddressReserve(uintptr_t fn, unsigned long long* p0, size_t p1, size_t p2, unsigned long long p3, unsigned long long p4) {
+	return ((vyre_MemAddressReserve_fn)fn)(p0, p1, p2, p3, p4);
 }
 
-typedef int (*vyre_cuEventQuery_fn)(void*);
-static int vyre_cuEventQuery(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuEventQuery_fn)fn)((void*)p0);
+typedef int (*vyre_MemAddressFree_fn)(unsigned long long, size_t);
+static int vyre_MemAddressFree(uintptr_t fn, unsigned long long p0, size_t p1) {
+	return ((vyre_MemAddressFree_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuEventSynchronize_fn)(void*);
-static int vyre_cuEventSynchronize(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuEventSynchronize_fn)fn)((void*)p0);
+typedef int (*vyre_MemCreate_fn)(unsigned long long*, size_t, void*, unsigned long long);
+static int vyre_MemCreate(uintptr_t fn, unsigned long long* p0, size_t p1, void* p2, unsigned long long p3) {
+	return ((vyre_MemCreate_fn)fn)(p0, p1, p2, p3);
 }
 
-typedef int (*vyre_cuEventElapsedTime_v2_fn)(float*, void*, void*);
-static int vyre_cuEventElapsedTime_v2(uintptr_t fn, float* p0, uintptr_t p1, uintptr_t p2) {
-	return ((vyre_cuEventElapsedTime_v2_fn)fn)(p0, (void*)p1, (void*)p2);
+typedef int (*vyre_MemRelease_fn)(unsigned long long);
+static int vyre_MemRelease(uintptr_t fn, unsigned long long p0) {
+	return ((vyre_MemRelease_fn)fn)(p0);
 }
 
-typedef int (*vyre_cuEventDestroy_v2_fn)(void*);
-static int vyre_cuEventDestroy_v2(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuEventDestroy_v2_fn)fn)((void*)p0);
+typedef int (*vyre_MemMap_fn)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+static int vyre_MemMap(uintptr_t fn, unsigned long long p0, size_t p1, size_t p2, unsigned long long p3, unsigned long long p4) {
+	return ((vyre_MemMap_fn)fn)(p0, p1, p2, p3, p4);
 }
 
-typedef int (*vyre_cuModuleLoadData_fn)(void**, void*);
-static int vyre_cuModuleLoadData(uintptr_t fn, uintptr_t* p0, void* p1) {
-	return ((vyre_cuModuleLoadData_fn)fn)((void**)p0, p1);
+typedef int (*vyre_MemUnmap_fn)(unsigned long long, size_t);
+static int vyre_MemUnmap(uintptr_t fn, unsigned long long p0, size_t p1) {
+	return ((vyre_MemUnmap_fn)fn)(p0, p1);
 }
 
-typedef int (*vyre_cuModuleUnload_fn)(void*);
-static int vyre_cuModuleUnload(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuModuleUnload_fn)fn)((void*)p0);
+typedef int (*vyre_MemSetAccess_fn)(unsigned long long, size_t, void*, size_t);
+static int vyre_MemSetAccess(uintptr_t fn, unsigned long long p0, size_t p1, void* p2, size_t p3) {
+	return ((vyre_MemSetAccess_fn)fn)(p0, p1, p2, p3);
 }
 
-typedef int (*vyre_cuModuleGetFunction_fn)(void**, void*, const char*);
-static int vyre_cuModuleGetFunction(uintptr_t fn, uintptr_t* p0, uintptr_t p1, const char* p2) {
-	return ((vyre_cuModuleGetFunction_fn)fn)((void**)p0, (void*)p1, p2);
+typedef int (*vyre_MemGetAllocationGranularity_fn)(size_t*, void*, int);
+static int vyre_MemGetAllocationGranularity(uintptr_t fn, size_t* p0, void* p1, int p2) {
+	return ((vyre_MemGetAllocationGranularity_fn)fn)(p0, p1, p2);
 }
 
-typedef int (*vyre_cuFuncGetAttribute_fn)(int*, int, void*);
-static int vyre_cuFuncGetAttribute(uintptr_t fn, int* p0, int p1, uintptr_t p2) {
-	return ((vyre_cuFuncGetAttribute_fn)fn)(p0, p1, (void*)p2);
+typedef int (*vyre_StreamCreate_fn)(void**, unsigned int);
+static int vyre_StreamCreate(uintptr_t fn, uintptr_t* p0, unsigned int p1) {
+	return ((vyre_StreamCreate_fn)fn)((void**)p0, p1);
 }
 
-typedef int (*vyre_cuLaunchKernel_fn)(void*, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, void*, void*, void*);
-static int vyre_cuLaunchKernel(uintptr_t fn, uintptr_t p0, unsigned int p1, unsigned int p2, unsigned int p3, unsigned int p4, unsigned int p5, unsigned int p6, unsigned int p7, uintptr_t p8, void* p9, void* p10) {
-	return ((vyre_cuLaunchKernel_fn)fn)((void*)p0, p1, p2, p3, p4, p5, p6, p7, (void*)p8, p9, p10);
+typedef int (*vyre_StreamDestroy_fn)(void*);
+static int vyre_StreamDestroy(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_StreamDestroy_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuGraphInstantiateWithFlags_fn)(void**, void*, unsigned long long);
-static int vyre_cuGraphInstantiateWithFlags(uintptr_t fn, uintptr_t* p0, uintptr_t p1, unsigned long long p2) {
-	return ((vyre_cuGraphInstantiateWithFlags_fn)fn)((void**)p0, (void*)p1, p2);
+typedef int (*vyre_StreamSynchronize_fn)(void*);
+static int vyre_StreamSynchronize(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_StreamSynchronize_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuGraphLaunch_fn)(void*, void*);
-static int vyre_cuGraphLaunch(uintptr_t fn, uintptr_t p0, uintptr_t p1) {
-	return ((vyre_cuGraphLaunch_fn)fn)((void*)p0, (void*)p1);
+typedef int (*vyre_StreamQuery_fn)(void*);
+static int vyre_StreamQuery(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_StreamQuery_fn)fn)((void*)p0);
 }
 
-typedef int (*vyre_cuGraphExecDestroy_fn)(void*);
-static int vyre_cuGraphExecDestroy(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuGraphExecDestroy_fn)fn)((void*)p0);
+typedef int (*vyre_StreamWaitEvent_fn)(void*, void*, unsigned int);
+static int vyre_StreamWaitEvent(uintptr_t fn, uintptr_t p0, uintptr_t p1, unsigned int p2) {
+	return ((vyre_StreamWaitEvent_fn)fn)((void*)p0, (void*)p1, p2);
 }
 
-typedef int (*vyre_cuGraphDestroy_fn)(void*);
-static int vyre_cuGraphDestroy(uintptr_t fn, uintptr_t p0) {
-	return ((vyre_cuGraphDestroy_fn)fn)((void*)p0);
+typedef int (*vyre_launchHostFunc_fn)(void*, void*, void*);
+static int vyre_launchHostFunc(uintptr_t fn, uintptr_t p0, void* p1, void* p2) {
+	return ((vyre_launchHostFunc_fn)fn)((void*)p0, p1, p2);
+}
+
+typedef int (*vyre_EventCreate_fn)(void**, unsigned int);
+static int vyre_EventCreate(uintptr_t fn, uintptr_t* p0, unsigned int p1) {
+	return ((vyre_EventCreate_fn)fn)((void**)p0, p1);
+}
+
+typedef int (*vyre_EventRecord_fn)(void*, void*);
+static int vyre_EventRecord(uintptr_t fn, uintptr_t p0, uintptr_t p1) {
+	return ((vyre_EventRecord_fn)fn)((void*)p0, (void*)p1);
+}
+
+typedef int (*vyre_EventQuery_fn)(void*);
+static int vyre_EventQuery(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_EventQuery_fn)fn)((void*)p0);
+}
+
+typedef int (*vyre_EventSynchronize_fn)(void*);
+static int vyre_EventSynchronize(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_EventSynchronize_fn)fn)((void*)p0);
+}
+
+typedef int (*vyre_EventElapsedTime_fn)(float*, void*, void*);
+static int vyre_EventElapsedTime(uintptr_t fn, float* p0, uintptr_t p1, uintptr_t p2) {
+	return ((vyre_EventElapsedTime_fn)fn)(p0, (void*)p1, (void*)p2);
+}
+
+typedef int (*vyre_EventDestroy_fn)(void*);
+static int vyre_EventDestroy(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_EventDestroy_fn)fn)((void*)p0);
+}
+
+typedef int (*vyre_ModuleLoadData_fn)(void**, void*);
+static int vyre_ModuleLoadData(uintptr_t fn, uintptr_t* p0, void* p1) {
+	return ((vyre_ModuleLoadData_fn)fn)((void**)p0, p1);
+}
+
+typedef int (*vyre_ModuleUnload_fn)(void*);
+static int vyre_ModuleUnload(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_ModuleUnload_fn)fn)((void*)p0);
+}
+
+typedef int (*vyre_ModuleGetFunction_fn)(void**, void*, const char*);
+static int vyre_ModuleGetFunction(uintptr_t fn, uintptr_t* p0, uintptr_t p1, const char* p2) {
+	return ((vyre_ModuleGetFunction_fn)fn)((void**)p0, (void*)p1, p2);
+}
+
+typedef int (*vyre_FuncGetAttribute_fn)(int*, int, void*);
+static int vyre_FuncGetAttribute(uintptr_t fn, int* p0, int p1, uintptr_t p2) {
+	return ((vyre_FuncGetAttribute_fn)fn)(p0, p1, (void*)p2);
+}
+
+typedef int (*vyre_LaunchKernel_fn)(void*, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, void*, void*, void*);
+static int vyre_LaunchKernel(uintptr_t fn, uintptr_t p0, unsigned int p1, unsigned int p2, unsigned int p3, unsigned int p4, unsigned int p5, unsigned int p6, unsigned int p7, uintptr_t p8, void* p9, void* p10) {
+	return ((vyre_LaunchKernel_fn)fn)((void*)p0, p1, p2, p3, p4, p5, p6, p7, (void*)p8, p9, p10);
+}
+
+typedef int (*vyre_OccupancyMaxActiveBlocksPerMultiprocessor_fn)(int*, void*, int, size_t);
+static int vyre_OccupancyMaxActiveBlocksPerMultiprocessor(uintptr_t fn, int* p0, uintptr_t p1, int p2, size_t p3) {
+	return ((vyre_OccupancyMaxActiveBlocksPerMultiprocessor_fn)fn)(p0, (void*)p1, p2, p3);
+}
+
+typedef int (*vyre_OccupancyMaxPotentialBlockSize_fn)(int*, int*, void*, void*, size_t, int);
+static int vyre_OccupancyMaxPotentialBlockSize(uintptr_t fn, int* p0, int* p1, uintptr_t p2, void* p3, size_t p4, int p5) {
+	return ((vyre_OccupancyMaxPotentialBlockSize_fn)fn)(p0, p1, (void*)p2, p3, p4, p5);
+}
+
+typedef int (*vyre_StreamBeginCapture_fn)(void*, int);
+static int vyre_StreamBeginCapture(uintptr_t fn, uintptr_t p0, int p1) {
+	return ((vyre_StreamBeginCapture_fn)fn)((void*)p0, p1);
+}
+
+typedef int (*vyre_StreamEndCapture_fn)(void*, void**);
+static int vyre_StreamEndCapture(uintptr_t fn, uintptr_t p0, uintptr_t* p1) {
+	return ((vyre_StreamEndCapture_fn)fn)((void*)p0, (void**)p1);
+}
+
+typedef int (*vyre_StreamIsCapturing_fn)(void*, int*);
+static int vyre_StreamIsCapturing(uintptr_t fn, uintptr_t p0, int* p1) {
+	return ((vyre_StreamIsCapturing_fn)fn)((void*)p0, p1);
+}
+
+typedef int (*vyre_GraphCreate_fn)(void**, unsigned int);
+static int vyre_GraphCreate(uintptr_t fn, uintptr_t* p0, unsigned int p1) {
+	return ((vyre_GraphCreate_fn)fn)((void**)p0, p1);
+}
+
+typedef int (*vyre_GraphDestroy_fn)(void*);
+static int vyre_GraphDestroy(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_GraphDestroy_fn)fn)((void*)p0);
+}
+
+typedef int (*vyre_GraphInstantiateWithFlags_fn)(void**, void*, unsigned long long);
+static int vyre_GraphInstantiateWithFlags(uintptr_t fn, uintptr_t* p0, uintptr_t p1, unsigned long long p2) {
+	return ((vyre_GraphInstantiateWithFlags_fn)fn)((void**)p0, (void*)p1, p2);
+}
+
+typedef int (*vyre_GraphUpload_fn)(void*, void*);
+static int vyre_GraphUpload(uintptr_t fn, uintptr_t p0, uintptr_t p1) {
+	return ((vyre_GraphUpload_fn)fn)((void*)p0, (void*)p1);
+}
+
+typedef int (*vyre_GraphLaunch_fn)(void*, void*);
+static int vyre_GraphLaunch(uintptr_t fn, uintptr_t p0, uintptr_t p1) {
+	return ((vyre_GraphLaunch_fn)fn)((void*)p0, (void*)p1);
+}
+
+typedef int (*vyre_GraphExecDestroy_fn)(void*);
+static int vyre_GraphExecDestroy(uintptr_t fn, uintptr_t p0) {
+	return ((vyre_GraphExecDestroy_fn)fn)((void*)p0);
 }
 
 */
@@ -291,76 +401,99 @@ import "C"
 
 import "unsafe"
 
-// The driver symbols the wrappers call, resolved on first use.
+// The symbols the wrappers call, resolved on first use.
 var (
-	procGetErrorName            = newProc("cuGetErrorName")
-	procGetErrorString          = newProc("cuGetErrorString")
-	procInit                    = newProc("cuInit")
-	procDriverGetVersion        = newProc("cuDriverGetVersion")
-	procDeviceGetCount          = newProc("cuDeviceGetCount")
-	procDeviceGet               = newProc("cuDeviceGet")
-	procDeviceGetName           = newProc("cuDeviceGetName")
-	procDeviceTotalMem          = newProc("cuDeviceTotalMem_v2")
-	procDeviceGetAttribute      = newProc("cuDeviceGetAttribute")
-	procDeviceCanAccessPeer     = newProc("cuDeviceCanAccessPeer")
-	procDevicePrimaryCtxRetain  = newProc("cuDevicePrimaryCtxRetain")
-	procDevicePrimaryCtxRelease = newProc("cuDevicePrimaryCtxRelease_v2")
-	procCtxSetCurrent           = newProc("cuCtxSetCurrent")
-	procCtxGetCurrent           = newProc("cuCtxGetCurrent")
-	procCtxSynchronize          = newProc("cuCtxSynchronize")
-	procCtxEnablePeerAccess     = newProc("cuCtxEnablePeerAccess")
-	procMemGetInfo              = newProc("cuMemGetInfo_v2")
-	procMemAlloc                = newProc("cuMemAlloc_v2")
-	procMemFree                 = newProc("cuMemFree_v2")
-	procMemAllocAsync           = newProc("cuMemAllocAsync")
-	procMemFreeAsync            = newProc("cuMemFreeAsync")
-	procMemHostAlloc            = newProc("cuMemHostAlloc")
-	procMemFreeHost             = newProc("cuMemFreeHost")
-	procMemHostRegister         = newProc("cuMemHostRegister_v2")
-	procMemHostUnregister       = newProc("cuMemHostUnregister")
-	procMemcpyHtoD              = newProc("cuMemcpyHtoD_v2")
-	procMemcpyDtoH              = newProc("cuMemcpyDtoH_v2")
-	procMemcpyHtoDAsync         = newProc("cuMemcpyHtoDAsync_v2")
-	procMemcpyDtoHAsync         = newProc("cuMemcpyDtoHAsync_v2")
-	procMemcpyDtoDAsync         = newProc("cuMemcpyDtoDAsync_v2")
-	procMemcpyPeerAsync         = newProc("cuMemcpyPeerAsync")
-	procMemsetD8Async           = newProc("cuMemsetD8Async")
-	procMemcpyBatchAsync        = newProc("cuMemcpyBatchAsync_v2")
-	procStreamCreate            = newProc("cuStreamCreate")
-	procStreamDestroy           = newProc("cuStreamDestroy_v2")
-	procStreamSynchronize       = newProc("cuStreamSynchronize")
-	procStreamQuery             = newProc("cuStreamQuery")
-	procStreamWaitEvent         = newProc("cuStreamWaitEvent")
-	procStreamBeginCapture      = newProc("cuStreamBeginCapture_v2")
-	procStreamEndCapture        = newProc("cuStreamEndCapture")
-	procEventCreate             = newProc("cuEventCreate")
-	procEventRecord             = newProc("cuEventRecord")
-	procEventQuery              = newProc("cuEventQuery")
-	procEventSynchronize        = newProc("cuEventSynchronize")
-	procEventElapsedTime        = newProc("cuEventElapsedTime_v2")
-	procEventDestroy            = newProc("cuEventDestroy_v2")
-	procModuleLoadData          = newProc("cuModuleLoadData")
-	procModuleUnload            = newProc("cuModuleUnload")
-	procModuleGetFunction       = newProc("cuModuleGetFunction")
-	procFuncGetAttribute        = newProc("cuFuncGetAttribute")
-	procLaunchKernel            = newProc("cuLaunchKernel")
-	procGraphInstantiate        = newProc("cuGraphInstantiateWithFlags")
-	procGraphLaunch             = newProc("cuGraphLaunch")
-	procGraphExecDestroy        = newProc("cuGraphExecDestroy")
-	procGraphDestroy            = newProc("cuGraphDestroy")
+	procGetErrorName                              = driver.newProc(6000, "cuGetErrorName")
+	procGetErrorString                            = driver.newProc(6000, "cuGetErrorString")
+	procInit                                      = driver.newProc(2000, "cuInit")
+	procDriverGetVersion                          = driver.newProc(2020, "cuDriverGetVersion")
+	procDeviceGetCount                            = driver.newProc(2000, "cuDeviceGetCount")
+	procDeviceGet                                 = driver.newProc(2000, "cuDeviceGet")
+	procDeviceGetName                             = driver.newProc(2000, "cuDeviceGetName")
+	procDeviceTotalMem                            = driver.newProc(3020, "cuDeviceTotalMem_v2")
+	procDeviceGetAttribute                        = driver.newProc(2000, "cuDeviceGetAttribute")
+	procDeviceCanAccessPeer                       = driver.newProc(4000, "cuDeviceCanAccessPeer")
+	procDevicePrimaryCtxRetain                    = driver.newProc(7000, "cuDevicePrimaryCtxRetain")
+	procDevicePrimaryCtxRelease                   = driver.newProc(11000, "cuDevicePrimaryCtxRelease_v2")
+	procCtxSetCurrent                             = driver.newProc(4000, "cuCtxSetCurrent")
+	procCtxGetCurrent                             = driver.newProc(4000, "cuCtxGetCurrent")
+	procCtxSynchronize                            = driver.newProc(2000, "cuCtxSynchronize")
+	procCtxEnablePeerAccess                       = driver.newProc(4000, "cuCtxEnablePeerAccess")
+	procCtxDisablePeerAccess                      = driver.newProc(4000, "cuCtxDisablePeerAccess")
+	procMemGetInfo                                = driver.newProc(3020, "cuMemGetInfo_v2")
+	procMemAlloc                                  = driver.newProc(3020, "cuMemAlloc_v2")
+	procMemFree                                   = driver.newProc(3020, "cuMemFree_v2")
+	procMemHostAlloc                              = driver.newProc(2020, "cuMemHostAlloc")
+	procMemFreeHost                               = driver.newProc(2000, "cuMemFreeHost")
+	procMemHostRegister                           = driver.newProc(6050, "cuMemHostRegister_v2")
+	procMemHostUnregister                         = driver.newProc(4000, "cuMemHostUnregister")
+	procMemcpyHtoD                                = driver.newProc(3020, "cuMemcpyHtoD_v2")
+	procMemcpyDtoH                                = driver.newProc(3020, "cuMemcpyDtoH_v2")
+	procMemcpyHtoDAsync                           = driver.newProc(3020, "cuMemcpyHtoDAsync_v2")
+	procMemcpyDtoHAsync                           = driver.newProc(3020, "cuMemcpyDtoHAsync_v2")
+	procMemcpyDtoDAsync                           = driver.newProc(3020, "cuMemcpyDtoDAsync_v2")
+	procMemcpyPeerAsync                           = driver.newProc(4000, "cuMemcpyPeerAsync")
+	procMemsetD8Async                             = driver.newProc(3020, "cuMemsetD8Async")
+	procMemcpyBatchAsync                          = driver.newProc(13000, "cuMemcpyBatchAsync_v2")
+	procMemAllocAsync                             = driver.newProc(11020, "cuMemAllocAsync")
+	procMemFreeAsync                              = driver.newProc(11020, "cuMemFreeAsync")
+	procMemAllocFromPoolAsync                     = driver.newProc(11020, "cuMemAllocFromPoolAsync")
+	procDeviceGetDefaultMemPool                   = driver.newProc(11020, "cuDeviceGetDefaultMemPool")
+	procMemPoolCreate                             = driver.newProc(11020, "cuMemPoolCreate")
+	procMemPoolDestroy                            = driver.newProc(11020, "cuMemPoolDestroy")
+	procMemPoolSetAttribute                       = driver.newProc(11020, "cuMemPoolSetAttribute")
+	procMemPoolGetAttribute                       = driver.newProc(11020, "cuMemPoolGetAttribute")
+	procMemPoolTrimTo                             = driver.newProc(11020, "cuMemPoolTrimTo")
+	procMemAddressReserve                         = driver.newProc(10020, "cuMemAddressReserve")
+	procMemAddressFree                            = driver.newProc(10020, "cuMemAddressFree")
+	procMemCreate                                 = driver.newProc(10020, "cuMemCreate")
+	procMemRelease                                = driver.newProc(10020, "cuMemRelease")
+	procMemMap                                    = driver.newProc(10020, "cuMemMap")
+	procMemUnmap                                  = driver.newProc(10020, "cuMemUnmap")
+	procMemSetAccess                              = driver.newProc(10020, "cuMemSetAccess")
+	procMemGetAllocationGranularity               = driver.newProc(10020, "cuMemGetAllocationGranularity")
+	procStreamCreate                              = driver.newProc(2000, "cuStreamCreate")
+	procStreamDestroy                             = driver.newProc(4000, "cuStreamDestroy_v2")
+	procStreamSynchronize                         = driver.newProc(2000, "cuStreamSynchronize")
+	procStreamQuery                               = driver.newProc(2000, "cuStreamQuery")
+	procStreamWaitEvent                           = driver.newProc(3020, "cuStreamWaitEvent")
+	procLaunchHostFunc                            = driver.newProc(10000, "cuLaunchHostFunc")
+	procEventCreate                               = driver.newProc(2000, "cuEventCreate")
+	procEventRecord                               = driver.newProc(2000, "cuEventRecord")
+	procEventQuery                                = driver.newProc(2000, "cuEventQuery")
+	procEventSynchronize                          = driver.newProc(2000, "cuEventSynchronize")
+	procEventElapsedTime                          = driver.newProc(2000, "cuEventElapsedTime_v2", "cuEventElapsedTime")
+	procEventDestroy                              = driver.newProc(4000, "cuEventDestroy_v2")
+	procModuleLoadData                            = driver.newProc(2000, "cuModuleLoadData")
+	procModuleUnload                              = driver.newProc(2000, "cuModuleUnload")
+	procModuleGetFunction                         = driver.newProc(2000, "cuModuleGetFunction")
+	procFuncGetAttribute                          = driver.newProc(2020, "cuFuncGetAttribute")
+	procLaunchKernel                              = driver.newProc(4000, "cuLaunchKernel")
+	procOccupancyMaxActiveBlocksPerMultiprocessor = driver.newProc(6050, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+	procOccupancyMaxPotentialBlockSize            = driver.newProc(6050, "cuOccupancyMaxPotentialBlockSize")
+	procStreamBeginCapture                        = driver.newProc(10010, "cuStreamBeginCapture_v2")
+	procStreamEndCapture                          = driver.newProc(10000, "cuStreamEndCapture")
+	procStreamIsCapturing                         = driver.newProc(10000, "cuStreamIsCapturing")
+	procGraphCreate                               = driver.newProc(10000, "cuGraphCreate")
+	procGraphDestroy                              = driver.newProc(10000, "cuGraphDestroy")
+	procGraphInstantiateWithFlags                 = driver.newProc(11040, "cuGraphInstantiateWithFlags")
+	procGraphUpload                               = driver.newProc(11010, "cuGraphUpload")
+	procGraphLaunch                               = driver.newProc(10000, "cuGraphLaunch")
+	procGraphExecDestroy                          = driver.newProc(10000, "cuGraphExecDestroy")
 )
 
 // Silence unused-import checks when no wrapper needs unsafe.
 var _ unsafe.Pointer
 
 // GetErrorName calls cuGetErrorName.
+// It needs a driver for CUDA 6.0 or newer.
 func GetErrorName(errorArg Result) (pStr string, err error) {
 	fn, err := procGetErrorName.find()
 	if err != nil {
 		return "", err
 	}
 	var pStrC *C.char
-	if r := Result(C.vyre_cuGetErrorName(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_GetErrorName(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
 		return "", r
 	}
 	pStr = C.GoString(pStrC)
@@ -368,13 +501,14 @@ func GetErrorName(errorArg Result) (pStr string, err error) {
 }
 
 // GetErrorString calls cuGetErrorString.
+// It needs a driver for CUDA 6.0 or newer.
 func GetErrorString(errorArg Result) (pStr string, err error) {
 	fn, err := procGetErrorString.find()
 	if err != nil {
 		return "", err
 	}
 	var pStrC *C.char
-	if r := Result(C.vyre_cuGetErrorString(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_GetErrorString(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
 		return "", r
 	}
 	pStr = C.GoString(pStrC)
@@ -382,61 +516,66 @@ func GetErrorString(errorArg Result) (pStr string, err error) {
 }
 
 // Init calls cuInit.
+// It needs a driver for CUDA 2.0 or newer.
 func Init(flags uint32) (err error) {
 	fn, err := procInit.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuInit(C.uintptr_t(fn), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_Init(C.uintptr_t(fn), C.uint(flags))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // DriverGetVersion calls cuDriverGetVersion.
+// It needs a driver for CUDA 2.2 or newer.
 func DriverGetVersion() (driverVersion int32, err error) {
 	fn, err := procDriverGetVersion.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDriverGetVersion(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&driverVersion)))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DriverGetVersion(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&driverVersion)))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return driverVersion, nil
 }
 
 // DeviceGetCount calls cuDeviceGetCount.
+// It needs a driver for CUDA 2.0 or newer.
 func DeviceGetCount() (count int32, err error) {
 	fn, err := procDeviceGetCount.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDeviceGetCount(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&count)))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceGetCount(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&count)))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return count, nil
 }
 
 // DeviceGet calls cuDeviceGet.
+// It needs a driver for CUDA 2.0 or newer.
 func DeviceGet(ordinal int32) (device Device, err error) {
 	fn, err := procDeviceGet.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDeviceGet(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&device)), C.int(ordinal))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceGet(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&device)), C.int(ordinal))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return device, nil
 }
 
 // DeviceGetName calls cuDeviceGetName.
+// It needs a driver for CUDA 2.0 or newer.
 func DeviceGetName(dev Device) (name string, err error) {
 	fn, err := procDeviceGetName.find()
 	if err != nil {
 		return "", err
 	}
 	var nameBuf [256]C.char
-	if r := Result(C.vyre_cuDeviceGetName(C.uintptr_t(fn), &nameBuf[0], C.int(len(nameBuf)), C.int(dev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceGetName(C.uintptr_t(fn), &nameBuf[0], C.int(len(nameBuf)), C.int(dev))); r != CUDA_SUCCESS {
 		return "", r
 	}
 	name = C.GoString(&nameBuf[0])
@@ -444,306 +583,319 @@ func DeviceGetName(dev Device) (name string, err error) {
 }
 
 // DeviceTotalMem calls cuDeviceTotalMem_v2 (cuDeviceTotalMem in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func DeviceTotalMem(dev Device) (bytes uint64, err error) {
 	fn, err := procDeviceTotalMem.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDeviceTotalMem_v2(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&bytes)), C.int(dev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceTotalMem(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&bytes)), C.int(dev))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return bytes, nil
 }
 
 // DeviceGetAttribute calls cuDeviceGetAttribute.
+// It needs a driver for CUDA 2.0 or newer.
 func DeviceGetAttribute(attrib DeviceAttribute, dev Device) (pi int32, err error) {
 	fn, err := procDeviceGetAttribute.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDeviceGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.int(dev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.int(dev))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return pi, nil
 }
 
 // DeviceCanAccessPeer calls cuDeviceCanAccessPeer.
+// It needs a driver for CUDA 4.0 or newer.
 func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err error) {
 	fn, err := procDeviceCanAccessPeer.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDeviceCanAccessPeer(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&canAccessPeer)), C.int(dev), C.int(peerDev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DeviceCanAccessPeer(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&canAccessPeer)), C.int(dev), C.int(peerDev))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return canAccessPeer, nil
 }
 
 // DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain.
+// It needs a driver for CUDA 7.0 or newer.
 func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {
 	fn, err := procDevicePrimaryCtxRetain.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuDevicePrimaryCtxRetain(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)), C.int(dev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DevicePrimaryCtxRetain(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)), C.int(dev))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return pctx, nil
 }
 
 // DevicePrimaryCtxRelease calls cuDevicePrimaryCtxRelease_v2 (cuDevicePrimaryCtxRelease in cuda.h).
+// It needs a driver for CUDA 11.0 or newer.
 func DevicePrimaryCtxRelease(dev Device) (err error) {
 	fn, err := procDevicePrimaryCtxRelease.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuDevicePrimaryCtxRelease_v2(C.uintptr_t(fn), C.int(dev))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_DevicePrimaryCtxRelease(C.uintptr_t(fn), C.int(dev))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // CtxSetCurrent calls cuCtxSetCurrent.
+// It needs a driver for CUDA 4.0 or newer.
 func CtxSetCurrent(ctx Context) (err error) {
 	fn, err := procCtxSetCurrent.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuCtxSetCurrent(C.uintptr_t(fn), C.uintptr_t(ctx))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_CtxSetCurrent(C.uintptr_t(fn), C.uintptr_t(ctx))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // CtxGetCurrent calls cuCtxGetCurrent.
+// It needs a driver for CUDA 4.0 or newer.
 func CtxGetCurrent() (pctx Context, err error) {
 	fn, err := procCtxGetCurrent.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuCtxGetCurrent(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_CtxGetCurrent(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return pctx, nil
 }
 
 // CtxSynchronize calls cuCtxSynchronize.
+// It needs a driver for CUDA 2.0 or newer.
 func CtxSynchronize() (err error) {
 	fn, err := procCtxSynchronize.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuCtxSynchronize(C.uintptr_t(fn))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_CtxSynchronize(C.uintptr_t(fn))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // CtxEnablePeerAccess calls cuCtxEnablePeerAccess.
+// It needs a driver for CUDA 4.0 or newer.
 func CtxEnablePeerAccess(peerContext Context, flags uint32) (err error) {
 	fn, err := procCtxEnablePeerAccess.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuCtxEnablePeerAccess(C.uintptr_t(fn), C.uintptr_t(peerContext), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_CtxEnablePeerAccess(C.uintptr_t(fn), C.uintptr_t(peerContext), C.uint(flags))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// CtxDisablePeerAccess calls cuCtxDisablePeerAccess.
+// It needs a driver for CUDA 4.0 or newer.
+func CtxDisablePeerAccess(peerContext Context) (err error) {
+	fn, err := procCtxDisablePeerAccess.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_CtxDisablePeerAccess(C.uintptr_t(fn), C.uintptr_t(peerContext))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemGetInfo calls cuMemGetInfo_v2 (cuMemGetInfo in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemGetInfo() (free uint64, total uint64, err error) {
 	fn, err := procMemGetInfo.find()
 	if err != nil {
 		return 0, 0, err
 	}
-	if r := Result(C.vyre_cuMemGetInfo_v2(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&free)), (*C.size_t)(unsafe.Pointer(&total)))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemGetInfo(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&free)), (*C.size_t)(unsafe.Pointer(&total)))); r != CUDA_SUCCESS {
 		return 0, 0, r
 	}
 	return free, total, nil
 }
 
 // MemAlloc calls cuMemAlloc_v2 (cuMemAlloc in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemAlloc(bytesize uint64) (dptr DevicePtr, err error) {
 	fn, err := procMemAlloc.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuMemAlloc_v2(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemAlloc(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return dptr, nil
 }
 
 // MemFree calls cuMemFree_v2 (cuMemFree in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemFree(dptr DevicePtr) (err error) {
 	fn, err := procMemFree.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemFree_v2(C.uintptr_t(fn), C.ulonglong(dptr))); r != CUDA_SUCCESS {
-		return r
-	}
-	return nil
-}
-
-// MemAllocAsync calls cuMemAllocAsync.
-func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) {
-	fn, err := procMemAllocAsync.find()
-	if err != nil {
-		return 0, err
-	}
-	if r := Result(C.vyre_cuMemAllocAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return 0, r
-	}
-	return dptr, nil
-}
-
-// MemFreeAsync calls cuMemFreeAsync.
-func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
-	fn, err := procMemFreeAsync.find()
-	if err != nil {
-		return err
-	}
-	if r := Result(C.vyre_cuMemFreeAsync(C.uintptr_t(fn), C.ulonglong(dptr), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemFree(C.uintptr_t(fn), C.ulonglong(dptr))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemHostAlloc calls cuMemHostAlloc.
+// It needs a driver for CUDA 2.2 or newer.
 func MemHostAlloc(bytesize uint64, flags uint32) (pp unsafe.Pointer, err error) {
 	fn, err := procMemHostAlloc.find()
 	if err != nil {
 		return nil, err
 	}
-	if r := Result(C.vyre_cuMemHostAlloc(C.uintptr_t(fn), &pp, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemHostAlloc(C.uintptr_t(fn), &pp, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
 		return nil, r
 	}
 	return pp, nil
 }
 
 // MemFreeHost calls cuMemFreeHost.
+// It needs a driver for CUDA 2.0 or newer.
 func MemFreeHost(p unsafe.Pointer) (err error) {
 	fn, err := procMemFreeHost.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemFreeHost(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemFreeHost(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemHostRegister calls cuMemHostRegister_v2 (cuMemHostRegister in cuda.h).
+// It needs a driver for CUDA 6.5 or newer.
 func MemHostRegister(p unsafe.Pointer, bytesize uint64, flags uint32) (err error) {
 	fn, err := procMemHostRegister.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemHostRegister_v2(C.uintptr_t(fn), p, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemHostRegister(C.uintptr_t(fn), p, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemHostUnregister calls cuMemHostUnregister.
+// It needs a driver for CUDA 4.0 or newer.
 func MemHostUnregister(p unsafe.Pointer) (err error) {
 	fn, err := procMemHostUnregister.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemHostUnregister(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemHostUnregister(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (err error) {
 	fn, err := procMemcpyHtoD.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyHtoD_v2(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyHtoD(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyDtoH calls cuMemcpyDtoH_v2 (cuMemcpyDtoH in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64) (err error) {
 	fn, err := procMemcpyDtoH.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyDtoH_v2(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyDtoH(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyHtoDAsync calls cuMemcpyHtoDAsync_v2 (cuMemcpyHtoDAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemcpyHtoDAsync(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64, hStream Stream) (err error) {
 	fn, err := procMemcpyHtoDAsync.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyHtoDAsync_v2(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyHtoDAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyDtoHAsync calls cuMemcpyDtoHAsync_v2 (cuMemcpyDtoHAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
 	fn, err := procMemcpyDtoHAsync.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyDtoHAsync_v2(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyDtoHAsync(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyDtoDAsync calls cuMemcpyDtoDAsync_v2 (cuMemcpyDtoDAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
 	fn, err := procMemcpyDtoDAsync.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyDtoDAsync_v2(C.uintptr_t(fn), C.ulonglong(dstDevice), C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyDtoDAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyPeerAsync calls cuMemcpyPeerAsync.
+// It needs a driver for CUDA 4.0 or newer.
 func MemcpyPeerAsync(dstDevice DevicePtr, dstContext Context, srcDevice DevicePtr, srcContext Context, byteCount uint64, hStream Stream) (err error) {
 	fn, err := procMemcpyPeerAsync.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyPeerAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uintptr_t(dstContext), C.ulonglong(srcDevice), C.uintptr_t(srcContext), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyPeerAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uintptr_t(dstContext), C.ulonglong(srcDevice), C.uintptr_t(srcContext), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemsetD8Async calls cuMemsetD8Async.
+// It needs a driver for CUDA 3.2 or newer.
 func MemsetD8Async(dstDevice DevicePtr, uc uint8, n uint64, hStream Stream) (err error) {
 	fn, err := procMemsetD8Async.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemsetD8Async(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uchar(uc), C.size_t(n), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemsetD8Async(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uchar(uc), C.size_t(n), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // MemcpyBatchAsync calls cuMemcpyBatchAsync_v2 (cuMemcpyBatchAsync in cuda.h).
+// It needs a driver for CUDA 13.0 or newer.
 func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs unsafe.Pointer, attrsIdxs []uint64, hStream Stream) (err error) {
 	if len(srcs) != len(dsts) {
 		return lengthMismatch("MemcpyBatchAsync", "srcs", len(srcs), "dsts", len(dsts))
@@ -755,193 +907,418 @@ func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs 
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuMemcpyBatchAsync_v2(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(dsts))), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(srcs))), (*C.size_t)(unsafe.Pointer(unsafe.SliceData(sizes))), C.size_t(len(dsts)), attrs, (*C.size_t)(unsafe.Pointer(unsafe.SliceData(attrsIdxs))), C.size_t(len(attrsIdxs)), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_MemcpyBatchAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(dsts))), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(srcs))), (*C.size_t)(unsafe.Pointer(unsafe.SliceData(sizes))), C.size_t(len(dsts)), attrs, (*C.size_t)(unsafe.Pointer(unsafe.SliceData(attrsIdxs))), C.size_t(len(attrsIdxs)), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
+// MemAllocAsync calls cuMemAllocAsync.
+// It needs a driver for CUDA 11.2 or newer.
+func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) {
+	fn, err := procMemAllocAsync.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemAllocAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return dptr, nil
+}
+
+// MemFreeAsync calls cuMemFreeAsync.
+// It needs a driver for CUDA 11.2 or newer.
+func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
+	fn, err := procMemFreeAsync.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemFreeAsync(C.uintptr_t(fn), C.ulonglong(dptr), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemAllocFromPoolAsync calls cuMemAllocFromPoolAsync.
+// It needs a driver for CUDA 11.2 or newer.
+func MemAllocFromPoolAsync(bytesize uint64, pool MemoryPool, hStream Stream) (dptr DevicePtr, err error) {
+	fn, err := procMemAllocFromPoolAsync.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemAllocFromPoolAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize), C.uintptr_t(pool), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return dptr, nil
+}
+
+// DeviceGetDefaultMemPool calls cuDeviceGetDefaultMemPool.
+// It needs a driver for CUDA 11.2 or newer.
+func DeviceGetDefaultMemPool(dev Device) (poolOut MemoryPool, err error) {
+	fn, err := procDeviceGetDefaultMemPool.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_DeviceGetDefaultMemPool(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&poolOut)), C.int(dev))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return poolOut, nil
+}
+
+// MemPoolCreate calls cuMemPoolCreate.
+// It needs a driver for CUDA 11.2 or newer.
+func MemPoolCreate(poolProps unsafe.Pointer) (pool MemoryPool, err error) {
+	fn, err := procMemPoolCreate.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemPoolCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pool)), poolProps)); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return pool, nil
+}
+
+// MemPoolDestroy calls cuMemPoolDestroy.
+// It needs a driver for CUDA 11.2 or newer.
+func MemPoolDestroy(pool MemoryPool) (err error) {
+	fn, err := procMemPoolDestroy.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemPoolDestroy(C.uintptr_t(fn), C.uintptr_t(pool))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemPoolSetAttribute calls cuMemPoolSetAttribute.
+// It needs a driver for CUDA 11.2 or newer.
+func MemPoolSetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
+	fn, err := procMemPoolSetAttribute.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemPoolSetAttribute(C.uintptr_t(fn), C.uintptr_t(pool), C.int(attr), value)); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemPoolGetAttribute calls cuMemPoolGetAttribute.
+// It needs a driver for CUDA 11.2 or newer.
+func MemPoolGetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
+	fn, err := procMemPoolGetAttribute.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemPoolGetAttribute(C.uintptr_t(fn), C.uintptr_t(pool), C.int(attr), value)); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemPoolTrimTo calls cuMemPoolTrimTo.
+// It needs a driver for CUDA 11.2 or newer.
+func MemPoolTrimTo(pool MemoryPool, minBytesToKeep uint64) (err error) {
+	fn, err := procMemPoolTrimTo.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemPoolTrimTo(C.uintptr_t(fn), C.uintptr_t(pool), C.size_t(minBytesToKeep))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemAddressReserve calls cuMemAddressReserve.
+// It needs a driver for CUDA 10.2 or newer.
+func MemAddressReserve(size uint64, alignment uint64, addr DevicePtr, flags uint64) (ptr DevicePtr, err error) {
+	fn, err := procMemAddressReserve.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemAddressReserve(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&ptr)), C.size_t(size), C.size_t(alignment), C.ulonglong(addr), C.ulonglong(flags))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return ptr, nil
+}
+
+// MemAddressFree calls cuMemAddressFree.
+// It needs a driver for CUDA 10.2 or newer.
+func MemAddressFree(ptr DevicePtr, size uint64) (err error) {
+	fn, err := procMemAddressFree.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemAddressFree(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemCreate calls cuMemCreate.
+// It needs a driver for CUDA 10.2 or newer.
+func MemCreate(size uint64, prop unsafe.Pointer, flags uint64) (handle MemGenericAllocationHandle, err error) {
+	fn, err := procMemCreate.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemCreate(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&handle)), C.size_t(size), prop, C.ulonglong(flags))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return handle, nil
+}
+
+// MemRelease calls cuMemRelease.
+// It needs a driver for CUDA 10.2 or newer.
+func MemRelease(handle MemGenericAllocationHandle) (err error) {
+	fn, err := procMemRelease.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemRelease(C.uintptr_t(fn), C.ulonglong(handle))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemMap calls cuMemMap.
+// It needs a driver for CUDA 10.2 or newer.
+func MemMap(ptr DevicePtr, size uint64, offset uint64, handle MemGenericAllocationHandle, flags uint64) (err error) {
+	fn, err := procMemMap.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemMap(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size), C.size_t(offset), C.ulonglong(handle), C.ulonglong(flags))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemUnmap calls cuMemUnmap.
+// It needs a driver for CUDA 10.2 or newer.
+func MemUnmap(ptr DevicePtr, size uint64) (err error) {
+	fn, err := procMemUnmap.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemUnmap(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemSetAccess calls cuMemSetAccess.
+// It needs a driver for CUDA 10.2 or newer.
+func MemSetAccess(ptr DevicePtr, size uint64, desc unsafe.Pointer, count uint64) (err error) {
+	fn, err := procMemSetAccess.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_MemSetAccess(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size), desc, C.size_t(count))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// MemGetAllocationGranularity calls cuMemGetAllocationGranularity.
+// It needs a driver for CUDA 10.2 or newer.
+func MemGetAllocationGranularity(prop unsafe.Pointer, option int32) (granularity uint64, err error) {
+	fn, err := procMemGetAllocationGranularity.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemGetAllocationGranularity(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&granularity)), prop, C.int(option))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return granularity, nil
+}
+
 // StreamCreate calls cuStreamCreate.
+// It needs a driver for CUDA 2.0 or newer.
 func StreamCreate(flags uint32) (phStream Stream, err error) {
 	fn, err := procStreamCreate.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuStreamCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phStream)), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_StreamCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phStream)), C.uint(flags))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return phStream, nil
 }
 
 // StreamDestroy calls cuStreamDestroy_v2 (cuStreamDestroy in cuda.h).
+// It needs a driver for CUDA 4.0 or newer.
 func StreamDestroy(hStream Stream) (err error) {
 	fn, err := procStreamDestroy.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuStreamDestroy_v2(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_StreamDestroy(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // StreamSynchronize calls cuStreamSynchronize.
+// It needs a driver for CUDA 2.0 or newer.
 func StreamSynchronize(hStream Stream) (err error) {
 	fn, err := procStreamSynchronize.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuStreamSynchronize(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_StreamSynchronize(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // StreamQuery calls cuStreamQuery.
+// It needs a driver for CUDA 2.0 or newer.
 func StreamQuery(hStream Stream) (err error) {
 	fn, err := procStreamQuery.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuStreamQuery(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_StreamQuery(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // StreamWaitEvent calls cuStreamWaitEvent.
+// It needs a driver for CUDA 3.2 or newer.
 func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 	fn, err := procStreamWaitEvent.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuStreamWaitEvent(C.uintptr_t(fn), C.uintptr_t(hStream), C.uintptr_t(hEvent), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_StreamWaitEvent(C.uintptr_t(fn), C.uintptr_t(hStream), C.uintptr_t(hEvent), C.uint(flags))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
-// StreamBeginCapture calls cuStreamBeginCapture_v2 (cuStreamBeginCapture in cuda.h).
-func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
-	fn, err := procStreamBeginCapture.find()
+// launchHostFunc calls cuLaunchHostFunc.
+// It needs a driver for CUDA 10.0 or newer.
+func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointer) (err error) {
+	fn, err := procLaunchHostFunc.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuStreamBeginCapture_v2(C.uintptr_t(fn), C.uintptr_t(hStream), C.int(mode))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_launchHostFunc(C.uintptr_t(fn), C.uintptr_t(hStream), fnArg, userData)); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
-// StreamEndCapture calls cuStreamEndCapture.
-func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
-	fn, err := procStreamEndCapture.find()
-	if err != nil {
-		return 0, err
-	}
-	if r := Result(C.vyre_cuStreamEndCapture(C.uintptr_t(fn), C.uintptr_t(hStream), (*C.uintptr_t)(unsafe.Pointer(&phGraph)))); r != CUDA_SUCCESS {
-		return 0, r
-	}
-	return phGraph, nil
-}
-
 // EventCreate calls cuEventCreate.
+// It needs a driver for CUDA 2.0 or newer.
 func EventCreate(flags uint32) (phEvent Event, err error) {
 	fn, err := procEventCreate.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuEventCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phEvent)), C.uint(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phEvent)), C.uint(flags))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return phEvent, nil
 }
 
 // EventRecord calls cuEventRecord.
+// It needs a driver for CUDA 2.0 or newer.
 func EventRecord(hEvent Event, hStream Stream) (err error) {
 	fn, err := procEventRecord.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuEventRecord(C.uintptr_t(fn), C.uintptr_t(hEvent), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventRecord(C.uintptr_t(fn), C.uintptr_t(hEvent), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // EventQuery calls cuEventQuery.
+// It needs a driver for CUDA 2.0 or newer.
 func EventQuery(hEvent Event) (err error) {
 	fn, err := procEventQuery.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuEventQuery(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventQuery(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // EventSynchronize calls cuEventSynchronize.
+// It needs a driver for CUDA 2.0 or newer.
 func EventSynchronize(hEvent Event) (err error) {
 	fn, err := procEventSynchronize.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuEventSynchronize(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventSynchronize(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
-// EventElapsedTime calls cuEventElapsedTime_v2 (cuEventElapsedTime in cuda.h).
+// EventElapsedTime calls cuEventElapsedTime_v2 (cuEventElapsedTime in cuda.h),
+// or cuEventElapsedTime, which has the same C signature, on drivers without it.
+// It needs a driver for CUDA 2.0 or newer.
 func EventElapsedTime(hStart Event, hEnd Event) (pMilliseconds float32, err error) {
 	fn, err := procEventElapsedTime.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuEventElapsedTime_v2(C.uintptr_t(fn), (*C.float)(unsafe.Pointer(&pMilliseconds)), C.uintptr_t(hStart), C.uintptr_t(hEnd))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventElapsedTime(C.uintptr_t(fn), (*C.float)(unsafe.Pointer(&pMilliseconds)), C.uintptr_t(hStart), C.uintptr_t(hEnd))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return pMilliseconds, nil
 }
 
 // EventDestroy calls cuEventDestroy_v2 (cuEventDestroy in cuda.h).
+// It needs a driver for CUDA 4.0 or newer.
 func EventDestroy(hEvent Event) (err error) {
 	fn, err := procEventDestroy.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuEventDestroy_v2(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_EventDestroy(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // ModuleLoadData calls cuModuleLoadData.
+// It needs a driver for CUDA 2.0 or newer.
 func ModuleLoadData(image unsafe.Pointer) (module Module, err error) {
 	fn, err := procModuleLoadData.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuModuleLoadData(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&module)), image)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_ModuleLoadData(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&module)), image)); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return module, nil
 }
 
 // ModuleUnload calls cuModuleUnload.
+// It needs a driver for CUDA 2.0 or newer.
 func ModuleUnload(hmod Module) (err error) {
 	fn, err := procModuleUnload.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuModuleUnload(C.uintptr_t(fn), C.uintptr_t(hmod))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_ModuleUnload(C.uintptr_t(fn), C.uintptr_t(hmod))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // ModuleGetFunction calls cuModuleGetFunction.
+// It needs a driver for CUDA 2.0 or newer.
 func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
 	fn, err := procModuleGetFunction.find()
 	if err != nil {
@@ -949,79 +1326,176 @@ func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
 	}
 	cName := C.CString(name)
 	defer C.free(unsafe.Pointer(cName))
-	if r := Result(C.vyre_cuModuleGetFunction(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&hfunc)), C.uintptr_t(hmod), cName)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_ModuleGetFunction(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&hfunc)), C.uintptr_t(hmod), cName)); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return hfunc, nil
 }
 
 // FuncGetAttribute calls cuFuncGetAttribute.
+// It needs a driver for CUDA 2.2 or newer.
 func FuncGetAttribute(attrib FunctionAttribute, hfunc Function) (pi int32, err error) {
 	fn, err := procFuncGetAttribute.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuFuncGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.uintptr_t(hfunc))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_FuncGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.uintptr_t(hfunc))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return pi, nil
 }
 
 // LaunchKernel calls cuLaunchKernel.
+// It needs a driver for CUDA 4.0 or newer.
 func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream Stream, kernelParams unsafe.Pointer, extra unsafe.Pointer) (err error) {
 	fn, err := procLaunchKernel.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuLaunchKernel(C.uintptr_t(fn), C.uintptr_t(f), C.uint(gridDimX), C.uint(gridDimY), C.uint(gridDimZ), C.uint(blockDimX), C.uint(blockDimY), C.uint(blockDimZ), C.uint(sharedMemBytes), C.uintptr_t(hStream), kernelParams, extra)); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_LaunchKernel(C.uintptr_t(fn), C.uintptr_t(f), C.uint(gridDimX), C.uint(gridDimY), C.uint(gridDimZ), C.uint(blockDimX), C.uint(blockDimY), C.uint(blockDimZ), C.uint(sharedMemBytes), C.uintptr_t(hStream), kernelParams, extra)); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
-// GraphInstantiate calls cuGraphInstantiateWithFlags (cuGraphInstantiate in cuda.h).
-func GraphInstantiate(hGraph Graph, flags uint64) (phGraphExec GraphExec, err error) {
-	fn, err := procGraphInstantiate.find()
+// OccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
+// It needs a driver for CUDA 6.5 or newer.
+func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32, dynamicSMemSize uint64) (numBlocks int32, err error) {
+	fn, err := procOccupancyMaxActiveBlocksPerMultiprocessor.find()
 	if err != nil {
 		return 0, err
 	}
-	if r := Result(C.vyre_cuGraphInstantiateWithFlags(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phGraphExec)), C.uintptr_t(hGraph), C.ulonglong(flags))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_OccupancyMaxActiveBlocksPerMultiprocessor(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&numBlocks)), C.uintptr_t(funcArg), C.int(blockSize), C.size_t(dynamicSMemSize))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return numBlocks, nil
+}
+
+// OccupancyMaxPotentialBlockSize calls cuOccupancyMaxPotentialBlockSize.
+// It needs a driver for CUDA 6.5 or newer.
+func OccupancyMaxPotentialBlockSize(funcArg Function, blockSizeToDynamicSMemSize unsafe.Pointer, dynamicSMemSize uint64, blockSizeLimit int32) (minGridSize int32, blockSize int32, err error) {
+	fn, err := procOccupancyMaxPotentialBlockSize.find()
+	if err != nil {
+		return 0, 0, err
+	}
+	if r := Result(C.vyre_OccupancyMaxPotentialBlockSize(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&minGridSize)), (*C.int)(unsafe.Pointer(&blockSize)), C.uintptr_t(funcArg), blockSizeToDynamicSMemSize, C.size_t(dynamicSMemSize), C.int(blockSizeLimit))); r != CUDA_SUCCESS {
+		return 0, 0, r
+	}
+	return minGridSize, blockSize, nil
+}
+
+// StreamBeginCapture calls cuStreamBeginCapture_v2 (cuStreamBeginCapture in cuda.h).
+// It needs a driver for CUDA 10.1 or newer.
+func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
+	fn, err := procStreamBeginCapture.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_StreamBeginCapture(C.uintptr_t(fn), C.uintptr_t(hStream), C.int(mode))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// StreamEndCapture calls cuStreamEndCapture.
+// It needs a driver for CUDA 10.0 or newer.
+func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
+	fn, err := procStreamEndCapture.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_StreamEndCapture(C.uintptr_t(fn), C.uintptr_t(hStream), (*C.uintptr_t)(unsafe.Pointer(&phGraph)))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return phGraph, nil
+}
+
+// StreamIsCapturing calls cuStreamIsCapturing.
+// It needs a driver for CUDA 10.0 or newer.
+func StreamIsCapturing(hStream Stream) (captureStatus StreamCaptureStatus, err error) {
+	fn, err := procStreamIsCapturing.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_StreamIsCapturing(C.uintptr_t(fn), C.uintptr_t(hStream), (*C.int)(unsafe.Pointer(&captureStatus)))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return captureStatus, nil
+}
+
+// GraphCreate calls cuGraphCreate.
+// It needs a driver for CUDA 10.0 or newer.
+func GraphCreate(flags uint32) (phGraph Graph, err error) {
+	fn, err := procGraphCreate.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_GraphCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phGraph)), C.uint(flags))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return phGraph, nil
+}
+
+// GraphDestroy calls cuGraphDestroy.
+// It needs a driver for CUDA 10.0 or newer.
+func GraphDestroy(hGraph Graph) (err error) {
+	fn, err := procGraphDestroy.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_GraphDestroy(C.uintptr_t(fn), C.uintptr_t(hGraph))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// GraphInstantiateWithFlags calls cuGraphInstantiateWithFlags.
+// It needs a driver for CUDA 11.4 or newer.
+func GraphInstantiateWithFlags(hGraph Graph, flags uint64) (phGraphExec GraphExec, err error) {
+	fn, err := procGraphInstantiateWithFlags.find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_GraphInstantiateWithFlags(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phGraphExec)), C.uintptr_t(hGraph), C.ulonglong(flags))); r != CUDA_SUCCESS {
 		return 0, r
 	}
 	return phGraphExec, nil
 }
 
+// GraphUpload calls cuGraphUpload.
+// It needs a driver for CUDA 11.1 or newer.
+func GraphUpload(hGraphExec GraphExec, hStream Stream) (err error) {
+	fn, err := procGraphUpload.find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_GraphUpload(C.uintptr_t(fn), C.uintptr_t(hGraphExec), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
 // GraphLaunch calls cuGraphLaunch.
+// It needs a driver for CUDA 10.0 or newer.
 func GraphLaunch(hGraphExec GraphExec, hStream Stream) (err error) {
 	fn, err := procGraphLaunch.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuGraphLaunch(C.uintptr_t(fn), C.uintptr_t(hGraphExec), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_GraphLaunch(C.uintptr_t(fn), C.uintptr_t(hGraphExec), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil
 }
 
 // GraphExecDestroy calls cuGraphExecDestroy.
+// It needs a driver for CUDA 10.0 or newer.
 func GraphExecDestroy(hGraphExec GraphExec) (err error) {
 	fn, err := procGraphExecDestroy.find()
 	if err != nil {
 		return err
 	}
-	if r := Result(C.vyre_cuGraphExecDestroy(C.uintptr_t(fn), C.uintptr_t(hGraphExec))); r != CUDA_SUCCESS {
-		return r
-	}
-	return nil
-}
-
-// GraphDestroy calls cuGraphDestroy.
-func GraphDestroy(hGraph Graph) (err error) {
-	fn, err := procGraphDestroy.find()
-	if err != nil {
-		return err
-	}
-	if r := Result(C.vyre_cuGraphDestroy(C.uintptr_t(fn), C.uintptr_t(hGraph))); r != CUDA_SUCCESS {
+	if r := Result(C.vyre_GraphExecDestroy(C.uintptr_t(fn), C.uintptr_t(hGraphExec))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil

@@ -11,277 +11,465 @@ import "unsafe"
 // Silence unused-import checks when no wrapper needs unsafe.
 var _ unsafe.Pointer
 
-// GetErrorName calls cuGetErrorName. Built without cgo, it returns ErrDriverNotFound.
+// GetErrorName calls cuGetErrorName.
+// It needs a driver for CUDA 6.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func GetErrorName(errorArg Result) (pStr string, err error) {
 	return "", ErrDriverNotFound
 }
 
-// GetErrorString calls cuGetErrorString. Built without cgo, it returns ErrDriverNotFound.
+// GetErrorString calls cuGetErrorString.
+// It needs a driver for CUDA 6.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func GetErrorString(errorArg Result) (pStr string, err error) {
 	return "", ErrDriverNotFound
 }
 
-// Init calls cuInit. Built without cgo, it returns ErrDriverNotFound.
+// Init calls cuInit.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func Init(flags uint32) (err error) {
 	return ErrDriverNotFound
 }
 
-// DriverGetVersion calls cuDriverGetVersion. Built without cgo, it returns ErrDriverNotFound.
+// DriverGetVersion calls cuDriverGetVersion.
+// It needs a driver for CUDA 2.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DriverGetVersion() (driverVersion int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DeviceGetCount calls cuDeviceGetCount. Built without cgo, it returns ErrDriverNotFound.
+// DeviceGetCount calls cuDeviceGetCount.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceGetCount() (count int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DeviceGet calls cuDeviceGet. Built without cgo, it returns ErrDriverNotFound.
+// DeviceGet calls cuDeviceGet.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceGet(ordinal int32) (device Device, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DeviceGetName calls cuDeviceGetName. Built without cgo, it returns ErrDriverNotFound.
+// DeviceGetName calls cuDeviceGetName.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceGetName(dev Device) (name string, err error) {
 	return "", ErrDriverNotFound
 }
 
-// DeviceTotalMem calls cuDeviceTotalMem_v2 (cuDeviceTotalMem in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// DeviceTotalMem calls cuDeviceTotalMem_v2 (cuDeviceTotalMem in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceTotalMem(dev Device) (bytes uint64, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DeviceGetAttribute calls cuDeviceGetAttribute. Built without cgo, it returns ErrDriverNotFound.
+// DeviceGetAttribute calls cuDeviceGetAttribute.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceGetAttribute(attrib DeviceAttribute, dev Device) (pi int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DeviceCanAccessPeer calls cuDeviceCanAccessPeer. Built without cgo, it returns ErrDriverNotFound.
+// DeviceCanAccessPeer calls cuDeviceCanAccessPeer.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain. Built without cgo, it returns ErrDriverNotFound.
+// DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain.
+// It needs a driver for CUDA 7.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// DevicePrimaryCtxRelease calls cuDevicePrimaryCtxRelease_v2 (cuDevicePrimaryCtxRelease in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// DevicePrimaryCtxRelease calls cuDevicePrimaryCtxRelease_v2 (cuDevicePrimaryCtxRelease in cuda.h).
+// It needs a driver for CUDA 11.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DevicePrimaryCtxRelease(dev Device) (err error) {
 	return ErrDriverNotFound
 }
 
-// CtxSetCurrent calls cuCtxSetCurrent. Built without cgo, it returns ErrDriverNotFound.
+// CtxSetCurrent calls cuCtxSetCurrent.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func CtxSetCurrent(ctx Context) (err error) {
 	return ErrDriverNotFound
 }
 
-// CtxGetCurrent calls cuCtxGetCurrent. Built without cgo, it returns ErrDriverNotFound.
+// CtxGetCurrent calls cuCtxGetCurrent.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func CtxGetCurrent() (pctx Context, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// CtxSynchronize calls cuCtxSynchronize. Built without cgo, it returns ErrDriverNotFound.
+// CtxSynchronize calls cuCtxSynchronize.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func CtxSynchronize() (err error) {
 	return ErrDriverNotFound
 }
 
-// CtxEnablePeerAccess calls cuCtxEnablePeerAccess. Built without cgo, it returns ErrDriverNotFound.
+// CtxEnablePeerAccess calls cuCtxEnablePeerAccess.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func CtxEnablePeerAccess(peerContext Context, flags uint32) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemGetInfo calls cuMemGetInfo_v2 (cuMemGetInfo in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// CtxDisablePeerAccess calls cuCtxDisablePeerAccess.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func CtxDisablePeerAccess(peerContext Context) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemGetInfo calls cuMemGetInfo_v2 (cuMemGetInfo in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemGetInfo() (free uint64, total uint64, err error) {
 	return 0, 0, ErrDriverNotFound
 }
 
-// MemAlloc calls cuMemAlloc_v2 (cuMemAlloc in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemAlloc calls cuMemAlloc_v2 (cuMemAlloc in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemAlloc(bytesize uint64) (dptr DevicePtr, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// MemFree calls cuMemFree_v2 (cuMemFree in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemFree calls cuMemFree_v2 (cuMemFree in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemFree(dptr DevicePtr) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemAllocAsync calls cuMemAllocAsync. Built without cgo, it returns ErrDriverNotFound.
-func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) {
-	return 0, ErrDriverNotFound
-}
-
-// MemFreeAsync calls cuMemFreeAsync. Built without cgo, it returns ErrDriverNotFound.
-func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
-	return ErrDriverNotFound
-}
-
-// MemHostAlloc calls cuMemHostAlloc. Built without cgo, it returns ErrDriverNotFound.
+// MemHostAlloc calls cuMemHostAlloc.
+// It needs a driver for CUDA 2.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemHostAlloc(bytesize uint64, flags uint32) (pp unsafe.Pointer, err error) {
 	return nil, ErrDriverNotFound
 }
 
-// MemFreeHost calls cuMemFreeHost. Built without cgo, it returns ErrDriverNotFound.
+// MemFreeHost calls cuMemFreeHost.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemFreeHost(p unsafe.Pointer) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemHostRegister calls cuMemHostRegister_v2 (cuMemHostRegister in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemHostRegister calls cuMemHostRegister_v2 (cuMemHostRegister in cuda.h).
+// It needs a driver for CUDA 6.5 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemHostRegister(p unsafe.Pointer, bytesize uint64, flags uint32) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemHostUnregister calls cuMemHostUnregister. Built without cgo, it returns ErrDriverNotFound.
+// MemHostUnregister calls cuMemHostUnregister.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemHostUnregister(p unsafe.Pointer) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyDtoH calls cuMemcpyDtoH_v2 (cuMemcpyDtoH in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyDtoH calls cuMemcpyDtoH_v2 (cuMemcpyDtoH in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyHtoDAsync calls cuMemcpyHtoDAsync_v2 (cuMemcpyHtoDAsync in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyHtoDAsync calls cuMemcpyHtoDAsync_v2 (cuMemcpyHtoDAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyHtoDAsync(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyDtoHAsync calls cuMemcpyDtoHAsync_v2 (cuMemcpyDtoHAsync in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyDtoHAsync calls cuMemcpyDtoHAsync_v2 (cuMemcpyDtoHAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyDtoDAsync calls cuMemcpyDtoDAsync_v2 (cuMemcpyDtoDAsync in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyDtoDAsync calls cuMemcpyDtoDAsync_v2 (cuMemcpyDtoDAsync in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyPeerAsync calls cuMemcpyPeerAsync. Built without cgo, it returns ErrDriverNotFound.
+// MemcpyPeerAsync calls cuMemcpyPeerAsync.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyPeerAsync(dstDevice DevicePtr, dstContext Context, srcDevice DevicePtr, srcContext Context, byteCount uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemsetD8Async calls cuMemsetD8Async. Built without cgo, it returns ErrDriverNotFound.
+// MemsetD8Async calls cuMemsetD8Async.
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemsetD8Async(dstDevice DevicePtr, uc uint8, n uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// MemcpyBatchAsync calls cuMemcpyBatchAsync_v2 (cuMemcpyBatchAsync in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// MemcpyBatchAsync calls cuMemcpyBatchAsync_v2 (cuMemcpyBatchAsync in cuda.h).
+// It needs a driver for CUDA 13.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs unsafe.Pointer, attrsIdxs []uint64, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamCreate calls cuStreamCreate. Built without cgo, it returns ErrDriverNotFound.
+// MemAllocAsync calls cuMemAllocAsync.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// MemFreeAsync calls cuMemFreeAsync.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemAllocFromPoolAsync calls cuMemAllocFromPoolAsync.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemAllocFromPoolAsync(bytesize uint64, pool MemoryPool, hStream Stream) (dptr DevicePtr, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// DeviceGetDefaultMemPool calls cuDeviceGetDefaultMemPool.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func DeviceGetDefaultMemPool(dev Device) (poolOut MemoryPool, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// MemPoolCreate calls cuMemPoolCreate.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemPoolCreate(poolProps unsafe.Pointer) (pool MemoryPool, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// MemPoolDestroy calls cuMemPoolDestroy.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemPoolDestroy(pool MemoryPool) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemPoolSetAttribute calls cuMemPoolSetAttribute.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemPoolSetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemPoolGetAttribute calls cuMemPoolGetAttribute.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemPoolGetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemPoolTrimTo calls cuMemPoolTrimTo.
+// It needs a driver for CUDA 11.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemPoolTrimTo(pool MemoryPool, minBytesToKeep uint64) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemAddressReserve calls cuMemAddressReserve.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemAddressReserve(size uint64, alignment uint64, addr DevicePtr, flags uint64) (ptr DevicePtr, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// MemAddressFree calls cuMemAddressFree.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemAddressFree(ptr DevicePtr, size uint64) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemCreate calls cuMemCreate.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemCreate(size uint64, prop unsafe.Pointer, flags uint64) (handle MemGenericAllocationHandle, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// MemRelease calls cuMemRelease.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemRelease(handle MemGenericAllocationHandle) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemMap calls cuMemMap.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemMap(ptr DevicePtr, size uint64, offset uint64, handle MemGenericAllocationHandle, flags uint64) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemUnmap calls cuMemUnmap.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemUnmap(ptr DevicePtr, size uint64) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemSetAccess calls cuMemSetAccess.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemSetAccess(ptr DevicePtr, size uint64, desc unsafe.Pointer, count uint64) (err error) {
+	return ErrDriverNotFound
+}
+
+// MemGetAllocationGranularity calls cuMemGetAllocationGranularity.
+// It needs a driver for CUDA 10.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemGetAllocationGranularity(prop unsafe.Pointer, option int32) (granularity uint64, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// StreamCreate calls cuStreamCreate.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamCreate(flags uint32) (phStream Stream, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// StreamDestroy calls cuStreamDestroy_v2 (cuStreamDestroy in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// StreamDestroy calls cuStreamDestroy_v2 (cuStreamDestroy in cuda.h).
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamDestroy(hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamSynchronize calls cuStreamSynchronize. Built without cgo, it returns ErrDriverNotFound.
+// StreamSynchronize calls cuStreamSynchronize.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamSynchronize(hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamQuery calls cuStreamQuery. Built without cgo, it returns ErrDriverNotFound.
+// StreamQuery calls cuStreamQuery.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamQuery(hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamWaitEvent calls cuStreamWaitEvent. Built without cgo, it returns ErrDriverNotFound.
+// StreamWaitEvent calls cuStreamWaitEvent.
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamBeginCapture calls cuStreamBeginCapture_v2 (cuStreamBeginCapture in cuda.h). Built without cgo, it returns ErrDriverNotFound.
-func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
+// launchHostFunc calls cuLaunchHostFunc.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointer) (err error) {
 	return ErrDriverNotFound
 }
 
-// StreamEndCapture calls cuStreamEndCapture. Built without cgo, it returns ErrDriverNotFound.
-func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
-	return 0, ErrDriverNotFound
-}
-
-// EventCreate calls cuEventCreate. Built without cgo, it returns ErrDriverNotFound.
+// EventCreate calls cuEventCreate.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventCreate(flags uint32) (phEvent Event, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// EventRecord calls cuEventRecord. Built without cgo, it returns ErrDriverNotFound.
+// EventRecord calls cuEventRecord.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventRecord(hEvent Event, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// EventQuery calls cuEventQuery. Built without cgo, it returns ErrDriverNotFound.
+// EventQuery calls cuEventQuery.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventQuery(hEvent Event) (err error) {
 	return ErrDriverNotFound
 }
 
-// EventSynchronize calls cuEventSynchronize. Built without cgo, it returns ErrDriverNotFound.
+// EventSynchronize calls cuEventSynchronize.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventSynchronize(hEvent Event) (err error) {
 	return ErrDriverNotFound
 }
 
-// EventElapsedTime calls cuEventElapsedTime_v2 (cuEventElapsedTime in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// EventElapsedTime calls cuEventElapsedTime_v2 (cuEventElapsedTime in cuda.h),
+// or cuEventElapsedTime, which has the same C signature, on drivers without it.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventElapsedTime(hStart Event, hEnd Event) (pMilliseconds float32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// EventDestroy calls cuEventDestroy_v2 (cuEventDestroy in cuda.h). Built without cgo, it returns ErrDriverNotFound.
+// EventDestroy calls cuEventDestroy_v2 (cuEventDestroy in cuda.h).
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func EventDestroy(hEvent Event) (err error) {
 	return ErrDriverNotFound
 }
 
-// ModuleLoadData calls cuModuleLoadData. Built without cgo, it returns ErrDriverNotFound.
+// ModuleLoadData calls cuModuleLoadData.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func ModuleLoadData(image unsafe.Pointer) (module Module, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// ModuleUnload calls cuModuleUnload. Built without cgo, it returns ErrDriverNotFound.
+// ModuleUnload calls cuModuleUnload.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func ModuleUnload(hmod Module) (err error) {
 	return ErrDriverNotFound
 }
 
-// ModuleGetFunction calls cuModuleGetFunction. Built without cgo, it returns ErrDriverNotFound.
+// ModuleGetFunction calls cuModuleGetFunction.
+// It needs a driver for CUDA 2.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// FuncGetAttribute calls cuFuncGetAttribute. Built without cgo, it returns ErrDriverNotFound.
+// FuncGetAttribute calls cuFuncGetAttribute.
+// It needs a driver for CUDA 2.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func FuncGetAttribute(attrib FunctionAttribute, hfunc Function) (pi int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// LaunchKernel calls cuLaunchKernel. Built without cgo, it returns ErrDriverNotFound.
+// LaunchKernel calls cuLaunchKernel.
+// It needs a driver for CUDA 4.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream Stream, kernelParams unsafe.Pointer, extra unsafe.Pointer) (err error) {
 	return ErrDriverNotFound
 }
 
-// GraphInstantiate calls cuGraphInstantiateWithFlags (cuGraphInstantiate in cuda.h). Built without cgo, it returns ErrDriverNotFound.
-func GraphInstantiate(hGraph Graph, flags uint64) (phGraphExec GraphExec, err error) {
+// OccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
+// It needs a driver for CUDA 6.5 or newer. Built without cgo, it returns ErrDriverNotFound.
+func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32, dynamicSMemSize uint64) (numBlocks int32, err error) {
 	return 0, ErrDriverNotFound
 }
 
-// GraphLaunch calls cuGraphLaunch. Built without cgo, it returns ErrDriverNotFound.
+// OccupancyMaxPotentialBlockSize calls cuOccupancyMaxPotentialBlockSize.
+// It needs a driver for CUDA 6.5 or newer. Built without cgo, it returns ErrDriverNotFound.
+func OccupancyMaxPotentialBlockSize(funcArg Function, blockSizeToDynamicSMemSize unsafe.Pointer, dynamicSMemSize uint64, blockSizeLimit int32) (minGridSize int32, blockSize int32, err error) {
+	return 0, 0, ErrDriverNotFound
+}
+
+// StreamBeginCapture calls cuStreamBeginCapture_v2 (cuStreamBeginCapture in cuda.h).
+// It needs a driver for CUDA 10.1 or newer. Built without cgo, it returns ErrDriverNotFound.
+func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
+	return ErrDriverNotFound
+}
+
+// StreamEndCapture calls cuStreamEndCapture.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// StreamIsCapturing calls cuStreamIsCapturing.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func StreamIsCapturing(hStream Stream) (captureStatus StreamCaptureStatus, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// GraphCreate calls cuGraphCreate.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func GraphCreate(flags uint32) (phGraph Graph, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// GraphDestroy calls cuGraphDestroy.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func GraphDestroy(hGraph Graph) (err error) {
+	return ErrDriverNotFound
+}
+
+// GraphInstantiateWithFlags calls cuGraphInstantiateWithFlags.
+// It needs a driver for CUDA 11.4 or newer. Built without cgo, it returns ErrDriverNotFound.
+func GraphInstantiateWithFlags(hGraph Graph, flags uint64) (phGraphExec GraphExec, err error) {
+	return 0, ErrDriverNotFound
+}
+
+// GraphUpload calls cuGraphUpload.
+// It needs a driver for CUDA 11.1 or newer. Built without cgo, it returns ErrDriverNotFound.
+func GraphUpload(hGraphExec GraphExec, hStream Stream) (err error) {
+	return ErrDriverNotFound
+}
+
+// GraphLaunch calls cuGraphLaunch.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func GraphLaunch(hGraphExec GraphExec, hStream Stream) (err error) {
 	return ErrDriverNotFound
 }
 
-// GraphExecDestroy calls cuGraphExecDestroy. Built without cgo, it returns ErrDriverNotFound.
+// GraphExecDestroy calls cuGraphExecDestroy.
+// It needs a driver for CUDA 10.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func GraphExecDestroy(hGraphExec GraphExec) (err error) {
-	return ErrDriverNotFound
-}
-
-// GraphDestroy calls cuGraphDestroy. Built without cgo, it returns ErrDriverNotFound.
-func GraphDestroy(hGraph Graph) (err error) {
 	return ErrDriverNotFound
 }

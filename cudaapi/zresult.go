@@ -4,7 +4,7 @@
 
 package cudaapi
 
-// Result is a CUresult: the status every driver entry point returns. It implements
+// Result is a CUresult: the status every entry point returns. It implements
 // error; a wrapper returns a Result only for a status other than CUDA_SUCCESS.
 type Result int32
 

@@ -34,6 +34,15 @@ type Graph uintptr
 // GraphExec is an opaque executable graph handle (CUgraphExec).
 type GraphExec uintptr
 
+// GraphNode is an opaque graph node handle (CUgraphNode).
+type GraphNode uintptr
+
+// MemoryPool is an opaque stream-ordered memory pool handle (CUmemoryPool).
+type MemoryPool uintptr
+
+// MemGenericAllocationHandle is a physical allocation made by MemCreate (CUmemGenericAllocationHandle).
+type MemGenericAllocationHandle uint64
+
 // DeviceAttribute selects what DeviceGetAttribute reports (CUdevice_attribute).
 type DeviceAttribute int32
 
@@ -42,6 +51,12 @@ type FunctionAttribute int32
 
 // StreamCaptureMode selects how StreamBeginCapture interacts with other threads (CUstreamCaptureMode).
 type StreamCaptureMode int32
+
+// StreamCaptureStatus is what StreamIsCapturing reports (CUstreamCaptureStatus).
+type StreamCaptureStatus int32
+
+// MemPoolAttribute selects what MemPoolSetAttribute and MemPoolGetAttribute access (CUmemPool_attribute).
+type MemPoolAttribute int32
 
 // The CUdevice_attribute enumerators, named and numbered as in cuda.h.
 const (
@@ -227,6 +242,25 @@ const (
 	CU_STREAM_CAPTURE_MODE_GLOBAL       StreamCaptureMode = 0
 	CU_STREAM_CAPTURE_MODE_THREAD_LOCAL StreamCaptureMode = 1
 	CU_STREAM_CAPTURE_MODE_RELAXED      StreamCaptureMode = 2
+)
+
+// The CUstreamCaptureStatus enumerators, named and numbered as in cuda.h.
+const (
+	CU_STREAM_CAPTURE_STATUS_NONE        StreamCaptureStatus = 0
+	CU_STREAM_CAPTURE_STATUS_ACTIVE      StreamCaptureStatus = 1
+	CU_STREAM_CAPTURE_STATUS_INVALIDATED StreamCaptureStatus = 2
+)
+
+// The CUmemPool_attribute enumerators, named and numbered as in cuda.h.
+const (
+	CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES   MemPoolAttribute = 1
+	CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC         MemPoolAttribute = 2
+	CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES MemPoolAttribute = 3
+	CU_MEMPOOL_ATTR_RELEASE_THRESHOLD                 MemPoolAttribute = 4
+	CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT              MemPoolAttribute = 5
+	CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH                 MemPoolAttribute = 6
+	CU_MEMPOOL_ATTR_USED_MEM_CURRENT                  MemPoolAttribute = 7
+	CU_MEMPOOL_ATTR_USED_MEM_HIGH                     MemPoolAttribute = 8
 )
 
 // Flag values for the Flags parameters, named and numbered as in cuda.h.

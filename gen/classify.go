@@ -46,10 +46,27 @@ var reserved = map[string]bool{
 	"new": true, "make": true, "copy": true, "true": true, "false": true,
 }
 
-// goParamName lower-cases the first letter (ByteCount becomes byteCount) and
-// steers clear of reserved identifiers.
+// goParamName makes a C parameter name a camelCase Go identifier: the first
+// letter lower-cased (ByteCount becomes byteCount), underscores dropped with
+// the letter after each upper-cased (pool_out becomes poolOut), and reserved
+// identifiers avoided.
 func goParamName(c string) string {
-	c = strings.ToLower(c[:1]) + c[1:]
+	parts := strings.Split(c, "_")
+	var b strings.Builder
+	for _, part := range parts {
+		if part == "" {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString(strings.ToLower(part[:1]) + part[1:])
+		} else {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	c = b.String()
+	if c == "" {
+		c = "p"
+	}
 	if token.IsKeyword(c) || reserved[c] {
 		return c + "Arg"
 	}
@@ -57,9 +74,9 @@ func goParamName(c string) string {
 }
 
 // mapped reports how a non-pointer C type travels, or ok=false.
-func mapped(t cc.Type) (r typeRule, ok bool) {
+func mapped(lib *library, t cc.Type) (r typeRule, ok bool) {
 	if td := t.Typedef(); td != nil {
-		if r, ok := ruleByTypedef(td.Name()); ok {
+		if r, ok := lib.ruleByTypedef(td.Name()); ok {
 			if r.class == classHandle {
 				r.abi = "uintptr_t"
 			}
@@ -91,15 +108,21 @@ func zeroOf(goTyp string) string {
 }
 
 // classify turns a declarator into a wrapper description.
-func classify(e entry, symbol string, d *cc.Declarator) (*function, []string, error) {
+func classify(lib *library, e entry, symbol string, d *cc.Declarator) (*function, []string, error) {
 	ft := d.Type().(*cc.FunctionType)
 	if ft.IsVariadic() {
 		return nil, nil, fmt.Errorf("%s: variadic functions are not supported", symbol)
 	}
-	if td := ft.Result().Typedef(); td == nil || td.Name() != "CUresult" {
-		return nil, nil, fmt.Errorf("%s: returns %v, not CUresult", symbol, ft.Result())
+	if td := ft.Result().Typedef(); td == nil || td.Name() != lib.status.c {
+		return nil, nil, fmt.Errorf("%s: returns %v, not %s", symbol, ft.Result(), lib.status.c)
 	}
-	f := &function{doc: e.name, symbol: symbol, goName: goFuncName(e.name)}
+	f := &function{doc: e.name, symbol: symbol, goName: goFuncName(e.name), since: e.since}
+	if e.goName != "" {
+		f.goName = e.goName
+	}
+	if e.fallback != "" && e.fallback != symbol {
+		f.fallback = e.fallback
+	}
 	var warns []string
 	used := map[string]bool{}
 	byName := map[string]*param{}
@@ -115,7 +138,7 @@ func classify(e entry, symbol string, d *cc.Declarator) (*function, []string, er
 		if ro.kind != roleAuto {
 			used[name] = true
 		}
-		p, err := classifyParam(name, cp.Type(), ro)
+		p, err := classifyParam(lib, name, cp.Type(), ro)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: parameter %s: %v", symbol, name, err)
 		}
@@ -156,7 +179,7 @@ func classify(e entry, symbol string, d *cc.Declarator) (*function, []string, er
 }
 
 // classifyParam applies a role, or the default rules, to one parameter.
-func classifyParam(name string, t cc.Type, ro role) (*param, error) {
+func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error) {
 	p := &param{cName: name, goName: goParamName(name)}
 	rawPtr := func() {
 		p.goIn, p.abi, p.cdecl, p.arg = "unsafe.Pointer", "void*", "void*", p.goName
@@ -176,12 +199,19 @@ func classifyParam(name string, t cc.Type, ro role) (*param, error) {
 		if !ok {
 			return nil, fmt.Errorf("slice role needs a pointer, have %v", t)
 		}
-		r, ok := mapped(pt.Elem())
+		r, ok := mapped(lib, pt.Elem())
 		if !ok {
 			return nil, fmt.Errorf("slice role: no Go type for %v", pt.Elem())
 		}
 		p.goIn, p.abi, p.cdecl = "[]"+r.goTyp, r.abi+"*", cdeclOf(r)+"*"
 		p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(unsafe.SliceData(%s)))", cgoNames[r.abi], p.goName)
+		return p, nil
+	case roleDevPtr:
+		if t.Kind() != cc.Ptr {
+			return nil, fmt.Errorf("device-pointer role needs a pointer, have %v", t)
+		}
+		p.goIn, p.abi, p.cdecl = "uint64", "uintptr_t", "void*"
+		p.arg = fmt.Sprintf("C.uintptr_t(%s)", p.goName)
 		return p, nil
 	case roleOutText:
 		pt, ok := t.(*cc.PointerType)
@@ -195,9 +225,14 @@ func classifyParam(name string, t cc.Type, ro role) (*param, error) {
 		return p, nil
 	}
 
-	if r, ok := mapped(t); ok && r.class == classHandle {
+	if r, ok := mapped(lib, t); ok && r.class == classHandle {
 		p.goIn, p.abi, p.cdecl = r.goTyp, r.abi, cdeclOf(r)
 		p.arg = fmt.Sprintf("%s(%s)", cgoNames[r.abi], p.goName)
+		return p, nil
+	} else if ok && r.class == classStruct && t.Kind() != cc.Ptr {
+		// The Go type has the struct's size and layout; reinterpret it.
+		p.goIn, p.abi, p.cdecl = r.goTyp, r.abi, r.abi
+		p.arg = fmt.Sprintf("*(*C.%s)(unsafe.Pointer(&%s))", r.abi, p.goName)
 		return p, nil
 	}
 	switch t.Kind() {
@@ -205,7 +240,7 @@ func classifyParam(name string, t cc.Type, ro role) (*param, error) {
 	case cc.Struct, cc.Union:
 		return nil, fmt.Errorf("%v passed by value is not supported: add a rule or pass it by pointer", t)
 	default:
-		r, ok := mapped(t)
+		r, ok := mapped(lib, t)
 		if !ok {
 			return nil, fmt.Errorf("no Go type for %v: add a rule to typeRules", t)
 		}
@@ -241,14 +276,19 @@ func classifyParam(name string, t cc.Type, ro role) (*param, error) {
 			p.arg = "&" + p.goName + "C"
 			p.post = fmt.Sprintf("%s = C.GoString(%sC)", p.goName, p.goName)
 		default:
-			if r, ok := mapped(elem); ok && r.class == classHandle {
+			if r, ok := mapped(lib, elem); ok && r.class == classHandle {
 				outValue(p, r)
 			} else {
 				rawPtr()
 			}
 		}
+	case isChar(elem):
+		// A non-const char* may be a buffer the callee fills (with a length
+		// elsewhere) or one char: guessing wrong lets the driver write past a
+		// one-byte Go value, so it needs an explicit role.
+		return nil, fmt.Errorf("non-const %v pointer cannot be classified safely; Fix: give it a role in the entry table (outText with its length parameter, slice, or raw)", elem)
 	default:
-		if r, ok := mapped(elem); ok {
+		if r, ok := mapped(lib, elem); ok {
 			outValue(p, r)
 		} else {
 			rawPtr() // struct, union or function pointer
@@ -261,5 +301,18 @@ func classifyParam(name string, t cc.Type, ro role) (*param, error) {
 func outValue(p *param, r typeRule) {
 	p.goOut, p.zero = r.goTyp, zeroOf(r.goTyp)
 	p.abi, p.cdecl = r.abi+"*", cdeclOf(r)+"*"
-	p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(&%s))", cgoNames[r.abi], p.goName)
+	cname := cgoNames[r.abi]
+	if r.class == classStruct {
+		p.zero, cname = r.goTyp+"{}", "C."+r.abi
+	}
+	p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(&%s))", cname, p.goName)
+}
+
+// isChar reports whether t is one of C's three char types.
+func isChar(t cc.Type) bool {
+	switch t.Kind() {
+	case cc.Char, cc.SChar, cc.UChar:
+		return true
+	}
+	return false
 }

@@ -1,18 +1,27 @@
-// Command gen generates the cudaapi bindings from a cuda.h.
+// Command gen generates the cudaapi bindings from a C library's header.
 //
-// It parses the header with modernc.org/cc/v4 (preprocessed with the host C
-// compiler's predefined macros, so the header's own remapping macros decide
-// each symbol: cuMemAlloc is resolved as cuMemAlloc_v2), wraps the entry
-// points listed in api.go with the type rules in types.go, and writes
-// z-prefixed Go files formatted with go/format. Entry points the header
-// lacks are reported on stderr and skipped, so older headers still work.
+// A library (library.go) is a header, an entry table, type rules, the loader
+// its symbols register with and the output file names; -lib picks one (the
+// CUDA driver, cuda.h, by default; nccl for NCCL's nccl.h, whose CUDA runtime
+// includes a project-written prelude replaces). gen parses the header with
+// modernc.org/cc/v4, preprocessed with the host C compiler's predefined
+// macros so the header's own remapping macros decide each symbol (cuMemAlloc
+// is resolved as cuMemAlloc_v2) unless the entry pins one, wraps every entry
+// with the type rules, and writes z-prefixed Go files formatted with
+// go/format.
+//
+// The Go API does not depend on the header: an entry point the header lacks
+// is generated from its proto as a function returning *MissingSymbolError, and
+// each entry's since version is checked against the header's. gen refuses a
+// pointer it cannot classify safely and two entries that resolve to one C
+// symbol.
 //
 // Usage (normally through `make generate CUDA_H=...` or `go generate ./cudaapi`):
 //
-//	go run ./gen [-header cuda.h] [-out dir] [-pkg name]
+//	go run ./gen [-lib driver|nccl] [-header cuda.h] [-out dir] [-pkg name]
 //
-// The header is -header, else $CUDA_H, else $CUDA_HOME/include/cuda.h, else
-// /usr/local/cuda/include/cuda.h.
+// The header is -header, else the library's variable ($CUDA_H), else
+// $CUDA_HOME/include/cuda.h, else /usr/local/cuda/include/cuda.h.
 package main
 
 import (
@@ -33,18 +42,24 @@ func main() {
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	header := fs.String("header", "", "path to cuda.h (default $CUDA_H, then $CUDA_HOME/include/cuda.h)")
+	header := fs.String("header", "", "path to the library's header (default $CUDA_H, then $CUDA_HOME/include/cuda.h for -lib driver)")
 	out := fs.String("out", ".", "directory to write the z*.go files into")
 	pkg := fs.String("pkg", "cudaapi", "package name of the generated files")
+	libName := fs.String("lib", "driver", "library to bind: "+libraryNames())
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	path, err := findHeader(*header, os.Getenv)
+	lib, err := lookupLibrary(*libName)
+	if err != nil {
+		fmt.Fprintf(stderr, "gen: %v\n", err)
+		return 2
+	}
+	path, err := findHeader(lib, *header, os.Getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "gen: %v\n", err)
 		return 1
 	}
-	files, warnings, err := generate(path, *pkg, entryPoints)
+	files, warnings, err := generate(path, *pkg, lib)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "gen: warning: %s\n", w)
 	}
@@ -61,9 +76,9 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// generate parses the header and renders the bindings.
-func generate(path, pkg string, wanted []entry) ([]file, []string, error) {
-	a, err := build(path, wanted)
+// generate parses the header and renders lib's bindings.
+func generate(path, pkg string, lib *library) ([]file, []string, error) {
+	a, err := build(path, lib)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,14 +88,15 @@ func generate(path, pkg string, wanted []entry) ([]file, []string, error) {
 
 // findHeader picks the header path and checks it exists; the error lists every
 // place it looked.
-func findHeader(flagPath string, getenv func(string) string) (string, error) {
+func findHeader(lib *library, flagPath string, getenv func(string) string) (string, error) {
 	var tried []string
-	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv("CUDA_H"), "$CUDA_H"}}
+	envWhy := "$" + lib.headerEnv
+	candidates := []struct{ path, why string }{{flagPath, "-header"}, {getenv(lib.headerEnv), envWhy}}
 	home := getenv("CUDA_HOME")
 	if home != "" {
-		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", "cuda.h"), "$CUDA_HOME/include"})
+		candidates = append(candidates, struct{ path, why string }{filepath.Join(home, "include", lib.header), "$CUDA_HOME/include"})
 	} else {
-		candidates = append(candidates, struct{ path, why string }{"/usr/local/cuda/include/cuda.h", "default CUDA_HOME"})
+		candidates = append(candidates, struct{ path, why string }{filepath.Join("/usr/local/cuda/include", lib.header), "default CUDA_HOME"})
 	}
 	for _, c := range candidates {
 		if c.path == "" {
@@ -90,11 +106,11 @@ func findHeader(flagPath string, getenv func(string) string) (string, error) {
 			return c.path, nil
 		}
 		tried = append(tried, fmt.Sprintf("%s (%s)", c.path, c.why))
-		if c.why == "-header" || c.why == "$CUDA_H" {
+		if c.why == "-header" || c.why == envWhy {
 			break // an explicit choice that is missing is an error, not a hint to look elsewhere
 		}
 	}
-	return "", fmt.Errorf("cuda.h not found; looked in %s; Fix: pass -header or set CUDA_H to a CUDA toolkit's include/cuda.h", strings.Join(tried, ", "))
+	return "", fmt.Errorf("%s not found; looked in %s; Fix: pass -header or set %s to a CUDA toolkit's include/%s", lib.header, strings.Join(tried, ", "), lib.headerEnv, lib.header)
 }
 
 // writeIfChanged leaves an identical file untouched, so regenerating keeps

@@ -16,7 +16,8 @@ const probePrefix = "__vyre_gen_probe_"
 
 // api is everything the emitters need, taken from one header.
 type api struct {
-	version   string // the header's CUDA_VERSION, digits only
+	lib       *library
+	version   string // the header's version macro, digits only
 	funcs     []*function
 	enums     []enumDecl // typed enums from typeRules, in table order
 	constants []constant // untyped flag constants
@@ -37,30 +38,45 @@ type constant struct {
 
 // function is one wrapped entry point.
 type function struct {
-	doc    string // documented name (cuMemAlloc)
-	symbol string // resolved symbol (cuMemAlloc_v2)
-	goName string // wrapper name (MemAlloc)
-	params []*param
+	doc      string // documented name (cuMemAlloc)
+	symbol   string // resolved symbol (cuMemAlloc_v2)
+	fallback string // older symbol with the same C signature, or ""
+	goName   string // wrapper name (MemAlloc)
+	since    int    // CUDA version that introduced the oldest symbol it calls
+	// undeclared is set when the header lacks the entry point: the wrapper is
+	// generated from the entry's proto and always returns *MissingSymbolError.
+	undeclared bool
+	params     []*param
 }
 
+// protoPrefix names the declarations the generator appends for entries' protos.
+const protoPrefix = "__vyre_gen_proto_"
+
 // translate parses and type-checks the header at path with the host's
-// predefined macros, appending probes that expand every wanted name.
-func translate(path string, src []byte, wanted []entry) (*cc.AST, error) {
+// predefined macros, appending probes that expand every wanted name and a
+// declaration for every entry's proto.
+func translate(path string, src []byte, lib *library) (*cc.AST, error) {
 	cfg, err := cc.NewConfig(runtime.GOOS, runtime.GOARCH)
 	if err != nil {
 		return nil, fmt.Errorf("configure C front end: %v", err)
 	}
 	var probes strings.Builder
 	probes.WriteString("#define __vyre_gen_str2(x) #x\n#define __vyre_gen_str(x) __vyre_gen_str2(x)\n")
-	for i, e := range wanted {
+	for i, e := range lib.entries {
 		fmt.Fprintf(&probes, "static const char %s%d[] = __vyre_gen_str(%s);\n", probePrefix, i, e.name)
+		if e.proto != "" {
+			fmt.Fprintf(&probes, "%s %s%d(%s);\n", lib.status.c, protoPrefix, i, e.proto)
+		}
 	}
 	sources := []cc.Source{
 		{Name: "<predefined>", Value: cfg.Predefined + "\n"},
 		{Name: "<builtin>", Value: cc.Builtin},
-		{Name: path, Value: src},
-		{Name: "<probes>", Value: probes.String()},
 	}
+	if lib.prelude != "" {
+		sources = append(sources, cc.Source{Name: "<prelude>", Value: lib.prelude})
+		src = dropIncludes(src, lib.replaceIncludes)
+	}
+	sources = append(sources, cc.Source{Name: path, Value: src}, cc.Source{Name: "<probes>", Value: probes.String()})
 	ast, err := cc.Translate(cfg, sources)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %v", path, firstLines(err.Error(), 5))
@@ -106,22 +122,27 @@ func probeResults(ast *cc.AST) map[int]string {
 	return out
 }
 
-// build reads the header at path and classifies every wanted entry point.
-func build(path string, wanted []entry) (*api, error) {
+// build reads the header at path and classifies every entry point of lib.
+func build(path string, lib *library) (*api, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read header: %v", err)
 	}
-	ast, err := translate(path, src, wanted)
+	ast, err := translate(path, src, lib)
 	if err != nil {
 		return nil, err
 	}
-	a := &api{}
-	if m := ast.Macros["CUDA_VERSION"]; m != nil && !m.IsFnLike && len(m.ReplacementList()) == 1 {
-		a.version = m.ReplacementList()[0].SrcStr()
-	}
-	if _, err := strconv.ParseUint(a.version, 10, 32); err != nil {
-		return nil, fmt.Errorf("%s: no integer CUDA_VERSION macro: is this cuda.h?", path)
+	a := &api{lib: lib}
+	ver := -1 // a header without a version macro (nvrtc.h) skips the since checks
+	if lib.versionMacro != "" {
+		if m := ast.Macros[lib.versionMacro]; m != nil && !m.IsFnLike && len(m.ReplacementList()) == 1 {
+			a.version = m.ReplacementList()[0].SrcStr()
+		}
+		v, err := strconv.ParseUint(a.version, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: no integer %s macro: is this %s?", path, lib.versionMacro, lib.header)
+		}
+		ver = int(v)
 	}
 	if err := a.collectEnums(ast); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -129,33 +150,109 @@ func build(path string, wanted []entry) (*api, error) {
 	a.collectConstants(ast)
 
 	symbols := probeResults(ast)
-	seen := map[string]bool{}
-	for i, e := range wanted {
-		sym := symbols[i]
+	owner := map[string]string{} // C symbol -> entry that binds it
+	goNames := map[string]string{}
+	for i, e := range lib.entries {
+		sym := e.symbol
+		if sym == "" {
+			sym = symbols[i]
+		}
 		if sym == "" {
 			return nil, fmt.Errorf("%s: internal error: probe for %s was not evaluated", path, e.name)
 		}
-		d := fileScopeFunc(ast, sym)
-		if d == nil {
-			note := ""
-			if e.optional {
-				note = " (optional)"
+		for _, s := range []string{sym, e.fallback} {
+			if prev, dup := owner[s]; dup && s != "" {
+				return nil, fmt.Errorf("entry table: %s and %s both resolve to the C symbol %s in %s; Fix: list that entry point once", prev, e.name, s, path)
 			}
-			a.warnings = append(a.warnings, fmt.Sprintf("%s: %s%s is not declared (looked for %s); skipped", path, e.name, note, sym))
-			continue
+			if s != "" {
+				owner[s] = e.name
+			}
 		}
-		f, warns, err := classify(e, sym, d)
+		f, warns, err := a.entryFunc(ast, path, i, e, sym, ver)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", d.Position(), err)
+			return nil, err
 		}
 		a.warnings = append(a.warnings, warns...)
-		if seen[f.goName] {
-			return nil, fmt.Errorf("entry point list: %s listed twice", e.name)
+		if prev, dup := goNames[f.goName]; dup {
+			return nil, fmt.Errorf("entry table: %s and %s both become the Go function %s; Fix: list that entry point once", prev, e.name, f.goName)
 		}
-		seen[f.goName] = true
+		goNames[f.goName] = e.name
 		a.funcs = append(a.funcs, f)
 	}
 	return a, nil
+}
+
+// entryFunc classifies entry i, which resolves to sym, checking its since
+// against the header's version ver (-1: unknown, not checked): from the
+// header's declaration of sym, else of its fallback, else from its proto as an
+// undeclared stub.
+func (a *api) entryFunc(ast *cc.AST, path string, i int, e entry, sym string, ver int) (*function, []string, error) {
+	d := fileScopeFunc(ast, sym)
+	if d == nil && e.fallback != "" {
+		d = fileScopeFunc(ast, e.fallback)
+	}
+	since := a.lib.version(e.since)
+	header := a.lib.header
+	if ver >= 0 {
+		header = a.lib.version(ver)
+	}
+	switch {
+	case e.since <= 0:
+		return nil, nil, fmt.Errorf("entry table: %s has no since version; Fix: set since to the CUDA version that introduced it", e.name)
+	case ver >= 0 && d != nil && ver < e.since:
+		return nil, nil, fmt.Errorf("%s: %s declares %s, but the entry table says it appeared in %s; Fix: correct its since version", path, header, d.Name(), since)
+	case ver >= 0 && d == nil && ver >= e.since:
+		return nil, nil, fmt.Errorf("%s: %s does not declare %s (%s), which the entry table says appeared in %s; Fix: correct its since version or symbol", path, header, e.name, sym, since)
+	case d == nil && e.proto == "":
+		return nil, nil, fmt.Errorf("%s: %s (since %s) is not declared by this header (%s) and has no proto; Fix: give it a proto so the Go API does not depend on the header", path, e.name, since, header)
+	}
+	var pf *function
+	if e.proto != "" {
+		pd := fileScopeFunc(ast, fmt.Sprintf("%s%d", protoPrefix, i))
+		if pd == nil {
+			return nil, nil, fmt.Errorf("%s: internal error: proto of %s was not declared", path, e.name)
+		}
+		f, _, err := classify(a.lib, e, sym, pd)
+		if err != nil {
+			return nil, nil, fmt.Errorf("entry table: proto of %s: %v", e.name, err)
+		}
+		pf = f
+	}
+	if d == nil {
+		pf.undeclared = true
+		return pf, []string{fmt.Sprintf("%s: %s (%s) is not declared in this %s header: generated from its proto, returning *MissingSymbolError", path, e.name, sym, header)}, nil
+	}
+	f, warns, err := classify(a.lib, e, sym, d)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", d.Position(), err)
+	}
+	if pf != nil {
+		if diff := paramsDiffer(pf.params, f.params); diff != "" {
+			return nil, nil, fmt.Errorf("%s: the proto of %s disagrees with the header's %s: %s; Fix: make the proto match the header", path, e.name, d.Name(), diff)
+		}
+	}
+	return f, warns, nil
+}
+
+// paramsDiffer describes the first difference between two parameter lists as
+// the bindings see them, or returns "".
+func paramsDiffer(want, got []*param) string {
+	if len(want) != len(got) {
+		return fmt.Sprintf("%d parameters, the header has %d", len(want), len(got))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.goName != g.goName || w.goIn != g.goIn || w.goOut != g.goOut || w.abi != g.abi || w.cdecl != g.cdecl {
+			return fmt.Sprintf("parameter %d is %s %s%s (C %s), the header's is %s %s%s (C %s)",
+				i, w.goName, w.goIn, w.goOut, w.cdecl, g.goName, g.goIn, g.goOut, g.cdecl)
+		}
+	}
+	return ""
+}
+
+// formatVersion spells a CUDA_VERSION-style number: 12040 is "CUDA 12.4".
+func formatVersion(v int) string {
+	return fmt.Sprintf("CUDA %d.%d", v/1000, v%1000/10)
 }
 
 // fileScopeFunc finds a function declared at file scope.
@@ -207,7 +304,7 @@ func enumValues(ast *cc.AST, typedef string) ([]constant, error) {
 }
 
 func (a *api) collectEnums(ast *cc.AST) error {
-	for _, r := range typeRules {
+	for _, r := range a.lib.types {
 		if !r.enum {
 			continue
 		}
@@ -216,8 +313,8 @@ func (a *api) collectEnums(ast *cc.AST) error {
 			return err
 		}
 		if vals == nil {
-			if r.goTyp == "Result" {
-				return fmt.Errorf("no CUresult enum typedef")
+			if r.c == a.lib.status.c {
+				return fmt.Errorf("no %s enum typedef", r.c)
 			}
 			a.warnings = append(a.warnings, fmt.Sprintf("enum %s is not declared; %s has no constants", r.c, r.goTyp))
 		}
@@ -227,7 +324,7 @@ func (a *api) collectEnums(ast *cc.AST) error {
 }
 
 func (a *api) collectConstants(ast *cc.AST) {
-	for _, name := range constantEnums {
+	for _, name := range a.lib.constantEnums {
 		vals, err := enumValues(ast, name)
 		if err != nil || vals == nil {
 			a.warnings = append(a.warnings, fmt.Sprintf("flag enum %s is not declared; skipped", name))
@@ -235,7 +332,7 @@ func (a *api) collectConstants(ast *cc.AST) {
 		}
 		a.constants = append(a.constants, vals...)
 	}
-	for _, name := range constantMacros {
+	for _, name := range a.lib.constantMacros {
 		m := ast.Macros[name]
 		if m == nil || m.IsFnLike || len(m.ReplacementList()) != 1 {
 			a.warnings = append(a.warnings, fmt.Sprintf("macro %s is not an integer constant; skipped", name))
@@ -248,4 +345,27 @@ func (a *api) collectConstants(ast *cc.AST) {
 		}
 		a.constants = append(a.constants, constant{name: name, value: lit})
 	}
+}
+
+// dropIncludes blanks the #include lines of src that name one of headers
+// (the prelude stands in for them), keeping line numbers.
+func dropIncludes(src []byte, headers []string) []byte {
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "#"))
+		if !strings.HasPrefix(t, "include") {
+			continue
+		}
+		t = strings.TrimSpace(strings.TrimPrefix(t, "include"))
+		for _, h := range headers {
+			if t == "<"+h+">" || t == `"`+h+`"` {
+				lines[i] = ""
+			}
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
 }

@@ -8,6 +8,7 @@ type typeClass int
 const (
 	classValue  typeClass = iota // integer or float passed by value
 	classHandle                  // opaque struct pointer, carried in Go as a uintptr-based type
+	classStruct                  // struct passed by value; abi names its stand-in in library.cDecls
 )
 
 // typeRule maps one C typedef to a Go type. It is the declarative table the
@@ -25,8 +26,8 @@ type typeRule struct {
 	enum bool
 }
 
-// typeRules is the C-to-Go type table.
-var typeRules = []typeRule{
+// driverTypes is cuda.h's C-to-Go type table; the status type comes first.
+var driverTypes = []typeRule{
 	{c: "CUresult", goTyp: "Result", abi: "int", enum: true},
 	{c: "CUdeviceptr", goTyp: "DevicePtr", abi: "unsigned long long", decl: "uint64",
 		doc: "DevicePtr is a device memory address (CUdeviceptr). Zero is the null address."},
@@ -46,12 +47,22 @@ var typeRules = []typeRule{
 		doc: "Graph is an opaque CUDA graph handle (CUgraph)."},
 	{c: "CUgraphExec", goTyp: "GraphExec", class: classHandle, decl: "uintptr",
 		doc: "GraphExec is an opaque executable graph handle (CUgraphExec)."},
+	{c: "CUgraphNode", goTyp: "GraphNode", class: classHandle, decl: "uintptr",
+		doc: "GraphNode is an opaque graph node handle (CUgraphNode)."},
+	{c: "CUmemoryPool", goTyp: "MemoryPool", class: classHandle, decl: "uintptr",
+		doc: "MemoryPool is an opaque stream-ordered memory pool handle (CUmemoryPool)."},
+	{c: "CUmemGenericAllocationHandle", goTyp: "MemGenericAllocationHandle", abi: "unsigned long long", decl: "uint64",
+		doc: "MemGenericAllocationHandle is a physical allocation made by MemCreate (CUmemGenericAllocationHandle)."},
 	{c: "CUdevice_attribute", goTyp: "DeviceAttribute", abi: "int", decl: "int32", enum: true,
 		doc: "DeviceAttribute selects what DeviceGetAttribute reports (CUdevice_attribute)."},
 	{c: "CUfunction_attribute", goTyp: "FunctionAttribute", abi: "int", decl: "int32", enum: true,
 		doc: "FunctionAttribute selects what FuncGetAttribute reports (CUfunction_attribute)."},
 	{c: "CUstreamCaptureMode", goTyp: "StreamCaptureMode", abi: "int", decl: "int32", enum: true,
 		doc: "StreamCaptureMode selects how StreamBeginCapture interacts with other threads (CUstreamCaptureMode)."},
+	{c: "CUstreamCaptureStatus", goTyp: "StreamCaptureStatus", abi: "int", decl: "int32", enum: true,
+		doc: "StreamCaptureStatus is what StreamIsCapturing reports (CUstreamCaptureStatus)."},
+	{c: "CUmemPool_attribute", goTyp: "MemPoolAttribute", abi: "int", decl: "int32", enum: true,
+		doc: "MemPoolAttribute selects what MemPoolSetAttribute and MemPoolGetAttribute access (CUmemPool_attribute)."},
 	{c: "size_t", goTyp: "uint64", abi: "size_t"},
 }
 
@@ -84,13 +95,4 @@ var cgoNames = map[string]string{
 	"long": "C.long", "unsigned long": "C.ulong", "long long": "C.longlong",
 	"unsigned long long": "C.ulonglong", "float": "C.float", "double": "C.double",
 	"size_t": "C.size_t", "uintptr_t": "C.uintptr_t",
-}
-
-func ruleByTypedef(name string) (typeRule, bool) {
-	for _, r := range typeRules {
-		if r.c == name {
-			return r, true
-		}
-	}
-	return typeRule{}, false
 }

@@ -73,6 +73,7 @@ func init() {
 			"DownloadResidentRangesInto", "DownloadResidentMany", "DownloadResident"}
 	}
 	opAliases["opt.Run"] = []string{"Run"}
+	opAliases["ReleaseStaticUploads"] = append(opAliases["ReleaseStaticUploads"], "FreeResident")
 }
 
 // stepChoice is one more kind of step for drawStep, with its weight.
@@ -844,4 +845,35 @@ func drawNoPackRoom(src entropy) step {
 		return &uploadAtManyStep{withFault: withFault{oom}, picks: picks, ats: ats, seeds: seeds}
 	}
 	return &readStep{withFault: withFault{oom}, api: readRangesInto, picks: picks, ats: ats, dst: drawDst(src, len(picks))}
+}
+
+// drainThroughDispatcher is drainProbe's fallback when the runner holds no
+// live buffer but the dispatcher does: a read of one of its ids acquires a
+// lease, which drains the quarantine (faults are disarmed), before the
+// dispatcher's Close, which refuses buffers the quarantine still holds.
+func (r *runner) drainThroughDispatcher() error {
+	if r.opt == nil {
+		return nil
+	}
+	for _, id := range r.opt.order {
+		n, ok := r.opt.ids[id]
+		if !ok {
+			continue
+		}
+		got, err := r.opt.d.ReadResident(id)
+		if err != nil || len(got) != n {
+			return fmt.Errorf("ReadResident after faults were disarmed, with a quarantine: %d bytes, %v", len(got), err)
+		}
+		if q := r.b.LaunchResourceCounts().Quarantined; q != 0 {
+			return fmt.Errorf("a lease acquisition with faults disarmed left %d quarantined lease(s)", q)
+		}
+		t := &r.m.tel
+		t.DeviceToHostBytes += uint64(n)
+		t.ReadbackOps++
+		t.SyncPoints++
+		t.RequestedCopies++
+		t.DeviceCopies++
+		return nil
+	}
+	return nil
 }

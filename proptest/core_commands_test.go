@@ -215,9 +215,10 @@ type stepKinds struct {
 	reset     bool // ResetTelemetry
 	optimizer bool // OptimizerDispatcher pool and static cache
 	faults    bool // attach chosen faults
+	graphs    bool // Capture, replays and Graph.Close (core_graph_test.go)
 }
 
-var allKinds = stepKinds{async: true, close: true, reset: true, optimizer: true}
+var allKinds = stepKinds{async: true, close: true, reset: true, optimizer: true, graphs: true}
 
 // drawStep draws one step.
 func drawStep(src entropy, k stepKinds) step {
@@ -263,6 +264,11 @@ func drawStep(src entropy, k stepKinds) step {
 	}
 	if k.reset {
 		choices = append(choices, choice{1, func() step { return &resetStep{} }})
+	}
+	if k.graphs {
+		for _, c := range graphChoices(src) {
+			choices = append(choices, c)
+		}
 	}
 	if k.close {
 		choices = append(choices, choice{1, func() step { return &closeStep{try: src.intn(2) == 0} }})
@@ -1057,9 +1063,11 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 		// Either path; the totals are bounded at the end.
 		r.m.packable++
 	}
-	if copies == 1 && !r.cfg.shared {
-		if got := r.callsDelta(); got[op] > 1 && got[sim.OpLaunch] == 0 {
-			return r.expectChunks(call, op) // one large copy, pipelined
+	if copies == 1 {
+		if r.cfg.shared {
+			r.m.stageable++
+		} else if got := r.callsDelta(); got[op] > 1 {
+			return r.expectStaged(call, got, op)
 		}
 	}
 	if r.cfg.shared || copies < packMinCopies {
@@ -1078,7 +1086,9 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 	countOutcome(call+" (packed)", succeeded)
 	t.DeviceCopies += dmas
 	t.PackedLaunches++
-	if dmas == 0 || dmas > 4 || got[op] == 0 {
+	// A packed upload moves its data in one DMA per planned part (at most one
+	// per copy) after its table; a packed readback in two.
+	if dmas == 0 || dmas > uint64(copies)+1 || got[op] == 0 {
 		return fmt.Errorf("%s (packed): device calls %v", call, got)
 	}
 	return r.expectTransfer(call+" (packed)", map[sim.Op]uint64{sim.OpLaunch: 1, sim.OpStreamSynchronize: 1,
@@ -1533,7 +1543,7 @@ func (s *closeStep) run(r *runner) error {
 	if r.cfg.shared {
 		return nil
 	}
-	if s.try && (len(r.m.async) > 0 || len(r.m.queued()) > 0) {
+	if s.try && (len(r.m.async) > 0 || len(r.m.queued()) > 0 || len(r.m.graphs) > 0) {
 		err := r.b.Close()
 		if _, verr := r.judge("Close", err, core.KindInFlight); verr != nil {
 			return verr

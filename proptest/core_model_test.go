@@ -214,10 +214,11 @@ type mbuf struct {
 	conflict spans
 	asyncN   int // queued asynchronous uploads into this buffer
 	dispN    int // unfinished dispatches binding this buffer
+	graphN   int // open Graphs naming this buffer (core_graph_test.go)
 }
 
 // inFlight reports whether FreeResident must refuse the buffer.
-func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN > 0 }
+func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN+b.graphN > 0 }
 
 // dispatch is one DispatchResidentAsync of ProgramFillU32 (dst) or
 // ProgramCopyU32 (src, dst) and its Pending.
@@ -266,10 +267,14 @@ type model struct {
 	pinned []*pinSlot
 	async  []asyncWrite
 	disp   []*dispatch // every dispatch of the current Backend, settled or not
+	graphs []*mgraph   // open Graphs of the current Backend (core_graph_test.go)
 	tel    core.Telemetry
 	// packable counts, in shared mode, transfers that may have been packed:
 	// tel then holds their plain-path DeviceCopies, an upper bound.
 	packable uint64
+	// stageable counts, in shared mode, single-copy transfers that may
+	// have been staged in chunks (a DMA per chunk, a wait per block).
+	stageable uint64
 	// qspans holds, per buffer, the bytes that work of a failed call may
 	// still write once the Backend's quarantine drains it (see quarModel);
 	// qActive is set while a step runs with a non-empty quarantine. A write
@@ -328,7 +333,7 @@ func (m *model) racySpans(id uint64) spans {
 			s = s.add(span{0, d.n})
 		}
 	}
-	return s
+	return m.graphRacySpans(id, s)
 }
 
 // touch records a write of x in buffer id: an unfinished dispatch that
@@ -339,6 +344,7 @@ func (m *model) touch(id uint64, x span) {
 			d.dirty = true
 		}
 	}
+	m.touchGraphs(id, x)
 }
 
 // write records a synchronous write that succeeded.
@@ -492,6 +498,7 @@ var faultOps = []sim.Op{
 	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize, sim.OpStreamQuery,
 	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
 	sim.OpLaunch, sim.OpEventRecord, sim.OpEventQuery, sim.OpModuleLoad, sim.OpModuleFunction,
+	sim.OpStreamBeginCapture, sim.OpStreamEndCapture, sim.OpGraphInstantiate, sim.OpGraphLaunch,
 }
 
 // nullOps are the calls whose null-with-success result a Backend can detect
@@ -1063,6 +1070,10 @@ func (r *runner) checkGlobal() error {
 			heldEvents += 2
 		}
 	}
+	gr := m.graphResidue()
+	pinnedWant += gr.pinned
+	held += gr.leases
+	heldEvents += gr.events
 	lrc := r.b.LaunchResourceCounts()
 	var problems []string
 	// What the quarantine holds is the residue beyond everything else.
@@ -1073,7 +1084,7 @@ func (r *runner) checkGlobal() error {
 	// Each queued asynchronous upload is one queued copy; a queued dispatch
 	// adds its launch and event records (how many depends on timing and
 	// pooled state), so with dispatches queued only a lower bound holds.
-	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp)
+	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp) - gr.queued
 	if quar == 0 {
 		if devRes != 0 {
 			problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
@@ -1272,7 +1283,7 @@ func (r *runner) drainProbe() error {
 		}
 	}
 	if h.ID == 0 {
-		return nil
+		return r.drainThroughDispatcher()
 	}
 	r.q.start, r.q.faulted = r.b.LaunchResourceCounts().Quarantined, false
 	got, err := r.b.DownloadResidentRange(h, 0, 1)
@@ -1300,6 +1311,9 @@ func (r *runner) drainProbe() error {
 // settleAll waits for every dispatch and asynchronous upload still queued,
 // as a caller must before Close.
 func (r *runner) settleAll() error {
+	if err := r.closeGraphs(); err != nil {
+		return err
+	}
 	for _, d := range r.m.queued() {
 		if err := d.p.Close(); err != nil {
 			return fmt.Errorf("Pending.Close before Close: %v", err)
@@ -1329,6 +1343,7 @@ func (r *runner) reopen() error {
 	r.m.bufs = make(map[uint64]*mbuf)
 	r.m.async = nil
 	r.m.disp = nil
+	r.m.graphs = nil
 	r.m.tel = core.Telemetry{}
 	r.m.qspans, r.m.qActive = nil, false
 	r.q = quarModel{}

@@ -12,25 +12,34 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // benchConfig is everything bench's flags set; it is written into
 // results.json so a result says how it was produced.
 type benchConfig struct {
-	Device    string `json:"device"`
-	Ordinal   int    `json:"ordinal"`
-	Repeats   int    `json:"repeats"`
-	Warmup    int    `json:"warmup"`
-	Count     int    `json:"count"`      // small transfers in W1 and W3
-	Small     int    `json:"small"`      // bytes of each small transfer
-	Large     int    `json:"large"`      // bytes of the W2 upload and W6 download
-	Allocs    int    `json:"allocs"`     // alloc+free pairs per W4 run
-	AllocSize int    `json:"alloc_size"` // bytes per W4 allocation
-	Launches  int    `json:"launches"`   // dependent launches per W5 run
-	SweepMin  int    `json:"sweep_min"`  // smallest transfer of the bandwidth sweep
-	SweepMax  int    `json:"sweep_max"`  // largest transfer of the bandwidth sweep
-	Workloads string `json:"workloads"`  // comma-separated ids, or "all"
-	Out       string `json:"-"`
+	Device     string `json:"device"`
+	Ordinal    int    `json:"ordinal"`
+	Repeats    int    `json:"repeats"`
+	Warmup     int    `json:"warmup"`
+	Count      int    `json:"count"`       // small transfers in W1 and W3
+	Small      int    `json:"small"`       // bytes of each small transfer
+	Large      int    `json:"large"`       // bytes of the W2 upload and W6 download
+	Allocs     int    `json:"allocs"`      // alloc+free pairs per W4 run
+	AllocSize  int    `json:"alloc_size"`  // bytes per W4 allocation
+	Launches   int    `json:"launches"`    // dependent launches per W5 run
+	MixedCount int    `json:"mixed_count"` // W7: buffers
+	MixedMin   int    `json:"mixed_min"`   // W7: smallest buffer
+	MixedMax   int    `json:"mixed_max"`   // W7: largest buffer
+	SweepMin   int    `json:"sweep_min"`   // smallest transfer of the bandwidth sweep
+	SweepMax   int    `json:"sweep_max"`   // largest transfer of the bandwidth sweep
+	Workloads  string `json:"workloads"`   // comma-separated ids, or "all"
+	// CopyJob and Linger, when set, replace the transfer planner's
+	// per-helper copy-job cost and the copy helpers' linger (experiments).
+	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
+	Linger  time.Duration `json:"helper_linger_ns,omitempty"`
+	Workers int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
+	Out     string        `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of DESIGN.md's workloads.
@@ -39,6 +48,7 @@ func defaultBenchConfig() benchConfig {
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
 		Count: 1024, Small: 4 << 10, Large: 256 << 20,
 		Allocs: 1000, AllocSize: 4 << 10, Launches: 100,
+		MixedCount: 2048, MixedMin: 16, MixedMax: 256 << 10,
 		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
 	}
 }
@@ -59,12 +69,19 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
 	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
 	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
+	fs.IntVar(&cfg.MixedCount, "mixed-count", cfg.MixedCount, "W7: number of buffers of mixed sizes")
+	mixedMax := sizeFlag(cfg.MixedMax)
+	fs.Var(&mixedMax, "mixed-max", "W7: largest buffer (sizes are log-uniform from 16 B)")
 	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
 	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
+	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
+	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
+	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns DESIGN.md's workloads W1-W6 and an upload/readback bandwidth sweep,\nand prints median, min and max over -repeats runs.\n\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W5G and W5C, CUDA graphs) and an upload/readback\n"+
+			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -73,13 +90,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	cfg.Device, cfg.Ordinal = string(*dev), *ordinal
 	cfg.Small, cfg.Large, cfg.AllocSize = int(small), int(large), int(allocSize)
 	cfg.SweepMin, cfg.SweepMax = int(sweepMin), int(sweepMax)
+	cfg.MixedMax = int(mixedMax)
 	selected, err := cfg.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "vyrecuda bench: %v\n", err)
 		return exitUsage
 	}
 
-	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory())
+	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory(), cfg.options()...)
 	if err != nil {
 		return fail(stderr, "bench", err)
 	}
@@ -116,6 +134,10 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
 	case c.Launches < 1:
 		return nil, fmt.Errorf("-launches %d: want at least 1", c.Launches)
+	case c.MixedCount < 1:
+		return nil, fmt.Errorf("-mixed-count %d: want at least 1", c.MixedCount)
+	case c.MixedMax < c.MixedMin:
+		return nil, fmt.Errorf("-mixed-max %s: want at least %s", formatBytes(uint64(c.MixedMax)), formatBytes(uint64(c.MixedMin)))
 	case c.SweepMin > c.SweepMax:
 		return nil, fmt.Errorf("-sweep-min %s is above -sweep-max %s", formatBytes(uint64(c.SweepMin)), formatBytes(uint64(c.SweepMax)))
 	}
@@ -143,12 +165,29 @@ func (c *benchConfig) validate() ([]string, error) {
 	return out, nil
 }
 
+// options are the Backend options the experiment flags ask for.
+func (c *benchConfig) options() []core.Option {
+	var opts []core.Option
+	if c.CopyJob > 0 {
+		m := xferplan.Reference()
+		m.CopyJob = c.CopyJob
+		opts = append(opts, core.WithPlanModel(m))
+	}
+	if c.Linger != 0 {
+		opts = append(opts, core.WithCopyHelperLinger(c.Linger))
+	}
+	if c.Workers > 0 {
+		opts = append(opts, core.WithPlanTuning(xferplan.Tuning{MaxWorkers: c.Workers}))
+	}
+	return opts
+}
+
 // simMemory sizes the simulated device so the largest transfer fits its
 // budget three times over (the buffer, its source and what pools keep), plus
 // the small buffers; zero keeps the default of 1 GiB.
 func (c *benchConfig) simMemory() uint64 {
 	big := uint64(max(c.Large, c.SweepMax))
-	need := 3*big + 3*uint64(c.Count)*uint64(c.Small) + 64<<20
+	need := 3*big + 3*uint64(c.Count)*uint64(c.Small) + 3*uint64(c.MixedCount)*uint64(c.MixedMax) + 64<<20
 	if need <= 1<<30 {
 		return 0
 	}
@@ -217,14 +256,16 @@ func measureWorkload(s *session, w workload, cfg benchConfig, prog *progress) (w
 	if err != nil {
 		return r, err
 	}
-	times, tel, err := repeat(s.Backend, body, cfg, prog)
+	m, err := repeat(s.Backend, body, cfg, prog)
 	if cerr := cleanup(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
 	if err != nil {
 		return r, err
 	}
+	times, tel := m.times, m.tel
 	r.Repeats = len(times)
+	r.CPUMsPerGB = cpuMsPerGB(m.cpu, w.Bytes, len(times))
 	st := summarize(times)
 	r.MedianNs, r.MinNs, r.MaxNs = st.Median.Nanoseconds(), st.Min.Nanoseconds(), st.Max.Nanoseconds()
 	r.PerOpNs = float64(r.MedianNs) / float64(max(w.Ops, 1))
@@ -232,6 +273,14 @@ func measureWorkload(s *session, w workload, cfg benchConfig, prog *progress) (w
 		r.GBps = gbps(w.Bytes, st.Median)
 	}
 	r.PerRun = perRun(tel, len(times))
+	if w.DMADir != "" {
+		dma, err := pinnedDMA(s, w.DMADir, int(w.Bytes), cfg)
+		if err != nil {
+			return r, fmt.Errorf("pinned DMA baseline: %w", err)
+		}
+		r.PinnedDMANs = dma.Nanoseconds()
+		r.Target = fmt.Sprintf("<= %.3g x pinned DMA (%s)", w.Target.MaxDMARatio, formatDuration(dma))
+	}
 	if s.Kind == deviceCUDA {
 		meets := w.Target.met(r)
 		r.Meets = &meets
@@ -239,65 +288,101 @@ func measureWorkload(s *session, w workload, cfg benchConfig, prog *progress) (w
 	return r, nil
 }
 
-// measureSweep times an upload or a readback of one n-byte buffer.
-func measureSweep(s *session, dir string, n int, cfg benchConfig, prog *progress) (sweepPoint, error) {
+// measureSweep times an upload or a readback of one n-byte buffer, then,
+// in the same process and on the same buffer and Go slice, the driver's
+// own pageable copy and the pinned DMA alone.
+func measureSweep(s *session, dir string, n int, cfg benchConfig, prog *progress) (sp sweepPoint, err error) {
 	b := s.Backend
 	h, err := b.AllocateResident(n)
 	if err != nil {
 		return sweepPoint{}, err
 	}
+	defer func() {
+		if ferr := b.FreeResident(h); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
 	data := pattern(n, uint32(n))
 	var body func() error
 	if dir == dirUpload {
 		body = func() error { return b.UploadResident(h, data) }
 	} else {
 		if err := b.UploadResident(h, data); err != nil {
-			return sweepPoint{}, errors.Join(err, b.FreeResident(h))
+			return sweepPoint{}, err
 		}
 		body = func() (err error) {
 			data, err = b.DownloadResidentInto(h, data)
 			return err
 		}
 	}
-	times, _, err := repeat(b, body, cfg, prog)
-	if ferr := b.FreeResident(h); ferr != nil {
-		err = errors.Join(err, ferr)
-	}
+	m, err := repeat(b, body, cfg, prog)
 	if err != nil {
 		return sweepPoint{}, err
 	}
-	st := summarize(times)
-	return sweepPoint{
-		Direction: dir, Bytes: int64(n), Repeats: len(times),
+	st := summarize(m.times)
+	sp = sweepPoint{
+		Direction: dir, Bytes: int64(n), Repeats: len(m.times),
 		MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
-		GBps: gbps(int64(n), st.Median),
-	}, nil
+		GBps: gbps(int64(n), st.Median), CPUMsPerGB: cpuMsPerGB(m.cpu, int64(n), len(m.times)),
+	}
+	dev, err := b.ResidentDevicePtr(h)
+	if err != nil {
+		return sweepPoint{}, err
+	}
+	bl := baseline{drv: s.drv, dir: dir, dev: dev}
+	pg, err := bl.pageable(data, cfg)
+	if err != nil {
+		return sweepPoint{}, fmt.Errorf("driver pageable baseline: %w", err)
+	}
+	dma, err := bl.pinned(n, cfg)
+	if err != nil {
+		return sweepPoint{}, fmt.Errorf("pinned DMA baseline: %w", err)
+	}
+	sp.DriverPageableGBps, sp.PinnedDMAGBps = gbps(int64(n), pg), gbps(int64(n), dma)
+	return sp, nil
+}
+
+// measured is what repeat saw of the measured runs.
+type measured struct {
+	times []time.Duration
+	tel   core.Telemetry
+	cpu   time.Duration // process CPU time over all measured runs
 }
 
 // repeat runs body cfg.Warmup times unmeasured, then cfg.Repeats times
-// measured, and returns the measured durations and the telemetry of the
-// measured runs.
-func repeat(b *core.Backend, body func() error, cfg benchConfig, prog *progress) ([]time.Duration, core.Telemetry, error) {
+// measured, and returns the measured durations, the telemetry and the
+// process CPU time of the measured runs.
+func repeat(b *core.Backend, body func() error, cfg benchConfig, prog *progress) (measured, error) {
 	for i := 0; i < cfg.Warmup; i++ {
 		if err := body(); err != nil {
-			return nil, core.Telemetry{}, err
+			return measured{}, err
 		}
 	}
 	b.ResetTelemetry()
 	times := make([]time.Duration, 0, cfg.Repeats)
+	cpu0 := processCPU()
 	for i := 0; i < cfg.Repeats; i++ {
 		prog.tick(i+1, cfg.Repeats)
 		start := time.Now()
 		err := body()
 		d := time.Since(start)
 		if err != nil {
-			return nil, core.Telemetry{}, err
+			return measured{}, err
 		}
 		// A clock too coarse to see the run would give 0; count it as 1 ns so
 		// rates stay finite and the run is still visible as "too fast".
 		times = append(times, max(d, time.Nanosecond))
 	}
-	return times, b.Telemetry(), nil
+	cpu := processCPU() - cpu0
+	return measured{times: times, tel: b.Telemetry(), cpu: cpu}, nil
+}
+
+// cpuMsPerGB is CPU milliseconds per GB moved, or 0 when unmeasured.
+func cpuMsPerGB(cpu time.Duration, bytes int64, runs int) float64 {
+	if cpu <= 0 || bytes <= 0 || runs <= 0 {
+		return 0
+	}
+	return float64(cpu) / 1e6 / (float64(bytes) * float64(runs) / 1e9)
 }
 
 // gbps is bytes per nanosecond, which is GB/s (10^9 bytes per second).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
@@ -47,12 +48,27 @@ type session struct {
 	Info    core.DeviceInfo
 	Reason  string // why auto chose this device; empty when chosen explicitly
 	sim     *sim.Device
+	// drv is the Driver under Backend, for the benchmark's baselines (the
+	// driver's own copies); nil when unknown.
+	drv core.Driver
 }
 
-// openCUDA opens a Backend on a real device. It is a variable so tests can
-// check the auto fallback without a GPU.
-var openCUDA = func(ordinal int) (*core.Backend, error) {
-	return core.OpenCUDA(ordinal)
+// openCUDA opens a Backend on a real device and returns the Driver under
+// it (which the Backend closes). It is a variable so tests can check the
+// auto fallback without a GPU.
+var openCUDA = func(ordinal int, opts ...core.Option) (*core.Backend, core.Driver, error) {
+	drv, err := core.NewCUDADriver(ordinal)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := core.Open(drv, opts...)
+	if err != nil {
+		if c, ok := drv.(io.Closer); ok {
+			err = errors.Join(err, c.Close())
+		}
+		return nil, nil, err
+	}
+	return b, drv, nil
 }
 
 // cudaProbe reports whether a CUDA driver with at least one device is usable,
@@ -68,40 +84,40 @@ var cudaProbe = func() error {
 	return nil
 }
 
-// openSession opens the device the user asked for. simMemory sizes the
-// simulated device; zero takes its default.
-func openSession(choice string, ordinal int, simMemory uint64) (*session, error) {
+// openSession opens the device the user asked for, with opts for the
+// Backend. simMemory sizes the simulated device; zero takes its default.
+func openSession(choice string, ordinal int, simMemory uint64, opts ...core.Option) (*session, error) {
 	switch choice {
 	case deviceCUDA:
-		return openCUDASession(ordinal, "")
+		return openCUDASession(ordinal, "", opts)
 	case deviceSim:
-		return openSimSession(simMemory, "")
+		return openSimSession(simMemory, "", opts)
 	}
 	if err := cudaProbe(); err != nil {
-		return openSimSession(simMemory, describeDriverError(err))
+		return openSimSession(simMemory, describeDriverError(err), opts)
 	}
-	s, err := openCUDASession(ordinal, "a CUDA device is present")
+	s, err := openCUDASession(ordinal, "a CUDA device is present", opts)
 	if err != nil {
-		return openSimSession(simMemory, fmt.Sprintf("opening CUDA device %d failed: %v", ordinal, err))
+		return openSimSession(simMemory, fmt.Sprintf("opening CUDA device %d failed: %v", ordinal, err), opts)
 	}
 	return s, nil
 }
 
-func openCUDASession(ordinal int, reason string) (*session, error) {
-	b, err := openCUDA(ordinal)
+func openCUDASession(ordinal int, reason string, opts []core.Option) (*session, error) {
+	b, drv, err := openCUDA(ordinal, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &session{Backend: b, Kind: deviceCUDA, Info: b.DeviceInfo(), Reason: reason}, nil
+	return &session{Backend: b, Kind: deviceCUDA, Info: b.DeviceInfo(), Reason: reason, drv: drv}, nil
 }
 
-func openSimSession(memory uint64, reason string) (*session, error) {
+func openSimSession(memory uint64, reason string, opts []core.Option) (*session, error) {
 	dev := sim.New(sim.Config{TotalMemory: memory})
-	b, err := core.Open(dev)
+	b, err := core.Open(dev, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &session{Backend: b, Kind: deviceSim, Info: b.DeviceInfo(), Reason: reason, sim: dev}, nil
+	return &session{Backend: b, Kind: deviceSim, Info: b.DeviceInfo(), Reason: reason, sim: dev, drv: dev}, nil
 }
 
 // Describe is the one line that says where the command runs.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
@@ -21,7 +22,7 @@ var listDevices = core.Devices
 func runInfo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda info\n\nPrints the CUDA driver version and every device's name, memory and\ncompute capability, or says that only the simulated device is available.\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda info\n\nPrints the CUDA driver version and every device's name, memory,\ncompute capability and optional driver features, or says that only the simulated device is available.\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -49,6 +50,7 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 		for _, d := range devs {
 			fmt.Fprintf(stdout, "  [%d] %s: %s, compute capability %d.%d\n",
 				d.Ordinal, d.Name, formatBytes(d.TotalMemory), d.CCMajor, d.CCMinor)
+			fmt.Fprintf(stdout, "      %s\n", formatCapabilities(d.Capabilities))
 		}
 	}
 	cfg := sim.New(sim.Config{}).Config()
@@ -57,7 +59,32 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "simulated device: %s: %s, compute capability %d.%d\n",
 		cfg.Name, formatBytes(cfg.TotalMemory), cfg.CCMajor, cfg.CCMinor)
+	fmt.Fprintf(stdout, "      %s\n", formatCapabilities(sim.DefaultCapabilities()))
 	return exitOK
+}
+
+// formatCapabilities lists the optional features a device offers and lacks.
+func formatCapabilities(c core.Capabilities) string {
+	var has, lacks []string
+	for _, f := range c.List() {
+		if f.Offered {
+			has = append(has, f.Name)
+		} else {
+			lacks = append(lacks, f.Name)
+		}
+	}
+	out := "offers: " + orNone(has)
+	if len(lacks) > 0 {
+		out += "; lacks: " + strings.Join(lacks, ", ")
+	}
+	return out
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 // formatDriverVersion turns cuDriverGetVersion's 13000 into "13.0".

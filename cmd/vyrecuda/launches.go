@@ -17,9 +17,39 @@ const launchWords = 64
 // checks it against a CPU model of every run, so the timing cannot be of work
 // that was silently skipped.
 func prepareLaunches(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
-	hs, err := allocMany(b, 3, 4*launchWords)
+	l, err := newLaunchChain(b, cfg)
 	if err != nil {
 		return nil, nil, err
+	}
+	body := func() error {
+		if _, err := b.Run(l.batch, nil); err != nil {
+			return err
+		}
+		l.advance()
+		return nil
+	}
+	return body, l.cleanup, nil
+}
+
+// launchChain is W5's buffers and batch, with a CPU model of the two
+// ping-pong buffers advanced by every run that succeeded.
+type launchChain struct {
+	b        *core.Backend
+	cfg      benchConfig
+	hs       []core.Buffer
+	batch    core.Batch
+	last     core.Buffer
+	pv, qv   uint32
+	runs     int
+	launches int
+}
+
+// newLaunchChain allocates W5's buffers (p zeroed, one filled with ones) and
+// builds its batch.
+func newLaunchChain(b *core.Backend, cfg benchConfig) (*launchChain, error) {
+	hs, err := allocMany(b, 3, 4*launchWords)
+	if err != nil {
+		return nil, err
 	}
 	p, q, one := hs[0], hs[1], hs[2]
 	ones := make([]byte, 4*launchWords)
@@ -27,53 +57,49 @@ func prepareLaunches(b *core.Backend, cfg benchConfig) (func() error, func() err
 		binary.LittleEndian.PutUint32(ones[4*i:], 1)
 	}
 	if err := b.UploadResidentMany([]core.Upload{{Buf: p, Data: make([]byte, 4*launchWords)}, {Buf: one, Data: ones}}); err != nil {
-		return nil, nil, errors.Join(err, freeAll(b, hs))
+		return nil, errors.Join(err, freeAll(b, hs))
 	}
 	vadd := core.ProgramVAddU32()
-	batch := core.Batch{Steps: make([]core.Step, cfg.Launches)}
-	for i := range batch.Steps {
+	l := &launchChain{b: b, cfg: cfg, hs: hs, batch: core.Batch{Steps: make([]core.Step, cfg.Launches)}, last: q}
+	for i := range l.batch.Steps {
 		src, dst := p, q
 		if i%2 == 1 {
 			src, dst = q, p
 		}
-		batch.Steps[i] = core.Step{Program: vadd, Bufs: []core.Buffer{src, one, dst}}
+		l.batch.Steps[i] = core.Step{Program: vadd, Bufs: []core.Buffer{src, one, dst}}
 	}
-	last := q
 	if cfg.Launches%2 == 0 {
-		last = p
+		l.last = p
 	}
-	// The CPU's model of p and q, advanced by every run that succeeded.
-	var pv, qv uint32
-	runs := 0
-	body := func() error {
-		if _, err := b.Run(batch, nil); err != nil {
-			return err
+	return l, nil
+}
+
+// advance applies one successful run to the CPU model.
+func (l *launchChain) advance() {
+	for i := 0; i < l.cfg.Launches; i++ {
+		if i%2 == 0 {
+			l.qv = l.pv + 1
+		} else {
+			l.pv = l.qv + 1
 		}
-		for i := 0; i < cfg.Launches; i++ {
-			if i%2 == 0 {
-				qv = pv + 1
-			} else {
-				pv = qv + 1
+	}
+	l.runs++
+}
+
+// cleanup checks the last buffer against the model and frees everything.
+func (l *launchChain) cleanup() error {
+	got, err := l.b.DownloadResident(l.last)
+	if err == nil {
+		want := make([]uint32, launchWords)
+		for i := range want {
+			want[i] = l.pv
+			if l.last == l.hs[1] {
+				want[i] = l.qv
 			}
 		}
-		runs++
-		return nil
-	}
-	cleanup := func() error {
-		got, err := b.DownloadResident(last)
-		if err == nil {
-			want := make([]uint32, launchWords)
-			for i := range want {
-				want[i] = pv
-				if last == q {
-					want[i] = qv
-				}
-			}
-			if verr := verifyWords("W5 result", got, want); verr != nil {
-				err = fmt.Errorf("%w (after %d runs of %d launches)", verr, runs, cfg.Launches)
-			}
+		if verr := verifyWords("W5 result", got, want); verr != nil {
+			err = fmt.Errorf("%w (after %d runs of %d launches)", verr, l.runs, l.cfg.Launches)
 		}
-		return errors.Join(err, freeAll(b, hs))
 	}
-	return body, cleanup, nil
+	return errors.Join(err, freeAll(l.b, l.hs))
 }

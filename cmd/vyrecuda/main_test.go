@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -37,7 +38,8 @@ func stub[T any](t *testing.T, p *T, v T) {
 
 // smallBench is a bench command line that runs in well under a second on sim.
 var smallBench = []string{"bench", "-device", "sim", "-repeats", "3", "-warmup", "1", "-count", "16",
-	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB"}
+	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB",
+	"-mixed-count", "40", "-mixed-max", "16KiB"}
 
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
@@ -113,12 +115,16 @@ func TestInfo(t *testing.T) {
 		{
 			name: "two GPUs",
 			devs: []core.DeviceSummary{
-				{Ordinal: 0, Name: "NVIDIA H200", TotalMemory: 150 << 30, CCMajor: 9, CCMinor: 0, DriverVersion: 13000},
-				{Ordinal: 1, Name: "NVIDIA L4", TotalMemory: 24 << 30, CCMajor: 8, CCMinor: 9, DriverVersion: 13000},
+				{Ordinal: 0, Name: "NVIDIA H200", TotalMemory: 150 << 30, CCMajor: 9, CCMinor: 0, DriverVersion: 13000,
+					Capabilities: sim.DefaultCapabilities()},
+				{Ordinal: 1, Name: "NVIDIA L4", TotalMemory: 24 << 30, CCMajor: 8, CCMinor: 9, DriverVersion: 13000,
+					Capabilities: core.Capabilities{DriverVersion: 13000, Graphs: true, MemoryPools: true}},
 			},
 			code: exitOK,
-			want: []string{"driver: CUDA 13.0", "devices: 2", "[0] NVIDIA H200: 150 GiB, compute capability 9.0",
-				"[1] NVIDIA L4: 24 GiB, compute capability 8.9"},
+			want: []string{"driver: CUDA 13.0", "devices: 2", "[0] NVIDIA H200: 150 GiB, compute capability 9.0\n" +
+				"      offers: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access\n",
+				"[1] NVIDIA L4: 24 GiB, compute capability 8.9\n      offers: stream-ordered memory pools, graphs; " +
+					"lacks: batched copies, conditional graph nodes, virtual memory management, peer access\n"},
 			notWant: "no GPU",
 		},
 		{
@@ -160,7 +166,7 @@ func TestOpenSessionChoosesDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stub(t, &cudaProbe, func() error { return tt.probe })
-			stub(t, &openCUDA, func(int) (*core.Backend, error) { return nil, tt.open })
+			stub(t, &openCUDA, func(int, ...core.Option) (*core.Backend, core.Driver, error) { return nil, nil, tt.open })
 			s, err := openSession(tt.choice, 0, 0)
 			if tt.wantErr {
 				assert.ErrorIs(t, err, errNoGPU)
@@ -176,8 +182,8 @@ func TestOpenSessionChoosesDevice(t *testing.T) {
 }
 
 func TestDemoExplicitCUDAWithoutGPUFails(t *testing.T) {
-	stub(t, &openCUDA, func(int) (*core.Backend, error) {
-		return nil, &core.Error{Op: "OpenCUDA", Kind: core.KindUnsupported, Err: cudaapi.ErrDriverNotFound}
+	stub(t, &openCUDA, func(int, ...core.Option) (*core.Backend, core.Driver, error) {
+		return nil, nil, &core.Error{Op: "OpenCUDA", Kind: core.KindUnsupported, Err: cudaapi.ErrDriverNotFound}
 	})
 	code, stdout, stderr := runCmd("demo", "-device", "cuda")
 	assert.Equal(t, exitFail, code)
@@ -260,13 +266,15 @@ func TestBenchOnSim(t *testing.T) {
 
 	for _, want := range []string{"W1 upload 16 x 1 KiB into 16 resident buffers", "W2 upload 256 KiB from a Go slice",
 		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W5 7 dependent tiny launches + 1 fence",
+		"W5G 7 dependent tiny launches replayed from a CUDA graph + 1 fence", "W5C capture of W5's 7 launches",
 		"W6 download 256 KiB into a Go slice", "16 -> 16 copies", "7 launches", "upload    64 KiB", "readback  4 KiB",
+		"W7U upload 40 buffers of 16 B-16 KiB", "W7D read back 40 buffers", "x pageable", "of DMA",
 		"targets are not judged", "wrote " + filepath.Join(dir, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
 	// stderr is not a terminal here: one progress line per step.
-	assert.Equal(t, 7+2*3, strings.Count(stderr, "bench: ["), stderr)
-	assert.Contains(t, stderr, "bench: [1/13] W1 upload")
+	assert.Equal(t, len(workloadIDs())+2*3, strings.Count(stderr, "bench: ["), stderr)
+	assert.Contains(t, stderr, fmt.Sprintf("bench: [1/%d] W1 upload", len(workloadIDs())+2*3))
 
 	js, err := os.ReadFile(filepath.Join(dir, resultsFile))
 	require.NoError(t, err)
@@ -286,7 +294,17 @@ func TestBenchOnSim(t *testing.T) {
 		if w.Bytes > 0 {
 			assert.Positive(t, w.GBps, w.ID)
 			assert.Positive(t, w.PerRun.HostToDeviceBytes+w.PerRun.DeviceToHostBytes, w.ID)
-			assert.InDelta(t, 1, w.PerRun.SyncPoints, 0, "%s: one fence per run", w.ID)
+			if w.ID == "W2" || w.ID == "W6" {
+				// Staged in chunks: one wait per chunk's DMA.
+				assert.GreaterOrEqual(t, w.PerRun.SyncPoints, 1.0, w.ID)
+				assert.InDelta(t, w.PerRun.DeviceCopies, w.PerRun.SyncPoints, 0, w.ID)
+			} else {
+				assert.InDelta(t, 1, w.PerRun.SyncPoints, 0, "%s: one fence per run", w.ID)
+			}
+		}
+		if strings.HasPrefix(w.ID, "W7") {
+			assert.Positive(t, w.PinnedDMANs, "%s: judged against the pinned DMA", w.ID)
+			assert.Contains(t, w.Target, "pinned DMA", w.ID)
 		}
 	}
 	assert.Equal(t, workloadIDs(), ids)
@@ -298,6 +316,8 @@ func TestBenchOnSim(t *testing.T) {
 		}
 		assert.Equal(t, dir, p.Direction)
 		assert.Equal(t, int64(4<<10)<<(2*(i%3)), p.Bytes)
+		assert.Positive(t, p.DriverPageableGBps, "the sim copies pageable memory too")
+		assert.Positive(t, p.PinnedDMAGBps)
 		assert.Positive(t, p.GBps)
 		assert.Positive(t, p.MedianNs)
 	}
@@ -307,8 +327,8 @@ func TestBenchOnSim(t *testing.T) {
 	require.NotEmpty(t, svg)
 	root, elems := parseXML(t, svg)
 	assert.Equal(t, "svg", root)
-	assert.Equal(t, 2, elems["polyline"], "one line per direction")
-	assert.Equal(t, 6, elems["circle"], "one point per sweep size and direction")
+	assert.Equal(t, 6, elems["polyline"], "per direction: ours, driver pageable, pinned DMA")
+	assert.Equal(t, 18, elems["circle"], "one point per sweep size, direction and series")
 	assert.Contains(t, string(svg), "transfer size (bytes, log scale)")
 	assert.Contains(t, string(svg), "bandwidth (GB/s)")
 }
@@ -366,7 +386,7 @@ func TestBenchFailsCleanlyOnDeviceFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.op.String(), func(t *testing.T) {
-			s, err := openSimSession(0, "")
+			s, err := openSimSession(0, "", nil)
 			require.NoError(t, err)
 			s.sim.FailNth(tt.op, tt.nth, cudaapi.CUDA_ERROR_UNKNOWN)
 			ids, err := cfg.validate()

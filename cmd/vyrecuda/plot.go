@@ -18,25 +18,46 @@ const (
 // series is one line of the plot.
 type series struct {
 	Name, Color string
+	Dash        string    // SVG stroke-dasharray; empty: solid
 	X, Y        []float64 // X in bytes, Y in GB/s
 }
 
 // writeBandwidthSVG draws the sweep: bandwidth (GB/s) against transfer size
-// on a log2 x axis, one line for uploads and one for readbacks. It is plain
-// SVG written by hand, so the command needs no plotting dependency.
+// on a log2 x axis, for uploads and readbacks: the library (solid), the
+// driver's own pageable copy of the same slice (dashed) and the pinned DMA
+// alone (dotted), each where measured. It is plain SVG written by hand, so
+// the command needs no plotting dependency.
 func writeBandwidthSVG(w io.Writer, r *benchReport) error {
-	up := series{Name: "upload (host to device)", Color: "#1f77b4"}
-	down := series{Name: "readback (device to host)", Color: "#d62728"}
-	for _, p := range r.Sweep {
-		s := &up
-		if p.Direction == dirReadback {
-			s = &down
+	ss := []series{
+		{Name: "upload (host to device)", Color: "#1f77b4"},
+		{Name: "readback (device to host)", Color: "#d62728"},
+		{Name: "upload, driver pageable", Color: "#1f77b4", Dash: "6 4"},
+		{Name: "readback, driver pageable", Color: "#d62728", Dash: "6 4"},
+		{Name: "upload, pinned DMA", Color: "#1f77b4", Dash: "2 3"},
+		{Name: "readback, pinned DMA", Color: "#d62728", Dash: "2 3"},
+	}
+	add := func(s *series, x, y float64) {
+		if y > 0 {
+			s.X, s.Y = append(s.X, x), append(s.Y, y)
 		}
-		s.X = append(s.X, float64(p.Bytes))
-		s.Y = append(s.Y, p.GBps)
+	}
+	for _, p := range r.Sweep {
+		k := 0
+		if p.Direction == dirReadback {
+			k = 1
+		}
+		add(&ss[k], float64(p.Bytes), p.GBps)
+		add(&ss[k+2], float64(p.Bytes), p.DriverPageableGBps)
+		add(&ss[k+4], float64(p.Bytes), p.PinnedDMAGBps)
+	}
+	var drawn []series
+	for _, s := range ss {
+		if len(s.X) > 0 || s.Dash == "" {
+			drawn = append(drawn, s)
+		}
 	}
 	title := fmt.Sprintf("vyrecuda bandwidth on %s (%s), median of %d runs", r.Device.Name, r.Device.Kind, r.Config.Repeats)
-	return drawPlot(w, title, []series{up, down})
+	return drawPlot(w, title, drawn)
 }
 
 // drawPlot writes a line chart with a log2 x axis of byte sizes and a linear
@@ -102,7 +123,7 @@ func drawPlot(w io.Writer, title string, ss []series) error {
 		for j := range s.X {
 			pts[j] = fmt.Sprintf("%.1f,%.1f", px(s.X[j]), py(s.Y[j]))
 		}
-		fmt.Fprintf(bw, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), s.Color)
+		fmt.Fprintf(bw, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.Color, dashAttr(s.Dash))
 		for j := range s.X {
 			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s at %.2f GB/s</title></circle>`+"\n",
 				px(s.X[j]), py(s.Y[j]), s.Color, esc(s.Name), esc(formatBytes(uint64(s.X[j]))), s.Y[j])
@@ -113,7 +134,7 @@ func drawPlot(w io.Writer, title string, ss []series) error {
 		x0+6, y1+2, 8+18*len(ss))
 	for i, s := range ss {
 		ly := y1 + 16 + float64(i)*18
-		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0+12, ly-4, x0+36, ly-4, s.Color)
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`+"\n", x0+12, ly-4, x0+36, ly-4, s.Color, dashAttr(s.Dash))
 		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x0+42, ly, esc(s.Name))
 	}
 	fmt.Fprintln(bw, "</svg>")
@@ -149,4 +170,12 @@ func esc(s string) string {
 	var b strings.Builder
 	_ = xml.EscapeText(&b, []byte(s)) // writes to a strings.Builder never fail
 	return b.String()
+}
+
+// dashAttr is the stroke-dasharray attribute for dash, or nothing.
+func dashAttr(dash string) string {
+	if dash == "" {
+		return ""
+	}
+	return fmt.Sprintf(` stroke-dasharray="%s"`, dash)
 }

@@ -69,6 +69,12 @@ type workloadResult struct {
 	Target   string    `json:"target"`
 	Meets    *bool     `json:"meets,omitempty"` // only on a GPU: sim times say nothing about one
 	PerRun   runCounts `json:"per_run"`
+	// CPUMsPerGB is the process's CPU time per GB moved, in milliseconds,
+	// over the measured runs (all threads; 0 when not measured).
+	CPUMsPerGB float64 `json:"cpu_ms_per_gb,omitempty"`
+	// PinnedDMANs is the median time of the DMA alone of Bytes, for
+	// workloads judged against it.
+	PinnedDMANs int64 `json:"pinned_dma_ns,omitempty"`
 }
 
 // runCounts is the Backend's telemetry per measured run.
@@ -90,6 +96,14 @@ type sweepPoint struct {
 	MinNs     int64   `json:"min_ns"`
 	MaxNs     int64   `json:"max_ns"`
 	GBps      float64 `json:"gbps"` // bytes / median
+	// CPUMsPerGB is the process's CPU time per GB moved, in milliseconds.
+	CPUMsPerGB float64 `json:"cpu_ms_per_gb,omitempty"`
+	// DriverPageableGBps is the driver's own synchronous copy of the same
+	// Go slice (cuMemcpyHtoD / cuMemcpyDtoH), median, in the same process.
+	DriverPageableGBps float64 `json:"driver_pageable_gbps,omitempty"`
+	// PinnedDMAGBps is one DMA of the same size from or into page-locked
+	// memory, fenced alone: the ceiling for any staging scheme.
+	PinnedDMAGBps float64 `json:"pinned_dma_gbps,omitempty"`
 }
 
 func (r *benchReport) setHost() {
@@ -137,22 +151,24 @@ func summarize(ds []time.Duration) stats {
 func printTable(w io.Writer, r *benchReport) {
 	if len(r.Workloads) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nworkload\tmedian\tmin\tmax\trate\twork/run\tsyncs/run\ttarget (H100)\tstatus")
+		fmt.Fprintln(tw, "\nworkload\tmedian\tmin\tmax\trate\tCPU ms/GB\twork/run\tsyncs/run\ttarget (H100)\tstatus")
 		for _, x := range r.Workloads {
-			fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Title,
+			fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Title,
 				formatDuration(time.Duration(x.MedianNs)), formatDuration(time.Duration(x.MinNs)),
-				formatDuration(time.Duration(x.MaxNs)), rate(x), work(x.PerRun),
+				formatDuration(time.Duration(x.MaxNs)), rate(x), optFloat(x.CPUMsPerGB), work(x.PerRun),
 				fmt.Sprintf("%.3g", x.PerRun.SyncPoints), x.Target, status(x))
 		}
 		tw.Flush()
 	}
 	if len(r.Sweep) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nsweep\tsize\tmedian\tmin\tmax\tGB/s (median)")
+		fmt.Fprintln(tw, "\nsweep\tsize\tmedian\tmin\tmax\tGB/s (median)\tdriver pageable GB/s\tx pageable\tpinned DMA GB/s\tof DMA\tCPU ms/GB")
 		for _, p := range r.Sweep {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\n", p.Direction, formatBytes(uint64(p.Bytes)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", p.Direction, formatBytes(uint64(p.Bytes)),
 				formatDuration(time.Duration(p.MedianNs)), formatDuration(time.Duration(p.MinNs)),
-				formatDuration(time.Duration(p.MaxNs)), p.GBps)
+				formatDuration(time.Duration(p.MaxNs)), p.GBps,
+				optFloat(p.DriverPageableGBps), ratio(p.GBps, p.DriverPageableGBps, "x"),
+				optFloat(p.PinnedDMAGBps), ratio(p.GBps*100, p.PinnedDMAGBps, "%"), optFloat(p.CPUMsPerGB))
 		}
 		tw.Flush()
 	}
@@ -189,4 +205,20 @@ func status(x workloadResult) string {
 		return "meets"
 	}
 	return "misses"
+}
+
+// optFloat prints v with two decimals, or "-" when it was not measured.
+func optFloat(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// ratio prints a/b with unit, or "-" when b was not measured.
+func ratio(a, b float64, unit string) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%s", a/b, unit)
 }

@@ -49,6 +49,17 @@ type Config struct {
 	// AnyFunction makes ModuleFunction succeed for any name, not only for
 	// names declared with ".entry name" in the module image.
 	AnyFunction bool
+	// Capabilities, when set, is what Capabilities reports, so tests can
+	// take optional features away (default: DefaultCapabilities()).
+	Capabilities *core.Capabilities
+}
+
+// DefaultCapabilities is what a simulated device reports unless
+// Config.Capabilities says otherwise: every optional feature, on a CUDA 13.0
+// driver.
+func DefaultCapabilities() core.Capabilities {
+	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
+		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
@@ -58,9 +69,17 @@ type Config struct {
 // and queued work (including host kernels) runs with that mutex held, so a
 // host kernel must not call back into the Device.
 type Device struct {
-	mu   sync.Mutex // guards every field below
-	cfg  Config
-	info core.DeviceInfo
+	caps core.Capabilities // fixed at New; read without the lock
+	// mu guards every field below. Devices of one Machine share it, so work
+	// that crosses devices (peer copies, collectives, waits on a peer's
+	// events) runs under one lock.
+	mu  *sync.Mutex
+	cfg Config
+	// machine is the Machine the device belongs to (nil for sim.New's);
+	// index is its place there.
+	machine *Machine
+	index   int
+	info    core.DeviceInfo
 
 	// Device memory: real bytes at fake addresses. allocs finds an
 	// allocation by its base; sorted finds the allocation holding an
@@ -83,6 +102,11 @@ type Device struct {
 	events    map[core.Event]*event
 	modules   map[core.Module]*module
 	functions map[core.Function]*function
+	graphs    map[core.DeviceGraph]*graph
+	execs     map[core.GraphExec]*graphExec
+
+	peerOn map[*Device]bool   // peers d enabled access to (EnablePeerAccess)
+	comms  map[*comm]struct{} // live communicators of d's ranks
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
@@ -115,8 +139,14 @@ func New(cfg Config) *Device {
 		fmt.Fprintf(h, "sim|%s|%d.%d", cfg.Name, cfg.CCMajor, cfg.CCMinor)
 		cfg.FeatureKey = h.Sum64()
 	}
-	return &Device{
-		cfg: cfg,
+	caps := DefaultCapabilities()
+	if cfg.Capabilities != nil {
+		caps = *cfg.Capabilities
+	}
+	d := &Device{
+		mu:   new(sync.Mutex),
+		cfg:  cfg,
+		caps: caps,
 		info: core.DeviceInfo{
 			Ordinal:     cfg.Ordinal,
 			Name:        cfg.Name,
@@ -130,7 +160,12 @@ func New(cfg Config) *Device {
 		events:    make(map[core.Event]*event),
 		modules:   make(map[core.Module]*module),
 		functions: make(map[core.Function]*function),
+		graphs:    make(map[core.DeviceGraph]*graph),
+		execs:     make(map[core.GraphExec]*graphExec),
 	}
+	// A device of its own is a Machine of one.
+	d.machine = &Machine{mu: d.mu, cond: sync.NewCond(d.mu), devs: []*Device{d}, peer: [][]bool{{true}}}
+	return d
 }
 
 // Config returns the configuration with defaults filled in.

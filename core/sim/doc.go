@@ -30,12 +30,30 @@
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
 //     test can prove nothing leaked (RequireNoLeaks).
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
+//   - Graphs (the core.GraphDriver capability): work queued on a capturing
+//     stream is recorded into an operation list, and each GraphLaunch
+//     queues that list again on the lazy stream, so a replay reads and
+//     writes host memory as it is when the replay runs. Waiting on captured
+//     work (synchronizing or querying a capturing stream, or an event
+//     recorded inside a capture) fails with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+//     Live counts graphs and executable graphs.
 //
 // Errors are *Error values that unwrap to a cudaapi.Result, so
 // errors.As(err, &res) and errors.Is(err, cudaapi.CUDA_ERROR_...) work as
 // they do with the real driver.
 //
-// A Device is safe for concurrent use; one mutex guards it.
+// Several devices: NewMachine builds a Machine of simulated devices with a
+// configurable peer-access matrix (MachineConfig.Peer). Its devices are
+// core.PeerDrivers and core.CollectiveDrivers over each other: peer copies,
+// waits on another device's events, portable pinned memory and collectives
+// (all-reduce, broadcast, all-gather, reduce-scatter, computed in Go) work
+// across them, with the same fault injection and call counting.
+// RequireMachineNoLeaks checks every device, communicators included. A
+// device from New is a Machine of one.
+//
+// A Device is safe for concurrent use; one mutex guards it (the devices of
+// a Machine share one).
 //
 // A test of GPU code, in short:
 //

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,12 +23,20 @@ type fixture struct {
 	m, spareModule      core.Module
 	f                   core.Function
 	image               []byte
+	peer                *Device           // the other device of d's Machine
+	comm, spareComm     core.Communicator // one-rank communicators on d
+	id                  core.CommID
+	capFresh, capActive core.Stream      // not capturing yet; capturing
+	g, spareGraph       core.DeviceGraph // recorded graphs
+	x, spareExec        core.GraphExec   // executable graphs
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	d := New(Config{})
-	fx := &fixture{d: d, image: []byte(testPTX)}
+	m, err := NewMachine(MachineConfig{Devices: 2})
+	require.NoError(t, err)
+	d := m.Device(0)
+	fx := &fixture{d: d, image: []byte(testPTX), peer: m.Device(1)}
 	fx.ptr, fx.sparePtr = mustAlloc(t, d, 64), mustAlloc(t, d, 64)
 	fx.pinned, fx.sparePinned = mustPinned(t, d, 64), mustPinned(t, d, 64)
 	fx.reg, fx.spareReg = make([]byte, 64), make([]byte, 64)
@@ -36,7 +45,6 @@ func newFixture(t *testing.T) *fixture {
 	fx.e, fx.spareEvent = mustEvent(t, d, true), mustEvent(t, d, true)
 	require.NoError(t, d.EventRecord(fx.e, fx.s))
 	require.NoError(t, d.StreamSynchronize(fx.s))
-	var err error
 	fx.m, err = d.ModuleLoad(fx.image)
 	require.NoError(t, err)
 	fx.spareModule, err = d.ModuleLoad(fx.image)
@@ -44,6 +52,26 @@ func newFixture(t *testing.T) *fixture {
 	fx.f, err = d.ModuleFunction(fx.m, "add_one")
 	require.NoError(t, err)
 	require.NoError(t, d.BindHostKernel(fx.f, addOne))
+	comms, err := d.NewCommunicators([]core.Driver{d})
+	require.NoError(t, err)
+	spare, err := d.NewCommunicators([]core.Driver{d})
+	require.NoError(t, err)
+	fx.comm, fx.spareComm = comms[0], spare[0]
+	fx.id, err = d.NewCommID()
+	require.NoError(t, err)
+	require.NoError(t, d.GroupStart()) // so that GroupEnd has one to end
+	fx.capFresh, fx.capActive = mustStream(t, d), mustStream(t, d)
+	for _, g := range []*core.DeviceGraph{&fx.g, &fx.spareGraph} {
+		require.NoError(t, d.StreamBeginCapture(fx.capActive))
+		require.NoError(t, d.MemsetD8Async(fx.ptr, 7, 64, fx.capActive))
+		*g, err = d.StreamEndCapture(fx.capActive)
+		require.NoError(t, err)
+	}
+	for _, x := range []*core.GraphExec{&fx.x, &fx.spareExec} {
+		*x, err = d.GraphInstantiate(fx.g)
+		require.NoError(t, err)
+	}
+	require.NoError(t, d.StreamBeginCapture(fx.capActive))
 	d.ResetCalls()
 	return fx
 }
@@ -110,6 +138,48 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.Launch(fx.f, one, fx.s, []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
 	case OpBindHostKernel:
 		return nil, d.BindHostKernel(fx.f, addOne)
+	case OpPeerLink:
+		return d.PeerLink(fx.peer)
+	case OpEnablePeerAccess:
+		return nil, d.EnablePeerAccess(fx.peer)
+	case OpMemcpyPeerAsync:
+		return nil, d.MemcpyPeerAsync(fx.ptr, d, fx.sparePtr, 64, fx.s)
+	case OpNewCommunicators:
+		return d.NewCommunicators([]core.Driver{d})
+	case OpNewCommID:
+		return d.NewCommID()
+	case OpJoinCommunicator:
+		return d.JoinCommunicator(fx.id, 1, 0)
+	case OpGroupStart:
+		return nil, d.GroupStart()
+	case OpGroupEnd:
+		return nil, d.GroupEnd()
+	case OpAllReduce:
+		return nil, fx.comm.AllReduce(fx.ptr, fx.ptr, 16, core.DataFloat32, core.ReduceSum, fx.s)
+	case OpBroadcast:
+		return nil, fx.comm.Broadcast(fx.ptr, fx.ptr, 16, core.DataFloat32, 0, fx.s)
+	case OpAllGather:
+		return nil, fx.comm.AllGather(fx.ptr, fx.ptr, 16, core.DataFloat32, fx.s)
+	case OpReduceScatter:
+		return nil, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, core.DataFloat32, core.ReduceSum, fx.s)
+	case OpCommDestroy:
+		return nil, fx.spareComm.Destroy()
+	case OpStreamBeginCapture:
+		return nil, d.StreamBeginCapture(fx.capFresh)
+	case OpStreamEndCapture:
+		return d.StreamEndCapture(fx.capActive)
+	case OpGraphInstantiate:
+		return d.GraphInstantiate(fx.g)
+	case OpGraphLaunch:
+		return nil, d.GraphLaunch(fx.x, fx.s)
+	case OpGraphExecDestroy:
+		return nil, d.GraphExecDestroy(fx.spareExec)
+	case OpGraphDestroy:
+		return nil, d.GraphDestroy(fx.spareGraph)
+	case OpMemcpyHtoD:
+		return nil, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
+	case OpMemcpyDtoH:
+		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
 	}
 	panic("no call for " + op.String())
 }
@@ -317,11 +387,22 @@ func TestOpString(t *testing.T) {
 		require.NotEmpty(t, s)
 		require.False(t, seen[s], "duplicate name %s", s)
 		seen[s] = true
-		// Every Op names a method of Device.
+		// Every Op names a method of Device or of its communicators
+		// (CommDestroy stands for Communicator.Destroy and Abort).
 		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
-		require.True(t, ok, "Op %s names no Device method", s)
+		if !ok {
+			name := strings.TrimPrefix(s, "Comm")
+			_, ok = reflect.TypeOf((*core.Communicator)(nil)).Elem().MethodByName(name)
+		}
+		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
-	require.Len(t, Ops(), reflect.TypeOf((*core.Driver)(nil)).Elem().NumMethod()+1, "one Op per Driver method plus BindHostKernel")
+	methods := 0
+	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil)} {
+		methods += reflect.TypeOf(i).Elem().NumMethod()
+	}
+	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)
+	require.Len(t, Ops(), methods+1+collectives,
+		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver and PageableCopier method, BindHostKernel and the communicator calls")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

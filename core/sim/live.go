@@ -14,6 +14,9 @@ type Live struct {
 	Events           int    // events not destroyed
 	Modules          int    // modules not unloaded
 	QueuedOps        int    // queued operations not executed yet, on all streams
+	Communicators    int    // communicator ranks on the device not destroyed
+	Graphs           int    // graphs from StreamEndCapture not destroyed
+	GraphExecs       int    // executable graphs not destroyed
 }
 
 // Zero reports whether nothing is live.
@@ -21,9 +24,9 @@ func (l Live) Zero() bool { return l == Live{} }
 
 // String lists the counts, for test failure messages.
 func (l Live) String() string {
-	return fmt.Sprintf("allocations=%d (%d bytes) pinned=%d (%d bytes) registered=%d streams=%d events=%d modules=%d queued=%d",
+	return fmt.Sprintf("allocations=%d (%d bytes) pinned=%d (%d bytes) registered=%d streams=%d events=%d modules=%d queued=%d graphs=%d graph-execs=%d communicators=%d",
 		l.Allocations, l.DeviceBytes, l.PinnedBuffers, l.PinnedBytes, l.RegisteredRanges,
-		l.Streams, l.Events, l.Modules, l.QueuedOps)
+		l.Streams, l.Events, l.Modules, l.QueuedOps, l.Graphs, l.GraphExecs, l.Communicators)
 }
 
 // Live returns the current live-object counts.
@@ -44,6 +47,9 @@ func (d *Device) liveLocked() Live {
 		Events:           len(d.events),
 		Modules:          len(d.modules),
 		QueuedOps:        d.queued,
+		Communicators:    len(d.comms),
+		Graphs:           len(d.graphs),
+		GraphExecs:       len(d.execs),
 	}
 }
 
@@ -55,9 +61,9 @@ type TB interface {
 	Errorf(format string, args ...any)
 }
 
-// RequireNoLeaks reports a test error naming every live object when d holds
-// any, and returns whether it held none. Call it after closing everything
-// built on d, e.g. t.Cleanup(func() { sim.RequireNoLeaks(t, dev) }).
+// RequireNoLeaks reports a test error naming every live object (graphs and
+// executable graphs included) when d holds any, and returns whether it held
+// none. Call it after closing everything built on d, e.g. t.Cleanup(func() { sim.RequireNoLeaks(t, dev) }).
 func RequireNoLeaks(t TB, d *Device) bool {
 	t.Helper()
 	if l := d.Live(); !l.Zero() {

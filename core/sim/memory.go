@@ -339,5 +339,15 @@ func (d *Device) hostUsable(b []byte) bool {
 		return true
 	}
 	p, n := addrOf(b), uintptr(len(b))
-	return d.pinned.containing(p, n) >= 0 || d.registered.containing(p, n) >= 0
+	if d.pinned.containing(p, n) >= 0 || d.registered.containing(p, n) >= 0 {
+		return true
+	}
+	// Page-locked memory is portable: every device of a Machine may use
+	// what any of them pinned, as with CU_MEMHOSTALLOC_PORTABLE.
+	for _, o := range d.machine.devs {
+		if o != d && (o.pinned.containing(p, n) >= 0 || o.registered.containing(p, n) >= 0) {
+			return true
+		}
+	}
+	return false
 }

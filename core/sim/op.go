@@ -6,7 +6,9 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver and core.HostKernelBinder.
+// The operations, one per method of core.Driver, core.HostKernelBinder,
+// core.GraphDriver, core.PeerDriver, core.CollectiveDriver,
+// core.Communicator and core.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -36,6 +38,27 @@ const (
 	OpModuleFunction
 	OpLaunch
 	OpBindHostKernel
+	OpPeerLink
+	OpEnablePeerAccess
+	OpMemcpyPeerAsync
+	OpNewCommunicators
+	OpNewCommID
+	OpJoinCommunicator
+	OpGroupStart
+	OpGroupEnd
+	OpAllReduce
+	OpBroadcast
+	OpAllGather
+	OpReduceScatter
+	OpCommDestroy
+	OpStreamBeginCapture
+	OpStreamEndCapture
+	OpGraphInstantiate
+	OpGraphLaunch
+	OpGraphExecDestroy
+	OpGraphDestroy
+	OpMemcpyHtoD
+	OpMemcpyDtoH
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -44,36 +67,57 @@ const (
 )
 
 var opNames = [...]string{
-	OpInfo:              "Info",
-	OpMemGetInfo:        "MemGetInfo",
-	OpMemAlloc:          "MemAlloc",
-	OpMemFree:           "MemFree",
-	OpHostAlloc:         "HostAlloc",
-	OpHostFree:          "HostFree",
-	OpHostRegister:      "HostRegister",
-	OpHostUnregister:    "HostUnregister",
-	OpStreamCreate:      "StreamCreate",
-	OpStreamDestroy:     "StreamDestroy",
-	OpStreamSynchronize: "StreamSynchronize",
-	OpStreamQuery:       "StreamQuery",
-	OpStreamWaitEvent:   "StreamWaitEvent",
-	OpEventCreate:       "EventCreate",
-	OpEventRecord:       "EventRecord",
-	OpEventQuery:        "EventQuery",
-	OpEventSynchronize:  "EventSynchronize",
-	OpEventElapsed:      "EventElapsed",
-	OpEventDestroy:      "EventDestroy",
-	OpMemcpyHtoDAsync:   "MemcpyHtoDAsync",
-	OpMemcpyDtoHAsync:   "MemcpyDtoHAsync",
-	OpMemcpyDtoDAsync:   "MemcpyDtoDAsync",
-	OpMemsetD8Async:     "MemsetD8Async",
-	OpModuleLoad:        "ModuleLoad",
-	OpModuleUnload:      "ModuleUnload",
-	OpModuleFunction:    "ModuleFunction",
-	OpLaunch:            "Launch",
-	OpBindHostKernel:    "BindHostKernel",
-	opReadDevice:        "ReadDevice",
-	opWriteDevice:       "WriteDevice",
+	OpInfo:               "Info",
+	OpMemGetInfo:         "MemGetInfo",
+	OpMemAlloc:           "MemAlloc",
+	OpMemFree:            "MemFree",
+	OpHostAlloc:          "HostAlloc",
+	OpHostFree:           "HostFree",
+	OpHostRegister:       "HostRegister",
+	OpHostUnregister:     "HostUnregister",
+	OpStreamCreate:       "StreamCreate",
+	OpStreamDestroy:      "StreamDestroy",
+	OpStreamSynchronize:  "StreamSynchronize",
+	OpStreamQuery:        "StreamQuery",
+	OpStreamWaitEvent:    "StreamWaitEvent",
+	OpEventCreate:        "EventCreate",
+	OpEventRecord:        "EventRecord",
+	OpEventQuery:         "EventQuery",
+	OpEventSynchronize:   "EventSynchronize",
+	OpEventElapsed:       "EventElapsed",
+	OpEventDestroy:       "EventDestroy",
+	OpMemcpyHtoDAsync:    "MemcpyHtoDAsync",
+	OpMemcpyDtoHAsync:    "MemcpyDtoHAsync",
+	OpMemcpyDtoDAsync:    "MemcpyDtoDAsync",
+	OpMemsetD8Async:      "MemsetD8Async",
+	OpModuleLoad:         "ModuleLoad",
+	OpModuleUnload:       "ModuleUnload",
+	OpModuleFunction:     "ModuleFunction",
+	OpLaunch:             "Launch",
+	OpBindHostKernel:     "BindHostKernel",
+	OpPeerLink:           "PeerLink",
+	OpEnablePeerAccess:   "EnablePeerAccess",
+	OpMemcpyPeerAsync:    "MemcpyPeerAsync",
+	OpNewCommunicators:   "NewCommunicators",
+	OpNewCommID:          "NewCommID",
+	OpJoinCommunicator:   "JoinCommunicator",
+	OpGroupStart:         "GroupStart",
+	OpGroupEnd:           "GroupEnd",
+	OpAllReduce:          "AllReduce",
+	OpBroadcast:          "Broadcast",
+	OpAllGather:          "AllGather",
+	OpReduceScatter:      "ReduceScatter",
+	OpCommDestroy:        "CommDestroy",
+	opReadDevice:         "ReadDevice",
+	opWriteDevice:        "WriteDevice",
+	OpStreamBeginCapture: "StreamBeginCapture",
+	OpStreamEndCapture:   "StreamEndCapture",
+	OpGraphInstantiate:   "GraphInstantiate",
+	OpGraphLaunch:        "GraphLaunch",
+	OpGraphExecDestroy:   "GraphExecDestroy",
+	OpGraphDestroy:       "GraphDestroy",
+	OpMemcpyHtoD:         "MemcpyHtoD",
+	OpMemcpyDtoH:         "MemcpyDtoH",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".

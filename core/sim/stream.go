@@ -31,16 +31,36 @@ type op struct {
 }
 
 type stream struct {
+	dev     *Device // the device the stream belongs to
 	handle  core.Stream
 	queue   []*op
-	err     *Error // first execution failure not yet reported
-	running bool   // executing now; guards against dependency cycles
+	err     *Error   // first execution failure not yet reported
+	running bool     // executing now; guards against dependency cycles
+	capture *capture // the recording in progress, or nil (graph.go)
 }
 
 type event struct {
 	handle core.Event
 	timing bool
 	rec    *op // the latest EventRecord; nil if never recorded
+	// captured is the capture the latest record was made in, or nil: such
+	// a record marks no work the host can wait for (graph.go).
+	captured *capture
+}
+
+// refuseCaptured fails o on an event recorded inside a stream capture,
+// invalidating that capture if it is still recording.
+func refuseCaptured(o Op, ev *event) error {
+	c := ev.captured
+	if c == nil {
+		return nil
+	}
+	e := fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+		"event 0x%x was recorded inside a stream capture; only events recorded outside one can be waited for", uintptr(ev.handle))
+	if c.invalid == nil {
+		c.invalid = e
+	}
+	return e
 }
 
 func (s *stream) fault(e *Error) {
@@ -71,8 +91,29 @@ func (d *Device) lookupEvent(o Op, e core.Event) (*event, error) {
 	return ev, nil
 }
 
+// lookupPeerEvent resolves e among d's events and, for a Device of a
+// Machine, among the events of the other devices there (CUDA lets a stream
+// wait on another device's event).
+func (d *Device) lookupPeerEvent(o Op, e core.Event) (*event, error) {
+	if ev, ok := d.events[e]; ok && e != 0 {
+		return ev, nil
+	}
+	if e != 0 {
+		for _, p := range d.machine.devs {
+			if ev, ok := p.events[e]; ok {
+				return ev, nil
+			}
+		}
+	}
+	return d.lookupEvent(o, e)
+}
+
 func (d *Device) enqueue(st *stream, o *op) {
 	o.stream = st
+	if st.capture != nil {
+		st.capture.ops = append(st.capture.ops, o)
+		return
+	}
 	st.queue = append(st.queue, o)
 	d.queued++
 }
@@ -80,7 +121,11 @@ func (d *Device) enqueue(st *stream, o *op) {
 // runStream executes st's queued work in order, up to and including until
 // (all of it when until is nil or not on st). Execution errors are kept on
 // the stream until reported.
+//
+// The stream may belong to another device of d's Machine (a wait on a
+// peer's event); its own device executes and counts the work.
 func (d *Device) runStream(st *stream, until *op) {
+	d = st.dev
 	if st.running {
 		// Unreachable through the Driver API (a wait can only name work
 		// queued before it), but never loop or recurse forever.
@@ -137,14 +182,15 @@ func (d *Device) StreamCreate() (core.Stream, error) {
 		return 0, nil
 	}
 	h := core.Stream(d.newHandle())
-	d.streams[h] = &stream{handle: h}
+	d.streams[h] = &stream{dev: d, handle: h}
 	return h, nil
 }
 
 // StreamDestroy destroys a stream. A stream with queued, unexecuted work is
 // refused with CUDA_ERROR_ILLEGAL_STATE (synchronize it first): the
 // simulated device never runs work nobody waited for. An unreported
-// execution failure on the stream is dropped with it.
+// execution failure on the stream, and a capture in progress, are dropped
+// with it.
 func (d *Device) StreamDestroy(s core.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -182,6 +228,9 @@ func (d *Device) StreamSynchronize(s core.Stream) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseCapturing(OpStreamSynchronize, st); err != nil {
+		return err
+	}
 	d.runStream(st, nil)
 	return st.takeErr(OpStreamSynchronize)
 }
@@ -200,6 +249,9 @@ func (d *Device) StreamQuery(s core.Stream) (bool, error) {
 	}
 	st, err := d.lookupStream(OpStreamQuery, s)
 	if err != nil {
+		return false, err
+	}
+	if err := refuseCapturing(OpStreamQuery, st); err != nil {
 		return false, err
 	}
 	d.runStream(st, nil)
@@ -226,8 +278,14 @@ func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 	if err != nil {
 		return err
 	}
-	ev, err := d.lookupEvent(OpStreamWaitEvent, e)
+	ev, err := d.lookupPeerEvent(OpStreamWaitEvent, e)
 	if err != nil {
+		return err
+	}
+	if err := refuseCapturing(OpStreamWaitEvent, st); err != nil {
+		return err
+	}
+	if err := refuseCaptured(OpStreamWaitEvent, ev); err != nil {
 		return err
 	}
 	rec := ev.rec
@@ -278,15 +336,24 @@ func (d *Device) EventRecord(e core.Event, s core.Stream) error {
 	if err != nil {
 		return err
 	}
+	if st.capture != nil {
+		// Recorded inside a capture: it marks a point of the recording,
+		// not work the host can wait for.
+		ev.rec, ev.captured = nil, st.capture
+		return nil
+	}
 	rec := &op{kind: OpEventRecord, cost: EventOverhead}
 	d.enqueue(st, rec)
-	ev.rec = rec
+	ev.rec, ev.captured = rec, nil
 	return nil
 }
 
 // completeEvent runs the work before ev's latest record and reports any
 // execution failure of the recording stream.
 func (d *Device) completeEvent(o Op, ev *event) error {
+	if err := refuseCaptured(o, ev); err != nil {
+		return err
+	}
 	rec := ev.rec
 	if rec == nil {
 		return nil
@@ -352,6 +419,9 @@ func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
 	for i, h := range [2]core.Event{start, end} {
 		ev, err := d.lookupEvent(OpEventElapsed, h)
 		if err != nil {
+			return 0, err
+		}
+		if err := refuseCaptured(OpEventElapsed, ev); err != nil {
 			return 0, err
 		}
 		if !ev.timing {

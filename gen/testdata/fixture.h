@@ -3,8 +3,8 @@
  * the vyrecuda project for the generator's golden tests. It exercises what
  * the generator must cope with in a real driver header: a calling-convention
  * macro, versioned-name remaps, a per-thread-stream remap macro, an enum
- * typedef for status codes, opaque handles, a struct argument and a
- * function-pointer argument. It includes no system header.
+ * typedef for status codes, opaque handles, a struct argument, a
+ * function-pointer argument, and an entry point whose newer version it lacks. It includes no system header.
  */
 #ifndef VYRE_FIXTURE_H
 #define VYRE_FIXTURE_H
@@ -48,6 +48,7 @@ typedef CUdevice_v1 CUdevice;
 
 typedef struct VyreContext *CUcontext;
 typedef struct VyreStream *CUstream;
+typedef struct VyreEvent *CUevent;
 typedef struct VyreModule *CUmodule;
 typedef struct VyreFunction *CUfunction;
 typedef struct VyreGraph *CUgraph;
@@ -99,6 +100,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
 CUresult CUDAAPI cuLaunchWithConfig(CUfunction f, const CUlaunchConfigFixture *config, void **kernelParams);
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData);
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies);
 
 #endif

@@ -1,0 +1,72 @@
+package core
+
+import (
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// deviceCapabilities reports the optional features device dev offers: what
+// the driver library exports (cudaapi.DriverCapabilities), narrowed by the
+// device's own attributes and peers. A failed query takes that one feature
+// away; it never fails the caller.
+func deviceCapabilities(dev cudaapi.Device) Capabilities {
+	c, err := cudaapi.DriverCapabilities()
+	if err != nil {
+		return Capabilities{}
+	}
+	return narrowCapabilities(c, deviceAttrTrue(dev), peerOf(dev))
+}
+
+// narrowCapabilities maps the driver's features to Capabilities and keeps
+// memory pools, virtual memory and peer access only where the device agrees.
+func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribute) bool, anyPeer func() bool) Capabilities {
+	caps := Capabilities{
+		DriverVersion:         c.DriverVersion,
+		BatchedCopies:         c.Has(cudaapi.FeatureBatchedCopies),
+		MemoryPools:           c.Has(cudaapi.FeatureMemoryPools),
+		Graphs:                c.Has(cudaapi.FeatureGraphs),
+		ConditionalGraphNodes: c.Has(cudaapi.FeatureConditionalGraphNodes),
+		VirtualMemory:         c.Has(cudaapi.FeatureVirtualMemory),
+		PeerAccess:            c.Has(cudaapi.FeaturePeerAccess),
+	}
+	caps.MemoryPools = caps.MemoryPools && attr(cudaapi.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
+	caps.VirtualMemory = caps.VirtualMemory && attr(cudaapi.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+	caps.PeerAccess = caps.PeerAccess && anyPeer()
+	return caps
+}
+
+// deviceAttrTrue reads a yes/no device attribute; a failed query is no.
+func deviceAttrTrue(dev cudaapi.Device) func(cudaapi.DeviceAttribute) bool {
+	return func(a cudaapi.DeviceAttribute) bool {
+		v, err := cudaapi.DeviceGetAttribute(a, dev)
+		return err == nil && v != 0
+	}
+}
+
+// peerOf reports whether dev can access any other visible device's memory.
+func peerOf(dev cudaapi.Device) func() bool {
+	return func() bool {
+		n, err := cudaapi.DeviceGetCount()
+		if err != nil {
+			return false
+		}
+		for i := int32(0); i < n; i++ {
+			other, err := cudaapi.DeviceGet(i)
+			if err != nil || other == dev {
+				continue
+			}
+			if ok, err := cudaapi.DeviceCanAccessPeer(dev, other); err == nil && ok != 0 {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Capabilities reports the optional features this device offers, found when
+// the driver was opened. It implements CapabilityReporter.
+func (d *cudaDriver) Capabilities() Capabilities {
+	if d == nil {
+		return Capabilities{}
+	}
+	return d.caps
+}

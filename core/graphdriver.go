@@ -1,0 +1,80 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// DeviceGraph is a driver graph handle (CUgraph): the work recorded by a
+// stream capture, not yet executable. The zero value is never valid.
+type DeviceGraph uintptr
+
+// GraphExec is an executable graph handle (CUgraphExec), instantiated from
+// a DeviceGraph and launched as a whole. The zero value is never valid.
+type GraphExec uintptr
+
+// GraphDriver is an optional Driver capability, found by type assertion:
+// recording the work queued on a stream into a graph, and launching that
+// graph later with one call. Backend.Capture needs it; without it Capture
+// fails with ErrUnsupported.
+//
+// While a stream captures, the work queued on it is recorded, not run; the
+// host must not wait on it (no synchronization or query of the stream, and
+// no event recorded on it may be waited for), or the capture is
+// invalidated. Host memory named by captured copies is read or written each
+// time the graph runs, so it must stay valid (and pinned) until the
+// executable graph is destroyed.
+type GraphDriver interface {
+	// StreamBeginCapture starts recording the work queued on s. Other
+	// threads' driver calls are not restricted by it (relaxed mode).
+	StreamBeginCapture(s Stream) error
+	// StreamEndCapture stops recording on s and returns the graph of what
+	// was recorded. It ends the capture also when it fails (a capture that
+	// was invalidated returns an error and no graph).
+	StreamEndCapture(s Stream) (DeviceGraph, error)
+	// GraphInstantiate builds an executable graph from g; g may be
+	// destroyed afterwards.
+	GraphInstantiate(g DeviceGraph) (GraphExec, error)
+	// GraphLaunch queues the whole executable graph on s.
+	GraphLaunch(x GraphExec, s Stream) error
+	// GraphExecDestroy destroys an executable graph; launches already
+	// queued still run.
+	GraphExecDestroy(x GraphExec) error
+	// GraphDestroy destroys a graph.
+	GraphDestroy(g DeviceGraph) error
+}
+
+// graphEntryPoints names the driver entry points GraphDriver stands for.
+const graphEntryPoints = "cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy"
+
+// graphDriver returns the driver's GraphDriver, or an ErrUnsupported naming
+// what is missing.
+func (b *Backend) graphDriver(op string) (GraphDriver, error) {
+	gd, ok := b.drv.(GraphDriver)
+	if !ok {
+		return nil, newError(op, KindUnsupported,
+			fmt.Sprintf("the driver (%T) does not implement core.GraphDriver (%s)", b.drv, graphEntryPoints),
+			"use Run, or a driver with graph support (core.OpenCUDA's, or core/sim's)")
+	}
+	if cr, ok := b.drv.(CapabilityReporter); ok {
+		if c := cr.Capabilities(); !c.Graphs {
+			return nil, newError(op, KindUnsupported,
+				fmt.Sprintf("the driver (%s) does not offer graphs (%s)", c, graphEntryPoints),
+				"use Run, or update the NVIDIA driver to one with CUDA graphs (CUDA 11.4 or newer)")
+		}
+	}
+	return gd, nil
+}
+
+// graphError wraps a failed graph call: a driver without the entry point
+// is ErrUnsupported naming it, anything else ErrDriver.
+func graphError(op, call string, err error) *Error {
+	if errors.Is(err, cudaapi.ErrMissingSymbol) || errors.Is(err, cudaapi.CUDA_ERROR_NOT_SUPPORTED) {
+		return &Error{Op: op, Kind: KindUnsupported, Err: err,
+			Detail: call + " is not available from this driver",
+			Fix:    "update the NVIDIA driver to one with CUDA graphs (CUDA 11.4 or newer), or use Run"}
+	}
+	return driverError(op, call, err)
+}

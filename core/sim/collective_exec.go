@@ -1,0 +1,202 @@
+package sim
+
+import (
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// queue validates rank c's part of a collective and queues it on s. sendN
+// and recvN are the element counts of its send and recv ranges.
+func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, red core.ReduceOp, root int, s core.Stream) error {
+	d := c.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	cl := c.cl
+	switch {
+	case c.destroyed:
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "communicator rank %d was destroyed", c.rank)
+	case cl.aborted:
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "a rank of the communicator aborted it")
+	case !dt.Valid():
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "data type %d", int(dt))
+	case !red.Valid():
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "reduction %d", int(red))
+	case root < 0 || root >= len(cl.ranks):
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "root %d of %d ranks", root, len(cl.ranks))
+	case cl.grouped && len(cl.ranks) > 1 && d.machine.group == 0:
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+			"rank %d of %d called outside GroupStart/GroupEnd; one goroutine driving several ranks would wait forever", c.rank, len(cl.ranks))
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	size := uint64(dt.Size())
+	if sendN > 0 && (o != OpBroadcast || c.rank == root) {
+		if err := d.checkDevice(o, "send", send, sendN*size); err != nil {
+			return err
+		}
+	}
+	if recvN > 0 {
+		if err := d.checkDevice(o, "recv", recv, recvN*size); err != nil {
+			return err
+		}
+	}
+	seq := cl.next[c.rank]
+	call := cl.calls[seq]
+	if call == nil {
+		call = &collCall{kind: o, count: sendN, dt: dt, red: red, root: root, parts: make([]*collPart, len(cl.ranks))}
+	} else if call.kind != o || call.count != sendN || call.dt != dt || call.red != red || call.root != root {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE,
+			"rank %d's call %d (%s of %d %s) does not match the other ranks' (%s of %d %s); on a GPU the ranks would hang or corrupt data",
+			c.rank, seq, o, sendN, dt, call.kind, call.count, call.dt)
+	}
+	cl.calls[seq] = call
+	cl.next[c.rank]++
+	part := &collPart{dev: d, st: st, send: send, recv: recv}
+	part.op = &op{kind: o, cost: peerCost(recvN * size), run: func(*Device) *Error { return cl.execute(d.machine, seq, call, c.rank) }}
+	call.parts[c.rank] = part
+	d.enqueue(st, part.op)
+	d.machine.cond.Broadcast()
+	return nil
+}
+
+// execute runs collective call seq when one of its parts executes: it first
+// runs every other rank's stream up to its part, then computes the result
+// for all ranks at once; the parts that execute later find it done.
+//
+// Ranks joined from several goroutines (JoinCommunicator) wait, with the
+// Machine's lock released, for the ranks that have not queued their part
+// yet, as a GPU would; ranks driven by one goroutine (NewCommunicators)
+// fail instead, since nobody else could queue the missing part. After an
+// abort, the parts of ranks that aborted execute as no-ops and the others
+// fail with CUDA_ERROR_ILLEGAL_STATE.
+func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Error {
+	for r := 0; r < len(call.parts) && !call.done && !cl.aborted; r++ {
+		for call.parts[r] == nil && !cl.aborted {
+			if cl.grouped {
+				return fail(call.kind, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+					"rank %d's part of collective call %d executed before rank %d queued its part; on a GPU it would wait forever", rank, seq, r)
+			}
+			m.cond.Wait()
+		}
+	}
+	if call.done {
+		return nil
+	}
+	if cl.aborted {
+		if cl.ranks[rank].destroyed {
+			return nil // this rank aborted too: its part is abandoned
+		}
+		return fail(call.kind, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+			"another rank aborted the communicator before collective call %d completed", seq)
+	}
+	for r, p := range call.parts {
+		if r != rank && !p.op.done {
+			if err := p.dev.runBefore(p.st, p.op); err != nil {
+				return err
+			}
+		}
+	}
+	call.done = true
+	delete(cl.calls, seq)
+	return call.compute()
+}
+
+// runBefore executes st's queued work up to, not including, o. When o has
+// left the queue already (its stream is executing it, or waits inside it),
+// everything before it has run.
+func (d *Device) runBefore(st *stream, o *op) *Error {
+	queued := false
+	for _, q := range st.queue {
+		queued = queued || q == o
+	}
+	if !queued {
+		return nil
+	}
+	if st.running {
+		return fail(OpStreamWaitEvent, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "cyclic stream dependency")
+	}
+	st.running = true
+	defer func() { st.running = false }()
+	for len(st.queue) > 0 && st.queue[0] != o {
+		next := st.queue[0]
+		st.queue[0] = nil
+		st.queue = st.queue[1:]
+		st.dev.queued--
+		st.dev.execute(next)
+	}
+	return nil
+}
+
+// compute reads every rank's send range and writes every rank's recv range.
+func (call *collCall) compute() *Error {
+	size := uint64(call.dt.Size())
+	n := len(call.parts)
+	read := func(r int, ptr, count uint64) ([]byte, *Error) {
+		return call.parts[r].dev.execDevice(call.kind, "send", ptr, count*size)
+	}
+	write := func(r int, count uint64) ([]byte, *Error) {
+		return call.parts[r].dev.execDevice(call.kind, "recv", call.parts[r].recv, count*size)
+	}
+	var sends [][]byte
+	if call.kind != OpBroadcast {
+		for r, p := range call.parts {
+			b, err := read(r, p.send, call.count)
+			if err != nil {
+				return err
+			}
+			sends = append(sends, append([]byte(nil), b...)) // recv may alias send
+		}
+	}
+	switch call.kind {
+	case OpAllReduce, OpReduceScatter:
+		sum := reduceBytes(call.dt, call.red, sends)
+		blk := uint64(len(sum)) / uint64(n)
+		for r := range call.parts {
+			if call.kind == OpAllReduce {
+				out, err := write(r, call.count)
+				if err != nil {
+					return err
+				}
+				copy(out, sum)
+				continue
+			}
+			out, err := write(r, call.count/uint64(n))
+			if err != nil {
+				return err
+			}
+			copy(out, sum[uint64(r)*blk:])
+		}
+	case OpBroadcast:
+		src, err := read(call.root, call.parts[call.root].send, call.count)
+		if err != nil {
+			return err
+		}
+		src = append([]byte(nil), src...)
+		for r := range call.parts {
+			out, err := write(r, call.count)
+			if err != nil {
+				return err
+			}
+			copy(out, src)
+		}
+	case OpAllGather:
+		for r := range call.parts {
+			out, err := write(r, call.count*uint64(n))
+			if err != nil {
+				return err
+			}
+			for k, s := range sends {
+				copy(out[k*len(s):], s)
+			}
+		}
+	}
+	return nil
+}

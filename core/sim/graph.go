@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+var _ core.GraphDriver = (*Device)(nil)
+
+// capture is the recording in progress on a capturing stream.
+type capture struct {
+	ops     []*op  // recorded work, in order
+	invalid *Error // the misuse that invalidated the capture, if any
+}
+
+// graph is a recorded operation list (a CUgraph).
+type graph struct{ ops []*op }
+
+// graphExec is an executable snapshot of a graph's operation list.
+type graphExec struct{ ops []*op }
+
+// invalidate marks st's capture invalid with e and returns e: the host
+// tried to wait on work that is being recorded, not run.
+func (st *stream) invalidate(e *Error) *Error {
+	if st.capture != nil && st.capture.invalid == nil {
+		st.capture.invalid = e
+	}
+	return e
+}
+
+// refuseCapturing fails o on a capturing stream with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, as a
+// driver does when the host synchronizes with captured work.
+func refuseCapturing(o Op, st *stream) error {
+	if st.capture == nil {
+		return nil
+	}
+	return st.invalidate(fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+		"stream 0x%x is capturing: its work is recorded, not run, so it cannot be waited for", uintptr(st.handle)))
+}
+
+// StreamBeginCapture starts recording s: work queued on it from now on is
+// recorded into the capture instead of queued, until StreamEndCapture. A
+// stream that already captures is refused with CUDA_ERROR_ILLEGAL_STATE.
+// While it captures, synchronizing or querying s, waiting on an event from
+// it, or making s wait for an event fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+func (d *Device) StreamBeginCapture(s core.Stream) error {
+	const o = OpStreamBeginCapture
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	if st.capture != nil {
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "stream 0x%x is already capturing", uintptr(s))
+	}
+	st.capture = &capture{}
+	return nil
+}
+
+// StreamEndCapture ends the capture on s and returns a graph of the
+// recorded work. An invalidated capture ends too, and fails with
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph; a stream that is not
+// capturing is refused with CUDA_ERROR_ILLEGAL_STATE.
+func (d *Device) StreamEndCapture(s core.Stream) (core.DeviceGraph, error) {
+	const o = OpStreamEndCapture
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return 0, f.err(o)
+	case faultNull:
+		return 0, nil
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return 0, err
+	}
+	c := st.capture
+	if c == nil {
+		return 0, fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "stream 0x%x is not capturing", uintptr(s))
+	}
+	st.capture = nil
+	if c.invalid != nil {
+		return 0, fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+			"the capture was invalidated by %s: %s", c.invalid.Op, c.invalid.Detail)
+	}
+	h := core.DeviceGraph(d.newHandle())
+	d.graphs[h] = &graph{ops: c.ops}
+	return h, nil
+}
+
+// GraphInstantiate returns an executable snapshot of g; g may be destroyed
+// afterwards.
+func (d *Device) GraphInstantiate(g core.DeviceGraph) (core.GraphExec, error) {
+	const o = OpGraphInstantiate
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return 0, f.err(o)
+	case faultNull:
+		return 0, nil
+	}
+	gr, ok := d.graphs[g]
+	if !ok || g == 0 {
+		return 0, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "graph 0x%x is unknown or destroyed", uintptr(g))
+	}
+	h := core.GraphExec(d.newHandle())
+	d.execs[h] = &graphExec{ops: append([]*op(nil), gr.ops...)}
+	return h, nil
+}
+
+// GraphLaunch queues every operation of x on s, in recorded order, as if
+// each had been queued there again: copies read and write their host and
+// device memory when they execute, so a replay sees the host bytes of that
+// moment. Launching onto a capturing stream is not simulated and fails
+// with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+func (d *Device) GraphLaunch(x core.GraphExec, s core.Stream) error {
+	const o = OpGraphLaunch
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	ex, ok := d.execs[x]
+	if !ok || x == 0 {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return err
+	}
+	if st.capture != nil {
+		return fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+			"launching a graph into a capturing stream is not simulated")
+	}
+	for _, rec := range ex.ops {
+		d.enqueue(st, &op{kind: rec.kind, cost: rec.cost, run: rec.run})
+	}
+	return nil
+}
+
+// GraphExecDestroy destroys an executable graph. Launches already queued
+// still run.
+func (d *Device) GraphExecDestroy(x core.GraphExec) error {
+	const o = OpGraphExecDestroy
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	if _, ok := d.execs[x]; !ok || x == 0 {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
+	}
+	delete(d.execs, x)
+	return nil
+}
+
+// GraphDestroy destroys a graph; executable graphs made from it live on.
+func (d *Device) GraphDestroy(g core.DeviceGraph) error {
+	const o = OpGraphDestroy
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch f := d.enter(o); f.kind {
+	case faultFail:
+		return f.err(o)
+	case faultNull:
+		return nil
+	}
+	if _, ok := d.graphs[g]; !ok || g == 0 {
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "graph 0x%x is unknown or destroyed", uintptr(g))
+	}
+	delete(d.graphs, g)
+	return nil
+}

@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/vyre-go/vyrecuda/core"
+)
+
+// MachineConfig describes a simulated machine with several devices.
+type MachineConfig struct {
+	// Devices is the number of devices (at least 1).
+	Devices int
+	// Device configures every device; each one's Ordinal is its index.
+	Device Config
+	// Peer[i][j] says whether device i can access device j's memory
+	// directly (CUDA's cuDeviceCanAccessPeer). Nil means every pair can; a
+	// non-nil matrix must be Devices x Devices. The diagonal is ignored.
+	Peer [][]bool
+}
+
+// Machine is several simulated devices in one process, as on a host with
+// several GPUs: each Device is a core.Driver and a core.PeerDriver and
+// core.CollectiveDriver over the others. Peer copies, waits on a peer's
+// events and collectives are computed in Go. All devices of a Machine share
+// one mutex, so work that crosses devices runs under one lock.
+type Machine struct {
+	mu    *sync.Mutex // the devices' shared mutex; guards the fields below
+	cond  *sync.Cond  // on mu: a collective part was queued
+	devs  []*Device
+	peer  [][]bool
+	group int // depth of GroupStart calls not yet ended
+}
+
+// NewMachine returns a machine with cfg.Devices simulated devices. It fails
+// when Devices is below 1 or Peer is not Devices x Devices.
+func NewMachine(cfg MachineConfig) (*Machine, error) {
+	if cfg.Devices < 1 {
+		return nil, fmt.Errorf("sim: NewMachine: %d devices; ask for at least 1", cfg.Devices)
+	}
+	peer := make([][]bool, cfg.Devices)
+	for i := range peer {
+		peer[i] = make([]bool, cfg.Devices)
+		for j := range peer[i] {
+			peer[i][j] = true
+		}
+	}
+	if cfg.Peer != nil {
+		if len(cfg.Peer) != cfg.Devices {
+			return nil, fmt.Errorf("sim: NewMachine: Peer has %d rows for %d devices; give one row per device", len(cfg.Peer), cfg.Devices)
+		}
+		for i, row := range cfg.Peer {
+			if len(row) != cfg.Devices {
+				return nil, fmt.Errorf("sim: NewMachine: Peer row %d has %d entries for %d devices; give one per device", i, len(row), cfg.Devices)
+			}
+			copy(peer[i], row)
+		}
+	}
+	m := &Machine{mu: new(sync.Mutex), peer: peer}
+	m.cond = sync.NewCond(m.mu)
+	for i := 0; i < cfg.Devices; i++ {
+		dc := cfg.Device
+		dc.Ordinal = i
+		d := New(dc)
+		d.mu, d.machine, d.index = m.mu, m, i
+		if cfg.Device.Capabilities == nil {
+			// Peer access is offered where the matrix lets i reach another device.
+			any := false
+			for j, ok := range peer[i] {
+				any = any || (ok && j != i)
+			}
+			d.caps.PeerAccess = d.caps.PeerAccess && any
+		}
+		m.devs = append(m.devs, d)
+	}
+	return m, nil
+}
+
+// Len returns the number of devices.
+func (m *Machine) Len() int { return len(m.devs) }
+
+// Device returns device i, or nil when i is out of range.
+func (m *Machine) Device(i int) *Device {
+	if m == nil || i < 0 || i >= len(m.devs) {
+		return nil
+	}
+	return m.devs[i]
+}
+
+// Drivers returns the devices as core.Drivers, in order, for core.OpenGroup.
+func (m *Machine) Drivers() []core.Driver {
+	out := make([]core.Driver, len(m.devs))
+	for i, d := range m.devs {
+		out[i] = d
+	}
+	return out
+}
+
+// RequireMachineNoLeaks reports a test error for every device of m that
+// holds live objects (see RequireNoLeaks) and returns whether none did.
+func RequireMachineNoLeaks(t TB, m *Machine) bool {
+	t.Helper()
+	ok := true
+	for _, d := range m.devs {
+		if !RequireNoLeaks(t, d) {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// peerOf resolves a peer driver to a Device of d's Machine.
+func (d *Device) peerOf(o Op, peer core.Driver) (*Device, error) {
+	p, ok := peer.(*Device)
+	if !ok || p == nil {
+		return nil, fail(o, cudaInvalidDevice, "peer %T is not a simulated device", peer)
+	}
+	if p.machine != d.machine {
+		return nil, fail(o, cudaInvalidDevice, "peer device %d is not on this device's Machine", p.cfg.Ordinal)
+	}
+	return p, nil
+}

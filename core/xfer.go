@@ -1,0 +1,270 @@
+package core
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/core/kernels"
+	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// Every upload and readback call is planned by xferplan from its sizes and
+// count: Direct (the caller's memory is pinned through this Backend),
+// PerCopy (upload.go, readback.go), Packed (packed.go) or Staged
+// (pipeline.go). The planner's cost model holds every threshold; this file
+// holds the Backend's tuning of it and the Direct path.
+
+// DefaultCopyHelperLinger is how long copy helper goroutines keep polling for
+// the next copy job after a transfer call's copying ends, unless
+// WithCopyHelperLinger says otherwise. It is longer than the driver work
+// between the copies of back-to-back calls (a DMA, a launch and a fence,
+// 0.1-0.3 ms on the reference H100 host), so a stream of calls finds its
+// helpers awake: parking at once doubled the packing and unpacking of
+// 1024 x 4 KiB batches there (81 to 168 us and 107 to 207 us).
+const DefaultCopyHelperLinger = 500 * time.Microsecond
+
+// WithCopyHelperLinger sets how long the goroutines that help copy host
+// memory keep polling for more work after a transfer call's copying ends:
+// longer keeps them awake for the next call, at the cost of one busy core
+// per helper meanwhile. Zero or a negative duration parks them at once. An
+// idle process burns nothing: parked helpers use no CPU and exit after
+// 100 ms without work.
+func WithCopyHelperLinger(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = -1
+		}
+		c.xfer.linger, c.xfer.pipeLinger = d, d
+	}
+}
+
+// WithPlanTuning bounds the transfer planner: the most copy goroutines per
+// call, the sizes from which single copies are staged and many copies
+// packed, the chunk sizes and staging blocks, or a set of plan kinds to
+// prefer (see xferplan.Tuning). Zero fields keep their defaults. Most
+// callers never need it; it exists for hosts unlike the reference one and
+// for tests that run every plan at small sizes.
+func WithPlanTuning(t xferplan.Tuning) Option {
+	return func(c *config) { c.xfer.plan = t }
+}
+
+// WithPlanModel replaces the planner's cost model (xferplan.Reference, the
+// reference H100 host's measurements) with constants measured on another
+// machine.
+func WithPlanModel(m xferplan.Model) Option {
+	return func(c *config) { c.xfer.model = &m }
+}
+
+// transferTuning is the planner's bounds and model plus the execution
+// settings of the packed and staged paths. Its zero value means the
+// defaults; tests narrow it (export_transfer_test.go) so the simulated
+// device runs every plan at small sizes.
+type transferTuning struct {
+	plan       xferplan.Tuning
+	model      *xferplan.Model // nil: xferplan.Reference()
+	packBlock  int             // threads per block of the scatter and gather launches
+	packGrid   int             // most blocks of a scatter or gather launch
+	fenceSpin  time.Duration   // StreamQuery polling before a packed call's fence; < 0: none
+	linger     time.Duration   // helper polling after a call's copy job; < 0: none
+	pipeLinger time.Duration   // helper polling after a staged chunk's copy; < 0: none
+	syncEach   bool            // test-only: fence after every queued packed operation
+}
+
+// referenceModel is the planner's model unless a test sets another.
+var referenceModel = xferplan.Reference()
+
+// tuning returns the Backend's transfer tuning with defaults filled in.
+func (b *Backend) tuning() transferTuning {
+	t := b.cfg.xfer
+	if t.model == nil {
+		t.model = &referenceModel
+	}
+	if t.packBlock <= 0 {
+		t.packBlock = packBlockThreads
+	}
+	if t.packGrid <= 0 {
+		t.packGrid = packMaxGrid
+	}
+	if t.fenceSpin == 0 {
+		t.fenceSpin = packFenceSpin
+	}
+	if t.linger == 0 {
+		t.linger = DefaultCopyHelperLinger
+	}
+	if t.pipeLinger == 0 {
+		t.pipeLinger = DefaultCopyHelperLinger
+	}
+	t.plan.MaxWorkers = min(max(t.plan.MaxWorkers, 0), maxCopyWorkers)
+	return t
+}
+
+// choose plans one call.
+func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
+	p := xferplan.Choose(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
+	p.Workers = min(max(p.Workers, 1), maxCopyWorkers)
+	return p
+}
+
+// packedBound is an upper bound on the packed block of n pieces of bytes in
+// all (payload, alignment padding and table), or 0 when it would not fit an
+// int; the exact size is newPackLayout's total.
+func packedBound(n int, bytes uint64) int64 {
+	per := uint64(packAlign - 1 + kernels.TableEntryBytes)
+	if n < 0 || uint64(n) > (math.MaxInt64-packAlign-bytes)/per {
+		return 0
+	}
+	return int64(bytes + uint64(n)*per + packAlign)
+}
+
+// pinnedHost returns the region pinned through this Backend that holds all
+// of p, with one more pending use so it cannot be freed or unpinned until
+// unpinnedHost, or nil when p is not pinned memory (or empty).
+func (b *Backend) pinnedHost(p []byte) *pinnedRegion {
+	if len(p) == 0 {
+		return nil
+	}
+	b.pinned.mu.Lock()
+	defer b.pinned.mu.Unlock()
+	if len(b.pinned.regions) == 0 {
+		return nil
+	}
+	reg := b.pinned.find(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
+	if reg != nil {
+		reg.pending++
+	}
+	return reg
+}
+
+// uploadDirect moves data (inside reg, pinned) to device address dst with
+// one DMA and one fence. If the stream cannot be drained after a failure,
+// reg keeps its pending use: the DMA may still read it, so it must not be
+// freed.
+func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegion, dst uint64, data []byte, requested int) error {
+	lease, err := b.lease(op, false)
+	if err != nil {
+		b.unpendRegion(reg)
+		return err
+	}
+	fail := func(call string, err error) error {
+		if b.drain(op, held{ents: ents}, lease) {
+			b.unpendRegion(reg)
+		}
+		return driverError(op, call, err)
+	}
+	if err := b.drv.MemcpyHtoDAsync(dst, data, lease.Stream); err != nil {
+		return fail("MemcpyHtoDAsync", err)
+	}
+	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
+		return fail("StreamSynchronize", err)
+	}
+	b.launch.giveBack(lease, true)
+	b.unpendRegion(reg)
+	b.tel.syncPoints.Add(1)
+	b.tel.h2dBytes.Add(uint64(len(data)))
+	b.tel.uploadOps.Add(1)
+	b.tel.requested.Add(uint64(requested))
+	b.tel.deviceCopies.Add(1)
+	return nil
+}
+
+// downloadDirect moves len(out) bytes from device address src into out
+// (inside reg, pinned) with one DMA and one fence. After a failure out may
+// hold some of the bytes; as with uploadDirect, reg keeps its pending use
+// when the stream cannot be drained.
+func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRegion, out []byte, src uint64) error {
+	lease, err := b.lease(op, false)
+	if err != nil {
+		b.unpendRegion(reg)
+		return err
+	}
+	fail := func(call string, err error) error {
+		if b.drain(op, held{ents: ents}, lease) {
+			b.unpendRegion(reg)
+		}
+		return driverError(op, call, err)
+	}
+	if err := b.drv.MemcpyDtoHAsync(out, src, lease.Stream); err != nil {
+		return fail("MemcpyDtoHAsync", err)
+	}
+	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
+		return fail("StreamSynchronize", err)
+	}
+	b.launch.giveBack(lease, true)
+	b.unpendRegion(reg)
+	b.tel.syncPoints.Add(1)
+	b.tel.d2hBytes.Add(uint64(len(out)))
+	b.tel.readbackOps.Add(1)
+	b.tel.requested.Add(1)
+	b.tel.deviceCopies.Add(1)
+	return nil
+}
+
+// scratch is the per-call working memory of a batched transfer (the pinned
+// entries and the copy list), reused across calls so a batch of n items
+// allocates none of it in the steady state.
+type scratch struct {
+	ents []*residentEntry
+	ups  []fusion.UploadCopy
+	rds  []fusion.ReadbackCopy
+}
+
+// reads returns n readback requests of scratch memory.
+func (sc *scratch) reads(n int) []fusion.ReadbackCopy {
+	if cap(sc.rds) < n {
+		sc.rds = make([]fusion.ReadbackCopy, n)
+	}
+	return sc.rds[:n]
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch with room for n items.
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.ents) < n {
+		sc.ents = make([]*residentEntry, n)
+	}
+	if cap(sc.ups) < n {
+		sc.ups = make([]fusion.UploadCopy, 0, n)
+	}
+	return sc
+}
+
+// putScratch clears what sc references (entries and caller data) and
+// gives it back. Scratch larger than maxScratchItems is dropped rather than
+// kept.
+func putScratch(sc *scratch) {
+	clear(sc.ents[:cap(sc.ents)])
+	clear(sc.ups[:cap(sc.ups)])
+	if cap(sc.ents) > maxScratchItems || cap(sc.ups) > maxScratchItems || cap(sc.rds) > maxScratchItems {
+		return
+	}
+	sc.ups = sc.ups[:0]
+	scratchPool.Put(sc)
+}
+
+// maxScratchItems bounds the scratch kept for reuse (about 256 KiB).
+const maxScratchItems = 4096
+
+var intsPool = sync.Pool{New: func() any { return new([]int) }}
+
+// getInts returns a pooled slice of n ints (contents unspecified).
+func getInts(n int) *[]int {
+	p := intsPool.Get().(*[]int)
+	if cap(*p) < n {
+		*p = make([]int, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// putInts gives p back unless it is larger than maxScratchItems.
+func putInts(p *[]int) {
+	if cap(*p) <= maxScratchItems {
+		intsPool.Put(p)
+	}
+}

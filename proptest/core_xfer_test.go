@@ -1,0 +1,345 @@
+package proptest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// expectStaged checks a single copy that moved in several DMAs: a staged
+// plan, one DMA per chunk and one wait for each chunk's stream before its
+// staging block is reused or the call returns, no launch. Telemetry counts
+// each chunk as a device copy and each wait as a sync point (the caller
+// counted one already).
+func (r *runner) expectStaged(call string, got map[sim.Op]uint64, op sim.Op) error {
+	dmas := got[op]
+	if got[sim.OpStreamSynchronize] < dmas || got[sim.OpLaunch] != 0 {
+		return fmt.Errorf("%s (staged): device calls %v", call, got)
+	}
+	countOutcome(call+" (staged)", succeeded)
+	r.m.tel.DeviceCopies += dmas
+	r.m.tel.SyncPoints += dmas - 1
+	return r.expectTransfer(call+" (staged)", map[sim.Op]uint64{op: dmas, sim.OpStreamSynchronize: dmas, sim.OpLaunch: 0})
+}
+
+// The transfer plans (core's planner, package xferplan) under drawn
+// tunings: each case draws a tuning that narrows the planner to toy sizes,
+// a transfer (single or batched, upload or readback, from ordinary or
+// pinned memory, into destinations of exactly the needed capacity) and, half
+// the time, one injected driver failure. The contract:
+//
+//   - without a fault the call succeeds, the device (uploads) or the
+//     result (readbacks) holds exactly the bytes, and a destination of
+//     exactly the needed capacity is reused, not reallocated;
+//   - with a fault the call may fail, with a *core.Error; a failed batched
+//     readback leaves every caller slot, header and byte as it was; a
+//     failed single readback into the caller's storage returns that
+//     storage unchanged as a slice, and its bytes hold a prefix of the
+//     buffer's bytes followed by what was there before (what the staged
+//     and direct plans may write before the failure);
+//   - either way the Backend keeps working (the same call without the fault
+//     then succeeds), and Close leaves nothing on the device.
+//
+// Liveness: over the run every plan kind ran: per-copy, packed in one and
+// in several parts, staged at several chunkings, direct.
+
+// xferCase is one drawn case.
+type xferCase struct {
+	tune   xferplan.Tuning
+	op     int // xferOp*
+	lens   []int
+	fault  sim.Op
+	nth    int
+	faulty bool
+}
+
+const (
+	xferUpload = iota
+	xferUploadMany
+	xferUploadPinned
+	xferInto
+	xferIntoPinned
+	xferManyInto
+	xferOps
+)
+
+var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate, sim.OpMemcpyHtoDAsync,
+	sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpStreamSynchronize, sim.OpModuleLoad}
+
+func drawXferCase(r *rand.Rand) xferCase {
+	c := xferCase{op: r.Intn(xferOps)}
+	chunk := []int64{16, 48, 256, 1000}[r.Intn(4)]
+	c.tune = xferplan.Tuning{
+		PackMinCopies: []int{-1, 2, 6}[r.Intn(3)],
+		StageMin:      []int64{-1, 64, 700}[r.Intn(3)],
+		MinChunk:      chunk, MaxChunk: chunk * int64(1+r.Intn(3)),
+		Blocks:      1 + r.Intn(3),
+		MaxWorkers:  1 + r.Intn(3),
+		WorkerBytes: []int64{8, 64, 512}[r.Intn(3)],
+		PackParts:   r.Intn(4),
+	}
+	if r.Intn(4) > 0 {
+		// Prefer packing and staging wherever they apply, as the
+		// reference model would only from sizes too large for a property.
+		c.tune.Only = xferplan.Kinds(xferplan.Packed, xferplan.Staged, xferplan.Direct)
+	}
+	n := 1
+	if c.op == xferUploadMany || c.op == xferManyInto {
+		n = 1 + r.Intn(12)
+	}
+	for range n {
+		c.lens = append(c.lens, 1+r.Intn([]int{40, 600, 3000}[r.Intn(3)]))
+	}
+	if r.Intn(2) == 0 {
+		c.faulty, c.fault, c.nth = true, xferFaultOps[r.Intn(len(xferFaultOps))], 1+r.Intn(2)
+	}
+	return c
+}
+
+// xferToyModel is the reference model with free copy jobs, so toy copies
+// still spread over every goroutine the drawn tuning allows.
+var xferToyModel = func() xferplan.Model {
+	m := xferplan.Reference()
+	m.CopyJob = 0
+	return m
+}()
+
+// xferSeen counts, per plan kind as the device calls show it, fault-free
+// cases that ran it.
+type xferSeen struct {
+	perCopy, packed1, packedN, staged, stagedChunkings, direct int
+	failedBy                                                   map[sim.Op]int // calls failed by an injected fault, per operation
+}
+
+func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
+	r := rand.New(rand.NewSource(coreSeed(t)))
+	seen := xferSeen{failedBy: map[sim.Op]int{}}
+	chunkings := map[uint64]bool{}
+	for i := range 600 {
+		c := drawXferCase(r)
+		if err := runXferCase(r, c, &seen, chunkings); err != nil {
+			t.Fatalf("case %d %+v: %v", i, c, err)
+		}
+	}
+	seen.stagedChunkings = len(chunkings)
+	t.Logf("plans seen: %+v", seen)
+	assert.Positive(t, seen.perCopy, "per-copy")
+	assert.Positive(t, seen.packed1, "packed in one DMA")
+	assert.Positive(t, seen.packedN, "packed in several parts")
+	assert.Positive(t, seen.direct, "direct")
+	assert.GreaterOrEqual(t, seen.stagedChunkings, 3, "staged at several chunkings")
+	// A MemAlloc failure only sends a packed transfer down the per-copy
+	// path, and streams come from a pool warmed by the setup uploads: those
+	// two may never fail a call. Every other phase must have.
+	for _, op := range xferFaultOps {
+		if op != sim.OpMemAlloc && op != sim.OpStreamCreate {
+			assert.Positive(t, seen.failedBy[op], "a failure of %v failed some call", op)
+		}
+	}
+}
+
+func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]bool) (err error) {
+	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
+	b, err := core.Open(dev, core.WithPlanTuning(c.tune), core.WithPlanModel(xferToyModel), core.WithLogger(slog.New(&logCounter{})))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dev.ClearFaults()
+		err = errors.Join(err, b.Close())
+		if live := dev.Live(); !live.Zero() {
+			err = errors.Join(err, fmt.Errorf("device holds %+v after Close", live))
+		}
+	}()
+	hs := make([]core.Buffer, len(c.lens))
+	old := make([][]byte, len(c.lens))
+	for i, n := range c.lens {
+		if hs[i], err = b.AllocateResident(n); err != nil {
+			return err
+		}
+		old[i] = randomXferBytes(r, n)
+		if err := b.UploadResident(hs[i], old[i]); err != nil {
+			return err
+		}
+	}
+	var pinned *core.PinnedBuffer
+	if c.op == xferUploadPinned || c.op == xferIntoPinned {
+		if pinned, err = b.AllocHostPinned(c.lens[0]); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, pinned.Free()) }()
+	}
+	before := dev.CallCounts()
+	if c.faulty {
+		code := cudaapi.CUDA_ERROR_UNKNOWN
+		if c.fault == sim.OpHostAlloc || c.fault == sim.OpMemAlloc {
+			code = cudaapi.CUDA_ERROR_OUT_OF_MEMORY
+		}
+		dev.FailNth(c.fault, c.nth, code)
+	}
+	callErr := xferCall(r, b, dev, c, hs, old, pinned)
+	if !c.faulty || callErr == nil {
+		if callErr != nil {
+			return callErr
+		}
+		if !c.faulty {
+			classifyXfer(c, before, dev.CallCounts(), seen, chunkings)
+		}
+		return nil
+	}
+	seen.failedBy[c.fault]++
+	var ce *core.Error
+	if !errors.As(callErr, &ce) {
+		return fmt.Errorf("failure is %T, not *core.Error: %v", callErr, callErr)
+	}
+	// The Backend keeps working: the same call without the fault succeeds.
+	dev.ClearFaults()
+	return xferCall(r, b, dev, c, hs, old, pinned)
+}
+
+// xferCall makes c's call and checks its result, or, when it fails, what
+// it left in the caller's outputs.
+func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []core.Buffer, old [][]byte, pinned *core.PinnedBuffer) error {
+	switch c.op {
+	case xferUpload, xferUploadMany, xferUploadPinned:
+		ups := make([]core.Upload, len(hs))
+		for i, h := range hs {
+			ups[i] = core.Upload{Buf: h, Data: randomXferBytes(r, h.Len)}
+		}
+		var err error
+		switch c.op {
+		case xferUpload:
+			err = b.UploadResident(hs[0], ups[0].Data)
+		case xferUploadPinned:
+			src := pinned.Bytes()[:hs[0].Len]
+			copy(src, ups[0].Data)
+			err = b.UploadResident(hs[0], src)
+		default:
+			err = b.UploadResidentMany(ups)
+		}
+		if err != nil {
+			return err
+		}
+		for i, h := range hs {
+			if got := deviceXferBytes(b, dev, h); !bytes.Equal(got, ups[i].Data) {
+				return fmt.Errorf("buffer %d holds other bytes after the upload", i)
+			}
+			old[i] = ups[i].Data
+		}
+		return nil
+	case xferInto, xferIntoPinned:
+		dst := make([]byte, 0, hs[0].Len)
+		if c.op == xferIntoPinned {
+			dst = pinned.Bytes()[:0:hs[0].Len]
+		}
+		full := dst[:cap(dst)]
+		for i := range full {
+			full[i] = 0xa5
+		}
+		prior := bytes.Clone(full)
+		out, err := b.DownloadResidentInto(hs[0], dst)
+		if err != nil {
+			if unsafe.SliceData(out) != unsafe.SliceData(dst) || len(out) != len(dst) || cap(out) != cap(dst) {
+				return errors.Join(err, errors.New("a failed DownloadResidentInto did not return dst"))
+			}
+			if !prefixThenOld(full, old[0], prior) {
+				return errors.Join(err, errors.New("a failed DownloadResidentInto left dst holding more than a prefix of the buffer"))
+			}
+			return err
+		}
+		if !bytes.Equal(out, old[0]) {
+			return errors.New("DownloadResidentInto returned other bytes")
+		}
+		if unsafe.SliceData(out) != unsafe.SliceData(dst) {
+			return errors.New("a destination of exactly the needed capacity was not reused")
+		}
+		return nil
+	default: // xferManyInto
+		dst := make([][]byte, len(hs))
+		for i, h := range hs {
+			dst[i] = make([]byte, 0, h.Len)
+		}
+		before := snap2(dst)
+		out, err := b.DownloadResidentManyInto(hs, dst)
+		if err != nil {
+			if !snap2(dst).equal(before) || unsafe.SliceData(out) != unsafe.SliceData(dst) {
+				return errors.Join(err, errors.New("a failed DownloadResidentManyInto changed the caller's slots"))
+			}
+			return err
+		}
+		for i := range hs {
+			if !bytes.Equal(out[i], old[i]) {
+				return fmt.Errorf("slot %d holds other bytes", i)
+			}
+			if unsafe.SliceData(out[i]) != unsafe.SliceData(dst[i]) {
+				return fmt.Errorf("slot %d of exactly the needed capacity was not reused", i)
+			}
+		}
+		return nil
+	}
+}
+
+// prefixThenOld reports whether got is want[:k] followed by prior[k:] for
+// some k.
+func prefixThenOld(got, want, prior []byte) bool {
+	k := 0
+	for k < len(got) && got[k] == want[k] {
+		k++
+	}
+	for ; k >= 0; k-- {
+		if bytes.Equal(got[k:], prior[k:]) && bytes.Equal(got[:k], want[:k]) {
+			return true
+		}
+	}
+	return false
+}
+
+// classifyXfer names the plan a fault-free call took from its device calls.
+func classifyXfer(c xferCase, before, after map[sim.Op]uint64, seen *xferSeen, chunkings map[uint64]bool) {
+	d := func(op sim.Op) uint64 { return after[op] - before[op] }
+	dmas := d(sim.OpMemcpyHtoDAsync) + d(sim.OpMemcpyDtoHAsync)
+	switch {
+	case d(sim.OpLaunch) > 0:
+		if c.op == xferUploadMany && d(sim.OpMemcpyHtoDAsync) > 2 {
+			seen.packedN++
+		} else {
+			seen.packed1++
+		}
+	case (c.op == xferUploadPinned || c.op == xferIntoPinned) && dmas == 1 && d(sim.OpHostAlloc) == 0:
+		seen.direct++
+	case len(c.lens) == 1 && dmas > 1:
+		seen.staged++
+		chunkings[dmas] = true
+	default:
+		seen.perCopy++
+	}
+}
+
+func randomXferBytes(r *rand.Rand, n int) []byte {
+	out := make([]byte, n)
+	r.Read(out)
+	return out
+}
+
+func deviceXferBytes(b *core.Backend, dev *sim.Device, h core.Buffer) []byte {
+	ptr, err := b.ResidentDevicePtr(h)
+	if err != nil {
+		return nil
+	}
+	got, err := dev.ReadDevice(ptr, h.Len)
+	if err != nil {
+		return nil
+	}
+	return got
+}

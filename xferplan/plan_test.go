@@ -1,0 +1,193 @@
+package xferplan
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// checkPlan states what every plan promises, whatever the model: the kind
+// applies to the request, the numbers are in range, a staged plan covers
+// the bytes exactly.
+func checkPlan(r Request, t Tuning, maxProcs int, p Plan) error {
+	d := t.withDefaults(maxProcs)
+	switch {
+	case p.Workers < 1 || p.Workers > d.MaxWorkers:
+		return fmt.Errorf("workers %d outside [1, %d]", p.Workers, d.MaxWorkers)
+	case p.Parts < 1:
+		return fmt.Errorf("parts %d", p.Parts)
+	case p.Cost < 0:
+		return fmt.Errorf("cost %v", p.Cost)
+	case d.Only != 0 && p.Kind != PerCopy && !d.Only.Has(p.Kind):
+		return fmt.Errorf("kind %v outside Only %b", p.Kind, d.Only)
+	}
+	if r.Copies <= 0 || r.Bytes <= 0 {
+		if p.Kind != PerCopy {
+			return fmt.Errorf("nothing to move planned as %v", p.Kind)
+		}
+		return nil
+	}
+	if p.Workers > 1 && int64(p.Workers) > r.Bytes/d.WorkerBytes {
+		return fmt.Errorf("%d workers for %d bytes at %d bytes each", p.Workers, r.Bytes, d.WorkerBytes)
+	}
+	switch p.Kind {
+	case Direct:
+		if !r.Pinned || r.Copies != 1 {
+			return fmt.Errorf("direct plan for %+v", r)
+		}
+	case Packed:
+		if !d.packable(r) {
+			return fmt.Errorf("packed plan for %+v under %+v", r, d)
+		}
+		if p.Parts > r.Copies || (r.Dir == Readback && p.Parts != 1) {
+			return fmt.Errorf("%d parts for %d copies (%v)", p.Parts, r.Copies, r.Dir)
+		}
+	case Staged:
+		if r.Copies != 1 || !r.Streamable || d.StageMin < 0 || r.Bytes < d.StageMin {
+			return fmt.Errorf("staged plan for %+v", r)
+		}
+		if p.Chunk <= 0 || p.Chunks < 1 || p.Blocks < 1 || p.Blocks > min(p.Chunks, d.Blocks) {
+			return fmt.Errorf("staged shape %+v", p)
+		}
+		if p.Bounds(p.Chunks, r.Bytes) != r.Bytes || p.Bounds(p.Chunks-1, r.Bytes) >= r.Bytes {
+			return fmt.Errorf("%d chunks of %d do not cover %d bytes exactly", p.Chunks, p.Chunk, r.Bytes)
+		}
+		if p.Chunks > 1 && p.Chunk > d.MaxChunk {
+			return fmt.Errorf("chunk %d above %d", p.Chunk, d.MaxChunk)
+		}
+	}
+	return nil
+}
+
+// randomRequest draws requests over every kind's range: tiny to huge,
+// single to many copies, pinned or not.
+func randomRequest(r *rand.Rand) Request {
+	q := Request{Dir: Direction(r.Intn(2)), Copies: 1 + r.Intn(3000)*r.Intn(2),
+		Bytes: int64(math.Exp2(r.Float64() * 30)), Pinned: r.Intn(4) == 0, Streamable: r.Intn(3) > 0}
+	if q.Bytes < int64(q.Copies) {
+		q.Bytes = int64(q.Copies)
+	}
+	if r.Intn(5) > 0 {
+		q.PackedBytes = q.Bytes + int64(q.Copies)*40 + 16
+	}
+	return q
+}
+
+func TestChooseKeepsItsPromises(t *testing.T) {
+	m := Reference()
+	r := rand.New(rand.NewSource(1))
+	seen := map[Kind]int{}
+	for range 20000 {
+		q := randomRequest(r)
+		procs := 1 + r.Intn(32)
+		p := Choose(q, Tuning{}, &m, procs)
+		require.NoError(t, checkPlan(q, Tuning{}, procs, p), "%+v procs %d -> %+v", q, procs, p)
+		seen[p.Kind]++
+	}
+	for _, k := range []Kind{PerCopy, Packed, Staged, Direct} {
+		assert.Positive(t, seen[k], "the reference model chooses %v somewhere", k)
+	}
+}
+
+// TestChooseIsNoWorseThanAnyOneKind: the plan chosen freely is predicted no
+// slower than the best plan of any single kind that applies.
+func TestChooseIsNoWorseThanAnyOneKind(t *testing.T) {
+	m := Reference()
+	r := rand.New(rand.NewSource(2))
+	for range 5000 {
+		q := randomRequest(r)
+		free := Choose(q, Tuning{}, &m, 16)
+		for _, k := range []Kind{PerCopy, Packed, Staged, Direct} {
+			only := Choose(q, Tuning{Only: Kinds(k)}, &m, 16)
+			if only.Kind == k {
+				require.LessOrEqual(t, free.Cost, only.Cost, "%+v: free %+v, only %v %+v", q, free, k, only)
+			}
+		}
+	}
+}
+
+func TestPinnedSingleCopiesMoveDirectly(t *testing.T) {
+	m := Reference()
+	for _, n := range []int64{1, 4 << 10, 1 << 20, 256 << 20} {
+		for _, dir := range []Direction{Upload, Readback} {
+			p := Choose(Request{Dir: dir, Copies: 1, Bytes: n, Pinned: true, Streamable: true}, Tuning{}, &m, 16)
+			assert.Equal(t, Direct, p.Kind, "%d bytes %v", n, dir)
+		}
+	}
+}
+
+// TestLargeCopiesOverlapCopyAndDMA: from a few MiB on a 16-core host, one
+// copy is staged in several chunks whose copies run on several goroutines,
+// and its predicted rate beats copying first and moving after.
+func TestLargeCopiesOverlapCopyAndDMA(t *testing.T) {
+	m := Reference()
+	for _, n := range []int64{4 << 20, 16 << 20, 64 << 20, 256 << 20} {
+		q := Request{Copies: 1, Bytes: n, Streamable: true}
+		p := Choose(q, Tuning{}, &m, 16)
+		require.Equal(t, Staged, p.Kind, "%d bytes", n)
+		assert.Greater(t, p.Chunks, 1)
+		assert.Greater(t, p.Workers, 1)
+		whole := Choose(q, Tuning{StageMin: -1}, &m, 16)
+		assert.Less(t, p.Cost, whole.Cost, "%d bytes", n)
+	}
+}
+
+// TestParallelismFollowsProcs: a 2-core host never plans more than two
+// copy goroutines; a 16-core one uses more for large copies.
+func TestParallelismFollowsProcs(t *testing.T) {
+	m := Reference()
+	q := Request{Copies: 1, Bytes: 64 << 20, Streamable: true}
+	assert.LessOrEqual(t, Choose(q, Tuning{}, &m, 2).Workers, 2)
+	assert.Greater(t, Choose(q, Tuning{}, &m, 16).Workers, 2)
+	assert.Equal(t, 1, Choose(q, Tuning{}, &m, 1).Workers)
+}
+
+func TestManySmallCopiesArePacked(t *testing.T) {
+	m := Reference()
+	q := Request{Copies: 1024, Bytes: 4 << 20, PackedBytes: 4<<20 + 1024*40}
+	assert.Equal(t, Packed, Choose(q, Tuning{}, &m, 16).Kind)
+	q.PackedBytes = 0 // no kernel room
+	assert.Equal(t, PerCopy, Choose(q, Tuning{}, &m, 16).Kind)
+	q.PackedBytes = 4<<20 + 1024*40
+	assert.Equal(t, PerCopy, Choose(q, Tuning{PackMinCopies: -1}, &m, 16).Kind)
+}
+
+func TestOnlyForcesAKindWhereItApplies(t *testing.T) {
+	m := Reference()
+	tiny := Request{Copies: 1, Bytes: 100, Streamable: true}
+	p := Choose(tiny, Tuning{Only: Kinds(Staged), StageMin: 64, MinChunk: 16, MaxChunk: 16}, &m, 4)
+	require.Equal(t, Staged, p.Kind)
+	assert.Equal(t, 7, p.Chunks)
+	assert.LessOrEqual(t, p.Chunk, int64(16))
+	p = Choose(Request{Copies: 1, Bytes: 10, Streamable: true}, Tuning{Only: Kinds(Staged), StageMin: 64}, &m, 4)
+	assert.Equal(t, PerCopy, p.Kind, "below StageMin the fallback")
+}
+
+func TestKindString(t *testing.T) {
+	assert.Equal(t, "per-copy", PerCopy.String())
+	assert.Equal(t, "packed", Packed.String())
+	assert.Equal(t, "staged", Staged.String())
+	assert.Equal(t, "direct", Direct.String())
+	assert.Equal(t, "Kind(9)", Kind(9).String())
+	assert.False(t, Kinds(Kind(9)).Has(Kind(9)))
+}
+
+func TestNothingToMove(t *testing.T) {
+	m := Reference()
+	for _, q := range []Request{{}, {Copies: -1, Bytes: 5}, {Copies: 3, Bytes: -7}} {
+		p := Choose(q, Tuning{}, &m, 4)
+		assert.Equal(t, PerCopy, p.Kind)
+		assert.Equal(t, time.Duration(0), p.Cost)
+	}
+}
+
+func TestChooseAllocatesNothing(t *testing.T) {
+	m := Reference()
+	q := Request{Copies: 1, Bytes: 256 << 20, Streamable: true}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = Choose(q, Tuning{}, &m, 16) }))
+}
