@@ -2102,6 +2102,11 @@ func (s *optFreeStep) run(r *runner) error {
 	}
 	r.logf("optimizer %s(%d)", call, id)
 	err = o.d.FreeResident(id)
+	if want == 0 && (r.q.start > 0 || r.cfg.shared) && errors.Is(err, core.ErrInFlight) {
+		// Failed transfers of dispatcher buffers leave them to the
+		// quarantine, which the dispatcher does not retry here.
+		return nil
+	}
 	out, verr := r.judge(call, err, want)
 	if verr != nil || out != succeeded {
 		if verr == nil && out == rejected {
@@ -2274,6 +2279,19 @@ func (r *runner) retiredByQuarantine(o *optModel, call string, fresh, took []int
 	pooledN := 0
 	for _, c := range o.pool {
 		pooledN += c
+	}
+	if r.cfg.shared {
+		// Other goroutines move the Backend's totals this check reads:
+		// keep the dispatcher's own counts only.
+		o.retiredN = st.RetiredBuffers
+		for i := len(took) - 1; i >= 0 && pooledN > st.PooledBuffers; i-- {
+			if o.pool[took[i]] > 0 {
+				o.pool[took[i]]--
+				o.pooledBytes -= uint64(took[i])
+				pooledN--
+			}
+		}
+		return nil
 	}
 	kp := pooledN - st.PooledBuffers
 	if kp < 0 || kp > k || st.PooledBytes > o.pooledBytes {
