@@ -38,7 +38,7 @@ func leaked(l sim.Live) int {
 // at most one object per logged failure plus the one Close reports.
 func TestCoreReleaseFaults(t *testing.T) {
 	seed := coreSeed(t)
-	rounds, steps := 6, 80
+	rounds, steps := 4, 60
 	if coreLong() {
 		rounds, steps = 200, 150
 	}
