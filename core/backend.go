@@ -49,9 +49,10 @@ type Backend struct {
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
-	progs    programCache // loaded Program modules (program.go, dispatch work)
-	peers    peerCache    // how other Backends are reached (peer.go)
-	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
+	progs    programCache  // loaded Program modules (program.go, dispatch work)
+	peers    peerCache     // how other Backends are reached (peer.go)
+	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
+	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -82,7 +83,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		return nil, newError(op, KindDriver, "the driver reports 0 bytes of device memory",
 			"check that the driver is bound to a working device")
 	}
-	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
+	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
 	b.pinned.init()
 	b.devPool = newDevicePool(drv, cfg.devicePoolCap, cfg.log)
@@ -94,6 +95,9 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 // enter starts a public call: it holds life shared until exit and fails with
 // ErrClosed once Close has run.
 func (b *Backend) enter(op string) error {
+	if b == nil {
+		return nilBackend(op)
+	}
 	b.life.RLock()
 	if b.closed {
 		b.life.RUnlock()
@@ -103,6 +107,12 @@ func (b *Backend) enter(op string) error {
 }
 
 func (b *Backend) exit() { b.life.RUnlock() }
+
+// nilBackend reports a call on a nil *Backend.
+func nilBackend(op string) *Error {
+	return newError(op, KindInvalidArgument, "the Backend is nil",
+		"use the Backend core.Open returned, after checking its error")
+}
 
 func closedError(op string) *Error {
 	return newError(op, KindClosed, "the Backend is closed", "open a new Backend with core.Open")
@@ -127,6 +137,9 @@ func closedError(op string) *Error {
 // likely broken; that memory is reclaimed with the context.
 func (b *Backend) Close() error {
 	const op = "Close"
+	if b == nil {
+		return nilBackend(op)
+	}
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
@@ -145,8 +158,8 @@ func (b *Backend) Close() error {
 	// Close: settleQuarantine deals with them below.
 	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("%d resident buffer(s) are bound to %d in-flight use(s)", handles, refs-b.quar.refs.Load()),
-			"wait for pending work (Await or Close it) before closing the Backend")
+			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
+			"wait for pending work (Await or Close every Pending) before closing the Backend; a Pending dropped without either is released only after a garbage collection finds it")
 	}
 	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
 		return newError(op, KindInFlight,
@@ -156,14 +169,14 @@ func (b *Backend) Close() error {
 	firstErr := b.settleQuarantine(op)
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
-			firstErr = err
+			firstErr = closeError(op, err)
 		}
 	}
 	// The launch pool refuses while leases are out; asking it first means a
 	// refusal leaves everything else untouched.
 	lerr := b.launch.close()
 	if errors.Is(lerr, ErrInFlight) {
-		return lerr
+		return closeError(op, lerr)
 	}
 	keep(lerr)
 	b.closed = true
@@ -179,12 +192,37 @@ func (b *Backend) Close() error {
 	return firstErr
 }
 
+// closeError reports a failure of one part of Close under the name Close,
+// keeping the part's own name ("close device pool") in the detail.
+func closeError(op string, err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Op == op {
+		return err
+	}
+	c := *e
+	if c.Op != "" {
+		c.Detail = c.Op + ": " + c.Detail
+	}
+	c.Op = op
+	return &c
+}
+
 // DeviceMemoryBytes returns the device's total memory in bytes, as its
 // driver reported it when the Backend was opened.
-func (b *Backend) DeviceMemoryBytes() uint64 { return b.info.TotalMemory }
+func (b *Backend) DeviceMemoryBytes() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.info.TotalMemory
+}
 
 // DeviceInfo returns the description of the device the Backend runs on.
-func (b *Backend) DeviceInfo() DeviceInfo { return b.info }
+func (b *Backend) DeviceInfo() DeviceInfo {
+	if b == nil {
+		return DeviceInfo{}
+	}
+	return b.info
+}
 
 // LiveFreeMemory asks the driver how many bytes of device memory are free now.
 func (b *Backend) LiveFreeMemory() (uint64, error) {
@@ -204,6 +242,9 @@ func (b *Backend) LiveFreeMemory() (uint64, error) {
 // destroyed streams and events, the leases out and, of those, the ones held
 // in quarantine because their stream could not be drained after a failure.
 func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
+	if b == nil {
+		return LaunchResourceCounts{}
+	}
 	c := b.launch.counts()
 	c.Quarantined = int(b.quar.leases.Load())
 	return c
@@ -212,5 +253,8 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 // PoolCachedBytes reports the bytes currently cached by the device pool and
 // the pinned host staging pool.
 func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
+	if b == nil {
+		return 0, 0
+	}
 	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
 }

@@ -48,11 +48,11 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	p, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch)
 	if err != nil {
 		return dst, err
 	}
-	return p.AwaitInto(dst)
+	return w.awaitInto(op, dst)
 }
 
 // RunAsync validates and queues batch like Run and returns without waiting.
@@ -66,7 +66,11 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 		return nil, err
 	}
 	defer b.exit()
-	return b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch)
+	if err != nil {
+		return nil, err
+	}
+	return newPending(w), nil
 }
 
 // batchLayout maps a position in the flat list of buffers a batch names to
@@ -104,7 +108,8 @@ type launchPlan struct {
 type batchPlan struct {
 	batch         *Batch
 	lay           batchLayout
-	ents          []*residentEntry // in-flight marks, one per buffer the batch names
+	ents          []*residentEntry // the entry of every buffer position the batch names
+	pinned        []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
 	plans         []launchPlan
 	ups           []fusion.UploadCopy // the non-empty uploads, in batch order
 	fusedUps      []fusion.UploadCopy
@@ -124,7 +129,7 @@ func (pl *batchPlan) work() int {
 // enqueue validates batch, queues it on one leased stream and returns the
 // Pending that owns what it holds. Validation, module loading and staging
 // all happen before the first operation is queued.
-func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
+func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	pl, err := b.planBatch(op, batch)
 	if err != nil {
 		return nil, err
@@ -132,11 +137,11 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 	owned := false
 	defer func() {
 		if !owned {
-			b.unpinEntries(op, pl.ents)
+			b.unpinEntries(op, pl.pinned)
 		}
 	}()
 	rd := pl.rd
-	p := &Pending{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -184,7 +189,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		}
 	}
 	if qerr != nil {
-		h := held{st: []*staging{&p.up}, ents: pl.ents}
+		h := held{st: []*staging{&p.up}, ents: pl.pinned}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
@@ -193,7 +198,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*Pending, error) {
 		return nil, qerr
 	}
 	owned = true
-	p.lease, p.ents = lease, pl.ents
+	p.lease, p.ents = lease, pl.pinned
 	b.countBatch(pl)
 	return p, nil
 }
@@ -224,7 +229,7 @@ func packUploads(stage []byte, fused []fusion.UploadCopy) {
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On
-// success the batch's buffers are pinned (pl.ents): the caller unpins them
+// success the batch's buffers are pinned (pl.pinned): the caller unpins them
 // when the work is done or abandoned. On failure nothing is pinned.
 func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 	pl := &batchPlan{batch: batch}
@@ -232,13 +237,13 @@ func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pl.ents, err = b.pinEntries(op, pl.bufs(), pl.lay.label); err != nil {
+	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs(), &pl.lay); err != nil {
 		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			b.unpinEntries(op, pl.ents)
+			b.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if err := pl.resolveCopies(op); err != nil {
@@ -474,4 +479,59 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 		}
 	}
 	return nil
+}
+
+// pinBatch pins the distinct buffers of a batch once each, so an entry's
+// in-flight count counts unfinished batches (what FreeResident's message
+// reports), and returns the entry of every position of bufs (ents) and the
+// pinned entries to release (pinned).
+func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {
+	uniq, first, slot := dedupeBuffers(bufs)
+	pinned, err = b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	if err != nil {
+		return nil, nil, err
+	}
+	ents = make([]*residentEntry, len(bufs))
+	for i := range bufs {
+		ents[i] = pinned[slot[i]]
+	}
+	return ents, pinned, nil
+}
+
+// dedupeBuffers returns bufs without repeats (uniq), the position in bufs
+// where each of uniq first appears, and for every position of bufs its
+// index in uniq. Small batches compare pairwise; larger ones use a map.
+func dedupeBuffers(bufs []Buffer) (uniq []Buffer, first, slot []int) {
+	uniq = make([]Buffer, 0, len(bufs))
+	first = make([]int, 0, len(bufs))
+	slot = make([]int, len(bufs))
+	var index map[Buffer]int
+	if len(bufs) > 16 {
+		index = make(map[Buffer]int, len(bufs))
+	}
+	for i, h := range bufs {
+		k := -1
+		if index != nil {
+			if j, ok := index[h]; ok {
+				k = j
+			}
+		} else {
+			for j, u := range uniq {
+				if u == h {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
+			k = len(uniq)
+			uniq = append(uniq, h)
+			first = append(first, i)
+			if index != nil {
+				index[h] = k
+			}
+		}
+		slot[i] = k
+	}
+	return uniq, first, slot
 }

@@ -39,7 +39,16 @@ func (c *telemetryCounters) reset() {
 
 // Telemetry returns a snapshot of the transfer counters since Open or the
 // last ResetTelemetry. It works on a closed Backend too.
-func (b *Backend) Telemetry() Telemetry { return b.tel.snapshot() }
+func (b *Backend) Telemetry() Telemetry {
+	if b == nil {
+		return Telemetry{}
+	}
+	return b.tel.snapshot()
+}
 
 // ResetTelemetry sets every transfer counter to zero.
-func (b *Backend) ResetTelemetry() { b.tel.reset() }
+func (b *Backend) ResetTelemetry() {
+	if b != nil {
+		b.tel.reset()
+	}
+}

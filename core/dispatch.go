@@ -12,11 +12,11 @@ func (b *Backend) DispatchResident(p *Program, bufs []Buffer, cfg DispatchConfig
 	}
 	defer b.exit()
 	cfg.Timing = false
-	pd, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
 	if err != nil {
 		return err
 	}
-	return pd.Close()
+	return w.close(op)
 }
 
 // DispatchResidentAsync validates and queues a launch of p over bufs like
@@ -29,5 +29,9 @@ func (b *Backend) DispatchResidentAsync(p *Program, bufs []Buffer, cfg DispatchC
 		return nil, err
 	}
 	defer b.exit()
-	return b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
+	if err != nil {
+		return nil, err
+	}
+	return newPending(w), nil
 }

@@ -248,15 +248,20 @@ func TestProgramsSharingAnImageShareOneModule(t *testing.T) {
 		require.NoError(t, b.DispatchResident(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
 		require.NoError(t, b.DispatchResident(p2, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
 	}
-	assert.Equal(t, uint64(1), dev.Calls(sim.OpModuleLoad), "one load for both programs")
-	assert.Equal(t, uint64(1), dev.Calls(sim.OpModuleFunction), "one lookup: same image and entry")
-	assert.Equal(t, 1, dev.Live().Modules)
-	assert.Len(t, r1.cfgs, 6, "the twin of the first program resolved runs for both")
+	// On the simulated device each program runs its own twin, so the second
+	// program with the same image and entry loads a module of its own.
+	assert.Equal(t, uint64(2), dev.Calls(sim.OpModuleLoad), "one load per twin")
+	assert.Equal(t, 2, dev.Live().Modules)
+	assert.Len(t, r1.cfgs, 3, "each program runs its own twin")
+	assert.Len(t, r2.cfgs, 3, "each program runs its own twin")
 
 	// A different image is a second module; built-ins load their own.
 	require.NoError(t, b.DispatchResident(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{5}}))
 	require.NoError(t, b.DispatchResident(core.ProgramCopyU32(), []core.Buffer{h, h}, core.DispatchConfig{}))
-	assert.Equal(t, 2, dev.Live().Modules, "fill's image is the recorder's image; copy adds one")
+	assert.Equal(t, 4, dev.Live().Modules, "fill has the recorder's image and entry but its own twin, so its own module; copy adds one")
+	got, err := b.DownloadResident(h)
+	require.NoError(t, err)
+	assert.Equal(t, le32(5, 5, 5, 5), got, "the fill ran its own twin, not the recorder's")
 	require.NoError(t, b.Close())
 	assert.Zero(t, dev.Live().Modules, "Close unloads every module")
 	assert.ErrorIs(t, b.DispatchResident(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}), core.ErrClosed)

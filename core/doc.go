@@ -6,7 +6,8 @@
 //
 //   - the Driver seam (driver.go): the narrow set of raw device operations a
 //     Backend needs, implemented over the CUDA driver API and, for tests, by
-//     the simulated device in core/sim;
+//     the simulated device in core/sim, plus optional capabilities found by
+//     type assertion (HostKernelBinder, BatchLauncher, CacheNotifier);
 //   - the Backend (Open, Close): a resident buffer table with a byte budget
 //     derived from the device's total and live free memory, handles that are
 //     unique across the process, and in-flight reference counts that keep
@@ -62,4 +63,7 @@
 // policy live here, above the Driver; a Driver only performs raw operations.
 //
 // A Backend is safe for use by many goroutines at once.
+//
+// docs/ARCHITECTURE.md in the repository describes the layers and how
+// uploads, readbacks and batches flow through them.
 package core

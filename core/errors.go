@@ -20,6 +20,7 @@ const (
 	KindDriver                          // the driver returned a failure (Code holds it)
 	KindUnsupported                     // the driver or device lacks the capability
 	KindClosed                          // the Backend (or object) is closed
+	KindOwned                           // the buffer belongs to an OptimizerDispatcher: free it through the dispatcher
 )
 
 var kindNames = [...]string{
@@ -30,6 +31,7 @@ var kindNames = [...]string{
 	KindDriver:          "driver failure",
 	KindUnsupported:     "unsupported",
 	KindClosed:          "closed",
+	KindOwned:           "owned by an optimizer dispatcher",
 }
 
 // String returns the kind's name as it appears in messages.
@@ -53,10 +55,26 @@ type Error struct {
 	Err    error // underlying cause, if any
 }
 
-// Error formats "op: kind: detail (driver code): Fix: sentence".
+// Error formats "op: kind: detail (driver code): cause. Fix: sentence". The
+// cause's own text is included (a sim detail, a Go twin's error, an
+// accounting failure), without any Fix sentence of its own, so the message
+// carries exactly one.
 func (e *Error) Error() string {
+	if e == nil {
+		return "vyrecuda: <nil *core.Error>"
+	}
 	var b strings.Builder
 	b.WriteString("vyrecuda: ")
+	e.writeBody(&b)
+	if e.Fix != "" {
+		b.WriteString(". Fix: ")
+		b.WriteString(e.Fix)
+	}
+	return b.String()
+}
+
+// writeBody writes everything but the "vyrecuda: " prefix and the Fix.
+func (e *Error) writeBody(b *strings.Builder) {
 	if e.Op != "" {
 		b.WriteString(e.Op)
 		b.WriteString(": ")
@@ -66,29 +84,63 @@ func (e *Error) Error() string {
 		b.WriteString(": ")
 		b.WriteString(e.Detail)
 	}
+	code := ""
 	if e.Kind == KindDriver && e.Code != 0 {
+		code = e.Code.Error()
 		b.WriteString(" (")
-		b.WriteString(e.Code.Error())
+		b.WriteString(code)
 		b.WriteString(")")
-	} else if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
 	}
-	if e.Fix != "" {
-		b.WriteString(". Fix: ")
-		b.WriteString(e.Fix)
+	if e.Err != nil {
+		if c := causeText(e.Err); c != "" && c != code {
+			b.WriteString(": ")
+			b.WriteString(c)
+		}
 	}
-	return b.String()
+}
+
+// causeText is err's message without a Fix sentence of its own: a nested
+// *Error contributes its body, any other error its text cut at " Fix: ".
+func causeText(err error) string {
+	if ce, ok := err.(*Error); ok {
+		var b strings.Builder
+		ce.writeBody(&b)
+		return b.String()
+	}
+	s := err.Error()
+	if i := strings.Index(s, " Fix: "); i >= 0 {
+		s = strings.TrimRight(s[:i], ". ")
+	}
+	return s
+}
+
+// withOp returns err with its Op replaced by op when it is an *Error naming
+// another operation: errors of internal calls reach the caller under the
+// name of the call the caller made. The original is not modified (it may
+// be shared, e.g. a Pending's settled failure).
+func withOp(op string, err error) error {
+	e, ok := err.(*Error)
+	if !ok || e == nil || e.Op == op || e.isSentinel() {
+		return err
+	}
+	c := *e
+	c.Op = op
+	return &c
 }
 
 // Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is reports whether target is the sentinel of e's kind, so
 // errors.Is(err, core.ErrBudget) works for every budget failure.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	if !ok {
+	if !ok || e == nil || t == nil {
 		return false
 	}
 	return t.isSentinel() && t.Kind == e.Kind
@@ -107,6 +159,7 @@ var (
 	ErrDriver          = &Error{Kind: KindDriver}
 	ErrUnsupported     = &Error{Kind: KindUnsupported}
 	ErrClosed          = &Error{Kind: KindClosed}
+	ErrOwned           = &Error{Kind: KindOwned}
 )
 
 // newError builds an *Error; detail should carry the numbers involved.
@@ -115,14 +168,15 @@ func newError(op string, kind Kind, detail, fix string) *Error {
 }
 
 // driverError wraps an error returned by a Driver call. The CUDA result code
-// is extracted with errors.As when the driver supplied one.
+// is extracted with errors.As when the driver supplied one, and picks the
+// Fix sentence for its class of failure (driverfix.go).
 func driverError(op, call string, err error) *Error {
-	e := &Error{Op: op, Kind: KindDriver, Detail: call + " failed", Err: err,
-		Fix: "check the device state and the driver result; retry after freeing device resources if it reports out of memory"}
+	e := &Error{Op: op, Kind: KindDriver, Detail: call + " failed", Err: err}
 	var r cudaapi.Result
 	if errors.As(err, &r) {
 		e.Code = r
 	}
+	e.Fix = driverFix(e.Code)
 	return e
 }
 

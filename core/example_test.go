@@ -220,8 +220,11 @@ func exampleAdd(b *core.Backend, x, y []byte) (sum []byte, err error) {
 // Example_testWithSim tests GPU code without a GPU: the simulated device runs
 // the built-in kernels' Go twins on real bytes, fails the operation you name
 // with the CUDA result you choose, and reports what is still alive, so a
-// test checks results, failure paths and leaks. In a test, defer
-// sim.RequireNoLeaks(t, dev) instead of printing dev.Live().
+// test checks results, failure paths and leaks. In a test, end with
+// t.Cleanup(func() { sim.CloseChecked(t, b, dev) }) instead of printing:
+// it fails on buffers still live before Close (a forgotten FreeResident,
+// which Close would free silently), on a failed Close and on anything left
+// on the device.
 func Example_testWithSim() {
 	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
 	b, err := core.Open(dev)
@@ -238,7 +241,12 @@ func Example_testWithSim() {
 	_, err = exampleAdd(b, le32(1, 2), le32(40, 40))
 	fmt.Println("driver failure:", errors.Is(err, core.ErrDriver), errors.Is(err, cudaapi.CUDA_ERROR_LAUNCH_FAILED))
 	fmt.Println("resident bytes after the failure:", b.ResidentAllocatedBytes())
+	// Disarm faults that did not fire: an armed one would fail a later call,
+	// Close included.
+	dev.ClearFaults()
 
+	live, _ := b.LiveResidentBuffers() // checked before Close, which frees everything
+	fmt.Println("live buffers before Close:", live)
 	if err := b.Close(); err != nil {
 		log.Fatal(err)
 	}
@@ -247,5 +255,6 @@ func Example_testWithSim() {
 	// sum: 41 42 <nil>
 	// driver failure: true true
 	// resident bytes after the failure: 0
+	// live buffers before Close: 0
 	// leak-free after Close: true
 }

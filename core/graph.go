@@ -42,7 +42,7 @@ type Graph struct {
 	// staging moved to the Backend's quarantine with the stream.
 	broken atomic.Bool
 
-	pl    *batchPlan  // the captured batch; pl.ents are the graph's in-flight marks
+	pl    *batchPlan  // the captured batch; pl.pinned are the graph's in-flight marks
 	exec  GraphExec   // 0 when the batch has no device work
 	dg    DeviceGraph // the recorded graph exec came from; 0 once destroyed
 	gd    GraphDriver // the driver that owns exec
@@ -88,7 +88,7 @@ func (b *Backend) capture(op string, batch *Batch) (*Graph, error) {
 		if err := g.record(op); err != nil {
 			g.up.release()
 			g.rdst.release()
-			b.unpinEntries(op, pl.ents)
+			b.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
 	}
@@ -196,11 +196,11 @@ func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	if g.exec != 0 {
 		return g.replay(op, dst)
 	}
-	p, err := g.launch(op) // nothing reaches the device; usable checks closed
+	w, err := g.launch(op) // nothing reaches the device; usable checks closed
 	if err != nil {
 		return dst, err
 	}
-	return p.AwaitInto(dst)
+	return w.awaitInto(op, dst)
 }
 
 // replay is Replay of a graph with device work: one launch and one stream
@@ -256,7 +256,11 @@ func (g *Graph) ReplayAsync() (*Pending, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.launch(op)
+	w, err := g.launch(op)
+	if err != nil {
+		return nil, err
+	}
+	return newPending(w), nil
 }
 
 func nilGraph(op string) *Error {
@@ -265,7 +269,7 @@ func nilGraph(op string) *Error {
 
 // launch packs the uploads and queues one launch of the graph on a leased
 // stream. Callers hold mu.
-func (g *Graph) launch(op string) (*Pending, error) {
+func (g *Graph) launch(op string) (*pendingWork, error) {
 	if err := g.usable(op); err != nil {
 		return nil, err
 	}
@@ -274,7 +278,7 @@ func (g *Graph) launch(op string) (*Pending, error) {
 		return nil, err
 	}
 	defer b.exit()
-	p := &Pending{b: b, op: op, up: newStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
 	if g.exec == 0 {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
@@ -356,7 +360,7 @@ func (g *Graph) pack(op string) error {
 
 // held is what a replay's work may touch: the graph's staging and buffers.
 func (g *Graph) held(discard bool) held {
-	return held{st: []*staging{&g.up, &g.rdst}, ents: g.pl.ents, discard: discard}
+	return held{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
 }
 
 // replayFailed is called by a failed replay's Pending with its lease: the
@@ -403,7 +407,7 @@ func (g *Graph) Close() error {
 	g.closed = true
 	g.up.release()
 	g.rdst.release()
-	g.b.unpinEntries(op, g.pl.ents)
+	g.b.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil
 }

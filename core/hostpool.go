@@ -22,9 +22,10 @@ type pinnedBlock struct {
 // bounds as devicePool: a byte cap over all buckets, bounded slots per bucket,
 // and puts cached only in buckets a get has missed on.
 type hostPool struct {
-	drv   Driver
-	log   *slog.Logger
-	cache bucketCache[[]byte]
+	drv    Driver
+	log    *slog.Logger
+	cache  bucketCache[[]byte]
+	notify CacheNotifier // the driver's, or nil: told what enters and leaves the cache
 
 	// allocated counts the bytes obtained from HostAlloc and not yet freed;
 	// exact, repaired to zero with a logged error if a release would underflow.
@@ -35,7 +36,7 @@ type hostPool struct {
 // maxCachedBytes of freed pinned buffers. A nil log discards repair reports.
 func newHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *hostPool {
 	log = orDiscard(log)
-	return &hostPool{drv: drv, log: log,
+	return &hostPool{drv: drv, log: log, notify: cacheNotifier(drv),
 		cache: bucketCache[[]byte]{name: "pinned host pool", log: log, max: maxCachedBytes}}
 }
 
@@ -52,6 +53,9 @@ func (p *hostPool) get(op string, n int) (pinnedBlock, error) {
 	buf, state := p.cache.pop(idx, size)
 	switch state {
 	case cacheHit:
+		if p.notify != nil {
+			p.notify.HostReused(buf)
+		}
 		return pinnedBlock{buf: buf}, nil
 	case cacheClosed:
 		return pinnedBlock{}, closedPoolError(op, "pinned host pool")
@@ -100,6 +104,10 @@ func (p *hostPool) put(b pinnedBlock) {
 			"len", size)
 		p.release(b.buf, "its length is not a bucket")
 		return
+	}
+	// Told before the push: once pushed, another goroutine may pop it.
+	if p.notify != nil {
+		p.notify.HostCached(b.buf)
 	}
 	if !p.cache.push(bits.TrailingZeros(uint(size)), size, b.buf) {
 		p.release(b.buf, "its bucket is full, unknown or over the byte cap")

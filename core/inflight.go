@@ -1,6 +1,9 @@
 package core
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // pin validates bufs against the resident table and marks each of them in
 // flight, all or nothing, returning their device addresses in order. Until
@@ -95,4 +98,15 @@ func runPinHook(b *Backend) {
 func (b *Backend) releaser(op string, ents []*residentEntry) func() {
 	var once sync.Once
 	return func() { once.Do(func() { b.unpinEntries(op, ents) }) }
+}
+
+// mentions phrases a buffer's in-flight count for messages. A batch or
+// dispatch holds each buffer it names once (enqueue dedupes), so for queued
+// work the count is the number of unfinished calls; a synchronous transfer
+// naming one buffer twice holds it twice while it runs.
+func mentions(n int64) string {
+	if n == 1 {
+		return "1 unfinished call"
+	}
+	return fmt.Sprintf("%d unfinished calls", n)
 }

@@ -136,6 +136,12 @@ func NewOptimizerDispatcher(b *Backend, opts ...OptimizerOption) (*OptimizerDisp
 	return d, nil
 }
 
+// nilDispatcher reports a call on a nil *OptimizerDispatcher.
+func nilDispatcher(op string) *Error {
+	return newError(op, KindInvalidArgument, "the optimizer dispatcher is nil",
+		"use the dispatcher core.NewOptimizerDispatcher returned, after checking its error")
+}
+
 func dispatcherClosed(op string) *Error {
 	return newError(op, KindClosed, "the optimizer dispatcher is closed",
 		"build a new one with core.NewOptimizerDispatcher")
@@ -167,6 +173,9 @@ func unknownID(op, prefix string, id uint64) *Error {
 // unspecified; clear or upload before reading it.
 func (d *OptimizerDispatcher) AllocResident(n int) (uint64, error) {
 	const op = "AllocResident"
+	if d == nil {
+		return 0, nilDispatcher(op)
+	}
 	if n <= 0 {
 		return 0, newError(op, KindInvalidArgument, fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
@@ -212,9 +221,10 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 			d.pool[n] = list[:len(list)-1]
 		}
 		d.pooledBytes = left
+		d.b.notifyResident(buf, false)
 		return buf, true, nil
 	}
-	buf, err = d.b.AllocateResident(n)
+	buf, err = d.b.allocateResident(op, n, true)
 	if err != nil {
 		return Buffer{}, false, err
 	}
@@ -229,12 +239,13 @@ func (d *OptimizerDispatcher) giveBackLocked(op string, buf Buffer, pooled bool)
 		// Straight back onto its list: mu was held since it was taken, so
 		// this restores the pool exactly, cap and all.
 		if next, err := accounting.AddUint64(d.pooledBytes, uint64(buf.Len)); err == nil {
+			d.b.notifyResident(buf, true)
 			d.pooledBytes = next
 			d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 			return
 		}
 	}
-	if err := d.b.FreeResident(buf); err != nil {
+	if err := d.b.freeResident(op, buf, true); err != nil {
 		d.retire(op, buf, err)
 	}
 }
@@ -271,14 +282,24 @@ func (b *Backend) inflightUses(h Buffer) int64 {
 // is unknown from then on.
 func (d *OptimizerDispatcher) FreeResident(id uint64) error {
 	const op = "FreeResident"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return dispatcherClosed(op)
+	if err := d.usable(op); err != nil {
+		return err
 	}
 	e, ok := d.ids[id]
 	if !ok {
 		return unknownID(op, "", id)
+	}
+	if !d.b.ownedLive(e.buf) {
+		// Unreachable while the Backend refuses to free owned buffers; kept
+		// so a buffer gone behind the dispatcher's back is never pooled.
+		return newError(op, KindUnknownHandle,
+			fmt.Sprintf("id %d: its buffer (handle %d) is no longer live in the Backend", id, e.buf.ID),
+			"free dispatcher buffers only through the dispatcher")
 	}
 	if e.static {
 		return newError(op, KindInvalidArgument,
@@ -304,7 +325,7 @@ func (d *OptimizerDispatcher) checkIdle(op string, id uint64, e optBuf) error {
 	}
 	if n := d.b.inflightUses(e.buf); n > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("id %d is bound to %d in-flight use(s)", id, n),
+			fmt.Sprintf("id %d is used by unfinished work (%s)", id, mentions(n)),
 			"wait for the pending work using it before freeing it")
 	}
 	return nil
@@ -319,12 +340,12 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	// to the next AllocResident. Callers retire what is refused here.
 	if uses := d.b.inflightUses(buf); uses > 0 {
 		return &Error{Op: op, Kind: KindInFlight,
-			Detail: fmt.Sprintf("buffer %d is bound to %d in-flight use(s) of the Backend", buf.ID, uses),
+			Detail: fmt.Sprintf("buffer %d is used by unfinished Backend work (%s)", buf.ID, mentions(uses)),
 			Fix:    "wait for the pending work using it; the dispatcher frees it at Close"}
 	}
 	n := uint64(buf.Len)
 	if n > d.poolCap {
-		return d.b.FreeResident(buf)
+		return d.b.freeResident(op, buf, true)
 	}
 	// n <= cap, so cap-n cannot wrap; evict until the buffer fits.
 	for d.pooledBytes > d.poolCap-n {
@@ -336,8 +357,9 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	if err != nil || next > d.poolCap {
 		// Unreachable while pooledBytes matches the lists; free for real
 		// rather than exceed the cap.
-		return d.b.FreeResident(buf)
+		return d.b.freeResident(op, buf, true)
 	}
+	d.b.notifyResident(buf, true)
 	d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 	d.pooledBytes = next
 	return nil
@@ -373,7 +395,7 @@ func (d *OptimizerDispatcher) evictLargestPooledLocked(op string) bool {
 		d.pool[largest] = list[:len(list)-1]
 	}
 	d.pooledBytes = left
-	if err := d.b.FreeResident(buf); err != nil {
+	if err := d.b.freeResident(op, buf, true); err != nil {
 		d.retire(op, buf, err)
 	}
 	return true
@@ -389,6 +411,9 @@ func (d *OptimizerDispatcher) poolListBytes() uint64 {
 
 // Stats returns a snapshot of what the dispatcher holds.
 func (d *OptimizerDispatcher) Stats() OptimizerStats {
+	if d == nil {
+		return OptimizerStats{}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := OptimizerStats{
@@ -414,6 +439,9 @@ func (d *OptimizerDispatcher) Stats() OptimizerStats {
 // calls, except that FreeResident refuses while they are in flight.
 func (d *OptimizerDispatcher) Buffer(id uint64) (Buffer, error) {
 	const op = "Buffer"
+	if d == nil {
+		return Buffer{}, nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -481,6 +509,9 @@ func (h *holder) done(locked bool) {
 // caller resolves ids, then calls h.finish to unlock (undoing the marks if
 // resolution failed).
 func (d *OptimizerDispatcher) begin(op string, n int) (*holder, error) {
+	if d == nil {
+		return nil, nilDispatcher(op)
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -568,14 +599,18 @@ type OptRange struct {
 // UploadResident copies data into the whole of id's buffer; len(data) must
 // equal its length (ErrInvalidArgument otherwise).
 func (d *OptimizerDispatcher) UploadResident(id uint64, data []byte) error {
-	return d.UploadResidentMany([]OptUpload{{ID: id, Data: data}})
+	return d.uploadMany("UploadResident", []OptUpload{{ID: id, Data: data}})
 }
 
 // UploadResidentMany copies each upload into the whole of its buffer with one
 // fence for the batch; every item is validated first, and a bad one fails the
 // call with nothing written.
 func (d *OptimizerDispatcher) UploadResidentMany(ups []OptUpload) error {
-	const op = "UploadResidentMany"
+	return d.uploadMany("UploadResidentMany", ups)
+}
+
+// uploadMany is UploadResidentMany under the caller's op.
+func (d *OptimizerDispatcher) uploadMany(op string, ups []OptUpload) error {
 	h, err := d.begin(op, len(ups))
 	if err != nil {
 		return err
@@ -593,7 +628,7 @@ func (d *OptimizerDispatcher) UploadResidentMany(ups []OptUpload) error {
 		return err
 	}
 	defer h.done(false)
-	return d.b.UploadResidentMany(out)
+	return withOp(op, d.b.UploadResidentMany(out))
 }
 
 // UploadResidentAtMany performs offset uploads by id with one fence; every
@@ -609,7 +644,7 @@ func (d *OptimizerDispatcher) UploadResidentAtMany(ups []OptUploadAt) error {
 		return err
 	}
 	defer h.done(false)
-	return d.b.UploadResidentAtMany(out)
+	return withOp(op, d.b.UploadResidentAtMany(out))
 }
 
 // resolveUploadsAt resolves and range-checks offset uploads; inBatch names
@@ -648,7 +683,7 @@ func (d *OptimizerDispatcher) resolveRanges(h *holder, op string, rs []OptRange,
 
 // ReadResident reads the whole of id's buffer into a new slice.
 func (d *OptimizerDispatcher) ReadResident(id uint64) ([]byte, error) {
-	out, err := d.ReadResidentMany([]uint64{id})
+	out, err := d.readMany("ReadResident", []uint64{id})
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +693,11 @@ func (d *OptimizerDispatcher) ReadResident(id uint64) ([]byte, error) {
 // ReadResidentMany reads every buffer in ids with one fence, one new slice
 // per id in order.
 func (d *OptimizerDispatcher) ReadResidentMany(ids []uint64) ([][]byte, error) {
-	const op = "ReadResidentMany"
+	return d.readMany("ReadResidentMany", ids)
+}
+
+// readMany is ReadResidentMany under the caller's op.
+func (d *OptimizerDispatcher) readMany(op string, ids []uint64) ([][]byte, error) {
 	h, err := d.begin(op, len(ids))
 	if err != nil {
 		return nil, err
@@ -671,7 +710,8 @@ func (d *OptimizerDispatcher) ReadResidentMany(ids []uint64) ([][]byte, error) {
 		return nil, err
 	}
 	defer h.done(false)
-	return d.b.DownloadResidentMany(bufs)
+	out, err := d.b.DownloadResidentMany(bufs)
+	return out, withOp(op, err)
 }
 
 // ReadResidentRanges reads every range with one fence into the slots of dst,
@@ -688,7 +728,8 @@ func (d *OptimizerDispatcher) ReadResidentRanges(rs []OptRange, dst [][]byte) ([
 		return dst, err
 	}
 	defer h.done(false)
-	return d.b.DownloadResidentRangesInto(ranges, dst)
+	out, err := d.b.DownloadResidentRangesInto(ranges, dst)
+	return out, withOp(op, err)
 }
 
 // Close frees every buffer the dispatcher owns: live ids, pooled buffers,
@@ -704,6 +745,9 @@ func (d *OptimizerDispatcher) ReadResidentRanges(rs []OptRange, dst [][]byte) ([
 // already closed its buffers are gone with it and Close just forgets them.
 func (d *OptimizerDispatcher) Close() error {
 	const op = "Close"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -717,7 +761,7 @@ func (d *OptimizerDispatcher) Close() error {
 	d.closed = true
 	var first error
 	free := func(buf Buffer) {
-		err := d.b.FreeResident(buf)
+		err := d.b.freeResident(op, buf, true)
 		if err != nil && !isKind(err, KindClosed) && first == nil {
 			first = err
 		}
@@ -782,7 +826,8 @@ func (d *OptimizerDispatcher) Run(batch OptBatch, dst [][]byte) ([][]byte, error
 		return dst, err
 	}
 	defer h.done(false)
-	return d.b.Run(bb, dst)
+	out, err := d.b.Run(bb, dst)
+	return out, withOp(op, err)
 }
 
 // resolveBatch translates batch to a Batch of the ids' buffers, holding

@@ -38,13 +38,16 @@ func defaultConfig() config {
 }
 
 // WithDevicePoolCap sets the most bytes of freed device allocations kept for
-// reuse. Zero keeps at most one allocation per bucket size.
+// reuse. Zero caches nothing: every freed allocation goes straight back to
+// the driver, as with the optimizer dispatcher's caps. Each bucket size also
+// keeps at most cap/size allocations (at least 1, at most 1024).
 func WithDevicePoolCap(bytes uint64) Option {
 	return func(c *config) { c.devicePoolCap = bytes }
 }
 
 // WithPinnedPoolCap sets the most bytes of pinned host staging memory kept for
-// reuse between transfers. Zero keeps at most one block per bucket size.
+// reuse between transfers. Zero caches nothing: every transfer allocates its
+// staging and frees it afterwards.
 func WithPinnedPoolCap(bytes uint64) Option {
 	return func(c *config) { c.pinnedPoolCap = bytes }
 }

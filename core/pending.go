@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -21,9 +22,24 @@ import (
 //
 // A Pending is safe for concurrent use; its methods never take Backend
 // locks. It is not tied to a goroutine.
+//
+// A Pending that is dropped without Await, AwaitInto or Close is collected
+// once the garbage collector finds it unreachable: its work is waited for
+// and everything it holds released, with a warning logged to the Backend's
+// logger, so the buffers it bound can be freed and the Backend closed.
+// Until that happens (it needs a garbage collection) FreeResident and Close
+// still refuse; collect every Pending explicitly.
 type Pending struct {
-	b  *Backend
-	op string
+	w *pendingWork
+}
+
+// pendingWork is what a Pending holds. It is separate from the Pending so
+// a cleanup attached to the Pending can collect it once the Pending itself
+// is unreachable.
+type pendingWork struct {
+	b     *Backend
+	op    string // the call that queued the work
+	async bool   // handed out as a Pending: its failures name the queuing call in the detail
 
 	mu    sync.Mutex // guards every field below
 	state pendingState
@@ -53,29 +69,58 @@ const (
 // then reports the same failure. Once it reports true the bound buffers are
 // no longer in flight.
 func (p *Pending) IsReady() (bool, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.state != pendingQueued {
-		return true, p.err
-	}
-	done, err := p.b.drv.EventQuery(p.lease.Done)
+	const op = "Pending.IsReady"
+	w, err := p.work(op)
 	if err != nil {
-		p.fail(driverError(p.op, "EventQuery", err))
-		return true, p.err
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != pendingQueued {
+		return true, withOp(op, w.err)
+	}
+	done, qerr := w.b.drv.EventQuery(w.lease.Done)
+	if qerr != nil {
+		w.fail(w.driverError("EventQuery", qerr))
+		return true, withOp(op, w.err)
 	}
 	if !done {
 		return false, nil
 	}
-	p.complete()
-	return true, p.err
+	w.complete()
+	return true, withOp(op, w.err)
+}
+
+// work returns p's state, or an ErrInvalidArgument for a nil Pending.
+func (p *Pending) work(op string) (*pendingWork, error) {
+	if p == nil || p.w == nil {
+		return nil, newError(op, KindInvalidArgument, "the Pending is nil",
+			"use the Pending returned by RunAsync or DispatchResidentAsync, after checking its error")
+	}
+	return p.w, nil
+}
+
+// driverError wraps a driver failure of the work's fence or query, naming
+// the call that queued the work; each method reports it under its own name.
+func (w *pendingWork) driverError(call string, err error) *Error {
+	e := driverError(w.op, call, err)
+	if w.async {
+		e.Detail = fmt.Sprintf("work queued by %s: %s", w.op, e.Detail)
+	}
+	return e
 }
 
 // Await blocks until the work has finished and returns its failure, if any.
 // Reads, if the work has any, stay available to AwaitInto.
 func (p *Pending) Await() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.wait()
+	const op = "Pending.Await"
+	w, err := p.work(op)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return withOp(op, w.wait())
 }
 
 // AwaitInto waits for the work and returns the bytes of its reads, one slot
@@ -85,29 +130,39 @@ func (p *Pending) Await() error {
 // once: after AwaitInto (or Close) has collected them, a further AwaitInto
 // fails with ErrClosed.
 func (p *Pending) AwaitInto(dst [][]byte) ([][]byte, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.wait(); err != nil {
+	const op = "Pending.AwaitInto"
+	w, err := p.work(op)
+	if err != nil {
 		return dst, err
 	}
-	if p.state == pendingCollected {
-		if p.nReads == 0 {
+	return w.awaitInto(op, dst)
+}
+
+// awaitInto is AwaitInto, its errors naming op.
+func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.wait(); err != nil {
+		return dst, withOp(op, err)
+	}
+	if w.state == pendingCollected {
+		if w.nReads == 0 {
 			return growSlots(dst, 0), nil
 		}
-		return dst, newError(p.op, KindClosed,
-			fmt.Sprintf("the %d read(s) of this pending work were already collected", p.nReads),
+		return dst, newError(op, KindClosed,
+			fmt.Sprintf("the %d read(s) of this pending work were already collected", w.nReads),
 			"call AwaitInto once per Pending, and keep its result")
 	}
 	var out [][]byte
-	if p.rd != nil {
-		out = p.rd.fill(dst, 0, p.nReads)
+	if w.rd != nil {
+		out = w.rd.fill(dst, 0, w.nReads)
 	} else {
-		out = growSlots(dst, p.nReads)
+		out = growSlots(dst, w.nReads)
 		for i := range out {
 			out[i] = out[i][:0]
 		}
 	}
-	p.collect(true)
+	w.collect(true)
 	return out, nil
 }
 
@@ -116,14 +171,24 @@ func (p *Pending) AwaitInto(dst [][]byte) ([][]byte, error) {
 // wait and the wait failed; otherwise nil. Uncollected reads are dropped.
 // Calling it again does nothing.
 func (p *Pending) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	if p.state == pendingQueued {
-		err = p.wait()
+	const op = "Pending.Close"
+	w, err := p.work(op)
+	if err != nil {
+		return err
 	}
-	if p.state == pendingSettled {
-		p.collect(p.err == nil)
+	return w.close(op)
+}
+
+// close is Close, its errors naming op.
+func (w *pendingWork) close(op string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var err error
+	if w.state == pendingQueued {
+		err = withOp(op, w.wait())
+	}
+	if w.state == pendingSettled {
+		w.collect(w.err == nil)
 	}
 	return err
 }
@@ -135,30 +200,76 @@ func (p *Pending) Close() error {
 // (call Await first), and with the driver's error when the measurement
 // failed.
 func (p *Pending) DeviceTime() (time.Duration, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	const op = "Pending.DeviceTime"
+	w, err := p.work(op)
+	if err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch {
-	case !p.timing:
+	case !w.timing:
 		return 0, newError(op, KindInvalidArgument, "no dispatch of this work asked for timing",
 			"set DispatchConfig.Timing on the dispatch to time")
-	case p.state == pendingQueued:
+	case w.state == pendingQueued:
 		return 0, newError(op, KindInvalidArgument, "the work has not finished",
 			"call Await (or wait for IsReady) before DeviceTime")
-	case p.err != nil:
-		return 0, p.err
+	case w.err != nil:
+		return 0, withOp(op, w.err)
 	}
-	return p.devTime, p.timeErr
+	return w.devTime, withOp(op, w.timeErr)
+}
+
+// newPending hands w to the caller as a Pending, with a cleanup that
+// collects w if the Pending is dropped uncollected.
+func newPending(w *pendingWork) *Pending {
+	w.async = true // before anyone else can see w
+	p := &Pending{w: w}
+	runtime.AddCleanup(p, collectDropped, w)
+	return p
+}
+
+// collectDropped runs after a Pending became unreachable. Work already
+// collected needs nothing; otherwise it is waited for and released on a
+// goroutine of its own, so a long fence does not hold up the runtime's
+// cleanups.
+func collectDropped(w *pendingWork) {
+	w.mu.Lock()
+	done := w.state == pendingCollected
+	w.mu.Unlock()
+	if !done {
+		go w.collectDropped()
+	}
+}
+
+func (w *pendingWork) collectDropped() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == pendingCollected {
+		return
+	}
+	if w.lease != nil || w.ents != nil { // work that reached the device, or buffers held
+		w.b.log.Warn("a Pending was garbage collected without Await, AwaitInto or Close; its work was waited for and released",
+			"op", w.op, "reads", w.nReads)
+	}
+	if w.state == pendingQueued {
+		if err := w.wait(); err != nil {
+			w.b.log.Warn("the dropped Pending's work failed", "op", w.op, "err", err)
+		}
+	}
+	if w.state == pendingSettled {
+		w.collect(w.err == nil)
+	}
 }
 
 // wait settles the work with one fence when it is still queued and returns
 // its failure. Callers hold mu.
-func (p *Pending) wait() error {
+func (p *pendingWork) wait() error {
 	if p.state != pendingQueued {
 		return p.err
 	}
 	if err := p.b.drv.StreamSynchronize(p.lease.Stream); err != nil {
-		p.fail(driverError(p.op, "StreamSynchronize", err))
+		p.fail(p.driverError("StreamSynchronize", err))
 		return p.err
 	}
 	p.b.tel.syncPoints.Add(1)
@@ -169,7 +280,7 @@ func (p *Pending) wait() error {
 // complete settles work that finished successfully: it reads the device
 // time while the timing events are still held, drops the in-flight marks
 // and, when no reads wait for collection, releases everything else.
-func (p *Pending) complete() {
+func (p *pendingWork) complete() {
 	if p.timing {
 		d, err := p.b.drv.EventElapsed(p.lease.Start, p.lease.End)
 		if err != nil {
@@ -188,7 +299,7 @@ func (p *Pending) complete() {
 // the lease unhealthy. When the drain fails, the lease, the staging and an
 // in-flight reference on the bound buffers go to the Backend's quarantine
 // instead (quarantine.go).
-func (p *Pending) fail(err *Error) {
+func (p *pendingWork) fail(err *Error) {
 	p.err = err
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
@@ -205,7 +316,7 @@ func (p *Pending) fail(err *Error) {
 }
 
 // settle drops the in-flight marks.
-func (p *Pending) settle() {
+func (p *pendingWork) settle() {
 	if p.ents != nil {
 		p.b.unpinEntries(p.op, p.ents)
 		p.ents = nil
@@ -214,7 +325,7 @@ func (p *Pending) settle() {
 }
 
 // collect releases the staging and the lease.
-func (p *Pending) collect(healthy bool) {
+func (p *pendingWork) collect(healthy bool) {
 	p.up.release()
 	if p.rd != nil {
 		p.rd.release()

@@ -230,14 +230,14 @@ func TestPendingFailurePathsReleaseEverything(t *testing.T) {
 				require.NoError(t, err)
 				_, err = pd.AwaitInto(nil)
 				require.Error(t, err)
-				assert.Equal(t, err, pd.Await(), "the failure sticks")
+				sameFailure(t, err, pd.Await(), "Pending.Await")
 			case atReady:
 				require.NoError(t, err)
 				var ready bool
 				ready, err = pd.IsReady()
 				assert.True(t, ready, "failed work counts as finished")
 				require.Error(t, err)
-				assert.Equal(t, err, pd.Await())
+				sameFailure(t, err, pd.Await(), "Pending.Await")
 			}
 			require.ErrorIs(t, err, core.ErrDriver)
 			assert.Contains(t, err.Error(), tt.detail)
@@ -293,4 +293,18 @@ func TestPendingConcurrentWaiters(t *testing.T) {
 	}
 	require.NoError(t, pd.Close())
 	f.requireReleased(t)
+}
+
+// sameFailure asserts that again is the failure first reported once more,
+// under the name of the method that reported it this time.
+func sameFailure(t *testing.T, first, again error, op string) {
+	t.Helper()
+	var a, b *core.Error
+	require.True(t, errors.As(first, &a))
+	require.True(t, errors.As(again, &b), "the failure sticks")
+	assert.Equal(t, op, b.Op)
+	assert.Equal(t, a.Kind, b.Kind)
+	assert.Equal(t, a.Code, b.Code)
+	assert.Equal(t, a.Detail, b.Detail)
+	assert.Equal(t, a.Fix, b.Fix)
 }

@@ -148,8 +148,12 @@ func (b *Backend) AllocHostPinned(n int) (*PinnedBuffer, error) {
 }
 
 // Bytes returns the buffer's memory, or nil once it has been freed (by Free
-// or by the Backend's Close). Do not keep the slice past Free.
+// or by the Backend's Close) and for a nil PinnedBuffer. Do not keep the
+// slice past Free.
 func (p *PinnedBuffer) Bytes() []byte {
+	if p == nil {
+		return nil
+	}
 	p.b.pinned.mu.Lock()
 	defer p.b.pinned.mu.Unlock()
 	if p.reg.gone {
@@ -158,12 +162,22 @@ func (p *PinnedBuffer) Bytes() []byte {
 	return p.reg.buf
 }
 
-// Len returns the buffer's length in bytes.
-func (p *PinnedBuffer) Len() int { return p.reg.n }
+// Len returns the buffer's length in bytes (0 for a nil PinnedBuffer).
+func (p *PinnedBuffer) Len() int {
+	if p == nil {
+		return 0
+	}
+	return p.reg.n
+}
 
 // Pointer returns the address of the buffer's first byte, for
-// UploadResidentAsyncAt.
-func (p *PinnedBuffer) Pointer() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(p.reg.buf)) }
+// UploadResidentAsyncAt (nil for a nil PinnedBuffer).
+func (p *PinnedBuffer) Pointer() unsafe.Pointer {
+	if p == nil {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(p.reg.buf))
+}
 
 // Free returns the buffer's memory to the driver. It refuses with ErrInFlight
 // while asynchronous uploads from it are queued, with ErrUnknownHandle when
@@ -171,6 +185,10 @@ func (p *PinnedBuffer) Pointer() unsafe.Pointer { return unsafe.Pointer(unsafe.S
 // it). If the driver fails, the buffer stays allocated.
 func (p *PinnedBuffer) Free() error {
 	const op = "PinnedBuffer.Free"
+	if p == nil {
+		return newError(op, KindInvalidArgument, "the PinnedBuffer is nil",
+			"free the PinnedBuffer AllocHostPinned returned, after checking its error")
+	}
 	b := p.b
 	if err := b.enter(op); err != nil {
 		return err

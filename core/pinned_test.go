@@ -159,7 +159,7 @@ func TestUploadResidentAsyncAtDriverFailures(t *testing.T) {
 		require.NoError(t, b.UploadResidentAsyncAt(h, 0, p.Pointer(), 64))
 		dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 		requireKind(t, b.SynchronizeUploads(), core.ErrDriver)
-		requireKind(t, b.FreeResident(h), core.ErrInFlight, "1 in-flight") // still queued after the failed wait
+		requireKind(t, b.FreeResident(h), core.ErrInFlight, "1 unfinished call") // still queued after the failed wait
 		require.NoError(t, b.SynchronizeUploads())
 		got, err := b.DownloadResidentRange(h, 0, 11)
 		require.NoError(t, err)

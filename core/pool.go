@@ -34,9 +34,10 @@ type deviceAlloc struct {
 // Driver calls (MemAlloc, MemFree) run outside the cache lock so a slow
 // driver does not serialize pool hits in other goroutines.
 type devicePool struct {
-	drv   Driver
-	log   *slog.Logger
-	cache bucketCache[uint64]
+	drv    Driver
+	log    *slog.Logger
+	cache  bucketCache[uint64]
+	notify CacheNotifier // the driver's, or nil: told what enters and leaves the cache
 
 	// allocated counts the bytes obtained from MemAlloc and not yet freed
 	// (handed out plus cached). It is exact: it moves only with the driver
@@ -169,7 +170,7 @@ func (c *bucketCache[T]) closeCache() []cachedEntry[T] {
 // maxCachedBytes of freed allocations. A nil log discards repair reports.
 func newDevicePool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *devicePool {
 	log = orDiscard(log)
-	return &devicePool{drv: drv, log: log,
+	return &devicePool{drv: drv, log: log, notify: cacheNotifier(drv),
 		cache: bucketCache[uint64]{name: "device pool", log: log, max: maxCachedBytes}}
 }
 
@@ -217,6 +218,9 @@ func (p *devicePool) get(op string, n int) (deviceAlloc, error) {
 	ptr, state := p.cache.pop(idx, size)
 	switch state {
 	case cacheHit:
+		if p.notify != nil {
+			p.notify.MemReused(ptr, uint64(size))
+		}
 		return deviceAlloc{ptr: ptr, size: size, n: n}, nil
 	case cacheClosed:
 		return deviceAlloc{}, closedPoolError(op, "device allocation pool")
@@ -256,6 +260,11 @@ func (p *devicePool) put(a deviceAlloc) {
 			"ptr", a.ptr, "size", a.size)
 		p.release(a.ptr, uint64(a.size), "its size is not a bucket")
 		return
+	}
+	// Told before the push: once pushed, another goroutine may pop it and
+	// report its reuse.
+	if p.notify != nil {
+		p.notify.MemCached(a.ptr, uint64(a.size))
 	}
 	if !p.cache.push(bits.TrailingZeros(uint(a.size)), a.size, a.ptr) {
 		p.release(a.ptr, uint64(a.size), "its bucket is full, unknown or over the byte cap")

@@ -46,7 +46,9 @@ type ProgramSpec struct {
 	// Name names the program in errors; empty means Entry.
 	Name string
 	// Image is the code image (PTX or cubin) holding Entry. Programs whose
-	// images have the same bytes share one loaded module per Backend.
+	// images have the same bytes share one loaded module per Backend; on a
+	// driver that runs Go twins (core/sim), a second Program with the same
+	// image and Entry loads a module of its own, so each runs its own Host.
 	Image []byte
 	// Entry is the kernel's entry point name inside Image.
 	Entry string
@@ -74,13 +76,13 @@ type ProgramSpec struct {
 
 // Program is a validated, immutable kernel description built by NewProgram.
 // It is safe for concurrent use and may be dispatched on any number of
-// Backends; each Backend loads its image once, keyed by the image's content,
+// Backends; each Backend loads its image once, keyed by the image's content
+// (on core/sim, once per twin of an entry point: each Program runs its own),
 // and unloads it on Close.
 type Program struct {
-	spec  ProgramSpec // Image is a private copy
-	key   [32]byte    // SHA-256 of Image: the module cache key
-	args  int         // parameters per launch
-	fnKey programFunc // cache key of the entry point
+	spec ProgramSpec // Image is a private copy
+	key  [32]byte    // SHA-256 of Image: the module cache key
+	args int         // parameters per launch
 }
 
 // NewProgram validates spec and returns a Program. Image is copied, so the
@@ -135,21 +137,42 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 	if spec.Count {
 		p.args++
 	}
-	p.fnKey = programFunc{image: p.key, entry: spec.Entry}
 	return p, nil
 }
 
 // Name returns the program's name.
-func (p *Program) Name() string { return p.spec.Name }
+// Name returns the program's name ("" for a nil Program).
+func (p *Program) Name() string {
+	if p == nil {
+		return ""
+	}
+	return p.spec.Name
+}
 
-// Buffers returns how many resident buffers every dispatch binds.
-func (p *Program) Buffers() int { return p.spec.Buffers }
+// Buffers returns how many resident buffers every dispatch binds (0 for a
+// nil Program).
+func (p *Program) Buffers() int {
+	if p == nil {
+		return 0
+	}
+	return p.spec.Buffers
+}
 
-// Scalars returns how many u32 scalars every dispatch passes.
-func (p *Program) Scalars() int { return p.spec.Scalars }
+// Scalars returns how many u32 scalars every dispatch passes (0 for a nil
+// Program).
+func (p *Program) Scalars() int {
+	if p == nil {
+		return 0
+	}
+	return p.spec.Scalars
+}
 
-// Spec returns a copy of the validated spec, defaults filled in.
+// Spec returns a copy of the validated spec, defaults filled in; the zero
+// spec for a nil Program.
 func (p *Program) Spec() ProgramSpec {
+	if p == nil {
+		return ProgramSpec{}
+	}
 	s := p.spec
 	s.Image = slices.Clone(s.Image)
 	return s
@@ -228,21 +251,34 @@ func (p *Program) checkDispatch(op string, step int, bufs []Buffer, cfg *Dispatc
 	return LaunchConfig{Grid: [3]uint32{grid, 1, 1}, Block: [3]uint32{p.spec.Block, 1, 1}}, count, nil
 }
 
-// programFunc identifies an entry point by image content and name.
-type programFunc struct {
+// moduleKey identifies a loaded module: by image content, and for a
+// Program whose entry point another Program's twin already holds on a
+// HostKernelBinder, also by that Program. A function is bound to one Go
+// twin, so two Programs with the same image and entry but their own twins
+// need two modules there.
+type moduleKey struct {
 	image [32]byte
+	owner *Program // nil: the module shared by every Program of the image
+}
+
+// programFunc identifies an entry point inside a module.
+type programFunc struct {
+	mod   moduleKey
 	entry string
 }
 
 // programCache holds one Backend's loaded modules and resolved functions.
-// Programs sharing an image share its module; programs sharing image and
-// entry share the function, and on a HostKernelBinder the twin of the first
-// one resolved.
+// Programs sharing an image share its module, and on a real driver those
+// sharing image and entry share the function. On a HostKernelBinder the
+// first Program resolving an entry of the shared module binds its twin
+// there; a later Program with the same image and entry loads a module of its
+// own, so each Program runs its own Go twin.
 type programCache struct {
 	mu      sync.Mutex // guards every field below
-	modules map[[32]byte]Module
+	modules map[moduleKey]Module
 	funcs   map[programFunc]Function
-	byProg  map[*Program]Function // fast path for programs seen before
+	twinOf  map[programFunc]*Program // HostKernelBinder: whose twin a shared function runs
+	byProg  map[*Program]Function    // fast path for programs seen before
 	closed  bool
 }
 
@@ -272,21 +308,28 @@ func (b *Backend) function(op string, p *Program) (Function, error) {
 		return 0, closedError(op)
 	}
 	if c.byProg == nil {
-		c.modules = make(map[[32]byte]Module)
+		c.modules = make(map[moduleKey]Module)
 		c.funcs = make(map[programFunc]Function)
 		c.byProg = make(map[*Program]Function)
+		c.twinOf = make(map[programFunc]*Program)
 	}
-	if f, ok := c.funcs[p.fnKey]; ok {
+	binder, bind := b.drv.(HostKernelBinder)
+	mk := moduleKey{image: p.key}
+	fk := programFunc{mod: mk, entry: p.spec.Entry}
+	if q, taken := c.twinOf[fk]; bind && taken && q != p {
+		mk.owner = p
+		fk.mod = mk
+	}
+	if f, ok := c.funcs[fk]; ok {
 		c.byProg[p] = f
 		return f, nil
 	}
-	binder, bind := b.drv.(HostKernelBinder)
 	if bind && p.spec.Host == nil {
 		return 0, newError(op, KindUnsupported,
 			fmt.Sprintf("program %q has no Go twin and this driver cannot run device code", p.spec.Name),
 			"set ProgramSpec.Host to a Go function computing what the kernel does, or run on a GPU")
 	}
-	mod, loaded := c.modules[p.key]
+	mod, loaded := c.modules[mk]
 	fresh := false
 	if !loaded {
 		m, err := b.drv.ModuleLoad(p.spec.Image)
@@ -326,8 +369,11 @@ func (b *Backend) function(op string, p *Program) (Function, error) {
 			return 0, driverError(op, "BindHostKernel", err)
 		}
 	}
-	c.modules[p.key] = mod
-	c.funcs[p.fnKey] = f
+	c.modules[mk] = mod
+	c.funcs[fk] = f
+	if bind && mk.owner == nil {
+		c.twinOf[fk] = p
+	}
 	c.byProg[p] = f
 	return f, nil
 }
@@ -352,5 +398,6 @@ func (b *Backend) closePrograms() error {
 	}
 	clear(c.funcs)
 	clear(c.byProg)
+	clear(c.twinOf)
 	return first
 }

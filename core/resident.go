@@ -28,6 +28,7 @@ type residentEntry struct {
 	n      int
 	alloc  deviceAlloc // the pool allocation when pooled
 	pooled bool
+	owned  bool // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
 	// inflight counts uses by unfinished work. It is changed atomically while
 	// store.mu is held shared (pins) or without the lock (releases), and read
 	// while store.mu is held exclusively, which excludes new pins: that is
@@ -114,7 +115,12 @@ func (b *Backend) releaseBytes(op string, n uint64) {
 // after the reservation rolls it back and frees whatever was allocated.
 // Small buffers (see WithResidentPoolLimit) come from the device pool.
 func (b *Backend) AllocateResident(n int) (Buffer, error) {
-	const op = "AllocateResident"
+	return b.allocateResident("AllocateResident", n, false)
+}
+
+// allocateResident is AllocateResident under the caller's op; owned marks
+// the buffer as an OptimizerDispatcher's.
+func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error) {
 	if err := b.enter(op); err != nil {
 		return Buffer{}, err
 	}
@@ -150,7 +156,7 @@ func (b *Backend) AllocateResident(n int) (Buffer, error) {
 		return Buffer{}, newError(op, KindBudget, err.Error(), "free unused resident buffers")
 	}
 
-	e := &residentEntry{n: n}
+	e := &residentEntry{n: n, owned: owned}
 	if b.usePool(n) {
 		a, err := b.devPool.get(op, n)
 		if err != nil {
@@ -205,11 +211,18 @@ func (b *Backend) freeDevice(op string, e *residentEntry) error {
 }
 
 // FreeResident frees a resident buffer. It refuses unknown, foreign, freed
-// and length-drifted handles (ErrUnknownHandle) and handles bound to
-// unfinished work (ErrInFlight), changing nothing. If the driver fails to free
-// the memory the buffer stays live and the call can be retried.
+// and length-drifted handles (ErrUnknownHandle), handles bound to unfinished
+// work (ErrInFlight) and buffers an OptimizerDispatcher owns, including those
+// of its free pool and static cache (ErrOwned: free them through the
+// dispatcher), changing nothing. If the driver fails to free the memory the
+// buffer stays live and the call can be retried.
 func (b *Backend) FreeResident(h Buffer) error {
-	const op = "FreeResident"
+	return b.freeResident("FreeResident", h, false)
+}
+
+// freeResident is FreeResident under the caller's op; owner is true when an
+// OptimizerDispatcher frees a buffer it owns.
+func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 	if err := b.enter(op); err != nil {
 		return err
 	}
@@ -219,6 +232,12 @@ func (b *Backend) FreeResident(h Buffer) error {
 	if err != nil {
 		b.store.mu.Unlock()
 		return err
+	}
+	if e.owned && !owner {
+		b.store.mu.Unlock()
+		return newError(op, KindOwned,
+			fmt.Sprintf("handle %d (%d bytes) belongs to an optimizer dispatcher (a live id, its free pool or its static cache)", h.ID, h.Len),
+			"free it with OptimizerDispatcher.FreeResident, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
 	}
 	if e.inflight.Load() > 0 && b.quar.refs.Load() > 0 {
 		// The quarantine may be what holds it: retry it, then look again.
@@ -233,8 +252,8 @@ func (b *Backend) FreeResident(h Buffer) error {
 	if n := e.inflight.Load(); n > 0 {
 		b.store.mu.Unlock()
 		return newError(op, KindInFlight,
-			fmt.Sprintf("handle %d is bound to %d in-flight use(s)", h.ID, n),
-			"wait for the pending work using it (or SynchronizeUploads) before freeing it")
+			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
+			"wait for the pending work using it (Await or Close its Pending, or SynchronizeUploads) before freeing it; a Pending dropped without either is released only after a garbage collection finds it")
 	}
 	b.store.table.del(h.ID)
 	b.store.mu.Unlock()
@@ -252,7 +271,12 @@ func (b *Backend) FreeResident(h Buffer) error {
 }
 
 // ResidentAllocatedBytes returns the bytes held by live resident buffers.
-func (b *Backend) ResidentAllocatedBytes() uint64 { return b.store.bytes.Load() }
+func (b *Backend) ResidentAllocatedBytes() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.store.bytes.Load()
+}
 
 // ResidentDevicePtr returns the device address of a resident buffer, for
 // callers that pass it to their own kernels. The address stays valid until
@@ -270,6 +294,15 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 		return 0, err
 	}
 	return e.ptr, nil
+}
+
+// ownedLive reports whether h is a live buffer of this Backend that an
+// OptimizerDispatcher owns.
+func (b *Backend) ownedLive(h Buffer) bool {
+	b.store.mu.RLock()
+	defer b.store.mu.RUnlock()
+	e, err := b.store.lookup("", h)
+	return err == nil && e.owned
 }
 
 // releaseAll frees every resident buffer; Close calls it with life held

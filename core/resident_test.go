@@ -212,7 +212,7 @@ func TestFreeResidentRefusals(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{want, want}, ptrs)
 		err = b.FreeResident(live)
-		requireKind(t, err, core.ErrInFlight, live.ID, "2 in-flight")
+		requireKind(t, err, core.ErrInFlight, live.ID, "2 unfinished calls")
 		release()
 		release() // idempotent
 		err = b.Close()

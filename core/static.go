@@ -116,6 +116,9 @@ func (c *staticCache) issue(op string, a *staticAcq) (StaticSet, error) {
 // allocated.
 func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]byte) (StaticSet, error) {
 	const op = "AcquireStaticUploads"
+	if d == nil {
+		return StaticSet{}, nilDispatcher(op)
+	}
 	if len(payloads) == 0 {
 		return StaticSet{}, newError(op, KindInvalidArgument, "no payloads", "pass at least one non-empty payload")
 	}
@@ -161,7 +164,7 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	for i := range bufs {
 		ups[i] = Upload{Buf: bufs[i], Data: payloads[i]}
 	}
-	upErr := d.b.UploadResidentMany(ups)
+	upErr := withOp(op, d.b.UploadResidentMany(ups))
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -255,7 +258,7 @@ func (d *OptimizerDispatcher) undoStaticLocked(op string, ids []uint64, bufs []B
 		if pooled[i] {
 			err = d.putLocked(op, bufs[i])
 		} else {
-			err = d.b.FreeResident(bufs[i])
+			err = d.b.freeResident(op, bufs[i], true)
 		}
 		if err != nil {
 			d.retire(op, bufs[i], err)
@@ -347,7 +350,7 @@ func (d *OptimizerDispatcher) evictStaticLocked(op string, key staticKey, e *sta
 	d.static.bytes = left
 	for i, id := range e.ids {
 		delete(d.ids, id)
-		if err := d.b.FreeResident(e.bufs[i]); err != nil {
+		if err := d.b.freeResident(op, e.bufs[i], true); err != nil {
 			d.retire(op, e.bufs[i], err)
 		}
 	}
@@ -362,6 +365,9 @@ func (d *OptimizerDispatcher) evictStaticLocked(op string, key staticKey, e *sta
 // and the buffer is retried by Close.
 func (d *OptimizerDispatcher) ReleaseStaticUploads(set StaticSet) error {
 	const op = "ReleaseStaticUploads"
+	if d == nil {
+		return nilDispatcher(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

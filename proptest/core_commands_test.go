@@ -1709,8 +1709,8 @@ func (s *awaitStep) run(r *runner) error {
 	if s.how == 1 && !ready {
 		return fmt.Errorf("IsReady reported not ready; the simulated device completes work when queried")
 	}
-	// A Pending's errors name the call that queued its work.
-	out, verr := r.judge("DispatchResidentAsync", err, 0)
+	// A Pending's errors name the Pending method called.
+	out, verr := r.judge("Pending."+call, err, 0)
 	if verr != nil {
 		return verr
 	}

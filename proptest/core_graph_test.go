@@ -432,6 +432,7 @@ func (s *graphAwaitStep) run(r *runner) error {
 	r.logf("Pending.%s of a replay", []string{"AwaitInto", "IsReady+AwaitInto", "Close"}[s.how])
 	var got [][]byte
 	var err error
+	call := "Pending.AwaitInto" // a Pending's errors name the Pending method called
 	switch s.how {
 	case 0:
 		got, err = g.pending.AwaitInto(nil)
@@ -442,11 +443,14 @@ func (s *graphAwaitStep) run(r *runner) error {
 		}
 		if err == nil {
 			got, err = g.pending.AwaitInto(nil)
+		} else {
+			call = "Pending.IsReady"
 		}
 	default:
+		call = "Pending.Close"
 		err = g.pending.Close()
 	}
-	out, verr := r.judge("Graph.ReplayAsync", err, 0)
+	out, verr := r.judge(call, err, 0)
 	if verr != nil {
 		return verr
 	}

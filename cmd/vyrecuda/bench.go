@@ -42,7 +42,7 @@ type benchConfig struct {
 	Out     string        `json:"-"`
 }
 
-// defaultBenchConfig holds the sizes of DESIGN.md's workloads.
+// defaultBenchConfig holds the sizes of the benchmark workloads (docs/ARCHITECTURE.md).
 func defaultBenchConfig() benchConfig {
 	return benchConfig{
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
@@ -81,7 +81,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W5G and W5C, CUDA graphs) and an upload/readback\n"+
-			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs.\n\n")
+			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
+			"their targets and the paths they measure are described in\ndocs/ARCHITECTURE.md (section Benchmarks).\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -97,6 +98,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	if cfg.Out != "" {
+		// Checked before the run: a run of minutes must not end in an unwritable directory.
+		if err := checkOutDir(cfg.Out); err != nil {
+			return fail(stderr, "bench", err)
+		}
+	}
 	s, err := openSession(cfg.Device, cfg.Ordinal, cfg.simMemory(), cfg.options()...)
 	if err != nil {
 		return fail(stderr, "bench", err)
@@ -405,6 +412,20 @@ func pattern(n int, seed uint32) []byte {
 		out[i] = byte(x)
 	}
 	return out
+}
+
+// checkOutDir creates dir when missing and proves it writable by creating
+// and removing a probe file in it, so -out fails before the run, not after.
+func checkOutDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-out %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".vyrecuda-probe-*")
+	if err != nil {
+		return fmt.Errorf("-out %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
 }
 
 // writeOutputs writes results.json and bandwidth.svg into dir.

@@ -510,8 +510,35 @@ func TestFormatBytes(t *testing.T) {
 func TestBenchOutIntoAFileFails(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "taken")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
-	code, stdout, stderr := runCmd(append(smallBench, "-workloads", "W2", "-sweep-max", "4KiB", "-out", file)...)
+	for _, out := range []string{file, filepath.Join(file, "sub")} {
+		code, stdout, stderr := runCmd(append(smallBench, "-workloads", "W2", "-sweep-max", "4KiB", "-out", out)...)
+		assert.Equal(t, exitFail, code)
+		assert.Empty(t, stdout, "-out is checked before the device is opened and the run starts")
+		assert.Contains(t, stderr, "vyrecuda bench: -out "+out)
+	}
+}
+
+func TestBenchOutUnwritableDirFailsBeforeTheRun(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes into read-only directories")
+	}
+	dir := filepath.Join(t.TempDir(), "ro")
+	require.NoError(t, os.Mkdir(dir, 0o500))
+	code, stdout, stderr := runCmd(append(smallBench, "-workloads", "W2", "-sweep-max", "4KiB", "-out", dir)...)
 	assert.Equal(t, exitFail, code)
-	assert.Contains(t, stdout, "W2 upload", "the table is printed before the files are written")
-	assert.Contains(t, stderr, "vyrecuda bench: mkdir "+file)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "is not writable")
+}
+
+func TestBenchOutLeavesNoProbe(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "out")
+	code, _, stderr := runCmd(append(smallBench, "-workloads", "W2", "-sweep-max", "4KiB", "-out", dir)...)
+	require.Equal(t, exitOK, code, stderr)
+	names, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, n := range names {
+		got = append(got, n.Name())
+	}
+	assert.ElementsMatch(t, []string{resultsFile, plotFile}, got)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core"
 )
 
-// workload is one of DESIGN.md's benchmark workloads, sized by benchConfig.
+// workload is one of the benchmark workloads (docs/ARCHITECTURE.md), sized by benchConfig.
 type workload struct {
 	ID     string
 	Title  string
@@ -25,7 +25,7 @@ type workload struct {
 	prepare func(b *core.Backend) (body func() error, cleanup func() error, err error)
 }
 
-// target is a workload's goal on the H100, from DESIGN.md.
+// target is a workload's goal on the H100 (docs/ARCHITECTURE.md lists them).
 type target struct {
 	Text     string
 	MaxRun   time.Duration // median run at most this, when set

@@ -15,6 +15,9 @@ func (d *Device) checkDevice(o Op, what string, ptr, n uint64) error {
 	if _, ok := d.deviceRange(ptr, n); !ok {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "%s %s", what, d.rangeDetail(ptr, n))
 	}
+	if err := d.checkCached(o, what, ptr, n); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -24,6 +27,9 @@ func (d *Device) checkHost(o Op, what string, b []byte) error {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE,
 			"%s [%#x, +%d) is pageable memory: asynchronous copies need memory from HostAlloc or HostRegister (or Config.AllowPageable)",
 			what, addrOf(b), len(b))
+	}
+	if err := d.checkHostCached(o, what, b); err != nil {
+		return err
 	}
 	return nil
 }
@@ -36,6 +42,9 @@ func (d *Device) execDevice(o Op, what string, ptr, n uint64) ([]byte, *Error) {
 		return nil, fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
 			"%s %s when the queued copy executed (freed before the stream was synchronized?)", what, d.rangeDetail(ptr, n))
 	}
+	if err := d.checkCached(o, what, ptr, n); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -44,6 +53,9 @@ func (d *Device) execHost(o Op, what string, b []byte) *Error {
 		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS,
 			"%s [%#x, +%d) was no longer pinned or registered when the queued copy executed (freed before the stream was synchronized?)",
 			what, addrOf(b), len(b))
+	}
+	if err := d.checkHostCached(o, what, b); err != nil {
+		return err
 	}
 	return nil
 }

@@ -49,6 +49,18 @@ type Config struct {
 	// AnyFunction makes ModuleFunction succeed for any name, not only for
 	// names declared with ".entry name" in the module image.
 	AnyFunction bool
+	// PoisonCache is a debug option, the simulated counterpart of running
+	// under compute-sanitizer: device memory a Backend returns to one of its
+	// caches (core.CacheNotifier's MemCached: a freed pooled buffer, an
+	// optimizer dispatcher's pooled buffer) is filled with PoisonByte, and
+	// until it is handed out again (MemReused) every copy, memset and kernel
+	// access to it fails with CUDA_ERROR_ILLEGAL_ADDRESS, so a use after
+	// free is caught instead of reading memory the pool kept. Pinned
+	// staging blocks in the Backend's staging cache (HostCached, HostReused)
+	// are poisoned and refused to asynchronous copies the same way. Reused
+	// memory keeps the poison bytes until written, showing reads of
+	// uninitialized memory.
+	PoisonCache bool
 	// Capabilities, when set, is what Capabilities reports, so tests can
 	// take optional features away (default: DefaultCapabilities()).
 	Capabilities *core.Capabilities
@@ -118,6 +130,7 @@ type Device struct {
 var (
 	_ core.Driver           = (*Device)(nil)
 	_ core.HostKernelBinder = (*Device)(nil)
+	_ core.CacheNotifier    = (*Device)(nil)
 )
 
 // New returns a simulated device described by cfg.

@@ -19,6 +19,10 @@
 //   - Asynchronous copies need pinned (HostAlloc) or registered
 //     (HostRegister) host memory unless Config.AllowPageable is set;
 //     HostFree fills memory with PoisonByte before forgetting it.
+//   - With Config.PoisonCache, device memory a Backend keeps in its caches
+//     after a free (the core.CacheNotifier capability) is poisoned and
+//     refused to copies, memsets and kernels until it is handed out again,
+//     so a use after free of pooled memory is caught.
 //   - The legacy null stream (a zero core.Stream) is refused everywhere.
 //   - Misuse (double free, unknown handles, destroying a stream with queued
 //     work, ...) fails with the CUDA result a driver would give and changes
@@ -28,7 +32,10 @@
 //     executes.
 //   - Faults are injected per operation (FailNth, NullNth, FailRate), every
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
-//     test can prove nothing leaked (RequireNoLeaks).
+//     test can prove nothing leaked (RequireNoLeaks). RequireNoLiveResident
+//     catches a forgotten FreeResident before Close frees it; CloseChecked
+//     does both checks around Close. ClearFaults disarms faults that never
+//     fired.
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
 //   - Graphs (the core.GraphDriver capability): work queued on a capturing
 //     stream is recorded into an operation list, and each GraphLaunch
@@ -57,12 +64,12 @@
 //
 // A test of GPU code, in short:
 //
-//	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
-//	defer sim.RequireNoLeaks(t, dev)
+//	dev := sim.New(sim.Config{TotalMemory: 64 << 20, PoisonCache: true})
 //	b, err := core.Open(dev)
 //	...
+//	t.Cleanup(func() { sim.CloseChecked(t, b, dev) })
 //	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 //	_, err = b.AllocateResident(4096) // fails, and nothing leaks
+//	dev.ClearFaults()                 // disarm what did not fire
 //	...
-//	b.Close()
 package sim

@@ -16,6 +16,9 @@ const PoisonByte = 0xDB
 type allocation struct {
 	base uint64
 	data []byte
+	// cached is set while a Backend holds the allocation in a cache and
+	// Config.PoisonCache is on: access to it is refused (poison.go).
+	cached bool
 }
 
 func (a *allocation) end() uint64 { return a.base + uint64(len(a.data)) }
@@ -181,6 +184,9 @@ func (d *Device) WriteDevice(ptr uint64, data []byte) error {
 type hostRange struct {
 	start, end uintptr
 	buf        []byte // the HostAlloc slice, kept so the memory stays reachable
+	// cached is set while a Backend holds a HostAlloc block in its staging
+	// cache and Config.PoisonCache is on (poison.go).
+	cached bool
 }
 
 // rangeSet is a set of non-overlapping host ranges sorted by start.

@@ -240,5 +240,8 @@ func (m *kernelMemory) Bytes(ptr uint64, n int) ([]byte, error) {
 	if !ok {
 		return nil, fail(OpLaunch, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, "kernel access %s", m.d.rangeDetail(ptr, uint64(n)))
 	}
+	if err := m.d.checkCached(OpLaunch, "kernel access", ptr, uint64(n)); err != nil {
+		return nil, err
+	}
 	return b, nil
 }

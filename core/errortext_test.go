@@ -1,0 +1,184 @@
+package core_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/kernels"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
+
+// checkError asserts the project's error standard on err: a *core.Error
+// naming op, the call the user made, with exactly one "Fix:" sentence.
+func checkError(t *testing.T, op string, err error) *core.Error {
+	t.Helper()
+	require.Error(t, err, op)
+	var e *core.Error
+	require.True(t, errors.As(err, &e), "%s: %T is not a *core.Error", op, err)
+	assert.Equal(t, op, e.Op, "%s: the op must be the call made: %v", op, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"), "%s: exactly one Fix: %v", op, err)
+	assert.NotEmpty(t, e.Fix, op)
+	return e
+}
+
+// Many error-producing calls, invalid input and injected driver failures
+// alike, each report the public call made and exactly one Fix.
+func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	h, err := b.AllocateResident(16)
+	require.NoError(t, err)
+	d, err := core.NewOptimizerDispatcher(b)
+	require.NoError(t, err)
+	id, err := d.AllocResident(16)
+	require.NoError(t, err)
+	fill := core.ProgramFillU32()
+	var out [][]byte
+
+	_, err = b.AllocateResident(0)
+	checkError(t, "AllocateResident", err)
+	checkError(t, "FreeResident", b.FreeResident(core.Buffer{ID: 1 << 60, Len: 3}))
+	checkError(t, "UploadResident", b.UploadResident(h, make([]byte, 3)))
+	checkError(t, "UploadResidentAt", b.UploadResidentAt(h, 10, make([]byte, 10))) // a range error: it wraps an accounting error with a Fix of its own
+	checkError(t, "UploadResidentAtMany", b.UploadResidentAtMany([]core.UploadAt{{Buf: h, Offset: -1, Data: []byte{1}}}))
+	_, err = b.DownloadResidentRange(h, 12, 8)
+	checkError(t, "DownloadResidentRange", err)
+	_, err = b.DownloadResidentRangesInto([]core.Range{{Buf: h, Offset: 1 << 40, Len: 1}}, nil)
+	checkError(t, "DownloadResidentRangesInto", err)
+	checkError(t, "UploadResidentAsyncAt", b.UploadResidentAsyncAt(h, 20, unsafe.Pointer(&out), 4))
+	_, err = b.Run(core.Batch{Reads: []core.Range{{Buf: h, Offset: 8, Len: 16}}}, nil)
+	checkError(t, "Run", err)
+	_, err = b.RunAsync(core.Batch{Steps: []core.Step{{Program: nil}}})
+	checkError(t, "RunAsync", err)
+	checkError(t, "DispatchResident", b.DispatchResident(fill, []core.Buffer{h}, core.DispatchConfig{}))
+	_, err = d.AllocResident(-1)
+	checkError(t, "AllocResident", err)
+	checkError(t, "UploadResident", d.UploadResident(id, []byte{1}))
+	checkError(t, "UploadResidentAtMany", d.UploadResidentAtMany([]core.OptUploadAt{{ID: id, Offset: 15, Data: []byte{1, 2}}}))
+	_, err = d.ReadResidentRanges([]core.OptRange{{ID: id, Offset: 9, Len: 9}}, nil)
+	checkError(t, "ReadResidentRanges", err)
+
+	// Driver failures reach the dispatcher's caller under the dispatcher
+	// call's name, not the Backend call it is built on.
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	checkError(t, "UploadResident", d.UploadResident(id, make([]byte, 16)))
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	_, err = d.ReadResident(id)
+	checkError(t, "ReadResident", err)
+	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	_, err = d.AllocResident(1 << 21)
+	checkError(t, "AllocResident", err)
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	_, err = d.Run(core.OptBatch{Clears: []uint64{id}}, nil)
+	checkError(t, "Run", err)
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	_, err = d.AcquireStaticUploads(1, [][]byte{{1, 2, 3}})
+	checkError(t, "AcquireStaticUploads", err)
+	checkError(t, "ReleaseStaticUploads", d.ReleaseStaticUploads(core.StaticSet{IDs: []uint64{1 << 62}}))
+	pd, err := b.DispatchResidentAsync(fill, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+	require.NoError(t, err)
+	_, err = pd.DeviceTime()
+	checkError(t, "Pending.DeviceTime", err)
+	require.NoError(t, pd.Close())
+
+	// A Pending's failures name the Pending method called.
+	for _, call := range []string{"Pending.Await", "Pending.AwaitInto", "Pending.Close", "Pending.IsReady"} {
+		p, err := b.RunAsync(core.Batch{Clears: []core.Buffer{h}})
+		require.NoError(t, err)
+		if call == "Pending.IsReady" {
+			dev.FailNth(sim.OpEventQuery, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		} else {
+			dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		}
+		switch call {
+		case "Pending.Await":
+			err = p.Await()
+		case "Pending.AwaitInto":
+			_, err = p.AwaitInto(nil)
+		case "Pending.Close":
+			err = p.Close()
+		case "Pending.IsReady":
+			_, err = p.IsReady()
+		}
+		e := checkError(t, call, err)
+		assert.Contains(t, e.Detail, "work queued by RunAsync")
+		require.NoError(t, p.Close())
+	}
+
+	require.NoError(t, d.FreeResident(id))
+	require.NoError(t, d.Close())
+	require.NoError(t, b.FreeResident(h))
+
+	// Close failures are Close's, with the failing part in the detail.
+	b2, dev2 := openSim(t, sim.Config{})
+	h2, err := b2.AllocateResident(16)
+	require.NoError(t, err)
+	ptr, err := b2.ResidentDevicePtr(h2)
+	require.NoError(t, err)
+	require.NoError(t, b2.FreeResident(h2)) // into the device pool, which Close frees
+	dev2.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	e := checkError(t, "Close", b2.Close())
+	assert.Contains(t, e.Error(), "close device pool: MemFree failed")
+	require.NoError(t, dev2.MemFree(ptr), "the allocation the failed Close left")
+}
+
+// A Go twin's own error text and the simulated device's detail reach Error().
+func TestErrorTextCarriesTheCause(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	h, err := b.AllocateResident(16)
+	require.NoError(t, err)
+	twin := func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
+		return errors.New("index 99 out of range in my kernel")
+	}
+	p, err := core.NewProgram(core.ProgramSpec{Image: kernels.FillPTX, Entry: kernels.FillEntry,
+		Grid: core.GridRule{Blocks: 1}, Buffers: 1, Host: twin})
+	require.NoError(t, err)
+	err = b.DispatchResident(p, []core.Buffer{h}, core.DispatchConfig{})
+	e := checkError(t, "DispatchResident", err)
+	assert.Contains(t, err.Error(), "index 99 out of range in my kernel")
+	assert.Equal(t, cudaapi.CUDA_ERROR_LAUNCH_FAILED, e.Code)
+
+	missing, err := core.NewProgram(core.ProgramSpec{Image: kernels.FillPTX, Entry: "no_such_kernel",
+		Grid: core.GridRule{Blocks: 1}, Buffers: 1, Host: twin})
+	require.NoError(t, err)
+	err = b.DispatchResident(missing, []core.Buffer{h}, core.DispatchConfig{})
+	checkError(t, "DispatchResident", err)
+	assert.Contains(t, err.Error(), `declares no entry "no_such_kernel"`)
+	assert.Contains(t, err.Error(), "extern \"C\"", "the not-found Fix")
+	require.NoError(t, b.FreeResident(h))
+}
+
+// Each class of driver result gets its own Fix sentence.
+func TestDriverFixPerResultClass(t *testing.T) {
+	codes := map[cudaapi.Result]string{
+		cudaapi.CUDA_ERROR_OUT_OF_MEMORY:   "free device memory",
+		cudaapi.CUDA_ERROR_LAUNCH_FAILED:   "the kernel failed while it ran",
+		cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS: "compute-sanitizer",
+		cudaapi.CUDA_ERROR_INVALID_VALUE:   "out of range",
+		cudaapi.CUDA_ERROR_NOT_FOUND:       "Entry names a kernel",
+		cudaapi.CUDA_ERROR_NOT_INITIALIZED: "NVIDIA driver is installed",
+		cudaapi.CUDA_ERROR_NO_DEVICE:       "NVIDIA driver is installed",
+		cudaapi.CUDA_ERROR_NOT_SUPPORTED:   "lacks the feature",
+		cudaapi.CUDA_ERROR_INVALID_HANDLE:  "stale",
+		cudaapi.CUDA_ERROR_UNKNOWN:         "check the driver result",
+	}
+	fixes := map[string]cudaapi.Result{}
+	for code, want := range codes {
+		b, dev := openSim(t, sim.Config{})
+		dev.FailNth(sim.OpMemGetInfo, 1, code)
+		_, err := b.AllocateResident(16)
+		e := checkError(t, "AllocateResident", err)
+		assert.Equal(t, code, e.Code)
+		assert.Contains(t, e.Fix, want, "%v", code)
+		if other, seen := fixes[e.Fix]; seen && want != codes[other] {
+			t.Errorf("%v and %v share the Fix %q", code, other, e.Fix)
+		}
+		fixes[e.Fix] = code
+	}
+}

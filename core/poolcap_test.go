@@ -1,0 +1,40 @@
+package core_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+)
+
+// A zero cap caches nothing: each free goes to the driver and each
+// allocation comes from it, for resident buffers and pinned staging alike.
+func TestZeroPoolCapsCacheNothing(t *testing.T) {
+	b, dev := openSim(t, sim.Config{}, core.WithDevicePoolCap(0), core.WithPinnedPoolCap(0))
+	for range 3 {
+		h, err := b.AllocateResident(4 << 10)
+		require.NoError(t, err)
+		require.NoError(t, b.UploadResident(h, make([]byte, 4<<10)))
+		require.NoError(t, b.FreeResident(h))
+		dc, hc := b.PoolCachedBytes()
+		assert.Zero(t, dc, "device pool with cap 0 cached bytes")
+		assert.Zero(t, hc, "pinned pool with cap 0 cached bytes")
+	}
+	assert.Equal(t, dev.Calls(sim.OpMemAlloc), dev.Calls(sim.OpMemFree), "every allocation was freed at once")
+	assert.Equal(t, dev.Calls(sim.OpHostAlloc), dev.Calls(sim.OpHostFree), "every staging block was freed at once")
+	assert.GreaterOrEqual(t, dev.Calls(sim.OpMemAlloc), uint64(3))
+
+	// The default caps do cache: the same loop allocates once.
+	b2, dev2 := openSim(t, sim.Config{})
+	for range 3 {
+		h, err := b2.AllocateResident(4 << 10)
+		require.NoError(t, err)
+		require.NoError(t, b2.FreeResident(h))
+	}
+	assert.Equal(t, uint64(1), dev2.Calls(sim.OpMemAlloc))
+	dc, _ := b2.PoolCachedBytes()
+	assert.Equal(t, uint64(4<<10), dc)
+}
