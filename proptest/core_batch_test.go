@@ -61,19 +61,13 @@ func xorTwin(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) 
 
 func init() {
 	builtinPrograms = append(builtinPrograms, xorProgram)
-	// Calls whose failures may name the call that queued the work, and the
-	// dispatcher's calls, whose failures may name the call they are built
-	// on (issue 12 asks for the user's call; tighten once that lands).
-	opAliases["AwaitInto"] = []string{"RunAsync", "Pending.AwaitInto"}
-	for _, c := range []string{"UploadResident", "UploadResidentMany", "UploadResidentAtMany"} {
-		opAliases["opt."+c] = []string{c, "UploadResident", "UploadResidentMany", "UploadResidentAtMany"}
+	// A Pending's errors name its method; the dispatcher's calls are
+	// judged under names of their own, and their errors name the call the
+	// user made.
+	opAliases["AwaitInto"] = []string{"Pending.AwaitInto"}
+	for _, c := range optCalls {
+		opAliases["opt."+c] = []string{c}
 	}
-	for _, c := range []string{"ReadResident", "ReadResidentMany", "ReadResidentRanges"} {
-		opAliases["opt."+c] = []string{c, "ReadResident", "ReadResidentMany", "ReadResidentRanges",
-			"DownloadResidentRangesInto", "DownloadResidentMany", "DownloadResident"}
-	}
-	opAliases["opt.Run"] = []string{"Run"}
-	opAliases["ReleaseStaticUploads"] = append(opAliases["ReleaseStaticUploads"], "FreeResident")
 }
 
 // stepChoice is one more kind of step for drawStep, with its weight.

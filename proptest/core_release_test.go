@@ -111,6 +111,7 @@ func closeWithReleaseFault(t *testing.T, round int, b *core.Backend, dev *sim.De
 		var e *core.Error
 		require.True(t, errors.As(err, &e) && errors.Is(err, core.ErrDriver), "round %d: Close: %v", round, err)
 		require.Equal(t, code, e.Code, "round %d: Close: %v", round, err)
+		require.Equal(t, "Close", e.Op, "round %d: Close's error names another call: %v", round, err)
 		require.NotEmpty(t, e.Fix, "round %d: Close: %v", round, err)
 		closeErrs = 1
 	}
