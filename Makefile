@@ -14,6 +14,7 @@ PROPSEEDS ?= 20250601 1 977
 # budget minimizing instead of exploring.
 FUZZMINIMIZE ?= 100x
 CUDA_H    ?=
+NVRTC_H   ?=
 NCCL_H    ?=
 PKGS      := ./...
 
@@ -30,7 +31,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./ncclapi ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./cudaapi ./ncclapi ./nvrtcapi ./nvrtc ./core ./core/sim ./cmd/...
 
 
 fuzz-short:
@@ -61,13 +62,17 @@ lint:
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 
-## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h)
-## and, with NCCL_H=path, ncclapi from that nccl.h (NCCL_H alone regenerates only ncclapi).
+## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h);
+## with NCCL_H=path, ncclapi from that nccl.h, and with NVRTC_H=path, nvrtcapi from that
+## nvrtc.h (NCCL_H or NVRTC_H alone regenerates only those).
 generate:
 ifneq ($(NCCL_H),)
 	cd ncclapi && NCCL_H=$(abspath $(NCCL_H)) $(GO) generate ./...
 endif
-ifneq ($(CUDA_H)$(if $(NCCL_H),,default),)
+ifneq ($(NVRTC_H),)
+	cd nvrtcapi && NVRTC_H=$(abspath $(NVRTC_H)) $(GO) generate ./...
+endif
+ifneq ($(CUDA_H)$(if $(NCCL_H)$(NVRTC_H),,default),)
 	cd cudaapi && $(if $(CUDA_H),CUDA_H=$(abspath $(CUDA_H)),) $(GO) generate ./...
 endif
 

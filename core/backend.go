@@ -49,10 +49,15 @@ type Backend struct {
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
+	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
 	peers    peerCache     // how other Backends are reached (peer.go)
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
+	// abandoned counts work RunContext or Graph.ReplayContext stopped
+	// waiting for and collects in the background; Close waits for it
+	// (context.go).
+	abandoned sync.WaitGroup
 }
 
 // Open builds a Backend over drv. It asks the driver for the device's
@@ -83,10 +88,11 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		return nil, newError(op, KindDriver, "the driver reports 0 bytes of device memory",
 			"check that the driver is bound to a working device")
 	}
+	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
 	b.pinned.init()
-	b.devPool = newDevicePool(drv, cfg.devicePoolCap, cfg.log)
+	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
 	b.launch = newLaunchPool(drv, cfg.log)
 	return b, nil
@@ -145,6 +151,7 @@ func (b *Backend) Close() error {
 	if b.closed {
 		return closedError(op)
 	}
+	b.abandoned.Wait()
 	if n := b.graphs.Load(); n > 0 {
 		return newError(op, KindInFlight, fmt.Sprintf("%d Graph(s) are open", n),
 			"close every Graph from Capture before closing the Backend")

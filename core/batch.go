@@ -118,6 +118,7 @@ type batchPlan struct {
 	rd            *gathered // read lengths and views; nil without reads
 	nonEmptyReads int
 	timing        bool
+	stepBufs      [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -269,19 +270,27 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 	pl.plans = make([]launchPlan, len(batch.Steps))
 	counts := make([]uint32, len(batch.Steps))
 	nArgs := 0
+	pl.stepBufs = make([][]Buffer, len(batch.Steps))
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
 		if s.Program == nil {
 			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
 		}
-		cfg, count, err := s.Program.checkDispatch(op, i, s.Bufs, &s.Config)
+		pl.stepBufs[i] = s.Bufs
+		if s.Program.typed() {
+			var err error
+			if pl.stepBufs[i], err = s.Program.typedBuffers(op, i, s); err != nil {
+				return nil, 0, err
+			}
+		}
+		cfg, count, err := s.Program.checkDispatch(op, i, pl.stepBufs[i], &s.Config)
 		if err != nil {
 			return nil, 0, err
 		}
 		pl.plans[i].cfg, counts[i] = cfg, count
 		pl.lay.stepStarts[i] = n
-		n += len(s.Bufs)
+		n += len(pl.stepBufs[i])
 		nArgs += s.Program.args
 		pl.timing = pl.timing || s.Config.Timing
 	}
@@ -300,8 +309,8 @@ func (pl *batchPlan) bufs() []Buffer {
 	for _, u := range batch.Uploads {
 		bufs = append(bufs, u.Buf)
 	}
-	for _, s := range batch.Steps {
-		bufs = append(bufs, s.Bufs...)
+	for _, sb := range pl.stepBufs {
+		bufs = append(bufs, sb...)
 	}
 	for _, r := range batch.Reads {
 		bufs = append(bufs, r.Buf)
@@ -412,6 +421,11 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 		}
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
+		if s.Program.typed() {
+			fillTyped(a, s.Config.Args, pl.ents[pl.lay.stepStarts[i]:])
+			pl.plans[i].fn, pl.plans[i].args = f, a
+			continue
+		}
 		for k := range s.Bufs {
 			a[k] = KernelArg{Ptr: pl.ents[pl.lay.stepStarts[i]+k].ptr, IsPtr: true}
 		}

@@ -8,10 +8,15 @@
 //     Backend needs, implemented over the CUDA driver API and, for tests, by
 //     the simulated device in core/sim, plus optional capabilities found by
 //     type assertion (HostKernelBinder, BatchLauncher, CacheNotifier);
-//   - the Backend (Open, Close): a resident buffer table with a byte budget
-//     derived from the device's total and live free memory, handles that are
+//   - the Backend (Open, Close): a resident buffer table, handles that are
 //     unique across the process, and in-flight reference counts that keep
 //     buffers alive while work uses them;
+//   - device memory (memory.go, over the caching allocator in
+//     internal/alloc): size classes that round by less than 1/8, a cache of
+//     freed blocks served without driver calls, one budget over every device
+//     byte held (9/10 of device memory, cached bytes counting as the
+//     Backend's own), release-and-retry before a refusal, Trim, and
+//     MemoryStats;
 //   - the real driver (OpenCUDA, NewCUDADriver, Devices): the Driver over
 //     cudaapi, holding the device's primary context and making it current on
 //     whichever OS thread runs each call;
@@ -32,6 +37,11 @@
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
 //     Run or RunAsync;
+//   - kernels from CUDA C++ at run time (Backend.Compile, through package
+//     nvrtc and its disk cache), typed kernel parameters (ProgramSpec.Params,
+//     DispatchConfig.Args), typed slices (AllocSlice, UploadSlice,
+//     DownloadSlice) and context-aware waits (RunContext, AwaitContext,
+//     AwaitIntoContext, Graph.ReplayContext);
 //   - CUDA graphs (graph.go): Capture records a Batch once by stream capture
 //     of Run's queueing path (through the optional GraphDriver capability)
 //     and Graph.Replay runs it with one graph launch and one fence, reading
@@ -42,8 +52,8 @@
 //     of static uploads;
 //   - pinned host memory for callers (AllocHostPinned, PinHostBuffer) and
 //     asynchronous uploads from it (UploadResidentAsyncAt, SynchronizeUploads);
-//   - the pools below all of that: device allocations and pinned host blocks
-//     in power-of-two buckets, and a launch-resource pool of non-blocking
+//   - the pools below all of that: pinned host staging blocks in
+//     power-of-two buckets, and a launch-resource pool of non-blocking
 //     streams and events;
 //   - several devices: Group (OpenDevices, OpenGroup) opens one Backend per
 //     device and closes them together; CopyPeer copies between resident

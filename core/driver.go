@@ -38,11 +38,16 @@ type LaunchConfig struct {
 	SharedMem uint32
 }
 
-// KernelArg is one kernel parameter: a device pointer or a 32-bit scalar.
+// KernelArg is one kernel parameter: a device pointer or a scalar. Programs
+// with u32 scalars leave Type zero and set U32; Programs declared with
+// ProgramSpec.Params set Type and Bits (and U32 to Bits' low 32 bits). A Go
+// twin reads scalars with the accessors (Int64, Float64, ...).
 type KernelArg struct {
 	Ptr   uint64 // device address when IsPtr
 	U32   uint32 // scalar value when !IsPtr
 	IsPtr bool
+	Type  ParamType // the parameter's declared type; 0 for a u32 of an untyped Program
+	Bits  uint64    // a typed scalar's bits, zero-extended from its size
 }
 
 // Driver is the narrow device seam a Backend is built on, in the spirit of

@@ -18,28 +18,24 @@ type (
 
 const DefaultLaunchIdle = defaultLaunchIdle
 
-func NewDevicePool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *DevicePool {
-	return newDevicePool(drv, maxCachedBytes, log)
+func NewDevicePool(drv Driver, total, maxCachedBytes uint64, log *slog.Logger) *DevicePool {
+	return newDevicePool(drv, total, maxCachedBytes, 1<<40, log)
 }
 
-func (p *devicePool) Get(op string, n int) (DeviceAlloc, error) { return p.get(op, n) }
-func (p *devicePool) Put(a DeviceAlloc)                         { p.put(a) }
-func (p *devicePool) CachedBytes() uint64                       { return p.cachedBytes() }
-func (p *devicePool) AllocatedBytes() uint64                    { return p.allocatedBytes() }
-func (p *devicePool) Close() error                              { return p.close() }
-func (p *devicePool) Cached(bucket int) int                     { return p.cache.count(bucket) }
-func (p *devicePool) SetCachedBytes(v uint64)                   { p.cache.cached.Store(v) }
-func (p *devicePool) SetAllocatedBytes(v uint64)                { p.allocated.Store(v) }
-
-func (a deviceAlloc) Ptr() uint64 { return a.ptr }
-func (a deviceAlloc) Size() int   { return a.size }
-func (a deviceAlloc) N() int      { return a.n }
-
-// MakeDeviceAlloc builds an allocation record, for puts of foreign or
-// malformed allocations.
-func MakeDeviceAlloc(ptr uint64, size, n int) DeviceAlloc {
-	return deviceAlloc{ptr: ptr, size: size, n: n}
+func (p *devicePool) Get(op string, n int) (DeviceAlloc, error) { return p.get(op, n, true) }
+func (p *devicePool) GetExact(op string, n int) (DeviceAlloc, error) {
+	return p.get(op, n, false)
 }
+func (p *devicePool) Put(a DeviceAlloc)                   { p.put(a) }
+func (p *devicePool) Free(op string, a DeviceAlloc) error { return p.free(op, a) }
+func (p *devicePool) CachedBytes() uint64                 { return p.cachedBytes() }
+func (p *devicePool) AllocatedBytes() uint64              { return p.allocatedBytes() }
+func (p *devicePool) Close() error                        { return p.close() }
+func (p *devicePool) Trim(op string) error                { return p.trim(op) }
+
+func (a deviceAlloc) Ptr() uint64  { return a.ptr }
+func (a deviceAlloc) Size() uint64 { return a.blk.Size }
+func (a deviceAlloc) N() int       { return a.n }
 
 func NewHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *HostPool {
 	return newHostPool(drv, maxCachedBytes, log)

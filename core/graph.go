@@ -109,6 +109,7 @@ func cloneBatch(batch *Batch) *Batch {
 	for i, s := range batch.Steps {
 		s.Bufs = append([]Buffer(nil), s.Bufs...)
 		s.Config.Scalars = append([]uint32(nil), s.Config.Scalars...)
+		s.Config.Args = append([]Arg(nil), s.Config.Args...)
 		c.Steps[i] = s
 	}
 	return c

@@ -14,6 +14,10 @@ type handleTable struct {
 	base  uint64 // page number of pages[0]
 	pages []*handlePage
 	live  int
+	// spare is the last page dropped, kept empty for the next page needed:
+	// an allocate-free loop crosses into a new page every 1024 ids and would
+	// otherwise allocate 8 KiB each time the table empties.
+	spare *handlePage
 }
 
 // handlePageBits sets the ids per page (1024): 8 KiB of pointers.
@@ -57,7 +61,11 @@ func (t *handleTable) put(id uint64, e *residentEntry) {
 	}
 	pg := t.pages[p-t.base]
 	if pg == nil {
-		pg = new(handlePage)
+		if pg = t.spare; pg != nil {
+			t.spare = nil
+		} else {
+			pg = new(handlePage)
+		}
 		t.pages[p-t.base] = pg
 	}
 	slot := &pg.ents[id&(1<<handlePageBits-1)]
@@ -85,6 +93,7 @@ func (t *handleTable) del(id uint64) {
 		return
 	}
 	t.pages[p-t.base] = nil
+	t.spare = pg // every entry is nil again
 	// Trim empty pages from both ends of the span.
 	k := 0
 	for k < len(t.pages) && t.pages[k] == nil {

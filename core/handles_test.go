@@ -79,3 +79,25 @@ func TestHandleTableLookupAllocatesNothing(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+// An allocate-free loop crosses into a new page every 1024 ids with the
+// table empty in between: the dropped page is reused, not reallocated.
+func TestHandleTableReusesTheDroppedPage(t *testing.T) {
+	var tab handleTable
+	e := &residentEntry{n: 1}
+	id := uint64(1 << 20)
+	allocs := testing.AllocsPerRun(4096, func() {
+		tab.put(id, e)
+		if tab.get(id) != e {
+			t.Fatalf("id %d not found after put", id)
+		}
+		tab.del(id)
+		id++
+	})
+	if allocs != 0 {
+		t.Fatalf("put/del across pages allocated %.2f times per pair", allocs)
+	}
+	if tab.len() != 0 || tab.get(id-1) != nil {
+		t.Fatalf("table not empty: %d live", tab.len())
+	}
+}

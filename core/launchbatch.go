@@ -173,11 +173,7 @@ func queueLaunches(lb *cudaapi.LaunchBatch, s Stream, ls []Launch, values int) (
 			return 0, err
 		}
 		for k, a := range l.Args {
-			if a.IsPtr {
-				slots[k] = a.Ptr
-			} else {
-				slots[k] = uint64(a.U32)
-			}
+			slots[k] = a.slot()
 		}
 	}
 	return lb.Launch()

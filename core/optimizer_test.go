@@ -434,8 +434,9 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 		kind error
 	}
 	cases := []faultCase{
+		// Out of memory with nothing cached to give back is a budget refusal.
 		{"alloc fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
-			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrDriver},
+			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrBudget},
 		{"alloc returns null", func(dev *sim.Device) { dev.NullNth(sim.OpMemAlloc, 1) },
 			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrDriver},
 		{"upload copy fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
@@ -455,7 +456,7 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 			func(d *core.OptimizerDispatcher, _ uint64) error {
 				_, err := d.AcquireStaticUploads(1, [][]byte{{1, 2}, {3}, {4}})
 				return err
-			}, core.ErrDriver},
+			}, core.ErrBudget},
 		{"static upload fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
 			func(d *core.OptimizerDispatcher, _ uint64) error {
 				// 32 bytes: one of the payloads comes from the pool.

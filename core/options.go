@@ -1,63 +1,103 @@
 package core
 
-import "log/slog"
+import (
+	"log/slog"
 
-// Default pool caps and limits used when no Option overrides them.
-const (
-	// DefaultDevicePoolCap is the most bytes of freed device allocations the
-	// device pool keeps for reuse.
-	DefaultDevicePoolCap uint64 = 256 << 20
-	// DefaultPinnedPoolCap is the most bytes of pinned host staging blocks the
-	// pinned pool keeps for reuse.
-	DefaultPinnedPoolCap uint64 = 256 << 20
-	// DefaultResidentPoolLimit is the largest resident buffer served from the
-	// device pool. Pooled buffers occupy a power-of-two bucket, so larger ones
-	// are allocated at their exact size instead of wasting up to half of it.
-	DefaultResidentPoolLimit = 1 << 20
+	"github.com/vyre-go/vyrecuda/nvrtc"
 )
+
+// Floors of the cache caps and limits that scale with device memory; the
+// rules are DeviceCacheCap, PinnedCacheCap and ResidentClassLimit.
+const (
+	// DefaultDevicePoolCap is the smallest default cap on cached device
+	// bytes (see DeviceCacheCap).
+	DefaultDevicePoolCap uint64 = 256 << 20
+	// DefaultPinnedPoolCap is the smallest default cap on cached pinned host
+	// staging bytes (see PinnedCacheCap).
+	DefaultPinnedPoolCap uint64 = 256 << 20
+	// DefaultResidentPoolLimit is the smallest default limit on the resident
+	// buffers served from size classes (see ResidentClassLimit).
+	DefaultResidentPoolLimit = 64 << 20
+)
+
+// DeviceCacheCap is the default cap on the device bytes a Backend keeps
+// cached for reuse: a quarter of the device's memory, and at least
+// DefaultDevicePoolCap. Cached bytes count toward the Backend's budget, and
+// an allocation that does not fit gives them back first.
+func DeviceCacheCap(totalMemory uint64) uint64 {
+	return max(totalMemory/4, DefaultDevicePoolCap)
+}
+
+// PinnedCacheCap is the default cap on the pinned host staging bytes a
+// Backend keeps cached: 1/32 of the device's memory, between
+// DefaultPinnedPoolCap and 1 GiB.
+func PinnedCacheCap(totalMemory uint64) uint64 {
+	return min(max(totalMemory/32, DefaultPinnedPoolCap), 1<<30)
+}
+
+// ResidentClassLimit is the default size of the largest resident buffer
+// served from a size class (and so from the cache): 1/64 of the device's
+// memory, and at least DefaultResidentPoolLimit (64 MiB). Larger buffers
+// are allocated at their exact size and freed when they are freed.
+func ResidentClassLimit(totalMemory uint64) int {
+	return int(min(max(totalMemory/64, DefaultResidentPoolLimit), 1<<40))
+}
 
 // Option configures a Backend in Open.
 type Option func(*config)
 
-// config is what the Options set; Open fills in the defaults first.
+// config is what the Options set; Open fills in the defaults first. A cap
+// or limit left unset follows the device's memory (see the rules above).
 type config struct {
 	devicePoolCap     uint64
 	pinnedPoolCap     uint64
 	residentPoolLimit int
+	devCapSet         bool
+	pinCapSet         bool
+	limitSet          bool
 	log               *slog.Logger
-	xfer              transferTuning // zero: defaults (xfer.go)
+	xfer              transferTuning  // zero: defaults (xfer.go)
+	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 }
 
 func defaultConfig() config {
-	return config{
-		devicePoolCap:     DefaultDevicePoolCap,
-		pinnedPoolCap:     DefaultPinnedPoolCap,
-		residentPoolLimit: DefaultResidentPoolLimit,
-		log:               slog.Default(),
+	return config{log: slog.Default()}
+}
+
+// resolve fills in the caps and limits the options left unset.
+func (c *config) resolve(totalMemory uint64) {
+	if !c.devCapSet {
+		c.devicePoolCap = DeviceCacheCap(totalMemory)
+	}
+	if !c.pinCapSet {
+		c.pinnedPoolCap = PinnedCacheCap(totalMemory)
+	}
+	if !c.limitSet {
+		c.residentPoolLimit = ResidentClassLimit(totalMemory)
 	}
 }
 
-// WithDevicePoolCap sets the most bytes of freed device allocations kept for
-// reuse. Zero caches nothing: every freed allocation goes straight back to
-// the driver, as with the optimizer dispatcher's caps. Each bucket size also
-// keeps at most cap/size allocations (at least 1, at most 1024).
+// WithDevicePoolCap sets the most bytes of freed device memory kept cached
+// for reuse, in place of DeviceCacheCap. Zero caches nothing: every free
+// goes back to the driver.
 func WithDevicePoolCap(bytes uint64) Option {
-	return func(c *config) { c.devicePoolCap = bytes }
+	return func(c *config) { c.devicePoolCap, c.devCapSet = bytes, true }
 }
 
 // WithPinnedPoolCap sets the most bytes of pinned host staging memory kept for
-// reuse between transfers. Zero caches nothing: every transfer allocates its
-// staging and frees it afterwards.
+// reuse between transfers, in place of PinnedCacheCap. Zero caches nothing:
+// every transfer allocates its staging and frees it afterwards.
 func WithPinnedPoolCap(bytes uint64) Option {
-	return func(c *config) { c.pinnedPoolCap = bytes }
+	return func(c *config) { c.pinnedPoolCap, c.pinCapSet = bytes, true }
 }
 
-// WithResidentPoolLimit sets the largest resident buffer, in bytes, that
-// AllocateResident takes from the device pool; larger buffers are allocated
-// at their exact size. Zero or a negative value sends every resident
-// allocation straight to the driver.
+// WithResidentPoolLimit sets the largest resident buffer, in bytes, served
+// from a size class (rounded up by less than 1/8 and cached when freed), in
+// place of ResidentClassLimit. Larger buffers are allocated at their exact
+// size and go back to the driver when freed. Zero or a negative value
+// allocates every resident buffer at its exact size.
 func WithResidentPoolLimit(bytes int) Option {
-	return func(c *config) { c.residentPoolLimit = bytes }
+	return func(c *config) { c.residentPoolLimit, c.limitSet = bytes, true }
 }
 
 // WithLogger sets where the Backend reports repairs it makes to its own

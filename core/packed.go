@@ -197,11 +197,11 @@ func packedTwin(name string, mem KernelMemory, args []KernelArg, scatter bool) e
 // still work.
 var errNoPackRoom = errors.New("no device memory for packed staging")
 
-// noPackRoom turns an out-of-memory failure of the device staging
+// noPackRoom turns an out-of-memory or budget failure of the device staging
 // allocation into errNoPackRoom and returns any other error as it is.
 func noPackRoom(err error) error {
 	var e *Error
-	if errors.As(err, &e) && e.Code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY {
+	if errors.As(err, &e) && (e.Code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY || e.Kind == KindBudget) {
 		return errNoPackRoom
 	}
 	return err
@@ -232,7 +232,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	dev, err := b.devPool.get(op, lay.total)
+	dev, err := b.devPool.get(op, lay.total, true)
 	if err != nil {
 		return noPackRoom(err)
 	}
@@ -346,7 +346,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		release()
 		return err
 	}
-	dev, err := b.devPool.get(op, lay.total)
+	dev, err := b.devPool.get(op, lay.total, true)
 	if err != nil {
 		release()
 		return noPackRoom(err)

@@ -15,37 +15,6 @@ import (
 // never hashes.
 const numBuckets = bits.UintSize
 
-// deviceAlloc is one device allocation handed out by a devicePool. size is
-// the bucket the driver actually allocated (a power of two), n the bytes the
-// caller asked for (n <= size). The zero value is "no allocation".
-type deviceAlloc struct {
-	ptr  uint64
-	size int
-	n    int
-}
-
-// devicePool caches freed device allocations in power-of-two buckets so a
-// repeated request of a similar size skips MemAlloc and MemFree (about 100 us
-// each on real hardware). The cache is bounded twice: by maxCachedBytes over
-// all buckets, and per bucket by accounting.BucketSlots(bucket, maxCachedBytes)
-// slots. A bucket accepts puts only once a get has missed on it, so an
-// allocation of a size this pool never handed out is freed rather than cached.
-//
-// Driver calls (MemAlloc, MemFree) run outside the cache lock so a slow
-// driver does not serialize pool hits in other goroutines.
-type devicePool struct {
-	drv    Driver
-	log    *slog.Logger
-	cache  bucketCache[uint64]
-	notify CacheNotifier // the driver's, or nil: told what enters and leaves the cache
-
-	// allocated counts the bytes obtained from MemAlloc and not yet freed
-	// (handed out plus cached). It is exact: it moves only with the driver
-	// calls it describes, and a release that would underflow repairs to zero
-	// and logs.
-	allocated accounting.Counter
-}
-
 // bucketCache is the free-list table shared by the device and pinned-host
 // pools: one LIFO list per power-of-two bucket (bucket 1<<i at index i),
 // bounded slots per bucket, a byte cap over all buckets and an exact count
@@ -147,6 +116,28 @@ type cachedEntry[T any] struct {
 	size uint64
 }
 
+// drain hands back every cached entry with its bucket size, removing them
+// from the cached count; buckets stay registered, so later puts are cached.
+func (c *bucketCache[T]) drain() []cachedEntry[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []cachedEntry[T]
+	for i := range c.buckets {
+		b := &c.buckets[i]
+		for j, v := range b.free {
+			out = append(out, cachedEntry[T]{v: v, size: uint64(1) << i})
+			c.subCached(uint64(1) << i)
+			var zero T
+			b.free[j] = zero
+		}
+		b.free = b.free[:0]
+	}
+	return out
+}
+
+// bitsIndex is the bucket index of a power-of-two size.
+func bitsIndex(size int) int { return bits.TrailingZeros(uint(size)) }
+
 // closeCache marks the cache closed and hands back every cached entry with
 // its bucket size, removing them from the cached count. It is idempotent.
 func (c *bucketCache[T]) closeCache() []cachedEntry[T] {
@@ -164,14 +155,6 @@ func (c *bucketCache[T]) closeCache() []cachedEntry[T] {
 		b.slots = 0
 	}
 	return out
-}
-
-// newDevicePool returns an empty pool over drv that caches at most
-// maxCachedBytes of freed allocations. A nil log discards repair reports.
-func newDevicePool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *devicePool {
-	log = orDiscard(log)
-	return &devicePool{drv: drv, log: log, notify: cacheNotifier(drv),
-		cache: bucketCache[uint64]{name: "device pool", log: log, max: maxCachedBytes}}
 }
 
 // orDiscard returns log, or a logger that drops everything when log is nil.
@@ -206,81 +189,6 @@ func slotsFor(size int, maxCached uint64) int {
 	return accounting.BucketSlots(size, int(min(maxCached, math.MaxInt)))
 }
 
-// get returns a device allocation of at least n bytes: a cached one from n's
-// bucket when there is one, otherwise a fresh MemAlloc of the whole bucket.
-// n <= 0, a closed pool, a driver failure and a null pointer returned with
-// success are errors; none of them changes the pool's accounting.
-func (p *devicePool) get(op string, n int) (deviceAlloc, error) {
-	size, idx, err := bucketFor(op, "device allocation", n)
-	if err != nil {
-		return deviceAlloc{}, err
-	}
-	ptr, state := p.cache.pop(idx, size)
-	switch state {
-	case cacheHit:
-		if p.notify != nil {
-			p.notify.MemReused(ptr, uint64(size))
-		}
-		return deviceAlloc{ptr: ptr, size: size, n: n}, nil
-	case cacheClosed:
-		return deviceAlloc{}, closedPoolError(op, "device allocation pool")
-	}
-
-	ptr, err = p.drv.MemAlloc(uint64(size))
-	if err != nil {
-		e := driverError(op, "MemAlloc", err)
-		e.Detail = fmt.Sprintf("MemAlloc of a %d-byte bucket for a %d-byte request failed", size, n)
-		return deviceAlloc{}, e
-	}
-	if ptr == 0 {
-		return deviceAlloc{}, nullSuccess(op, "MemAlloc")
-	}
-	if err := p.allocated.Add(uint64(size)); err != nil {
-		// The pointer is ours and unaccounted: give it back before failing.
-		_ = p.freePtr(ptr, "after the allocated-bytes count overflowed")
-		e := newError(op, KindBudget,
-			fmt.Sprintf("device pool live bytes cannot grow by %d", size),
-			"free device allocations before requesting more")
-		e.Err = err
-		return deviceAlloc{}, e
-	}
-	return deviceAlloc{ptr: ptr, size: size, n: n}, nil
-}
-
-// put gives a back. It is cached when its bucket has a free slot and the byte
-// cap allows; otherwise it is freed with MemFree, whose failure is logged.
-// The zero deviceAlloc is ignored; an allocation whose size is not a bucket
-// this pool handed out is freed, never cached.
-func (p *devicePool) put(a deviceAlloc) {
-	if a.ptr == 0 || a.size <= 0 {
-		return
-	}
-	if a.size&(a.size-1) != 0 {
-		p.log.Error("device pool: put of an allocation whose size is not a power of two; freeing it",
-			"ptr", a.ptr, "size", a.size)
-		p.release(a.ptr, uint64(a.size), "its size is not a bucket")
-		return
-	}
-	// Told before the push: once pushed, another goroutine may pop it and
-	// report its reuse.
-	if p.notify != nil {
-		p.notify.MemCached(a.ptr, uint64(a.size))
-	}
-	if !p.cache.push(bits.TrailingZeros(uint(a.size)), a.size, a.ptr) {
-		p.release(a.ptr, uint64(a.size), "its bucket is full, unknown or over the byte cap")
-	}
-}
-
-// release frees ptr for real and removes it from the allocated count.
-func (p *devicePool) release(ptr, size uint64, why string) {
-	_ = p.freePtr(ptr, why)
-	p.subAllocated(size)
-}
-
-func (p *devicePool) subAllocated(size uint64) {
-	subOrRepair(&p.allocated, size, p.log, "device pool allocated bytes")
-}
-
 // subOrRepair subtracts n from c; when that would underflow the accounting is
 // already wrong, so c is repaired to zero and the event logged as an error,
 // where the reference repairs instead of failing the caller.
@@ -288,42 +196,6 @@ func subOrRepair(c *accounting.Counter, n uint64, log *slog.Logger, what string)
 	if c.SubOrRepair(n) {
 		log.Error(what+" underflowed; repaired accounting to zero", "subtracted", n)
 	}
-}
-
-// freePtr calls MemFree and logs a failure, since put has nowhere to return it.
-func (p *devicePool) freePtr(ptr uint64, why string) error {
-	if err := p.drv.MemFree(ptr); err != nil {
-		p.log.Error("device pool: MemFree failed", "ptr", ptr, "why", why, "err", err)
-		return err
-	}
-	return nil
-}
-
-// cachedBytes returns the bytes held in the free lists.
-func (p *devicePool) cachedBytes() uint64 { return p.cache.cached.Load() }
-
-// allocatedBytes returns the bytes obtained from MemAlloc and not yet freed,
-// whether handed out or cached.
-func (p *devicePool) allocatedBytes() uint64 { return p.allocated.Load() }
-
-// close frees every cached allocation and refuses further gets; later puts
-// free immediately. It returns the first MemFree failure (every pointer is
-// still attempted). Calling it again frees nothing and returns nil.
-func (p *devicePool) close() error {
-	var first error
-	for _, e := range p.cache.closeCache() {
-		err := p.freePtr(e.v, "closing the pool")
-		p.subAllocated(e.size)
-		if err != nil && first == nil {
-			first = driverError("close device pool", "MemFree", err)
-		}
-	}
-	return first
-}
-
-// closedPoolError reports a get on a pool whose Backend was closed.
-func closedPoolError(op, what string) *Error {
-	return newError(op, KindClosed, what+" is closed", "open a new Backend; a closed one hands out nothing")
 }
 
 // count returns how many entries bucket (a power of two) holds.
@@ -358,7 +230,7 @@ func newDispatchAllocs(pool *devicePool) dispatchAllocs {
 // take gets an allocation of at least n bytes (n > 0) that d owns until
 // release. On failure d is unchanged and still releases what it took before.
 func (d *dispatchAllocs) take(op string, n int) (deviceAlloc, error) {
-	a, err := d.pool.get(op, n)
+	a, err := d.pool.get(op, n, true)
 	if err != nil {
 		return deviceAlloc{}, err
 	}

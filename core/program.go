@@ -42,6 +42,8 @@ type GridRule struct {
 // A launch passes the kernel its parameters in this order: one device
 // pointer per bound buffer (Buffers of them), then the element count as a
 // u32 when Count is set, then Scalars u32 values from DispatchConfig.Scalars.
+// A spec that declares Params instead passes exactly those, typed, from
+// DispatchConfig.Args.
 type ProgramSpec struct {
 	// Name names the program in errors; empty means Entry.
 	Name string
@@ -67,6 +69,15 @@ type ProgramSpec struct {
 	// Scalars is how many u32 parameters every dispatch passes in
 	// DispatchConfig.Scalars (a float goes as math.Float32bits).
 	Scalars int
+	// Params declares the kernel's parameters by type, in order: buffers
+	// (device pointers, with an optional byte offset per dispatch) and C
+	// scalars of every size. Each dispatch then passes one Arg per parameter
+	// in DispatchConfig.Args, checked for count and type before anything is
+	// queued. With Params set, Buffers, Scalars and Count stay zero (NewProgram
+	// sets Buffers to the number of buffer parameters), and Grid.FromBuffer
+	// counts buffer parameters only; a derived grid uses the buffer's length
+	// after its offset.
+	Params []ParamType
 	// Host is the Go twin of the kernel: it computes on simulated device
 	// memory what the kernel computes on a GPU. It is bound on drivers that
 	// implement HostKernelBinder (core/sim), which cannot run device code;
@@ -80,9 +91,10 @@ type ProgramSpec struct {
 // (on core/sim, once per twin of an entry point: each Program runs its own),
 // and unloads it on Close.
 type Program struct {
-	spec ProgramSpec // Image is a private copy
-	key  [32]byte    // SHA-256 of Image: the module cache key
-	args int         // parameters per launch
+	spec  ProgramSpec // Image is a private copy
+	key   [32]byte    // SHA-256 of Image: the module cache key
+	args  int         // parameters per launch
+	built *Compiled   // how Backend.Compile built it; nil for NewProgram
 }
 
 // NewProgram validates spec and returns a Program. Image is copied, so the
@@ -97,6 +109,11 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 	}
 	if spec.Block == 0 {
 		spec.Block = DefaultBlockSize
+	}
+	if len(spec.Params) > 0 {
+		if err := checkParams(op, &spec); err != nil {
+			return nil, err
+		}
 	}
 	g := spec.Grid
 	switch {
@@ -137,6 +154,10 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 	if spec.Count {
 		p.args++
 	}
+	if len(spec.Params) > 0 {
+		spec.Params = slices.Clone(spec.Params)
+		p.spec.Params, p.args = spec.Params, len(spec.Params)
+	}
 	return p, nil
 }
 
@@ -175,6 +196,7 @@ func (p *Program) Spec() ProgramSpec {
 	}
 	s := p.spec
 	s.Image = slices.Clone(s.Image)
+	s.Params = slices.Clone(s.Params)
 	return s
 }
 
@@ -204,6 +226,10 @@ func (p *Program) blocks(elements int) uint32 {
 // its launch geometry and element count (0 when the grid is fixed). step
 // names the step in messages (negative: a single dispatch).
 func (p *Program) checkDispatch(op string, step int, bufs []Buffer, cfg *DispatchConfig) (LaunchConfig, uint32, error) {
+	if p.typed() || len(cfg.Args) > 0 {
+		lc, err := p.checkTyped(op, step, cfg)
+		return lc, 0, err
+	}
 	prefix := func() string {
 		if step < 0 {
 			return ""
@@ -289,6 +315,10 @@ type DispatchConfig struct {
 	Grid uint32
 	// Scalars are the u32 parameters the program takes, in order.
 	Scalars []uint32
+	// Args are the typed arguments of a Program declared with
+	// ProgramSpec.Params, one per parameter, in order; such a dispatch
+	// passes no Bufs and no Scalars.
+	Args []Arg
 	// Timing asks for the device time of the launches, read with
 	// Pending.DeviceTime (timing events around them).
 	Timing bool

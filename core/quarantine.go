@@ -195,7 +195,7 @@ func (b *Backend) settleQuarantine(op string) error {
 			hostBytes += uint64(len(blk.buf))
 		}
 		for _, d := range q.dev {
-			devBytes += uint64(d.size)
+			devBytes += d.blk.Size
 		}
 		bufs += len(q.ents)
 		ops = append(ops, q.op)

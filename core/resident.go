@@ -24,11 +24,10 @@ var handleIDs accounting.Counter
 
 // residentEntry is one live resident buffer.
 type residentEntry struct {
-	ptr    uint64
-	n      int
-	alloc  deviceAlloc // the pool allocation when pooled
-	pooled bool
-	owned  bool // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
+	ptr   uint64
+	n     int
+	alloc deviceAlloc // the device block from the pool
+	owned bool        // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
 	// inflight counts uses by unfinished work. It is changed atomically while
 	// store.mu is held shared (pins) or without the lock (releases), and read
 	// while store.mu is held exclusively, which excludes new pins: that is
@@ -42,9 +41,10 @@ type residentStore struct {
 	// inserts, removals and in-flight totals hold it exclusively.
 	mu    sync.RWMutex
 	table handleTable
-	// bytes is the sum of the lengths in table plus reservations of
-	// allocations under way. It is atomic so a reservation can be checked
-	// against the budget without holding mu across driver calls.
+	// bytes is the sum of the lengths in table (and of allocations being
+	// inserted): the bytes callers asked for. The budget is enforced by the
+	// device pool over the rounded bytes (memory.go); bytes is atomic so it
+	// is read without mu.
 	bytes accounting.Counter
 }
 
@@ -108,12 +108,16 @@ func (b *Backend) releaseBytes(op string, n uint64) {
 	}
 }
 
-// AllocateResident allocates an n-byte resident buffer on the device. The
-// bytes are reserved against the live budget before the device allocation:
-// resident bytes may grow to the smaller of 9/10 of device memory and the
-// resident bytes plus 9/10 of the device's live free memory. Every failure
-// after the reservation rolls it back and frees whatever was allocated.
-// Small buffers (see WithResidentPoolLimit) come from the device pool.
+// AllocateResident allocates an n-byte resident buffer on the device. Its
+// memory comes from the Backend's device cache (memory.go): a buffer up to
+// the resident class limit reserves n rounded up to its size class (less
+// than 1/8 more) and is served without any driver call when the cache holds
+// a freed block of that class; a larger one reserves exactly n. The bytes
+// reserved, cached ones included, never exceed 9/10 of device memory, and a
+// new block from the driver takes at most 9/10 of its live free memory, read
+// once per such block. When the allocation does not fit, cached blocks are
+// given back to the driver (first what suffices, then all) and it is tried
+// again before it fails with ErrBudget. Every failure holds nothing.
 func (b *Backend) AllocateResident(n int) (Buffer, error) {
 	return b.allocateResident("AllocateResident", n, false)
 }
@@ -129,85 +133,39 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
-	liveFree, reported, err := b.drv.MemGetInfo()
+	a, err := b.devPool.get(op, n, b.usePool(n))
 	if err != nil {
-		return Buffer{}, driverError(op, "MemGetInfo", err)
+		return Buffer{}, err
 	}
-	if reported == 0 {
-		return Buffer{}, nullSuccess(op, "MemGetInfo")
-	}
-	want := uint64(n)
-	total := b.info.TotalMemory
-	err = b.store.bytes.AddGuarded(want, func(next uint64) error {
-		resident := next - want
-		budget := accounting.ResidentLiveBudget(total, liveFree, resident)
-		if next > budget {
-			return newError(op, KindBudget,
-				fmt.Sprintf("resident buffers would need %d bytes but the live resident budget is %d bytes (%d resident, %d of %d device bytes free)",
-					next, budget, resident, liveFree, total),
-				"free unused resident buffers, shard the data, or use a device with more free memory")
-		}
-		return nil
-	})
-	if err != nil {
-		if _, ok := err.(*Error); ok {
-			return Buffer{}, err
-		}
-		return Buffer{}, newError(op, KindBudget, err.Error(), "free unused resident buffers")
-	}
-
-	e := &residentEntry{n: n, owned: owned}
-	if b.usePool(n) {
-		a, err := b.devPool.get(op, n)
-		if err != nil {
-			b.releaseBytes(op, want)
-			return Buffer{}, err
-		}
-		e.ptr, e.alloc, e.pooled = a.ptr, a, true
-	} else {
-		ptr, err := b.drv.MemAlloc(want)
-		if err != nil {
-			b.releaseBytes(op, want)
-			return Buffer{}, driverError(op, "MemAlloc", err)
-		}
-		if ptr == 0 {
-			b.releaseBytes(op, want)
-			return Buffer{}, nullSuccess(op, "MemAlloc")
-		}
-		e.ptr = ptr
-	}
-
+	e := &residentEntry{n: n, ptr: a.ptr, alloc: a, owned: owned}
 	id, err := handleIDs.Next()
+	if err == nil {
+		err = b.store.bytes.Add(uint64(n))
+	}
 	if err != nil {
-		b.freeDevice(op, e)
-		b.releaseBytes(op, want)
-		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space is exhausted",
+		b.devPool.put(a)
+		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space or the resident byte count is exhausted: "+err.Error(),
 			"restart the process; handle ids are never reused")
 	}
+	b.notePeakAllocated()
 	b.store.mu.Lock()
 	b.store.table.put(id, e)
 	b.store.mu.Unlock()
-	b.tel.residentAllocBytes.Add(want)
+	b.tel.residentAllocBytes.Add(uint64(n))
 	return Buffer{ID: id, Len: n}, nil
 }
 
-// usePool reports whether an n-byte resident buffer comes from the device pool.
+// usePool reports whether an n-byte resident buffer is served from a size
+// class (and so from the cache), rather than at its exact size.
 func (b *Backend) usePool(n int) bool {
 	return b.cfg.residentPoolLimit > 0 && n <= b.cfg.residentPoolLimit
 }
 
-// freeDevice gives an entry's device memory back: to the pool when it came
-// from there, else to the driver. A driver failure is returned and logged.
+// freeDevice gives an entry's device memory back to the pool, which caches
+// it or frees it. A driver failure is returned (and logged); the memory is
+// then still allocated.
 func (b *Backend) freeDevice(op string, e *residentEntry) error {
-	if e.pooled {
-		b.devPool.put(e.alloc)
-		return nil
-	}
-	if err := b.drv.MemFree(e.ptr); err != nil {
-		b.log.Error("freeing resident device memory failed", "op", op, "ptr", e.ptr, "bytes", e.n, "err", err)
-		return driverError(op, "MemFree", err)
-	}
-	return nil
+	return b.devPool.free(op, e.alloc)
 }
 
 // FreeResident frees a resident buffer. It refuses unknown, foreign, freed

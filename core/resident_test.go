@@ -77,14 +77,14 @@ func TestResidentBudget(t *testing.T) {
 	t.Run("total budget is 9/10 of device memory", func(t *testing.T) {
 		b, dev := openSim(t, sim.Config{TotalMemory: 10_000}, exact)
 		_, err := b.AllocateResident(9_001)
-		requireKind(t, err, core.ErrBudget, 9001, "budget is 9000")
+		requireKind(t, err, core.ErrBudget, 9001, "9000-byte budget", "1 still missing")
 		assert.Zero(t, dev.Calls(sim.OpMemAlloc), "the budget is checked before the device allocation")
 		assert.Zero(t, b.ResidentAllocatedBytes())
 		h, err := b.AllocateResident(9_000)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(9_000), b.ResidentAllocatedBytes())
 		_, err = b.AllocateResident(1)
-		requireKind(t, err, core.ErrBudget, 9001, "budget is 9000")
+		requireKind(t, err, core.ErrBudget, "9000 bytes reserved of a 9000-byte budget", "1 still missing")
 		require.NoError(t, b.FreeResident(h))
 		assert.Zero(t, b.ResidentAllocatedBytes())
 	})
@@ -94,12 +94,12 @@ func TestResidentBudget(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { require.NoError(t, dev.MemFree(other)) }()
 		_, err = b.AllocateResident(901)
-		requireKind(t, err, core.ErrBudget, 901, "budget is 900", "1000 of 10000")
+		requireKind(t, err, core.ErrBudget, 901, "1000 device bytes free", "1 still missing")
 		h, err := b.AllocateResident(900)
 		require.NoError(t, err)
 		// Resident 900 and 100 free: the budget keeps the owned 900 and adds 90.
 		_, err = b.AllocateResident(91)
-		requireKind(t, err, core.ErrBudget, 991, "budget is 990")
+		requireKind(t, err, core.ErrBudget, 91, "100 device bytes free", "1 still missing")
 		h2, err := b.AllocateResident(90)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(990), b.ResidentAllocatedBytes())
@@ -114,7 +114,7 @@ func TestResidentBudget(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { require.NoError(t, dev.MemFree(other)) }()
 		_, err = b.AllocateResident(1)
-		requireKind(t, err, core.ErrBudget, 2001, "budget is 2000")
+		requireKind(t, err, core.ErrBudget, "0 device bytes free", "2000 bytes reserved", "1 still missing")
 		assert.Equal(t, uint64(2_000), b.ResidentAllocatedBytes())
 		require.NoError(t, b.FreeResident(h))
 	})
@@ -246,26 +246,34 @@ func TestFreeResidentDriverFailureKeepsBuffer(t *testing.T) {
 }
 
 func TestAllocateResidentDriverFailuresRollBack(t *testing.T) {
+	oom := func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }
+	unknown := func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_UNKNOWN) }
 	cases := []struct {
 		name  string
 		limit int
 		arm   func(d *sim.Device)
+		want  error
 		inMsg string
 	}{
-		{"MemGetInfo fails", core.DefaultResidentPoolLimit, func(d *sim.Device) { d.FailNth(sim.OpMemGetInfo, 1, cudaapi.CUDA_ERROR_UNKNOWN) }, "MemGetInfo"},
-		{"pooled MemAlloc fails", core.DefaultResidentPoolLimit, func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, ""},
-		{"pooled MemAlloc null", core.DefaultResidentPoolLimit, func(d *sim.Device) { d.NullNth(sim.OpMemAlloc, 1) }, ""},
-		{"exact MemAlloc fails", 0, func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, "MemAlloc"},
-		{"exact MemAlloc null", 0, func(d *sim.Device) { d.NullNth(sim.OpMemAlloc, 1) }, "null"},
+		{"MemGetInfo fails", core.DefaultResidentPoolLimit, func(d *sim.Device) { d.FailNth(sim.OpMemGetInfo, 1, cudaapi.CUDA_ERROR_UNKNOWN) }, core.ErrDriver, "MemGetInfo"},
+		// Out of memory with nothing cached to give back is a refusal for
+		// lack of room: ErrBudget, carrying the driver's result.
+		{"pooled MemAlloc out of memory", core.DefaultResidentPoolLimit, oom, core.ErrBudget, "CUDA_ERROR_OUT_OF_MEMORY"},
+		{"pooled MemAlloc fails", core.DefaultResidentPoolLimit, unknown, core.ErrDriver, "MemAlloc"},
+		{"pooled MemAlloc null", core.DefaultResidentPoolLimit, func(d *sim.Device) { d.NullNth(sim.OpMemAlloc, 1) }, core.ErrDriver, "null"},
+		{"exact MemAlloc out of memory", 0, oom, core.ErrBudget, "0 cached"},
+		{"exact MemAlloc fails", 0, unknown, core.ErrDriver, "MemAlloc"},
+		{"exact MemAlloc null", 0, func(d *sim.Device) { d.NullNth(sim.OpMemAlloc, 1) }, core.ErrDriver, "null"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(c.limit))
 			c.arm(dev)
 			h, err := b.AllocateResident(1000)
-			requireKind(t, err, core.ErrDriver, c.inMsg)
+			requireKind(t, err, c.want, c.inMsg)
 			assert.Equal(t, core.Buffer{}, h)
 			assert.Zero(t, b.ResidentAllocatedBytes())
+			assert.Zero(t, b.MemoryStats().Reserved)
 			assert.Zero(t, b.Telemetry().ResidentAllocationBytes)
 			assert.Zero(t, dev.Live().Allocations)
 			h, err = b.AllocateResident(1000)
@@ -301,11 +309,14 @@ func TestResidentAllocationTelemetryAndPoolReuse(t *testing.T) {
 	assert.NotZero(t, p1)
 	require.NoError(t, b.FreeResident(h))
 	allocs := dev.Calls(sim.OpMemAlloc)
-	h, err = b.AllocateResident(4000) // same 4 KiB bucket: a pool hit
+	h, err = b.AllocateResident(2900) // the same 3072-byte size class: a cache hit
 	require.NoError(t, err)
 	assert.Equal(t, allocs, dev.Calls(sim.OpMemAlloc))
-	assert.Equal(t, uint64(7000), b.Telemetry().ResidentAllocationBytes)
-	assert.Equal(t, uint64(4000), b.ResidentAllocatedBytes())
+	p2, err := b.ResidentDevicePtr(h)
+	require.NoError(t, err)
+	assert.Equal(t, p1, p2)
+	assert.Equal(t, uint64(5900), b.Telemetry().ResidentAllocationBytes)
+	assert.Equal(t, uint64(2900), b.ResidentAllocatedBytes())
 	b.ResetTelemetry()
 	assert.Equal(t, core.Telemetry{}, b.Telemetry())
 	require.NoError(t, b.FreeResident(h))

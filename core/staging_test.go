@@ -143,16 +143,20 @@ func TestStagingTakeUploadCopiesAndZeroesThePadding(t *testing.T) {
 
 func TestDispatchAllocsGiveEverythingBackOnRelease(t *testing.T) {
 	dev := newDev()
-	pool := core.NewDevicePool(dev, 1<<20, nil)
+	pool := core.NewDevicePool(dev, 1<<30, 1<<20, nil)
 	da := core.NewDispatchAllocs(pool)
 	for _, n := range []int{16, 1000, 1000} {
 		a, err := da.Take("Dispatch", n)
 		require.NoError(t, err)
-		assert.GreaterOrEqual(t, a.Size(), n)
+		assert.GreaterOrEqual(t, a.Size(), uint64(n))
 	}
+	// Out of memory with nothing cached to give back: a budget refusal.
 	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	_, err := da.Take("Dispatch", 64)
-	requireErrKind(t, err, core.ErrDriver, "Dispatch")
+	requireErrKind(t, err, core.ErrBudget, "Dispatch", "0 cached")
+	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	_, err = da.Take("Dispatch", 64)
+	requireErrKind(t, err, core.ErrDriver, "Dispatch", "MemAlloc")
 	_, err = da.Take("Dispatch", 0)
 	requireErrKind(t, err, core.ErrInvalidArgument)
 	assert.Equal(t, 3, da.Held())

@@ -32,8 +32,12 @@ type param struct {
 var versionSuffix = regexp.MustCompile(`_v[0-9]+$`)
 
 // goFuncName applies the naming rule: strip the cu prefix and any _vN suffix.
-func goFuncName(doc string) string {
-	n := versionSuffix.ReplaceAllString(strings.TrimPrefix(doc, "cu"), "")
+func goFuncName(doc string) string { return goFuncNameFor(doc, "cu") }
+
+// goFuncNameFor is the naming rule for a library whose names start with
+// prefix (cu, nvrtc).
+func goFuncNameFor(doc, prefix string) string {
+	n := versionSuffix.ReplaceAllString(strings.TrimPrefix(doc, prefix), "")
 	return strings.ToUpper(n[:1]) + n[1:]
 }
 
@@ -117,6 +121,9 @@ func classify(lib *library, e entry, symbol string, d *cc.Declarator) (*function
 		return nil, nil, fmt.Errorf("%s: returns %v, not %s", symbol, ft.Result(), lib.status.c)
 	}
 	f := &function{doc: e.name, symbol: symbol, goName: goFuncName(e.name), since: e.since}
+	if lib.prefix != "" {
+		f.goName = goFuncNameFor(e.name, lib.prefix)
+	}
 	if e.goName != "" {
 		f.goName = e.goName
 	}

@@ -12,10 +12,12 @@ import (
 // classification and emitting code is shared.
 type library struct {
 	name      string // -lib value, e.g. "driver"
+	prefix    string // C name prefix the naming rule strips: "cu" when empty
 	header    string // header file name, e.g. "cuda.h"
 	headerEnv string // environment variable naming the header, e.g. "CUDA_H"
 	// versionMacro is the header's integer version macro (CUDA_VERSION); a
-	// header without it is refused.
+	// header without it is refused. Empty for a header that has none
+	// (nvrtc.h): since versions are then not checked against the header.
 	versionMacro string
 	// versionConst names the Go constant that records versionMacro.
 	versionConst string

@@ -581,15 +581,6 @@ func (c runConfig) options(log *logCounter) []core.Option {
 	}
 }
 
-// devSize is the device memory an n-byte resident buffer occupies: its
-// power-of-two bucket when it comes from the device pool, else n.
-func (c runConfig) devSize(n int) uint64 {
-	if c.poolLimit > 0 && n <= c.poolLimit {
-		return uint64(1) << bits.Len(uint(n-1))
-	}
-	return uint64(n)
-}
-
 // foreignSide is a second Backend on its own device whose live handle the
 // runners pass to the Backend under test as a foreign handle.
 type foreignSide struct {
@@ -639,15 +630,13 @@ type runner struct {
 	allowOOM   bool // this step's allocation may not fit the device
 	// packable is set for a transfer that may take the packed path.
 	packable bool
-	// fellBack is set when the armed out-of-memory fault hit a packed
-	// transfer's device staging and the call succeeded by the per-copy
-	// path.
-	fellBack bool
 
 	// Call counts of the device when the current step began.
 	callsBefore map[sim.Op]uint64
 
 	q quarModel
+
+	freedLens []int // lengths of buffers freed lately, which alloc steps ask for again (cache hits)
 
 	broken error    // first violation; later steps are skipped
 	trace  []string // resolved calls of the last steps, for failure messages
@@ -739,7 +728,7 @@ func (r *runner) do(s step) error {
 		r.m.qActive = r.q.start > 0
 	}
 	r.q.step, r.q.faulted = nil, false
-	r.allowOOM, r.packable, r.fellBack = false, false, false
+	r.allowOOM, r.packable = false, false
 	if f, ok := s.(interface{ chosenFault() *faultSpec }); ok && r.cfg.faults == faultsChosen {
 		if fs := f.chosenFault(); fs != nil && r.permitFault(s, fs) {
 			r.armed = fs
@@ -818,13 +807,13 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	if err == nil {
 		if fired && r.packFallback() {
 			// Documented: a packed transfer whose device staging runs out
-			// of memory moves its copies by the per-copy path instead;
-			// expectPath then requires that path (no launch).
-			r.fellBack = true
-			countOutcome(call+" (fallback)", succeeded)
+			// of memory moves its copies by the per-copy path instead (or
+			// packs after the allocator gave cached memory back).
+			countOutcome(call+" (staging out of memory)", succeeded)
 			return succeeded, nil
 		}
-		if fired {
+		// An allocation gives cached memory back and tries again.
+		if fired && !r.recoveredOOM() {
 			return 0, fmt.Errorf("%s: injected %v fired but the call succeeded", call, r.armed)
 		}
 		if want != 0 {
@@ -839,7 +828,7 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	if e.Op != call && !slices.Contains(opAliases[call], e.Op) || e.Fix == "" {
 		return 0, fmt.Errorf("%s: error %q names op %q or has no fix", call, err, e.Op)
 	}
-	if e.Kind == core.KindDriver {
+	if e.Kind == core.KindDriver || budgetRefusal(e) {
 		switch {
 		case fired && r.packFallback():
 			return 0, fmt.Errorf("%s: its packed staging allocation ran out of memory (injected %v) and the call failed; "+
@@ -998,14 +987,37 @@ func budgetTotal(total uint64) uint64 {
 	return q
 }
 
-// liveBudget is the documented live resident budget for the given live free
-// device memory and resident bytes.
-func liveBudget(total, liveFree, resident uint64) uint64 {
-	tb := budgetTotal(total)
-	if resident >= tb {
-		return resident
+// budgetLeft is what the contract promises an allocation right now: the
+// total budget less the device bytes the Backend holds for live buffers and
+// in-use staging (what the device holds, less what the Backend's cache
+// keeps, which counts as available). An allocation of at most this many
+// bytes must succeed; a larger one must fail with ErrBudget.
+func (r *runner) budgetLeft() uint64 {
+	devCached, _ := r.b.PoolCachedBytes()
+	held := r.dev.Live().DeviceBytes - min(devCached, r.dev.Live().DeviceBytes)
+	return budgetTotal(r.cfg.total) - min(held, budgetTotal(r.cfg.total))
+}
+
+// checkReserved checks MemoryStats against the model: the bytes live
+// buffers reserve lie between their lengths and 9/8 of them (the rounding
+// bound), and Reserved stays within the budget. It returns the bytes the
+// live buffers reserve.
+func (r *runner) checkReserved(devCached uint64) (uint64, error) {
+	st := r.b.MemoryStats()
+	alloc := r.b.ResidentAllocatedBytes()
+	if st.Allocated != alloc || st.CachedDevice != devCached {
+		return 0, fmt.Errorf("MemoryStats %+v disagrees with ResidentAllocatedBytes %d / PoolCachedBytes %d", st, alloc, devCached)
 	}
-	return resident + min(tb-resident, budgetTotal(liveFree))
+	if st.Reserved > budgetTotal(r.cfg.total) || st.Reserved < devCached {
+		return 0, fmt.Errorf("reserved %d bytes (%d cached) outside the budget %d", st.Reserved, devCached, budgetTotal(r.cfg.total))
+	}
+	held := st.Reserved - devCached
+	// Staging that quarantined work still holds is reserved too.
+	quarantined := r.b.LaunchResourceCounts().Quarantined > 0
+	if held < alloc || (held-alloc)*8 > alloc && !quarantined {
+		return 0, fmt.Errorf("live buffers of %d bytes reserve %d bytes: more than 1/8 rounding", alloc, held)
+	}
+	return held, nil
 }
 
 // liveFree is what the device reports free right now (sim: total minus live
@@ -1040,13 +1052,10 @@ func (r *runner) checkGlobal() error {
 	}
 	live := r.dev.Live()
 	devCached, hostCached := r.b.PoolCachedBytes()
-	var devWant uint64
-	for _, b := range m.bufs {
-		devWant += r.cfg.devSize(b.h.Len)
+	devWant, err := r.checkReserved(devCached)
+	if err != nil {
+		return err
 	}
-	// The dispatcher's buffers have power-of-two lengths: each occupies
-	// exactly its length.
-	devWant += r.b.ResidentAllocatedBytes() - m.residentBytes()
 	var pinnedWant uint64
 	regs := 0
 	for _, p := range m.pinned {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/internal/churn"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -27,6 +28,7 @@ type benchConfig struct {
 	Large      int    `json:"large"`       // bytes of the W2 upload and W6 download
 	Allocs     int    `json:"allocs"`      // alloc+free pairs per W4 run
 	AllocSize  int    `json:"alloc_size"`  // bytes per W4 allocation
+	ChurnSteps int    `json:"churn_steps"` // alloc/free steps per W4C run
 	Launches   int    `json:"launches"`    // dependent launches per W5 run
 	MixedCount int    `json:"mixed_count"` // W7: buffers
 	MixedMin   int    `json:"mixed_min"`   // W7: smallest buffer
@@ -47,7 +49,7 @@ func defaultBenchConfig() benchConfig {
 	return benchConfig{
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
 		Count: 1024, Small: 4 << 10, Large: 256 << 20,
-		Allocs: 1000, AllocSize: 4 << 10, Launches: 100,
+		Allocs: 1000, AllocSize: 4 << 10, ChurnSteps: churn.DefaultSteps, Launches: 100,
 		MixedCount: 2048, MixedMin: 16, MixedMax: 256 << 10,
 		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
 	}
@@ -68,6 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&large, "large", "W2/W6: bytes of the large upload and download")
 	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
 	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
+	fs.IntVar(&cfg.ChurnSteps, "churn-steps", cfg.ChurnSteps, "W4C: alloc/free steps per run")
 	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
 	fs.IntVar(&cfg.MixedCount, "mixed-count", cfg.MixedCount, "W7: number of buffers of mixed sizes")
 	mixedMax := sizeFlag(cfg.MixedMax)
@@ -80,7 +83,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W5G and W5C, CUDA graphs) and an upload/readback\n"+
+		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs) and an upload/readback\n"+
 			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
 			"their targets and the paths they measure are described in\ndocs/ARCHITECTURE.md (section Benchmarks).\n\n")
 		fs.PrintDefaults()
@@ -139,6 +142,8 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
 	case c.Allocs < 1:
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.ChurnSteps < 1:
+		return nil, fmt.Errorf("-churn-steps %d: want at least 1", c.ChurnSteps)
 	case c.Launches < 1:
 		return nil, fmt.Errorf("-launches %d: want at least 1", c.Launches)
 	case c.MixedCount < 1:

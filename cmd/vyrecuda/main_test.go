@@ -38,7 +38,7 @@ func stub[T any](t *testing.T, p *T, v T) {
 
 // smallBench is a bench command line that runs in well under a second on sim.
 var smallBench = []string{"bench", "-device", "sim", "-repeats", "3", "-warmup", "1", "-count", "16",
-	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB",
+	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-churn-steps", "300", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB",
 	"-mixed-count", "40", "-mixed-max", "16KiB"}
 
 func TestUsageErrors(t *testing.T) {
@@ -265,7 +265,7 @@ func TestBenchOnSim(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 
 	for _, want := range []string{"W1 upload 16 x 1 KiB into 16 resident buffers", "W2 upload 256 KiB from a Go slice",
-		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W5 7 dependent tiny launches + 1 fence",
+		"W3 read back 16 x 1 KiB from 16 buffers", "W4 pooled alloc+free", "W4B pooled alloc+free", "W4C churn: 300 random alloc/free", "W5 7 dependent tiny launches + 1 fence",
 		"W5G 7 dependent tiny launches replayed from a CUDA graph + 1 fence", "W5C capture of W5's 7 launches",
 		"W6 download 256 KiB into a Go slice", "16 -> 16 copies", "7 launches", "upload    64 KiB", "readback  4 KiB",
 		"W7U upload 40 buffers of 16 B-16 KiB", "W7D read back 40 buffers", "x pageable", "of DMA",

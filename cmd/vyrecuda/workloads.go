@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/internal/churn"
 )
 
 // workload is one of the benchmark workloads (docs/ARCHITECTURE.md), sized by benchConfig.
@@ -54,10 +55,11 @@ func (t target) met(r workloadResult) bool {
 // workloadIDs lists the workloads in the order bench runs them.
 // W4B is W4 through the Backend's own device pool rather than the optimizer
 // dispatcher's, for callers that use AllocateResident directly.
+// W4C is the allocation churn (package internal/churn) through the Backend.
 // W5G replays W5 from a CUDA graph, and W5C times capturing it. W7U and W7D
 // are W7's upload and readback halves.
 func workloadIDs() []string {
-	return []string{"W1", "W2", "W3", "W4", "W4B", "W5", "W5G", "W5C", "W6", "W7U", "W7D"}
+	return []string{"W1", "W2", "W3", "W4", "W4B", "W4C", "W5", "W5G", "W5C", "W6", "W7U", "W7D"}
 }
 
 // newWorkload builds workload id for cfg; id comes from workloadIDs.
@@ -95,10 +97,17 @@ func newWorkload(id string, cfg benchConfig) workload {
 		}
 	case "W4B":
 		return workload{
-			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (Backend device pool), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
+			ID: id, Title: fmt.Sprintf("pooled alloc+free of %s (Backend device cache), %d pairs", formatBytes(uint64(cfg.AllocSize)), cfg.Allocs),
 			Ops:     cfg.Allocs,
 			Target:  target{Text: "<= 0.5 us per pair", MaxPerOp: 500 * time.Nanosecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return preparePooledAlloc(b, cfg) },
+		}
+	case "W4C":
+		return workload{
+			ID: id, Title: fmt.Sprintf("churn: %d random alloc/free of 1 B-4 MiB (Backend cache)", cfg.ChurnSteps),
+			Ops:     cfg.ChurnSteps,
+			Target:  target{Text: "<= 1.0 us per op", MaxPerOp: time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareChurn(b, cfg) },
 		}
 	case "W5":
 		return workload{
@@ -237,6 +246,18 @@ func preparePooledAlloc(b *core.Backend, cfg benchConfig) (func() error, func() 
 			}
 		}
 		return nil
+	}
+	return body, func() error { return nil }, nil
+}
+
+// W4C: the churn sequence of package churn (the PyTorch peer benchmark's
+// shape), every buffer freed again at the end of each run.
+func prepareChurn(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	steps := churn.Steps(cfg.ChurnSteps, 1, churn.DefaultMaxSize, churn.DefaultMaxLive)
+	live := make([]core.Buffer, 0, churn.DefaultMaxLive)
+	body := func() (err error) {
+		live, err = churn.Run(steps, live, b.AllocateResident, b.FreeResident)
+		return err
 	}
 	return body, func() error { return nil }, nil
 }

@@ -60,6 +60,7 @@ func RunWith(t *testing.T, cfg Config) {
 		{"Refusals", testRefusals},
 		{"PinnedAsync", testPinnedAsync},
 		{"Concurrency", testConcurrency},
+		{"Memory", testMemory},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,6 +292,11 @@ func testBudget(t *testing.T, b *core.Backend, drv core.Driver) {
 	}
 	if b.DeviceMemoryBytes() != info.TotalMemory {
 		t.Fatalf("DeviceMemoryBytes = %d, driver says %d", b.DeviceMemoryBytes(), info.TotalMemory)
+	}
+	// Cached memory is the Backend's own: give it back first, so the
+	// driver's free memory is everything the Backend could take.
+	if err := b.Trim(); err != nil {
+		t.Fatalf("Trim: %v", err)
 	}
 	free := mustFree(t, drv)
 	budget := accounting.ResidentLiveBudget(info.TotalMemory, free, b.ResidentAllocatedBytes())

@@ -1,0 +1,171 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Waiting with a context.Context.
+//
+// Device work cannot be cancelled once queued. The context forms below stop
+// the caller's wait when the context is done and return an ErrInFlight
+// error that wraps ctx.Err() (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded holds); the work keeps running. Nothing leaks:
+// its buffers stay in flight (FreeResident refuses them) and its staging and
+// stream stay held until the work is collected, by a later Await, AwaitInto,
+// IsReady or Close of the Pending, which all still work after a cancelled
+// wait. RunContext and Graph.ReplayContext, whose callers never see the
+// Pending, collect it in the background once the device finishes (its reads
+// are dropped), and Backend.Close waits for that.
+//
+// The wait polls the completion event with a short backoff (a few
+// microseconds at first, at most waitPollMax between queries), so it adds at
+// most that much latency over the blocking forms; a context that can never
+// be done (context.Background) uses the blocking wait.
+
+// waitPollMax bounds the sleep between completion queries.
+const waitPollMax = 500 * time.Microsecond
+
+// readyCtx waits until w has finished, polling, or ctx is done.
+func readyCtx(op string, ctx context.Context, w *pendingWork) error {
+	p := &Pending{w: w} // a view for IsReady; the caller's Pending (if any) keeps its own cleanup
+	if ctx == nil {
+		return newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	}
+	if ctx.Done() == nil {
+		return nil
+	}
+	delay := time.Duration(0)
+	for spins := 0; ; spins++ {
+		if done, _ := p.IsReady(); done {
+			return nil // the failure, if any, is reported by the caller's Await
+		}
+		if err := ctx.Err(); err != nil {
+			return cancelled(op, err)
+		}
+		if spins < 64 {
+			continue // work that finishes within microseconds is collected at once
+		}
+		delay = min(max(2*delay, 4*time.Microsecond), waitPollMax)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return cancelled(op, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func cancelled(op string, cause error) *Error {
+	return &Error{Op: op, Kind: KindInFlight, Detail: "stopped waiting; the work is still running on the device",
+		Fix: "collect the Pending later with Await, AwaitInto or Close (its buffers stay in flight until then)", Err: cause}
+}
+
+// AwaitContext is Await that stops waiting when ctx is done; see the note
+// on waiting with a context above for what happens to the work then. Work
+// that has already finished is reported even when ctx is done.
+func (p *Pending) AwaitContext(ctx context.Context) error {
+	const op = "Pending.AwaitContext"
+	w, err := p.work(op)
+	if err != nil {
+		return err
+	}
+	if err := readyCtx(op, ctx, w); err != nil {
+		return err
+	}
+	return withOp(op, p.Await())
+}
+
+// AwaitIntoContext is AwaitInto that stops waiting when ctx is done, leaving
+// dst unchanged and the reads available to a later AwaitInto.
+func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	const op = "Pending.AwaitIntoContext"
+	w, err := p.work(op)
+	if err != nil {
+		return dst, err
+	}
+	if err := readyCtx(op, ctx, w); err != nil {
+		return dst, err
+	}
+	return w.awaitInto(op, dst)
+}
+
+// RunContext is Run that stops waiting when ctx is done. A context already
+// done queues nothing. When the wait is cancelled, the batch still runs to
+// completion; a background goroutine then collects it (its reads are
+// dropped, its buffers leave flight), and Backend.Close waits for that. dst
+// is returned unchanged on any failure.
+func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([][]byte, error) {
+	const op = "RunContext"
+	if ctx == nil {
+		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	}
+	if err := ctx.Err(); err != nil {
+		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was queued",
+			Fix: "pass a live context", Err: err}
+	}
+	if err := b.enter(op); err != nil {
+		return dst, err
+	}
+	defer b.exit()
+	w, err := b.enqueue(op, &batch)
+	if err != nil {
+		return dst, err
+	}
+	if err := readyCtx(op, ctx, w); err != nil {
+		b.abandoned.Add(1)
+		go func() {
+			defer b.abandoned.Done()
+			if err := w.close(op); err != nil { // close released everything either way
+				b.log.Error("work whose RunContext was cancelled failed on the device", "op", op, "err", err)
+			}
+		}()
+		return dst, err
+	}
+	return w.awaitInto(op, dst)
+}
+
+// ReplayContext is Graph.Replay that stops waiting when ctx is done. A
+// context already done launches nothing. When the wait is cancelled the
+// replay keeps running; a background goroutine collects it (its reads are
+// dropped), and until it has, further replays and Graph.Close refuse with
+// ErrInFlight; Backend.Close waits for it. dst is returned unchanged on any
+// failure. A context that can never be done (context.Background) takes
+// Replay's path: one launch and one fence.
+func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
+	const op = "Graph.ReplayContext"
+	switch {
+	case g == nil:
+		return dst, nilGraph(op)
+	case ctx == nil:
+		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	case ctx.Err() != nil:
+		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was launched",
+			Fix: "pass a live context", Err: ctx.Err()}
+	case ctx.Done() == nil:
+		out, err := g.Replay(dst)
+		return out, withOp(op, err)
+	}
+	p, err := g.ReplayAsync()
+	if err != nil {
+		return dst, withOp(op, err)
+	}
+	if err := readyCtx(op, ctx, p.w); err != nil {
+		b := g.b
+		if eerr := b.enter(op); eerr != nil {
+			return dst, err // Close ran meanwhile: it waited for nothing it did not own
+		}
+		b.abandoned.Add(1)
+		b.exit()
+		go func() {
+			defer b.abandoned.Done()
+			if err := p.Close(); err != nil {
+				b.log.Error("graph replay whose wait was cancelled failed on the device", "op", op, "err", err)
+			}
+		}()
+		return dst, err
+	}
+	out, err := p.w.awaitInto(op, dst)
+	return out, withOp(op, err)
+}

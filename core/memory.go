@@ -1,0 +1,224 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+	"github.com/vyre-go/vyrecuda/internal/alloc"
+)
+
+// deviceAlloc is one device block handed out by a devicePool: its address,
+// the bytes the caller asked for (n <= blk.Size) and the allocator's block.
+// The zero value is "no allocation".
+type deviceAlloc struct {
+	ptr uint64
+	n   int
+	blk alloc.Block
+}
+
+// devicePool is the Backend's device memory: a caching allocator
+// (internal/alloc) over the Driver, with one budget over everything it
+// reserves. Resident buffers, packed-transfer staging and dispatch scratch
+// all come from it, so a freed block of any of them serves the others.
+type devicePool struct {
+	log   *slog.Logger
+	cache *alloc.Cache
+}
+
+// poolDevice adapts a Driver to the allocator's Device and FreeMemoryReader.
+type poolDevice struct{ drv Driver }
+
+func (d poolDevice) Alloc(n uint64) (uint64, error) { return d.drv.MemAlloc(n) }
+func (d poolDevice) Free(ptr uint64) error          { return d.drv.MemFree(ptr) }
+
+// FreeMemory reads the live free memory; a report of 0 total bytes is the
+// driver returning success with nothing filled in.
+func (d poolDevice) FreeMemory() (uint64, error) {
+	free, total, err := d.drv.MemGetInfo()
+	if err == nil && total == 0 {
+		err = errNullMemInfo
+	}
+	return free, err
+}
+
+// errNullMemInfo marks a MemGetInfo that succeeded with a total of 0.
+var errNullMemInfo = errors.New("MemGetInfo reported 0 bytes in total")
+
+// isOutOfMemory reports whether a driver error is CUDA's out-of-memory result.
+func isOutOfMemory(err error) bool {
+	var r cudaapi.Result
+	return errors.As(err, &r) && r == cudaapi.CUDA_ERROR_OUT_OF_MEMORY
+}
+
+// newDevicePool returns an empty pool over drv. Its budget is 9/10 of the
+// device's total memory; maxCached bounds the cached bytes and maxClassed
+// the largest request served in a size class.
+func newDevicePool(drv Driver, total, maxCached uint64, maxClassed int, log *slog.Logger) *devicePool {
+	cfg := alloc.Config{
+		Budget:        accounting.ResidentTotalBudget(total),
+		MaxCached:     maxCached,
+		MaxClassed:    uint64(max(maxClassed, 1)),
+		IsOutOfMemory: isOutOfMemory,
+	}
+	if n := cacheNotifier(drv); n != nil {
+		cfg.OnCached, cfg.OnReused = n.MemCached, n.MemReused
+	}
+	return &devicePool{log: orDiscard(log), cache: alloc.New(poolDevice{drv}, cfg)}
+}
+
+// get returns a device block of at least n bytes: from n's size class when
+// classed is true (served from the cache when it holds one), else of exactly
+// n bytes. n <= 0, a closed pool, a refusal for lack of room (ErrBudget) and
+// a driver failure are errors; none of them holds anything.
+func (p *devicePool) get(op string, n int, classed bool) (deviceAlloc, error) {
+	if n <= 0 {
+		return deviceAlloc{}, newError(op, KindInvalidArgument,
+			fmt.Sprintf("device allocation request of %d bytes", n), "request at least 1 byte")
+	}
+	var blk alloc.Block
+	var err error
+	if classed {
+		blk, err = p.cache.Alloc(uint64(n))
+	} else {
+		blk, err = p.cache.AllocExact(uint64(n))
+	}
+	if err != nil {
+		return deviceAlloc{}, poolError(op, n, err)
+	}
+	return deviceAlloc{ptr: blk.Ptr, n: n, blk: blk}, nil
+}
+
+// free gives a back and returns a driver failure, after which a is still
+// allocated and the caller keeps it. The zero deviceAlloc is ignored.
+func (p *devicePool) free(op string, a deviceAlloc) error {
+	if a.ptr == 0 {
+		return nil
+	}
+	if err := p.cache.Free(a.blk); err != nil {
+		p.log.Error("freeing device memory failed", "op", op, "ptr", a.ptr, "bytes", a.blk.Size, "err", err)
+		return poolError(op, a.n, err)
+	}
+	return nil
+}
+
+// put gives a back where no caller can take a failure (transfer staging,
+// dispatch scratch): a failure is logged by free.
+func (p *devicePool) put(a deviceAlloc) { _ = p.free("release device staging", a) }
+
+// cachedBytes returns the bytes of freed blocks the pool keeps.
+func (p *devicePool) cachedBytes() uint64 { return p.cache.Stats().Cached }
+
+// allocatedBytes returns the device bytes the pool holds: blocks in use, at
+// their class size, plus cached ones.
+func (p *devicePool) allocatedBytes() uint64 { return p.cache.Stats().Reserved }
+
+// trim gives every cached block back to the driver.
+func (p *devicePool) trim(op string) error {
+	if err := p.cache.Trim(); err != nil {
+		return poolError(op, 0, err)
+	}
+	return nil
+}
+
+// close trims the pool and refuses later gets; blocks freed afterwards go
+// straight to the driver. It returns the first driver failure.
+func (p *devicePool) close() error {
+	if err := p.cache.Close(); err != nil {
+		return poolError("close device pool", 0, err)
+	}
+	return nil
+}
+
+// poolError turns an allocator error into the Backend's *Error for op.
+func poolError(op string, n int, err error) *Error {
+	var short *alloc.ShortError
+	var dev *alloc.DeviceError
+	switch {
+	case errors.As(err, &short):
+		e := newError(op, KindBudget, "device memory: "+short.Error(),
+			"free unused resident buffers, shard the data, or use a device with more free memory")
+		e.Err = short.Cause
+		var r cudaapi.Result
+		if errors.As(short.Cause, &r) {
+			e.Code = r
+		}
+		return e
+	case errors.As(err, &dev):
+		call := map[string]string{"Alloc": "MemAlloc", "Free": "MemFree", "FreeMemory": "MemGetInfo"}[dev.Call]
+		if errors.Is(dev.Err, errNullMemInfo) {
+			return nullSuccess(op, call)
+		}
+		e := driverError(op, call, dev.Err)
+		if n > 0 {
+			e.Detail = fmt.Sprintf("%s failed for a %d-byte request", call, n)
+		}
+		return e
+	case errors.Is(err, alloc.ErrNullBlock):
+		return nullSuccess(op, "MemAlloc")
+	case errors.Is(err, alloc.ErrClosed):
+		return closedPoolError(op, "device allocation pool")
+	}
+	// ErrBadBlock and ErrZeroSize: the Backend passed the allocator
+	// something it never handed out; callers validate first, so this is a
+	// bug in the Backend, reported rather than hidden.
+	e := newError(op, KindInvalidArgument, "device allocator: "+err.Error(),
+		"report this as a bug in vyrecuda, with the calls that led to it")
+	e.Err = err
+	return e
+}
+
+// closedPoolError reports a get on a pool whose Backend was closed.
+func closedPoolError(op, what string) *Error {
+	return newError(op, KindClosed, what+" is closed", "open a new Backend; a closed one hands out nothing")
+}
+
+// Trim gives every cached device block and every cached pinned staging
+// block back to the driver now. Memory in use is never touched: live
+// resident buffers, and staging or scratch that unfinished or quarantined
+// work still holds (that is not in the caches). Afterwards PoolCachedBytes
+// is (0, 0) and the device holds exactly MemoryStats().Reserved bytes for
+// this Backend. A driver failure to free a block leaves that block cached
+// and is returned after every other block was freed. Trim on a closed
+// Backend is ErrClosed.
+func (b *Backend) Trim() error {
+	const op = "Trim"
+	if b == nil {
+		return newError(op, KindInvalidArgument, "the Backend is nil", "call Trim on a Backend from core.Open")
+	}
+	if err := b.enter(op); err != nil {
+		return err
+	}
+	defer b.exit()
+	derr := b.devPool.trim(op)
+	herr := b.hostPool.trim(op)
+	if derr != nil {
+		return derr
+	}
+	if herr != nil {
+		return herr
+	}
+	return nil
+}
+
+// trim frees every cached pinned block; a block HostFree fails on goes back
+// into the cache, and the first failure is returned.
+func (p *hostPool) trim(op string) error {
+	var first error
+	for _, e := range p.cache.drain() {
+		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {
+			if !p.cache.push(bitsIndex(len(e.v)), len(e.v), e.v) {
+				// No room to keep it: it is lost to the driver's failure.
+				subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
+			}
+			if first == nil {
+				first = driverError(op, "HostFree", err)
+			}
+			continue
+		}
+		subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
+	}
+	return first
+}
