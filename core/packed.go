@@ -238,21 +238,17 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	phase("staging")
-	pack := func(lo, hi int) {
-		base, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-		forParts(hi-lo, pl.Workers, t.linger, func(i int) int { return lay.offs[lo+i] - base },
-			end-base, func(a, z int) {
-				for i := lo + a; i < lo+z; i++ {
-					copy(stage[lay.offs[i]:], fused[i].Data)
-				}
-			})
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			copy(stage[lay.offs[i]:], fused[i].Data)
+		}
 	}
 	for i, c := range fused {
 		lay.putEntry(stage, i, c.Dst, len(c.Data))
 	}
 	parts := max(min(pl.Parts, len(fused)), 1)
 	if parts == 1 {
-		pack(0, len(fused))
+		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return lay.offs[i] }, lay.dataEnd, fill)
 	}
 	phase("pack")
 
@@ -266,7 +262,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
-	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, parts, pack)
+	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, parts, pl.Workers, fill)
 	if err != nil {
 		return fail(call, err)
 	}
@@ -293,11 +289,12 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 
 // queuePackedParts queues the DMAs of a packed upload's block on s: the
 // whole block in one DMA when parts is 1 (already packed), else the table
-// first and then each part as soon as pack has filled it, so packing part
-// k+1 overlaps the DMA of part k. It returns the DMAs queued, or the failed
-// call and its error.
+// first and then each part as soon as it is packed: w goroutines sharing
+// one copy job fill the parts in order (fill(lo, hi) packs pieces
+// [lo, hi)), so packing later parts overlaps the DMAs of earlier ones. It
+// returns the DMAs queued, or the failed call and its error.
 func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []byte, dev uint64, s Stream,
-	fused []fusion.UploadCopy, parts int, pack func(lo, hi int)) (uint64, string, error) {
+	fused []fusion.UploadCopy, parts, w int, fill func(lo, hi int)) (uint64, string, error) {
 	if parts == 1 {
 		if err := b.drv.MemcpyHtoDAsync(dev, stage, s); err != nil {
 			return 0, "MemcpyHtoDAsync", err
@@ -310,15 +307,20 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
 		return 0, "MemcpyHtoDAsync", err
 	}
-	for k := range parts {
-		lo, hi := len(fused)*k/parts, len(fused)*(k+1)/parts
-		pack(lo, hi)
-		start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
-		if err := b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s); err != nil {
-			return 0, "MemcpyHtoDAsync", err
-		}
+	dmas := uint64(1)
+	err := streamParts(len(fused), parts, w, t.linger, func(i int) int { return lay.offs[i] }, lay.dataEnd, fill,
+		func(_, lo, hi int) error {
+			if lo == hi {
+				return nil
+			}
+			start, end := lay.offs[lo], lay.offs[hi-1]+len(fused[hi-1].Data)
+			dmas++
+			return b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:end:end], s)
+		})
+	if err != nil {
+		return 0, "MemcpyHtoDAsync", err
 	}
-	return 1 + uint64(parts), "", nil
+	return dmas, "", nil
 }
 
 // gatherPacked reads fused readback copies as one packed block: the table

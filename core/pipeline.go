@@ -4,15 +4,12 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Staged transfers (xferplan.Staged) move one large copy in chunks through
-// a few pinned staging blocks, and goroutines copy the next chunk between
-// the caller's memory and staging while the DMA engine moves the previous
-// one. The plan (xfer.go) sets the chunk size, the blocks and the copy
-// goroutines; this file executes it and owns the goroutines that copy.
+// This file owns the goroutines that copy host memory for transfer calls
+// (copy jobs, their helpers, parallel copies) and the staging blocks and
+// streams of a staged transfer; staged.go runs staged transfers and the
+// parts of packed uploads on them.
 
 // maxCopyWorkers bounds the helper goroutines one copy job can wake;
 // xferplan never plans more workers than this.
@@ -56,29 +53,73 @@ const (
 	helperIdle = 100 * time.Millisecond
 )
 
-// taskJob is n tasks claimed in order by whoever runs work.
+// taskJob is n tasks claimed in order by whoever runs work. A gated job
+// hands out only the tasks below its gate, which its owner raises as the
+// data they need becomes ready (a staged readback's chunk landing, a
+// staging block coming free).
 type taskJob struct {
 	f      func(i int)
 	n      int64
 	linger time.Duration // how long helpers poll for the next job after this one
+	gated  bool
+	gate   atomic.Int64 // gated jobs: tasks [0, gate) may be claimed
 	next   atomic.Int64
 	left   atomic.Int64
 	done   chan struct{} // closed when the last task has returned
 }
 
-// work runs claimed tasks until none is left to claim.
-func (j *taskJob) work() {
-	for {
+// claim takes the next task, or reports false when none may be taken now.
+func (j *taskJob) claim() (int64, bool) {
+	if !j.gated {
 		i := j.next.Add(1) - 1
-		if i >= j.n {
-			return
+		return i, i < j.n
+	}
+	for {
+		i := j.next.Load()
+		if i >= j.gate.Load() {
+			return i, false
 		}
-		j.f(int(i))
-		if j.left.Add(-1) == 0 {
-			close(j.done)
+		if j.next.CompareAndSwap(i, i+1) {
+			return i, true
 		}
 	}
 }
+
+// step runs one claimed task and reports whether there was one.
+func (j *taskJob) step() bool {
+	i, ok := j.claim()
+	if !ok {
+		return false
+	}
+	j.f(int(i))
+	if j.left.Add(-1) == 0 {
+		close(j.done)
+	}
+	return true
+}
+
+// work runs claimed tasks until none may be claimed now, and reports
+// whether it ran any.
+func (j *taskJob) work() bool {
+	ran := false
+	for j.step() {
+		ran = true
+	}
+	return ran
+}
+
+// workAll runs claimed tasks until every task has been claimed, polling
+// while the gate holds the rest back.
+func (j *taskJob) workAll() {
+	for j.next.Load() < j.n {
+		if !j.work() {
+			runtime.Gosched()
+		}
+	}
+}
+
+// unclaimed reports whether tasks are left to claim (gated or not).
+func (j *taskJob) unclaimed() bool { return j.next.Load() < j.n }
 
 // waitSpin is how long the caller of a copy job polls for the helpers'
 // last tasks before it blocks. Blocking costs a thread wake-up when the
@@ -141,14 +182,43 @@ func (h *helperSet) wakeUp(n int) {
 // has returned. It reports false, doing nothing, when another job is being
 // shared.
 func (h *helperSet) run(j *taskJob, helpers int) bool {
-	if !h.cur.CompareAndSwap(nil, j) {
+	if !h.share(j, helpers) {
 		return false
 	}
-	h.wakeUp(helpers)
 	j.work()
 	j.wait()
 	h.cur.Store(nil)
 	return true
+}
+
+// share makes j the shared job and wakes up to helpers helpers for it, or
+// reports false, doing nothing, when another job is being shared. The
+// caller must wait for j and then unshare it.
+func (h *helperSet) share(j *taskJob, helpers int) bool {
+	if !h.cur.CompareAndSwap(nil, j) {
+		return false
+	}
+	h.wakeUp(helpers)
+	return true
+}
+
+// unshare ends the sharing of the current job (every task of it returned).
+func (h *helperSet) unshare() { h.cur.Store(nil) }
+
+// startJob shares j with w-1 helpers: the shared ones when free, else
+// goroutines of its own. It reports whether j was shared (then the caller
+// unshares it after waiting for it).
+func startJob(j *taskJob, w int) bool {
+	if w <= 1 {
+		return false
+	}
+	if copyHelpers.share(j, w-1) {
+		return true
+	}
+	for range w - 1 {
+		go j.workAll()
+	}
+	return false
 }
 
 // helper works on shared jobs. After each it polls for the next one for the
@@ -160,8 +230,10 @@ func (h *helperSet) helper() {
 	var until time.Time // zero: a new or woken helper looks for a job once
 	for {
 		for {
-			if j := h.cur.Load(); j != nil && j.next.Load() < j.n {
-				j.work()
+			if j := h.cur.Load(); j != nil && j.unclaimed() {
+				if !j.work() {
+					runtime.Gosched() // gated: its owner raises the gate
+				}
 				until = time.Now().Add(j.linger)
 				continue
 			}
@@ -278,9 +350,10 @@ type pipeline struct {
 	syncs  uint64 // stream synchronizations that succeeded
 }
 
-// newPipeline takes k staging blocks of chunk bytes and k leased streams,
-// all or nothing, for a transfer whose caller holds ents in flight.
-func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk int) (*pipeline, error) {
+// newPipeline takes k staging blocks of chunk bytes and leases leased
+// streams (with their events), all or nothing, for a transfer whose caller
+// holds ents in flight.
+func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases int) (*pipeline, error) {
 	p := &pipeline{b: b, op: op, ents: ents, st: newStaging(b.hostPool)}
 	p.blocks = make([][]byte, k)
 	for j := range p.blocks {
@@ -291,8 +364,8 @@ func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk int) (*
 		}
 		p.blocks[j] = blk
 	}
-	p.leases = make([]*launchLease, 0, k)
-	for range k {
+	p.leases = make([]*launchLease, 0, leases)
+	for range leases {
 		l, err := b.lease(op, false)
 		if err != nil {
 			p.finish(true)
@@ -329,103 +402,4 @@ func (p *pipeline) finish(healthy bool) {
 	}
 	p.leases = nil
 	p.st.release()
-}
-
-// uploadPipelined copies data to device address dst in the plan's chunks:
-// chunk i is copied into staging block i%k by pl.Workers goroutines and queued on
-// that block's stream, so it moves while chunk i+1 is being copied; a block
-// is refilled only after its stream finished the previous chunk.
-//
-// Telemetry counts each stream synchronization (k-1 reuse waits per round
-// of blocks, plus one per stream at the end) as a sync point and each
-// chunk as a device copy.
-func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, dst uint64, data []byte, requested int) error {
-	n := len(data)
-	chunks := pl.Chunks
-	k := max(min(pl.Blocks, chunks), 1)
-	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
-	if err != nil {
-		return err
-	}
-	for i := range chunks {
-		j := i % k
-		if i >= k {
-			if err := p.wait(j); err != nil {
-				return p.fail(err)
-			}
-		}
-		lo, hi := int(pl.Bounds(i, int64(n))), int(pl.Bounds(i+1, int64(n)))
-		blk := p.blocks[j][: hi-lo : hi-lo]
-		parallelCopy(blk, data[lo:hi], pl.Workers, t.pipeLinger)
-		if err := b.drv.MemcpyHtoDAsync(dst+uint64(lo), blk, p.leases[j].Stream); err != nil {
-			return p.fail(driverError(op, "MemcpyHtoDAsync", err))
-		}
-	}
-	for j := range k {
-		if err := p.wait(j); err != nil {
-			return p.fail(err)
-		}
-	}
-	syncs := p.syncs
-	p.finish(true)
-	b.tel.syncPoints.Add(syncs)
-	b.tel.h2dBytes.Add(uint64(n))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(chunks))
-	return nil
-}
-
-// downloadPipelined copies len(out) bytes from device address src into out
-// in chunks: the DMAs of up to k chunks are queued ahead into the staging
-// blocks, and while goroutines copy chunk i out of its block the DMAs of
-// the chunks after it run; the block is then refilled with chunk i+k.
-//
-// out is written chunk by chunk as the data arrives: a driver failure after
-// the first chunk leaves a prefix of out holding device bytes (callers
-// reusing caller storage document this). Telemetry counts each stream
-// synchronization as a sync point and each chunk as a device copy.
-func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, out []byte, src uint64) error {
-	n := len(out)
-	chunks := pl.Chunks
-	k := max(min(pl.Blocks, chunks), 1)
-	p, err := b.newPipeline(op, ents, k, int(pl.Chunk))
-	if err != nil {
-		return err
-	}
-	bound := func(i int) int { return int(pl.Bounds(i, int64(n))) }
-	queue := func(i int) error {
-		lo, hi := bound(i), bound(i+1)
-		j := i % k
-		if err := b.drv.MemcpyDtoHAsync(p.blocks[j][:hi-lo:hi-lo], src+uint64(lo), p.leases[j].Stream); err != nil {
-			return driverError(op, "MemcpyDtoHAsync", err)
-		}
-		return nil
-	}
-	for i := range k {
-		if err := queue(i); err != nil {
-			return p.fail(err)
-		}
-	}
-	for i := range chunks {
-		j := i % k
-		if err := p.wait(j); err != nil {
-			return p.fail(err)
-		}
-		lo, hi := bound(i), bound(i+1)
-		parallelCopy(out[lo:hi], p.blocks[j][:hi-lo], pl.Workers, t.pipeLinger)
-		if i+k < chunks {
-			if err := queue(i + k); err != nil {
-				return p.fail(err)
-			}
-		}
-	}
-	syncs := p.syncs
-	p.finish(true)
-	b.tel.syncPoints.Add(syncs)
-	b.tel.d2hBytes.Add(uint64(n))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(uint64(chunks))
-	return nil
 }

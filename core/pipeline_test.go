@@ -46,6 +46,7 @@ func TestPipelinedUploadMovesEveryChunk(t *testing.T) {
 			data := randomBytes(r, tt.n)
 			b.ResetTelemetry()
 			syncs := dev.Calls(sim.OpStreamSynchronize)
+			queries, records := dev.Calls(sim.OpEventQuery), dev.Calls(sim.OpEventRecord)
 			if tt.viaFull {
 				require.NoError(t, b.UploadResident(h, data))
 			} else {
@@ -61,10 +62,12 @@ func TestPipelinedUploadMovesEveryChunk(t *testing.T) {
 				return
 			}
 			assert.Equal(t, tt.chunks, tel.DeviceCopies, "one DMA per chunk")
-			// Every chunk past the first round waits for its block, and
-			// every stream is synchronized once at the end.
-			assert.Equal(t, tt.chunks-tt.blocks+tt.blocks, tel.SyncPoints)
-			assert.Equal(t, syncs+tel.SyncPoints, dev.Calls(sim.OpStreamSynchronize), "SyncPoints counts every wait")
+			// Every chunk past the first round waits for its block's event,
+			// and the one stream the DMAs share is synchronized at the end.
+			assert.Equal(t, tt.chunks-tt.blocks+1, tel.SyncPoints)
+			assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize), "one fence")
+			assert.GreaterOrEqual(t, dev.Calls(sim.OpEventQuery)-queries, tt.chunks-tt.blocks, "a block is reused only once its DMA is done")
+			assert.Equal(t, tt.chunks, dev.Calls(sim.OpEventRecord)-records, "an event after every DMA")
 			assert.Equal(t, uint64(tt.n), tel.HostToDeviceBytes)
 			assert.Equal(t, uint64(1), tel.UploadOps)
 		})
@@ -121,7 +124,8 @@ func TestPipelineFailuresLeakNothing(t *testing.T) {
 			d.FailNth(sim.OpMemcpyHtoDAsync, 5, bad)
 			d.FailNth(sim.OpMemcpyDtoHAsync, 5, bad)
 		}, "Memcpy"},
-		{"a block's wait fails", func(d *sim.Device) { d.FailNth(sim.OpStreamSynchronize, 4, bad) }, "StreamSynchronize"},
+		{"a block's event query fails", func(d *sim.Device) { d.FailNth(sim.OpEventQuery, 2, bad) }, "EventQuery"},
+		{"a chunk's event record fails", func(d *sim.Device) { d.FailNth(sim.OpEventRecord, 3, bad) }, "EventRecord"},
 	}
 	for _, tt := range tests {
 		for _, dir := range []string{"upload", "download", "download into"} {
@@ -230,4 +234,36 @@ func TestTransferPathsAgree(t *testing.T) {
 			require.Equal(t, ref[i], reads[i], "%s: read %d", name, i)
 		}
 	}
+}
+
+// TestStagedWithABlockPerChunk: when every chunk has a staging block of its
+// own, an upload waits on no event (one fence), and a readback of more
+// chunks than it has events reuses them in rotation, queuing a chunk only
+// once the one that last used its event has landed; both move every byte.
+func TestStagedWithABlockPerChunk(t *testing.T) {
+	opt := core.WithTransferTuning(core.TransferTuning{PackMinCopies: -1, PipelineMinBytes: 256,
+		ChunkBytes: 64, Blocks: 64, Workers: 4, BytesPerWorker: 16})
+	b, dev := openSim(t, sim.Config{}, opt)
+	r := rand.New(rand.NewSource(5))
+	h, err := b.AllocateResident(1000) // 16 chunks
+	require.NoError(t, err)
+	want := randomBytes(r, h.Len)
+	records, syncs := dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
+	b.ResetTelemetry()
+	require.NoError(t, b.UploadResident(h, want))
+	assert.Equal(t, uint64(16), b.Telemetry().DeviceCopies)
+	assert.Equal(t, records, dev.Calls(sim.OpEventRecord), "no block reused: no event")
+	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
+	assert.Equal(t, uint64(1), b.Telemetry().SyncPoints)
+	require.Equal(t, want, simBytes(t, b, dev, h))
+
+	records, syncs = dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
+	b.ResetTelemetry()
+	got, err := b.DownloadResident(h)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	assert.Equal(t, records+16, dev.Calls(sim.OpEventRecord), "an event after every DMA")
+	assert.Equal(t, syncs, dev.Calls(sim.OpStreamSynchronize), "the events say when the chunks landed")
+	assert.Equal(t, uint64(16), b.Telemetry().SyncPoints, "one wait per chunk")
+	assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
 }

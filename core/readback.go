@@ -340,7 +340,7 @@ func (g *gathered) release() {
 // packed path (packed.go), or the per-copy path when the device has no
 // memory for its staging. into, when not nil, offers a single request's
 // destination: gather asks it for the output after validation; a staged
-// (pipeline.go) or direct plan moves the bytes straight into it, leaving
+// (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
 	g := &gathered{lens: make([]int, n), tune: b.tuning()}

@@ -159,12 +159,12 @@ func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr u
 
 // queueUploads fuses the copies and moves them as the planner says
 // (xfer.go): Direct from pinned caller memory, Staged in chunks
-// (pipeline.go), Packed into one block with a scatter launch (packed.go,
+// (staged.go), Packed into one block with a scatter launch (packed.go,
 // falling back to PerCopy when the device has no memory for the packed
 // staging), or PerCopy: packed into one pinned staging block and queued as
 // one driver copy per fused copy on one leased stream. Each waits on its
-// stream once per batch, except Staged, which waits once per reused
-// staging block. The caller holds the destination buffers (ents) in
+// stream once per batch; Staged also polls an event per reused staging
+// block. The caller holds the destination buffers (ents) in
 // flight; a failed drain quarantines them with the staging (quarantine.go).
 func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) (err error) {
 	if len(copies) == 0 {

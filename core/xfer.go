@@ -15,7 +15,7 @@ import (
 // Every upload and readback call is planned by xferplan from its sizes and
 // count: Direct (the caller's memory is pinned through this Backend),
 // PerCopy (upload.go, readback.go), Packed (packed.go) or Staged
-// (pipeline.go). The planner's cost model holds every threshold; this file
+// (staged.go). The planner's cost model holds every threshold; this file
 // holds the Backend's tuning of it and the Direct path.
 
 // DefaultCopyHelperLinger is how long copy helper goroutines keep polling for

@@ -18,19 +18,29 @@ import (
 )
 
 // expectStaged checks a single copy that moved in several DMAs: a staged
-// plan, one DMA per chunk and one wait for each chunk's stream before its
-// staging block is reused or the call returns, no launch. Telemetry counts
-// each chunk as a device copy and each wait as a sync point (the caller
-// counted one already).
+// plan, one DMA per chunk, no launch. Under the default tuning a staged
+// transfer of the sizes drawn here holds a staging block per chunk, so an
+// upload reuses none: it records no event, and fences its one stream once;
+// a readback records an event after each DMA and learns from them that its
+// chunks landed, with no stream synchronization. Telemetry counts each
+// chunk as a device copy; as sync points an upload its fence, a readback
+// each chunk it waited for (the caller counted one already).
 func (r *runner) expectStaged(call string, got map[sim.Op]uint64, op sim.Op) error {
 	dmas := got[op]
-	if got[sim.OpStreamSynchronize] < dmas || got[sim.OpLaunch] != 0 {
+	records, syncs := dmas, uint64(0)
+	if op == sim.OpMemcpyHtoDAsync {
+		records, syncs = 0, 1
+	}
+	if got[sim.OpEventRecord] != records || got[sim.OpStreamSynchronize] != syncs || got[sim.OpLaunch] != 0 {
 		return fmt.Errorf("%s (staged): device calls %v", call, got)
 	}
 	countOutcome(call+" (staged)", succeeded)
 	r.m.tel.DeviceCopies += dmas
-	r.m.tel.SyncPoints += dmas - 1
-	return r.expectTransfer(call+" (staged)", map[sim.Op]uint64{op: dmas, sim.OpStreamSynchronize: dmas, sim.OpLaunch: 0})
+	if op == sim.OpMemcpyDtoHAsync {
+		r.m.tel.SyncPoints += dmas - 1
+	}
+	return r.expectTransfer(call+" (staged)", map[sim.Op]uint64{op: dmas, sim.OpEventRecord: records,
+		sim.OpEventQuery: got[sim.OpEventQuery], sim.OpStreamSynchronize: syncs, sim.OpLaunch: 0})
 }
 
 // The transfer plans (core's planner, package xferplan) under drawn
@@ -75,7 +85,7 @@ const (
 )
 
 var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate, sim.OpMemcpyHtoDAsync,
-	sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpStreamSynchronize, sim.OpModuleLoad}
+	sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpStreamSynchronize, sim.OpModuleLoad, sim.OpEventRecord, sim.OpEventQuery}
 
 func drawXferCase(r *rand.Rand) xferCase {
 	c := xferCase{op: r.Intn(xferOps)}
@@ -103,6 +113,14 @@ func drawXferCase(r *rand.Rand) xferCase {
 	}
 	if r.Intn(2) == 0 {
 		c.faulty, c.fault, c.nth = true, xferFaultOps[r.Intn(len(xferFaultOps))], 1+r.Intn(2)
+		if c.fault == sim.OpEventRecord || c.fault == sim.OpEventQuery {
+			// Only staged transfers use events: make this one staged, in
+			// several chunks, through fewer blocks than chunks.
+			c.op = []int{xferUpload, xferInto}[r.Intn(2)]
+			c.lens = []int{700 + r.Intn(3000)}
+			c.tune.Only, c.tune.StageMin = xferplan.Kinds(xferplan.Staged), 64
+			c.tune.MinChunk, c.tune.MaxChunk, c.tune.Blocks = 256, 256, 2
+		}
 	}
 	return c
 }

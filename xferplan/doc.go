@@ -9,11 +9,14 @@
 //     by one driver copy per device copy.
 //   - Packed: many small copies travel as one packed block plus a table, with
 //     a scatter (upload) or gather (readback) kernel putting each piece in
-//     place; a large packed upload moves in Parts DMAs, so packing one part
-//     overlaps the DMA of the one before.
+//     place; a large packed upload moves in Parts DMAs, each queued as soon
+//     as its part is packed, so packing later parts overlaps the DMAs of
+//     earlier ones.
 //   - Staged: one large copy moves in Chunks chunks through Blocks pinned
-//     staging blocks in rotation, so the host copy of one chunk, spread over
-//     Workers goroutines, overlaps the DMA of another.
+//     staging blocks in rotation. Workers goroutines share one copy job
+//     for the whole call (so their start-up is paid once), each chunk's DMA
+//     is queued on one stream as soon as its copy ends, and the host copy
+//     of later chunks overlaps the DMAs of earlier ones.
 //
 // Every choice comes from one cost model (Model) that predicts the time of
 // each candidate from constants measured on the reference machine (an H100

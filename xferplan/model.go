@@ -12,6 +12,9 @@ import (
 type Link struct {
 	Latency  time.Duration
 	PeakGBps float64
+	// Gap is what each further DMA queued behind another on one stream
+	// costs beyond its bytes.
+	Gap time.Duration
 }
 
 // dma is the time of one fenced copy of n bytes, in nanoseconds.
@@ -42,10 +45,10 @@ type Model struct {
 	// order; rates between two points are interpolated, beyond the last
 	// the last holds.
 	Copy []CopyRate
-	// CacheBytes and CacheGBps: copies of up to CacheBytes run at least at
+	// CacheBytes and CacheGBps: copies of up to CacheBytes run at
 	// CacheGBps, the rate of one goroutine when source and destination
 	// stay in the processor's caches (the source was just written, the
-	// staging block was just used).
+	// staging block was just used); helpers do not speed them up.
 	CacheBytes int64
 	CacheGBps  float64
 	// CopyJob is the cost, per helper goroutine, of sharing one copy job
@@ -68,42 +71,50 @@ type Model struct {
 
 // Reference is the model measured on the reference machine: an NVIDIA
 // H100 80GB HBM3 on a 16-core virtual machine, CUDA 13.0, driver 580
-// (core's BenchmarkGPUCostModel, 20 runs each, this library's own copy
-// helpers):
+// (core's BenchmarkGPUCostModel and `vyrecuda bench`, this library's own
+// copy helpers, helpers awake as they are between back-to-back calls):
 //
-//   - one DMA fenced alone, H2D: 12.6, 15.8, 32.4, 95, 336 and 1343 us
-//     for 64 KiB, 256 KiB, 1, 4, 16 and 64 MiB, which 10 us plus 50.5
-//     GB/s reproduces within 4%; D2H 10.9 to 1230 us, 10.5 us plus 55 GB/s;
-//   - a copy from ordinary Go memory into pinned memory, 8 MiB: 9.0, 16.5,
-//     32, 44 and 57 GB/s on 1, 2, 4, 8 and 16 goroutines; the same at 1 MiB
-//     took 60, 64, 53, 44 and 53 us: starting and joining the helpers of
-//     one copy job costs about 2.4 us per helper there; one goroutine
-//     copied 256 KiB at 24.6 GB/s and 1 MiB at 17.5 GB/s (cache-warm);
-//   - queueing one asynchronous copy 1.85 us; synchronizing an idle stream
-//     2.7 us; one kernel launch 3.7 us.
+//   - one DMA fenced alone, H2D: 6.51, 19.2, 37.1, 49.1 and 53.3 GB/s for
+//     64 KiB, 256 KiB, 1, 4 and 16 MiB, which 8.6 us plus 54.7 GB/s
+//     reproduces within 3%; D2H 7.09, 20.1, 38.2 and 49.3 GB/s for 64 KiB
+//     to 4 MiB: 8.2 us plus 54.5 GB/s;
+//   - a copy from ordinary Go memory into pinned memory, 8 MiB: 12.3,
+//     23.6, 41.4, 55.4 and 71.5 GB/s on 1, 2, 4, 8 and 16 goroutines; one
+//     goroutine copies 256 KiB to 1 MiB at 28.6-36 GB/s when source and
+//     staging stay in the caches, and helpers made copies of 256 KiB
+//     slower (8 goroutines: 13.7 GB/s);
+//   - staged transfers with one copy job per call (core's
+//     BenchmarkGPUStagedGrid): 1 MiB in 4 chunks took 94.6, 67.5 and
+//     59.4 us on 4, 8 and 16 goroutines, 4 MiB in 8 chunks 255, 222 and
+//     188 us, so more helpers never cost more than they gave: CopyJob is
+//     0.2 us. Reusing staging blocks was costly: 16 MiB in 8 chunks took
+//     613 us with a block per chunk, 789 with 3 blocks and 982 with 2
+//     (1 MiB in 4 chunks: 59, 122, 118 us);
+//   - queueing one asynchronous copy 1.65 us; synchronizing an idle stream
+//     1.84 us; one kernel launch 3.7 us.
 //
-// A later run on the same host, after a copy job's caller began polling for
-// its helpers' last tasks, measured faster copies (8 MiB: 12.3, 23.6, 41.4,
-// 55.4 and 71.5 GB/s on 1 to 16 goroutines; about 1.5 us per helper; one
-// goroutine 28.6 GB/s at 1 MiB), DMAs of 54.7 GB/s from 64 MiB, 1.65 us per
-// queued copy and 1.84 us per idle wait, and showed that DMAs queued one per
-// small chunk cost about 10 us each beyond their bytes (1 MiB in 7 staged
-// chunks took 115 us). The constants below are those the README's transfer
-// figures were measured with; refitting them to the later run is the next
-// step.
+// The same host was much slower in some runs than in others (the copy
+// rates above halved, pinned DMAs of 16 MiB at 24 GB/s), so figures are
+// compared only within one run.
+//
+// Gap, the cost of each further DMA queued behind another on one stream,
+// is what BenchmarkGPUChunkedDMA showed on the same host: 1 MiB H2D in 1, 2,
+// 4, 8 and 16 DMAs on one stream took 33.7, 32.5, 39.1, 48.9 and 73.6 us,
+// 4 MiB 88, 91, 96, 107 and 193 us (D2H alike), about 2.5 us per DMA;
+// spreading them over 3 streams was slower still.
 func Reference() Model {
 	return Model{
-		H2D: Link{Latency: 10 * time.Microsecond, PeakGBps: 50.5},
-		D2H: Link{Latency: 10500 * time.Nanosecond, PeakGBps: 55},
+		H2D: Link{Latency: 8600 * time.Nanosecond, PeakGBps: 54.7, Gap: 2500 * time.Nanosecond},
+		D2H: Link{Latency: 8200 * time.Nanosecond, PeakGBps: 54.5, Gap: 2500 * time.Nanosecond},
 		Copy: []CopyRate{
-			{Threads: 1, GBps: 9.0}, {Threads: 2, GBps: 16.5}, {Threads: 4, GBps: 32},
-			{Threads: 8, GBps: 44}, {Threads: 16, GBps: 57},
+			{Threads: 1, GBps: 12.3}, {Threads: 2, GBps: 23.6}, {Threads: 4, GBps: 41.4},
+			{Threads: 8, GBps: 55.4}, {Threads: 16, GBps: 71.5},
 		},
-		CacheBytes: 1 << 20,
-		CacheGBps:  20,
-		CopyJob:    2400 * time.Nanosecond,
-		DriverCopy: 1850 * time.Nanosecond,
-		Wait:       2700 * time.Nanosecond,
+		CacheBytes: 512 << 10,
+		CacheGBps:  28.6,
+		CopyJob:    200 * time.Nanosecond,
+		DriverCopy: 1650 * time.Nanosecond,
+		Wait:       1840 * time.Nanosecond,
 		Launch:     3700 * time.Nanosecond,
 		KernelGBps: 1000,
 		PackItem:   40 * time.Nanosecond,
@@ -132,7 +143,7 @@ func (m *Model) copyGBps(w int) float64 {
 func (m *Model) hostCopy(n float64, w int) float64 {
 	r := m.copyGBps(w)
 	if n <= float64(m.CacheBytes) {
-		r = max(r, m.CacheGBps)
+		r = m.CacheGBps
 	}
 	if r <= 0 {
 		return math.Inf(1)
@@ -148,14 +159,34 @@ func (m *Model) link(dir Direction) Link {
 	return m.H2D
 }
 
-// pipeline is the time of moving k pieces of c bytes each, copied on w
-// goroutines, where the host copy of one piece overlaps the DMA of
-// another: the first stage of the first piece, then the slower stage k-1
-// times, then the last stage of the last piece, plus the per-piece driver
-// work (a queued copy and a stream wait).
-func (m *Model) pipeline(dir Direction, k int, c float64, w int) float64 {
+// stream is the time of a Staged transfer (or a packed one in k parts,
+// with as many blocks): k chunks of c bytes (n in all)
+// copied on w goroutines that share one copy job for the whole call, each
+// chunk's DMA queued on one stream as soon as its copy ends (uploads), or
+// each chunk copied out as soon as its DMA has landed (readbacks), through
+// blocks staging blocks. With two blocks or more the copies and the DMAs
+// overlap: the call lasts as long as the slower side plus one chunk of the
+// faster one. Per chunk the caller queues a DMA and records an event
+// (2 DriverCopy), time taken from its share of the copying.
+func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int) float64 {
 	l := m.link(dir)
-	cp, dma := m.hostCopy(c, w), l.stream(c)
-	per := float64(m.DriverCopy + m.Wait)
-	return cp + float64(k-1)*math.Max(cp, dma+per) + dma + float64(l.Latency) + per
+	r := m.copyGBps(w)
+	if n <= float64(m.CacheBytes) {
+		r = m.CacheGBps
+	}
+	if r <= 0 || l.PeakGBps <= 0 {
+		return math.Inf(1)
+	}
+	per := 2 * float64(m.DriverCopy)
+	fixed := float64(w-1)*float64(m.CopyJob) + float64(l.Latency) + float64(m.Wait) + per
+	copySide := n/r + float64(k)*per/float64(w)
+	dmaSide := n/l.PeakGBps + float64(k-1)*float64(l.Gap)
+	if blocks < 2 || k == 1 {
+		return fixed + copySide + dmaSide + float64(k-1)*(float64(l.Latency)+float64(m.Wait))
+	}
+	// Each reuse of a block makes its next chunk wait for the DMA of the
+	// chunk before it (measured: about half a chunk's DMA per reuse at
+	// 16 MiB, more at small chunks).
+	reuse := float64(k-blocks) * (c/l.PeakGBps/2 + float64(m.Wait))
+	return fixed + reuse + max(copySide+c/l.PeakGBps, c/r+dmaSide)
 }

@@ -93,6 +93,9 @@ type Tuning struct {
 	MaxChunks int
 	// Blocks is the most pinned staging blocks a staged transfer rotates.
 	Blocks int
+	// MaxStaging bounds the pinned staging of one staged transfer: up to
+	// it, every chunk has a block of its own; beyond it, blocks are reused.
+	MaxStaging int64
 	// PackMinCopies is the fewest device copies that may be packed.
 	PackMinCopies int
 	// PackMaxMean is the largest mean copy that may be packed: the kernels
@@ -116,10 +119,11 @@ type Tuning struct {
 const (
 	defaultWorkerBytes   = 32 << 10
 	defaultStageMin      = 256 << 10
-	defaultMinChunk      = 128 << 10
+	defaultMinChunk      = 64 << 10
 	defaultMaxChunk      = 32 << 20
 	defaultMaxChunks     = 64
-	defaultBlocks        = 3
+	defaultBlocks        = 64
+	defaultMaxStaging    = 64 << 20
 	defaultPackMinCopies = 32
 	defaultPackMaxMean   = 64 << 10
 	defaultPackMaxBytes  = 64 << 20
@@ -134,7 +138,7 @@ func DefaultTuning(maxProcs int) Tuning {
 	return Tuning{
 		MaxWorkers: min(max(maxProcs, 1), maxWorkersCap), WorkerBytes: defaultWorkerBytes,
 		StageMin: defaultStageMin, MinChunk: defaultMinChunk, MaxChunk: defaultMaxChunk,
-		MaxChunks: defaultMaxChunks, Blocks: defaultBlocks,
+		MaxChunks: defaultMaxChunks, Blocks: defaultBlocks, MaxStaging: defaultMaxStaging,
 		PackMinCopies: defaultPackMinCopies, PackMaxMean: defaultPackMaxMean, PackMaxBytes: defaultPackMaxBytes,
 	}
 }
@@ -168,6 +172,7 @@ func (t Tuning) withDefaults(maxProcs int) Tuning {
 	fill(&t.MaxChunk, d.MaxChunk)
 	fill(&t.PackMaxMean, d.PackMaxMean)
 	fill(&t.PackMaxBytes, d.PackMaxBytes)
+	fill(&t.MaxStaging, d.MaxStaging)
 	t.MaxChunk = max(t.MaxChunk, t.MinChunk)
 	return t
 }
@@ -231,7 +236,7 @@ func Choose(r Request, t Tuning, m *Model, maxProcs int) Plan {
 // workers is the goroutines that copy n bytes fastest under m, at most
 // MaxWorkers and at most one per WorkerBytes.
 func (t *Tuning) workers(m *Model, n int64) int {
-	most := int(max(min(int64(t.MaxWorkers), n/t.WorkerBytes), 1))
+	most := t.mostWorkers(n)
 	best, bestT := 1, m.hostCopy(float64(n), 1)
 	for w := 2; w <= most; w++ {
 		if c := m.hostCopy(float64(n), w); c < bestT {
@@ -239,6 +244,12 @@ func (t *Tuning) workers(m *Model, n int64) int {
 		}
 	}
 	return best
+}
+
+// mostWorkers is the most goroutines worth copying n bytes: at most
+// MaxWorkers and at most one per WorkerBytes.
+func (t *Tuning) mostWorkers(n int64) int {
+	return int(max(min(int64(t.MaxWorkers), n/t.WorkerBytes), 1))
 }
 
 // packable reports whether r may be packed under t.
@@ -268,12 +279,15 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		hi = lo
 	}
 	var best Plan
+	found := false
 	for k := lo; k <= hi; k++ {
 		c := math.Ceil(n / float64(k))
-		w := t.workers(m, int64(c))
-		cost := fixed + m.pipeline(r.Dir, k, c, w)
-		if k == lo || dur(cost) < best.Cost {
-			best = Plan{Kind: Packed, Workers: w, Parts: k, Cost: dur(cost)}
+		// One copy job packs every part; parts are DMAs queued as they fill.
+		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
+			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k))
+			if !found || cost < best.Cost {
+				best, found = Plan{Kind: Packed, Workers: w, Parts: k, Cost: cost}, true
+			}
 		}
 	}
 	return best, true
@@ -294,10 +308,16 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 			chunk = a // whole cache lines per chunk, for the copies' non-temporal stores
 		}
 		chunks := int(ceilDiv(r.Bytes, chunk))
-		w := t.workers(m, chunk)
-		cost := dur(m.pipeline(r.Dir, chunks, float64(chunk), w))
-		if k == kmin || cost < best.Cost {
-			best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: min(t.Blocks, chunks), Parts: 1, Cost: cost}
+		// A block per chunk up to MaxStaging: reusing a block makes its
+		// next chunk wait for the DMA of the one before.
+		blocks := int(min(int64(t.Blocks), int64(chunks), max(t.MaxStaging/chunk, 2)))
+		// One copy job serves the whole call: its goroutines are chosen for
+		// the whole transfer, not per chunk.
+		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
+			cost := dur(m.stream(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks))
+			if (k == kmin && w == 1) || cost < best.Cost {
+				best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: blocks, Parts: 1, Cost: cost}
+			}
 		}
 	}
 	return best, true

@@ -60,6 +60,14 @@ func checkPlan(r Request, t Tuning, maxProcs int, p Plan) error {
 		if p.Chunks > 1 && p.Chunk > d.MaxChunk {
 			return fmt.Errorf("chunk %d above %d", p.Chunk, d.MaxChunk)
 		}
+		// Staging stays within MaxStaging (two blocks at least), and a
+		// transfer that fits it reuses no block the tuning lets it have.
+		if p.Blocks > 2 && int64(p.Blocks)*p.Chunk > d.MaxStaging {
+			return fmt.Errorf("%d blocks of %d bytes above the %d-byte staging bound", p.Blocks, p.Chunk, d.MaxStaging)
+		}
+		if int64(p.Chunks)*p.Chunk <= d.MaxStaging && p.Blocks < min(p.Chunks, d.Blocks) {
+			return fmt.Errorf("%d blocks for %d chunks that fit the staging bound", p.Blocks, p.Chunks)
+		}
 	}
 	return nil
 }
@@ -190,4 +198,54 @@ func TestChooseAllocatesNothing(t *testing.T) {
 	m := Reference()
 	q := Request{Copies: 1, Bytes: 256 << 20, Streamable: true}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = Choose(q, Tuning{}, &m, 16) }))
+}
+
+// TestCostlierDMAsMeanFewerChunks: the more each further DMA on the stream
+// costs (Link.Gap), the fewer chunks a staged plan uses, in both
+// directions; with free DMAs it splits at least as finely as with costly
+// ones.
+func TestCostlierDMAsMeanFewerChunks(t *testing.T) {
+	for _, dir := range []Direction{Upload, Readback} {
+		prev := math.MaxInt
+		for _, gap := range []time.Duration{0, 2500 * time.Nanosecond, 20 * time.Microsecond, 200 * time.Microsecond} {
+			m := Reference()
+			m.H2D.Gap, m.D2H.Gap = gap, gap
+			p := Choose(Request{Dir: dir, Copies: 1, Bytes: 16 << 20, Streamable: true}, Tuning{Only: Kinds(Staged)}, &m, 16)
+			require.Equal(t, Staged, p.Kind)
+			assert.LessOrEqual(t, p.Chunks, prev, "gap %v (%v)", gap, dir)
+			prev = p.Chunks
+		}
+		assert.LessOrEqual(t, prev, 3, "DMAs far costlier than their bytes: few chunks")
+	}
+}
+
+// TestOneCopyJobPerCall: a staged call shares one copy job for the whole
+// transfer, so its goroutines' start-up is paid once, not per chunk: where
+// starting helpers costs something, a 1 MiB copy still uses several
+// goroutines and several chunks, and is predicted faster than copying
+// first and moving after.
+func TestOneCopyJobPerCall(t *testing.T) {
+	m := Reference()
+	for _, dir := range []Direction{Upload, Readback} {
+		q := Request{Dir: dir, Copies: 1, Bytes: 1 << 20, Streamable: true}
+		p := Choose(q, Tuning{}, &m, 16)
+		require.Equal(t, Staged, p.Kind)
+		assert.Greater(t, p.Workers, 1)
+		assert.Greater(t, p.Chunks, 1)
+		serial := Choose(q, Tuning{StageMin: -1}, &m, 16)
+		assert.Less(t, p.Cost, serial.Cost)
+	}
+}
+
+// TestPackedPartsCoverTheCopies: a packed upload of many small copies
+// moves in several parts when the copying is long enough to overlap, never
+// in more parts than copies.
+func TestPackedPartsCoverTheCopies(t *testing.T) {
+	m := Reference()
+	q := Request{Copies: 1024, Bytes: 4 << 20, PackedBytes: 4<<20 + 1024*40}
+	p := Choose(q, Tuning{}, &m, 16)
+	require.Equal(t, Packed, p.Kind)
+	assert.Greater(t, p.Parts, 1)
+	q.Copies, q.Bytes, q.PackedBytes = 40, 40*1024, 40*1024+40*40
+	assert.LessOrEqual(t, Choose(q, Tuning{}, &m, 16).Parts, 40)
 }
