@@ -167,22 +167,26 @@ func (s *bigStep) read(r *runner, h core.Buffer, off, n int) error {
 	return r.expectLarge(call, n, sim.OpMemcpyDtoHAsync)
 }
 
-// expectLarge checks the calls of one successful large transfer of n bytes
-// and moves the copy and synchronization counters by what the device saw:
-// one request, at least one driver copy and one host wait, never a kernel
-// launch (which plan moves it, staged in chunks or direct, is core's
-// planner's choice); telemetry counts each driver copy and each host wait.
+// expectLarge checks the calls and telemetry of one successful large
+// transfer of n bytes: one request, at least one driver copy, each counted
+// in DeviceCopies, no kernel launch, nothing but copies, event and stream
+// waits and pooled resources; and between one and one per copy host waits
+// (how core's planner splits and waits for the chunks, on how many streams,
+// is its choice).
 func (r *runner) expectLarge(call string, n int, op sim.Op) error {
 	t := &r.m.tel
 	t.RequestedCopies++
 	got := r.callsDelta()
 	r.dropRetries(got, nil)
 	copies := got[op]
-	syncs := got[sim.OpStreamSynchronize] + got[sim.OpEventSynchronize]
 	t.DeviceCopies += copies
-	t.SyncPoints += syncs
-	if got[sim.OpLaunch] != 0 || copies == 0 || syncs == 0 {
-		return fmt.Errorf("%s of %d bytes: device calls %v, want copies and a fence and no launch", call, n, got)
+	if got[sim.OpLaunch] != 0 || copies == 0 {
+		return fmt.Errorf("%s of %d bytes: device calls %v, want copies and no launch", call, n, got)
+	}
+	if waits := r.b.Telemetry().SyncPoints - t.SyncPoints; waits < 1 || waits > copies {
+		return fmt.Errorf("%s of %d bytes in %d copies counted %d host waits", call, n, copies, waits)
+	} else {
+		t.SyncPoints += waits
 	}
 	if copies > 1 {
 		countOutcome(call+" (in chunks)", succeeded)
@@ -199,8 +203,8 @@ func (r *runner) expectLarge(call string, n int, op sim.Op) error {
 	return nil
 }
 
-// TestCoreStateMachinePipelined runs big steps mixed with the ordinary ones
-// on a 320 MiB device, with a chosen fault on about a third of the steps.
+// TestCoreStateMachinePipelined runs big steps and frees on a 320 MiB
+// device, with a chosen fault on about a quarter of the steps.
 func TestCoreStateMachinePipelined(t *testing.T) {
 	seed := coreSeed(t)
 	size := propSize{3, 8}
@@ -229,7 +233,10 @@ func TestCoreStateMachinePipelined(t *testing.T) {
 				}
 				s = b
 			} else {
-				s = drawStep(src, kinds)
+				// Not the ordinary transfer steps: their staged-plan model
+				// (expectStaged) covers the planner's toy tunings, not
+				// transfers this large on several streams.
+				s = &freeStep{pick: src.intn(1 << 20)}
 			}
 			return gopter.NewGenResult(stepCommand{s}, gopter.NoShrinker)
 		}
