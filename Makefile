@@ -6,6 +6,13 @@ FUZZTIME  ?= 2m
 # bare "context deadline exceeded" when the deadline races a busy worker
 # (golang/go#75804), with no failing input behind it.
 FUZZSHORT ?= 2000x
+# Seeds of the long core properties in `make fuzz` (VYRECUDA_PROP_SEED).
+PROPSEEDS ?= 20250601 1 977
+# Bound on minimizing each new interesting fuzz input: a count of
+# executions. Go's default (60 s per input) let FuzzBackendSequence, whose
+# executions each run a whole command sequence, spend nearly its whole
+# budget minimizing instead of exploring.
+FUZZMINIMIZE ?= 100x
 CUDA_H    ?=
 NVRTC_H   ?=
 NCCL_H    ?=
@@ -30,19 +37,21 @@ nocgo:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT)
 
-## fuzz: the core state-machine properties at long size, then every fuzz target
-## for FUZZTIME each (default 2m).
+## fuzz: the core state-machine properties at long size once per seed of
+## PROPSEEDS, then every fuzz target for FUZZTIME each (default 2m).
 fuzz:
 	@if [ "$(FUZZTIME)" != "$(FUZZSHORT)" ]; then \
-	  echo "long core properties (VYRECUDA_PROP_LONG=1)"; \
-	  VYRECUDA_PROP_LONG=1 $(GO) test -count=1 -run '^TestCore' ./proptest || exit 1; \
+	  for seed in $(PROPSEEDS); do \
+	    echo "long core properties (VYRECUDA_PROP_LONG=1 VYRECUDA_PROP_SEED=$$seed)"; \
+	    VYRECUDA_PROP_SEED=$$seed VYRECUDA_PROP_LONG=1 $(GO) test -count=1 -timeout 2h -run '^TestCore' ./proptest || exit 1; \
+	  done; \
 	fi
 	@set -e; $(GO) test -list '^Fuzz' $(PKGS) > .fuzzlist.tmp 2>&1 || { cat .fuzzlist.tmp; rm -f .fuzzlist.tmp; exit 1; }; \
 	awk '/^Fuzz/ {t = t " " $$1} /^ok/ { if (t != "") print $$2 t; t = "" }' .fuzzlist.tmp > .fuzzpairs.tmp; rm -f .fuzzlist.tmp; \
 	while read -r pkg targets; do \
 	  for t in $$targets; do \
 	    echo "fuzz $$pkg $$t for $(FUZZTIME)"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) "$$pkg" || { rm -f .fuzzpairs.tmp; exit 1; }; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$pkg" || { rm -f .fuzzpairs.tmp; exit 1; }; \
 	  done; \
 	done < .fuzzpairs.tmp; rm -f .fuzzpairs.tmp
 

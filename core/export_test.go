@@ -19,3 +19,22 @@ func HandleIDsForTest() uint64 { return handleIDs.Load() }
 // SetHandleIDsForTest sets the process-wide handle id counter, to exercise
 // id exhaustion; tests using it must not run in parallel with others.
 func SetHandleIDsForTest(v uint64) { handleIDs.Store(v) }
+
+// SetPinHookForTest has f called inside every pin of resident buffers,
+// after the handles are validated and before they are marked in flight.
+// Tests using it must not run in parallel with others.
+func SetPinHookForTest(f func(b *Backend)) (restore func()) {
+	old := pinHook
+	pinHook = f
+	return func() { pinHook = old }
+}
+
+// ResidentStoreFreeForTest reports whether FreeResident could take the
+// resident table's lock right now (nothing holds it, shared or exclusive).
+func ResidentStoreFreeForTest(b *Backend) bool {
+	if !b.store.mu.TryLock() {
+		return false
+	}
+	b.store.mu.Unlock()
+	return true
+}

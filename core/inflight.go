@@ -63,6 +63,7 @@ func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buff
 	// Counts change only after every handle validated, so a bad batch marks
 	// nothing. Holding mu shared keeps FreeResident (exclusive) from
 	// removing an entry between its check and these increments.
+	runPinHook(b)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}
@@ -77,6 +78,20 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 			e.inflight.Add(1)
 			b.log.Error("resident in-flight count would have gone below zero; left at zero", "op", op, "bytes", e.n)
 		}
+	}
+}
+
+// pinHook, when set (tests only), runs in pinEntries between validating the
+// handles and marking them in flight: the window in which a FreeResident
+// must not be able to remove a validated entry. Tests set it to run
+// FreeResident in exactly that window.
+var pinHook func(b *Backend)
+
+// runPinHook runs pinHook, if set; every place that marks resident buffers
+// in flight calls it between validating and marking.
+func runPinHook(b *Backend) {
+	if h := pinHook; h != nil {
+		h(b)
 	}
 }
 

@@ -219,6 +219,7 @@ func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) s
 		b.store.mu.RUnlock()
 		return 0, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
 	}
+	runPinHook(b)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}

@@ -118,6 +118,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	}
 	// Counts change only after every item validated, so a bad batch marks
 	// nothing; holding mu shared keeps FreeResident out meanwhile.
+	runPinHook(b)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}

@@ -46,7 +46,8 @@ func (s *memoryStep) run(r *runner) error {
 		// Other goroutines allocate and free at the same time: only the
 		// call's own success can be checked.
 		if s.trim {
-			return r.b.Trim()
+			_, verr := r.judge("Trim", r.b.Trim(), 0) // random faults may fail it
+			return verr
 		}
 		return nil
 	}

@@ -531,14 +531,15 @@ type runConfig struct {
 	optPoolCap    int // WithOptimizerPoolCap; -1: the default
 	staticCap     int // WithStaticCacheCap; -1: the default
 	faults        faultMode
-	rate          float64 // faultsRandom
-	rateSeed      int64   // faultsRandom
-	shared        bool    // several runners on one Backend (concurrency)
+	rate          float64        // faultsRandom
+	rateSeed      int64          // faultsRandom
+	rateCode      cudaapi.Result // faultsRandom: the code random failures carry
+	shared        bool           // several runners on one Backend (concurrency)
 }
 
 func (c runConfig) String() string {
-	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d}",
-		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed)
+	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d code=%d}",
+		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed, c.rateCode)
 }
 
 // logCounter is the Backend's logger in these properties: it keeps the
@@ -627,6 +628,8 @@ type runner struct {
 	armed      *faultSpec
 	armedCalls uint64
 	allowOOM   bool // this step's allocation may not fit the device
+	// packable is set for a transfer that may take the packed path.
+	packable bool
 
 	// Call counts of the device when the current step began.
 	callsBefore map[sim.Op]uint64
@@ -675,7 +678,11 @@ func (r *runner) failedTargets(id uint64, x span) {
 
 // maybeQuarantined reports whether buffer id may be held by the quarantine
 // during this step.
-func (r *runner) maybeQuarantined(id uint64) bool { return r.q.start > 0 && r.q.ids[id] }
+func (r *runner) maybeQuarantined(id uint64) bool {
+	// Shared runners with random faults do not track the quarantine: any
+	// failed call of any goroutine may have left one.
+	return r.q.start > 0 && r.q.ids[id] || r.cfg.shared && r.cfg.faults == faultsRandom
+}
 
 // newRunner opens a Backend on a fresh simulated device.
 func newRunner(cfg runConfig, foreign core.Buffer) (*runner, error) {
@@ -698,7 +705,7 @@ func newSharedRunner(cfg runConfig, dev *sim.Device, b *core.Backend, log *logCo
 
 func (r *runner) armRandom() {
 	if r.cfg.faults == faultsRandom {
-		r.dev.FailRate(r.cfg.rateSeed+int64(r.gen), r.cfg.rate, randomFaultOps()...)
+		r.dev.FailRateWith(r.cfg.rateSeed+int64(r.gen), r.cfg.rate, r.cfg.rateCode, randomFaultOps()...)
 	}
 }
 
@@ -725,7 +732,7 @@ func (r *runner) do(s step) error {
 		r.m.qActive = r.q.start > 0
 	}
 	r.q.step, r.q.faulted = nil, false
-	r.allowOOM = false
+	r.allowOOM, r.packable = false, false
 	if f, ok := s.(interface{ chosenFault() *faultSpec }); ok && r.cfg.faults == faultsChosen {
 		if fs := f.chosenFault(); fs != nil && r.permitFault(s, fs) {
 			r.armed = fs
@@ -802,12 +809,19 @@ func (r *runner) judge(call string, err error, want core.Kind) (outcome, error) 
 func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, error) {
 	fired := r.faultFired()
 	if err == nil {
-		// A packed transfer whose device staging allocation fails with out
-		// of memory falls back to per-copy transfers and succeeds; an
-		// allocation gives cached memory back and tries again.
-		oomFallback := fired && r.allowOOM && r.armed.op == sim.OpMemAlloc && r.armed.code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY
-		if fired && !oomFallback && !r.recoveredOOM() {
+		if fired && r.packFallback() {
+			// Documented: a packed transfer whose device staging runs out
+			// of memory moves its copies by the per-copy path instead (or
+			// packs after the allocator gave cached memory back).
+			countOutcome(call+" (staging out of memory)", succeeded)
+			return succeeded, nil
+		}
+		// An allocation gives cached memory back and tries again.
+		if fired && !r.recoveredOOM() {
 			return 0, fmt.Errorf("%s: injected %v fired but the call succeeded", call, r.armed)
+		}
+		if want == core.KindBudget && r.cfg.shared {
+			return succeeded, nil // other goroutines freed room meanwhile
 		}
 		if want != 0 {
 			return 0, fmt.Errorf("%s succeeded; the model predicted %v", call, want)
@@ -823,6 +837,9 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	}
 	if e.Kind == core.KindDriver || budgetRefusal(e) {
 		switch {
+		case fired && r.packFallback():
+			return 0, fmt.Errorf("%s: its packed staging allocation ran out of memory (injected %v) and the call failed; "+
+				"the documented fallback is the per-copy path, which needs no device memory: %v", call, r.armed, err)
 		case fired:
 			if !r.armed.null && e.Code != r.armed.code {
 				return 0, fmt.Errorf("%s: injected code %d but the error carries %d: %v", call, r.armed.code, e.Code, err)
@@ -841,6 +858,12 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	if fired {
 		return 0, fmt.Errorf("%s: injected %v fired but the call failed with %v: %v", call, r.armed, e.Kind, err)
 	}
+	if want == 0 && r.cfg.shared && e.Kind == core.KindBudget {
+		// Other goroutines allocate at the same time: any allocation may
+		// find the budget spent.
+		coreStats.rejected.Add(1)
+		return rejected, nil
+	}
 	if want == 0 {
 		return 0, fmt.Errorf("%s failed; the model predicted success: %v", call, err)
 	}
@@ -849,6 +872,13 @@ func (r *runner) judgeCall(call string, err error, want core.Kind) (outcome, err
 	}
 	coreStats.rejected.Add(1)
 	return rejected, nil
+}
+
+// packFallback reports whether the armed fault is an out-of-memory failure of
+// a device allocation during a transfer that may be packed.
+func (r *runner) packFallback() bool {
+	return r.packable && r.armed != nil && r.armed.op == sim.OpMemAlloc && !r.armed.null &&
+		r.armed.code == cudaapi.CUDA_ERROR_OUT_OF_MEMORY
 }
 
 // callsDelta returns the device calls made since the step began.
@@ -1269,7 +1299,7 @@ func (r *runner) drainProbe() error {
 		}
 	}
 	if h.ID == 0 {
-		return nil
+		return r.drainThroughDispatcher()
 	}
 	r.q.start, r.q.faulted = r.b.LaunchResourceCounts().Quarantined, false
 	got, err := r.b.DownloadResidentRange(h, 0, 1)

@@ -5,6 +5,9 @@
 // properties over the simulated device.
 //
 // Properties run with a fixed seed so CI is reproducible; set PROPTEST_SEED
-// to another integer to explore, and a failing property prints the command
-// that reproduces it. The package has no non-test code and nothing imports it.
+// (accounting and fusion) or VYRECUDA_PROP_SEED (the core.Backend state
+// machines) to another integer to explore, and VYRECUDA_PROP_LONG=1 for the
+// state machines' fuzz-run size (`make fuzz` runs three seeds). A failing
+// property prints the command that reproduces it. The package has no non-test
+// code and nothing imports it.
 package proptest
