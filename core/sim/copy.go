@@ -82,11 +82,8 @@ func (d *Device) hostCopy(o Op, host []byte, dev uint64, s core.Stream, toDevice
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
@@ -124,11 +121,8 @@ func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s core.Stream) error
 	const o = OpMemcpyDtoDAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
@@ -160,11 +154,8 @@ func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s core.Stream) erro
 	const o = OpMemsetD8Async
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {

@@ -24,11 +24,8 @@ func (d *Device) PeerLink(peer core.Driver) (core.PeerLink, error) {
 	const o = OpPeerLink
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return core.PeerNone, f.err(o)
-	case faultNull:
-		return core.PeerNone, nil
+	if done, err := d.admit(o); done {
+		return core.PeerNone, err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
@@ -51,11 +48,8 @@ func (d *Device) EnablePeerAccess(peer core.Driver) error {
 	const o = OpEnablePeerAccess
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
@@ -84,11 +78,8 @@ func (d *Device) MemcpyPeerAsync(dst uint64, peer core.Driver, src uint64, n uin
 	const o = OpMemcpyPeerAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
