@@ -89,27 +89,13 @@ func (d *Device) MemcpyPeerAsync(dst uint64, peer core.Driver, src uint64, n uin
 	if err != nil {
 		return err
 	}
-	if err := d.checkDevice(o, "destination", dst, n); err != nil {
-		return err
-	}
-	if err := p.checkDevice(o, "source", src, n); err != nil {
+	if err := d.checkCopy(o, dst, p, src, n); err != nil {
 		return err
 	}
 	if p != d && !d.peerOn[p] {
 		return fail(o, cudaapi.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
 			"device %d has not enabled access to device %d; call EnablePeerAccess first", d.index, p.index)
 	}
-	d.enqueue(st, &op{kind: o, cost: peerCost(n), run: func(d *Device) *Error {
-		to, err := d.execDevice(o, "destination", dst, n)
-		if err != nil {
-			return err
-		}
-		from, err := p.execDevice(o, "source", src, n)
-		if err != nil {
-			return err
-		}
-		copy(to, from)
-		return nil
-	}})
+	d.enqueue(st, copyOp(o, dst, p, src, n, peerCost(n)))
 	return nil
 }
