@@ -123,7 +123,7 @@ func capabilities(version func() (int32, error)) (Capabilities, error) {
 	for f := range c.missing {
 		n := needs[f]
 		for _, p := range n.procs {
-			if _, err := p.find(); err != nil {
+			if _, err := p.Find(); err != nil {
 				c.missing[f] = err
 				break
 			}

@@ -4,7 +4,7 @@ package cudaapi
 
 // procGraphConditionalHandleCreate only tells whether the driver has
 // conditional graph nodes; it has no wrapper yet.
-var procGraphConditionalHandleCreate = driver.newProc(12030, "cuGraphConditionalHandleCreate")
+var procGraphConditionalHandleCreate = driver.NewProc(12030, "cuGraphConditionalHandleCreate")
 
 // featureTable lists, per Feature, the driver version and the symbols it needs.
 func featureTable() [numFeatures]featureNeeds {

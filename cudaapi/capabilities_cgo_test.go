@@ -14,13 +14,11 @@ import (
 // except those in without.
 func everySymbol(without ...string) *fakeLibrary {
 	lib := &fakeLibrary{symbols: map[string]uintptr{}}
-	driver.mu.Lock()
-	for i, p := range driver.procs {
-		for _, n := range p.names {
+	for i, p := range driver.Procs() {
+		for _, n := range p.Names() {
 			lib.symbols[n] = uintptr(0x1000 + i)
 		}
 	}
-	driver.mu.Unlock()
 	for _, n := range without {
 		delete(lib.symbols, n)
 	}

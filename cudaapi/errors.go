@@ -91,7 +91,7 @@ func (r Result) String() string { return r.Name() }
 // driver itself.
 func (r Result) Error() string {
 	name := r.Name()
-	if !driver.loaded.Load() {
+	if !driver.Loaded() {
 		return name
 	}
 	if s, err := GetErrorString(r); err == nil && s != "" {

@@ -15,15 +15,15 @@ import (
 // hidingLibrary is the real libcuda with some symbols hidden, as an older
 // driver would lack them.
 type hidingLibrary struct {
-	lib    *dlLibrary
+	lib    driverLibrary
 	hidden map[string]bool
 }
 
-func (h hidingLibrary) lookup(name string) (uintptr, error) {
+func (h hidingLibrary) Lookup(name string) (uintptr, error) {
 	if h.hidden[name] {
 		return 0, errors.New("hidden by the test")
 	}
-	return h.lib.lookup(name)
+	return h.lib.Lookup(name)
 }
 
 func (h hidingLibrary) driverVersion() int { return h.lib.driverVersion() }
@@ -39,12 +39,12 @@ func useRealDriverHiding(t *testing.T, hidden ...string) {
 	for _, n := range hidden {
 		h.hidden[n] = true
 	}
-	restore := driver.swap(func() (library, error) {
+	restore := driver.Swap(func() (library, error) {
 		lib, err := openDefault()
 		if err != nil {
 			return nil, err
 		}
-		h.lib = lib.(*dlLibrary)
+		h.lib = lib.(driverLibrary)
 		return h, nil
 	})
 	t.Cleanup(restore)
@@ -92,9 +92,9 @@ func TestGPUEventElapsedTimeResolvesNewest(t *testing.T) {
 	v, err := DriverGetVersion()
 	require.NoError(t, err)
 	if v >= 12080 {
-		assert.Equal(t, "cuEventElapsedTime_v2", procEventElapsedTime.symbol())
+		assert.Equal(t, "cuEventElapsedTime_v2", procEventElapsedTime.Symbol())
 	}
-	t.Logf("driver %d: EventElapsedTime called %s: %.3f ms", v, procEventElapsedTime.symbol(), ms)
+	t.Logf("driver %d: EventElapsedTime called %s: %.3f ms", v, procEventElapsedTime.Symbol(), ms)
 }
 
 // TestGPUEventElapsedTimeFallback hides cuEventElapsedTime_v2, as a driver
@@ -104,8 +104,8 @@ func TestGPUEventElapsedTimeFallback(t *testing.T) {
 	useRealDriverHiding(t, "cuEventElapsedTime_v2")
 	ms := elapsedOfMemset(t)
 	assert.Positive(t, ms)
-	assert.Equal(t, "cuEventElapsedTime", procEventElapsedTime.symbol())
-	t.Logf("EventElapsedTime called %s: %.3f ms", procEventElapsedTime.symbol(), ms)
+	assert.Equal(t, "cuEventElapsedTime", procEventElapsedTime.Symbol())
+	t.Logf("EventElapsedTime called %s: %.3f ms", procEventElapsedTime.Symbol(), ms)
 
 	// Both hidden: a *MissingSymbolError naming both, the version that
 	// introduced the call and the loaded driver's version.

@@ -40,7 +40,7 @@ func LaunchHostFunc(s Stream, f func()) error {
 	if f == nil {
 		return fmt.Errorf("cudaapi: LaunchHostFunc: nil function: %w; Fix: pass the function to run", CUDA_ERROR_INVALID_VALUE)
 	}
-	if _, err := procLaunchHostFunc.find(); err != nil {
+	if _, err := procLaunchHostFunc.Find(); err != nil {
 		return err
 	}
 	cell := cMalloc(int(unsafe.Sizeof(uintptr(0))))

@@ -64,7 +64,7 @@ const (
 
 // launchBatch runs the C loop over n records at recs with their values at vals.
 func launchBatch(recs, vals unsafe.Pointer, n int) (int, error) {
-	fn, err := procLaunchKernel.find()
+	fn, err := procLaunchKernel.Find()
 	if err != nil {
 		return 0, err
 	}

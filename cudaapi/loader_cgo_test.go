@@ -21,11 +21,11 @@ type aliasLibrary struct {
 	alias map[string]string
 }
 
-func (a aliasLibrary) lookup(name string) (uintptr, error) {
+func (a aliasLibrary) Lookup(name string) (uintptr, error) {
 	if real, ok := a.alias[name]; ok {
-		return a.lib.lookup(real)
+		return a.lib.Lookup(real)
 	}
-	return a.lib.lookup(name)
+	return a.lib.Lookup(name)
 }
 
 func TestLoaderCallsThroughTrampoline(t *testing.T) {

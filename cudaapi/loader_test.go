@@ -18,7 +18,7 @@ type fakeLibrary struct {
 	lookups map[string]int
 }
 
-func (f *fakeLibrary) lookup(name string) (uintptr, error) {
+func (f *fakeLibrary) Lookup(name string) (uintptr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.lookups == nil {
@@ -36,7 +36,7 @@ func (f *fakeLibrary) lookup(name string) (uintptr, error) {
 func useFake(t *testing.T, lib library, openErr error) *int {
 	t.Helper()
 	opens := new(int)
-	restore := driver.swap(func() (library, error) {
+	restore := driver.Swap(func() (library, error) {
 		*opens++
 		if openErr != nil {
 			return nil, openErr
@@ -49,10 +49,10 @@ func useFake(t *testing.T, lib library, openErr error) *int {
 
 func TestLoaderMissingLibrary(t *testing.T) {
 	opens := useFake(t, nil, fmt.Errorf("%w: fake: no libcuda here", ErrDriverNotFound))
-	p := &proc{names: []string{"cuCtxGetCurrent"}}
+	p := driver.NewProc(0, "cuCtxGetCurrent")
 
 	for i := 0; i < 3; i++ {
-		_, err := p.find()
+		_, err := p.Find()
 		require.ErrorIs(t, err, ErrDriverNotFound)
 	}
 	assert.Equal(t, 1, *opens, "a failed open is remembered, not retried per call")
@@ -84,8 +84,8 @@ func TestLoaderSymbols(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &proc{names: []string{tt.symbol}}
-			a, err := p.find()
+			p := driver.NewProc(0, tt.symbol)
+			a, err := p.Find()
 			if !tt.missing {
 				require.NoError(t, err)
 				assert.Equal(t, tt.want, a)
@@ -103,46 +103,6 @@ func TestLoaderSymbols(t *testing.T) {
 	}
 	require.NoError(t, Loaded())
 	assert.Equal(t, 1, *opens)
-}
-
-func TestLoaderCachesResolvedAddress(t *testing.T) {
-	lib := &fakeLibrary{symbols: map[string]uintptr{"cuPresent": 0x42}}
-	useFake(t, lib, nil)
-	p := &proc{names: []string{"cuPresent"}}
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, err := p.find()
-			assert.NoError(t, err)
-			assert.Equal(t, uintptr(0x42), a)
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, 1, lib.lookups["cuPresent"], "one dlsym per symbol")
-
-	// A missing symbol does not disturb the others.
-	_, err := (&proc{names: []string{"cuAbsent"}}).find()
-	require.ErrorIs(t, err, ErrMissingSymbol)
-	a, err := p.find()
-	require.NoError(t, err)
-	assert.Equal(t, uintptr(0x42), a)
-}
-
-func TestLoaderSwapForgetsAddresses(t *testing.T) {
-	p := driver.newProc(0, "cuSwapProbe")
-	restore := driver.swap(func() (library, error) {
-		return &fakeLibrary{symbols: map[string]uintptr{"cuSwapProbe": 7}}, nil
-	})
-	a, err := p.find()
-	require.NoError(t, err)
-	assert.Equal(t, uintptr(7), a)
-	restore()
-	restore2 := driver.swap(func() (library, error) { return nil, ErrDriverNotFound })
-	defer restore2()
-	_, err = p.find()
-	assert.ErrorIs(t, err, ErrDriverNotFound)
 }
 
 func TestResultNames(t *testing.T) {
@@ -195,36 +155,11 @@ type versionedLibrary struct {
 
 func (v versionedLibrary) driverVersion() int { return v.version }
 
-func TestLoaderFallsBackToOlderSymbol(t *testing.T) {
-	tests := []struct {
-		name    string
-		symbols map[string]uintptr
-		want    uintptr
-		used    string
-	}{
-		{"newer symbol wins", map[string]uintptr{"cuNew_v2": 0x20, "cuNew": 0x10}, 0x20, "cuNew_v2"},
-		{"older symbol when the newer is absent", map[string]uintptr{"cuNew": 0x10}, 0x10, "cuNew"},
-		{"older symbol when the newer is null", map[string]uintptr{"cuNew_v2": 0, "cuNew": 0x10}, 0x10, "cuNew"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			lib := &fakeLibrary{symbols: tt.symbols}
-			useFake(t, lib, nil)
-			p := &proc{names: []string{"cuNew_v2", "cuNew"}, since: 2000}
-			assert.Empty(t, p.symbol(), "nothing resolved yet")
-			a, err := p.find()
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, a)
-			assert.Equal(t, tt.used, p.symbol())
-		})
-	}
-}
-
 func TestLoaderMissingSymbolCarriesVersions(t *testing.T) {
 	lib := versionedLibrary{&fakeLibrary{symbols: map[string]uintptr{}}, 12040}
 	useFake(t, lib, nil)
-	p := &proc{names: []string{"cuNew_v2", "cuNew"}, since: 12080}
-	_, err := p.find()
+	p := driver.NewProc(12080, "cuNew_v2", "cuNew")
+	_, err := p.Find()
 	var ms *MissingSymbolError
 	require.True(t, errors.As(err, &ms), "got %v", err)
 	assert.Equal(t, "cuNew_v2", ms.Symbol)
@@ -237,35 +172,11 @@ func TestLoaderMissingSymbolCarriesVersions(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "Fix:"))
 }
 
-func TestLoaderCachesFailedLookups(t *testing.T) {
-	lib := &fakeLibrary{symbols: map[string]uintptr{}}
-	useFake(t, lib, nil)
-	p := driver.newProc(13000, "cuAbsent_v2", "cuAbsent")
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := p.find()
-			assert.ErrorIs(t, err, ErrMissingSymbol)
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, 1, lib.lookups["cuAbsent_v2"], "one dlsym per symbol, failures included")
-	assert.Equal(t, 1, lib.lookups["cuAbsent"])
-
-	// A new library (swap) forgets the failure: the symbol may exist there.
-	useFake(t, &fakeLibrary{symbols: map[string]uintptr{"cuAbsent": 9}}, nil)
-	a, err := p.find()
-	require.NoError(t, err)
-	assert.Equal(t, uintptr(9), a)
-}
-
 func TestLoaderUndeclaredProcNeverLooksUp(t *testing.T) {
 	lib := &fakeLibrary{symbols: map[string]uintptr{"cuFromNewerHeader": 5}}
 	useFake(t, lib, nil)
-	p := driver.newUndeclaredProc(13000, "cuFromNewerHeader")
-	_, err := p.find()
+	p := driver.NewUndeclaredProc(13000, "cuFromNewerHeader")
+	_, err := p.Find()
 	var ms *MissingSymbolError
 	require.True(t, errors.As(err, &ms), "got %v", err)
 	assert.Equal(t, HeaderVersion, ms.Header)
@@ -277,8 +188,8 @@ func TestLoaderUndeclaredProcNeverLooksUp(t *testing.T) {
 
 func TestLoaderUndeclaredProcWithoutDriver(t *testing.T) {
 	useFake(t, nil, ErrDriverNotFound)
-	p := driver.newUndeclaredProc(13000, "cuFromNewerHeader")
-	_, err := p.find()
+	p := driver.NewUndeclaredProc(13000, "cuFromNewerHeader")
+	_, err := p.Find()
 	assert.ErrorIs(t, err, ErrDriverNotFound, "no driver is reported before a missing symbol")
 }
 

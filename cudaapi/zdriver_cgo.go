@@ -403,83 +403,83 @@ import "unsafe"
 
 // The symbols the wrappers call, resolved on first use.
 var (
-	procGetErrorName                              = driver.newProc(6000, "cuGetErrorName")
-	procGetErrorString                            = driver.newProc(6000, "cuGetErrorString")
-	procInit                                      = driver.newProc(2000, "cuInit")
-	procDriverGetVersion                          = driver.newProc(2020, "cuDriverGetVersion")
-	procDeviceGetCount                            = driver.newProc(2000, "cuDeviceGetCount")
-	procDeviceGet                                 = driver.newProc(2000, "cuDeviceGet")
-	procDeviceGetName                             = driver.newProc(2000, "cuDeviceGetName")
-	procDeviceTotalMem                            = driver.newProc(3020, "cuDeviceTotalMem_v2")
-	procDeviceGetAttribute                        = driver.newProc(2000, "cuDeviceGetAttribute")
-	procDeviceCanAccessPeer                       = driver.newProc(4000, "cuDeviceCanAccessPeer")
-	procDevicePrimaryCtxRetain                    = driver.newProc(7000, "cuDevicePrimaryCtxRetain")
-	procDevicePrimaryCtxRelease                   = driver.newProc(11000, "cuDevicePrimaryCtxRelease_v2")
-	procCtxSetCurrent                             = driver.newProc(4000, "cuCtxSetCurrent")
-	procCtxGetCurrent                             = driver.newProc(4000, "cuCtxGetCurrent")
-	procCtxSynchronize                            = driver.newProc(2000, "cuCtxSynchronize")
-	procCtxEnablePeerAccess                       = driver.newProc(4000, "cuCtxEnablePeerAccess")
-	procCtxDisablePeerAccess                      = driver.newProc(4000, "cuCtxDisablePeerAccess")
-	procMemGetInfo                                = driver.newProc(3020, "cuMemGetInfo_v2")
-	procMemAlloc                                  = driver.newProc(3020, "cuMemAlloc_v2")
-	procMemFree                                   = driver.newProc(3020, "cuMemFree_v2")
-	procMemHostAlloc                              = driver.newProc(2020, "cuMemHostAlloc")
-	procMemFreeHost                               = driver.newProc(2000, "cuMemFreeHost")
-	procMemHostRegister                           = driver.newProc(6050, "cuMemHostRegister_v2")
-	procMemHostUnregister                         = driver.newProc(4000, "cuMemHostUnregister")
-	procMemcpyHtoD                                = driver.newProc(3020, "cuMemcpyHtoD_v2")
-	procMemcpyDtoH                                = driver.newProc(3020, "cuMemcpyDtoH_v2")
-	procMemcpyHtoDAsync                           = driver.newProc(3020, "cuMemcpyHtoDAsync_v2")
-	procMemcpyDtoHAsync                           = driver.newProc(3020, "cuMemcpyDtoHAsync_v2")
-	procMemcpyDtoDAsync                           = driver.newProc(3020, "cuMemcpyDtoDAsync_v2")
-	procMemcpyPeerAsync                           = driver.newProc(4000, "cuMemcpyPeerAsync")
-	procMemsetD8Async                             = driver.newProc(3020, "cuMemsetD8Async")
-	procMemcpyBatchAsync                          = driver.newProc(13000, "cuMemcpyBatchAsync_v2")
-	procMemAllocAsync                             = driver.newProc(11020, "cuMemAllocAsync")
-	procMemFreeAsync                              = driver.newProc(11020, "cuMemFreeAsync")
-	procMemAllocFromPoolAsync                     = driver.newProc(11020, "cuMemAllocFromPoolAsync")
-	procDeviceGetDefaultMemPool                   = driver.newProc(11020, "cuDeviceGetDefaultMemPool")
-	procMemPoolCreate                             = driver.newProc(11020, "cuMemPoolCreate")
-	procMemPoolDestroy                            = driver.newProc(11020, "cuMemPoolDestroy")
-	procMemPoolSetAttribute                       = driver.newProc(11020, "cuMemPoolSetAttribute")
-	procMemPoolGetAttribute                       = driver.newProc(11020, "cuMemPoolGetAttribute")
-	procMemPoolTrimTo                             = driver.newProc(11020, "cuMemPoolTrimTo")
-	procMemAddressReserve                         = driver.newProc(10020, "cuMemAddressReserve")
-	procMemAddressFree                            = driver.newProc(10020, "cuMemAddressFree")
-	procMemCreate                                 = driver.newProc(10020, "cuMemCreate")
-	procMemRelease                                = driver.newProc(10020, "cuMemRelease")
-	procMemMap                                    = driver.newProc(10020, "cuMemMap")
-	procMemUnmap                                  = driver.newProc(10020, "cuMemUnmap")
-	procMemSetAccess                              = driver.newProc(10020, "cuMemSetAccess")
-	procMemGetAllocationGranularity               = driver.newProc(10020, "cuMemGetAllocationGranularity")
-	procStreamCreate                              = driver.newProc(2000, "cuStreamCreate")
-	procStreamDestroy                             = driver.newProc(4000, "cuStreamDestroy_v2")
-	procStreamSynchronize                         = driver.newProc(2000, "cuStreamSynchronize")
-	procStreamQuery                               = driver.newProc(2000, "cuStreamQuery")
-	procStreamWaitEvent                           = driver.newProc(3020, "cuStreamWaitEvent")
-	procLaunchHostFunc                            = driver.newProc(10000, "cuLaunchHostFunc")
-	procEventCreate                               = driver.newProc(2000, "cuEventCreate")
-	procEventRecord                               = driver.newProc(2000, "cuEventRecord")
-	procEventQuery                                = driver.newProc(2000, "cuEventQuery")
-	procEventSynchronize                          = driver.newProc(2000, "cuEventSynchronize")
-	procEventElapsedTime                          = driver.newProc(2000, "cuEventElapsedTime_v2", "cuEventElapsedTime")
-	procEventDestroy                              = driver.newProc(4000, "cuEventDestroy_v2")
-	procModuleLoadData                            = driver.newProc(2000, "cuModuleLoadData")
-	procModuleUnload                              = driver.newProc(2000, "cuModuleUnload")
-	procModuleGetFunction                         = driver.newProc(2000, "cuModuleGetFunction")
-	procFuncGetAttribute                          = driver.newProc(2020, "cuFuncGetAttribute")
-	procLaunchKernel                              = driver.newProc(4000, "cuLaunchKernel")
-	procOccupancyMaxActiveBlocksPerMultiprocessor = driver.newProc(6050, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-	procOccupancyMaxPotentialBlockSize            = driver.newProc(6050, "cuOccupancyMaxPotentialBlockSize")
-	procStreamBeginCapture                        = driver.newProc(10010, "cuStreamBeginCapture_v2")
-	procStreamEndCapture                          = driver.newProc(10000, "cuStreamEndCapture")
-	procStreamIsCapturing                         = driver.newProc(10000, "cuStreamIsCapturing")
-	procGraphCreate                               = driver.newProc(10000, "cuGraphCreate")
-	procGraphDestroy                              = driver.newProc(10000, "cuGraphDestroy")
-	procGraphInstantiateWithFlags                 = driver.newProc(11040, "cuGraphInstantiateWithFlags")
-	procGraphUpload                               = driver.newProc(11010, "cuGraphUpload")
-	procGraphLaunch                               = driver.newProc(10000, "cuGraphLaunch")
-	procGraphExecDestroy                          = driver.newProc(10000, "cuGraphExecDestroy")
+	procGetErrorName                              = driver.NewProc(6000, "cuGetErrorName")
+	procGetErrorString                            = driver.NewProc(6000, "cuGetErrorString")
+	procInit                                      = driver.NewProc(2000, "cuInit")
+	procDriverGetVersion                          = driver.NewProc(2020, "cuDriverGetVersion")
+	procDeviceGetCount                            = driver.NewProc(2000, "cuDeviceGetCount")
+	procDeviceGet                                 = driver.NewProc(2000, "cuDeviceGet")
+	procDeviceGetName                             = driver.NewProc(2000, "cuDeviceGetName")
+	procDeviceTotalMem                            = driver.NewProc(3020, "cuDeviceTotalMem_v2")
+	procDeviceGetAttribute                        = driver.NewProc(2000, "cuDeviceGetAttribute")
+	procDeviceCanAccessPeer                       = driver.NewProc(4000, "cuDeviceCanAccessPeer")
+	procDevicePrimaryCtxRetain                    = driver.NewProc(7000, "cuDevicePrimaryCtxRetain")
+	procDevicePrimaryCtxRelease                   = driver.NewProc(11000, "cuDevicePrimaryCtxRelease_v2")
+	procCtxSetCurrent                             = driver.NewProc(4000, "cuCtxSetCurrent")
+	procCtxGetCurrent                             = driver.NewProc(4000, "cuCtxGetCurrent")
+	procCtxSynchronize                            = driver.NewProc(2000, "cuCtxSynchronize")
+	procCtxEnablePeerAccess                       = driver.NewProc(4000, "cuCtxEnablePeerAccess")
+	procCtxDisablePeerAccess                      = driver.NewProc(4000, "cuCtxDisablePeerAccess")
+	procMemGetInfo                                = driver.NewProc(3020, "cuMemGetInfo_v2")
+	procMemAlloc                                  = driver.NewProc(3020, "cuMemAlloc_v2")
+	procMemFree                                   = driver.NewProc(3020, "cuMemFree_v2")
+	procMemHostAlloc                              = driver.NewProc(2020, "cuMemHostAlloc")
+	procMemFreeHost                               = driver.NewProc(2000, "cuMemFreeHost")
+	procMemHostRegister                           = driver.NewProc(6050, "cuMemHostRegister_v2")
+	procMemHostUnregister                         = driver.NewProc(4000, "cuMemHostUnregister")
+	procMemcpyHtoD                                = driver.NewProc(3020, "cuMemcpyHtoD_v2")
+	procMemcpyDtoH                                = driver.NewProc(3020, "cuMemcpyDtoH_v2")
+	procMemcpyHtoDAsync                           = driver.NewProc(3020, "cuMemcpyHtoDAsync_v2")
+	procMemcpyDtoHAsync                           = driver.NewProc(3020, "cuMemcpyDtoHAsync_v2")
+	procMemcpyDtoDAsync                           = driver.NewProc(3020, "cuMemcpyDtoDAsync_v2")
+	procMemcpyPeerAsync                           = driver.NewProc(4000, "cuMemcpyPeerAsync")
+	procMemsetD8Async                             = driver.NewProc(3020, "cuMemsetD8Async")
+	procMemcpyBatchAsync                          = driver.NewProc(13000, "cuMemcpyBatchAsync_v2")
+	procMemAllocAsync                             = driver.NewProc(11020, "cuMemAllocAsync")
+	procMemFreeAsync                              = driver.NewProc(11020, "cuMemFreeAsync")
+	procMemAllocFromPoolAsync                     = driver.NewProc(11020, "cuMemAllocFromPoolAsync")
+	procDeviceGetDefaultMemPool                   = driver.NewProc(11020, "cuDeviceGetDefaultMemPool")
+	procMemPoolCreate                             = driver.NewProc(11020, "cuMemPoolCreate")
+	procMemPoolDestroy                            = driver.NewProc(11020, "cuMemPoolDestroy")
+	procMemPoolSetAttribute                       = driver.NewProc(11020, "cuMemPoolSetAttribute")
+	procMemPoolGetAttribute                       = driver.NewProc(11020, "cuMemPoolGetAttribute")
+	procMemPoolTrimTo                             = driver.NewProc(11020, "cuMemPoolTrimTo")
+	procMemAddressReserve                         = driver.NewProc(10020, "cuMemAddressReserve")
+	procMemAddressFree                            = driver.NewProc(10020, "cuMemAddressFree")
+	procMemCreate                                 = driver.NewProc(10020, "cuMemCreate")
+	procMemRelease                                = driver.NewProc(10020, "cuMemRelease")
+	procMemMap                                    = driver.NewProc(10020, "cuMemMap")
+	procMemUnmap                                  = driver.NewProc(10020, "cuMemUnmap")
+	procMemSetAccess                              = driver.NewProc(10020, "cuMemSetAccess")
+	procMemGetAllocationGranularity               = driver.NewProc(10020, "cuMemGetAllocationGranularity")
+	procStreamCreate                              = driver.NewProc(2000, "cuStreamCreate")
+	procStreamDestroy                             = driver.NewProc(4000, "cuStreamDestroy_v2")
+	procStreamSynchronize                         = driver.NewProc(2000, "cuStreamSynchronize")
+	procStreamQuery                               = driver.NewProc(2000, "cuStreamQuery")
+	procStreamWaitEvent                           = driver.NewProc(3020, "cuStreamWaitEvent")
+	procLaunchHostFunc                            = driver.NewProc(10000, "cuLaunchHostFunc")
+	procEventCreate                               = driver.NewProc(2000, "cuEventCreate")
+	procEventRecord                               = driver.NewProc(2000, "cuEventRecord")
+	procEventQuery                                = driver.NewProc(2000, "cuEventQuery")
+	procEventSynchronize                          = driver.NewProc(2000, "cuEventSynchronize")
+	procEventElapsedTime                          = driver.NewProc(2000, "cuEventElapsedTime_v2", "cuEventElapsedTime")
+	procEventDestroy                              = driver.NewProc(4000, "cuEventDestroy_v2")
+	procModuleLoadData                            = driver.NewProc(2000, "cuModuleLoadData")
+	procModuleUnload                              = driver.NewProc(2000, "cuModuleUnload")
+	procModuleGetFunction                         = driver.NewProc(2000, "cuModuleGetFunction")
+	procFuncGetAttribute                          = driver.NewProc(2020, "cuFuncGetAttribute")
+	procLaunchKernel                              = driver.NewProc(4000, "cuLaunchKernel")
+	procOccupancyMaxActiveBlocksPerMultiprocessor = driver.NewProc(6050, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+	procOccupancyMaxPotentialBlockSize            = driver.NewProc(6050, "cuOccupancyMaxPotentialBlockSize")
+	procStreamBeginCapture                        = driver.NewProc(10010, "cuStreamBeginCapture_v2")
+	procStreamEndCapture                          = driver.NewProc(10000, "cuStreamEndCapture")
+	procStreamIsCapturing                         = driver.NewProc(10000, "cuStreamIsCapturing")
+	procGraphCreate                               = driver.NewProc(10000, "cuGraphCreate")
+	procGraphDestroy                              = driver.NewProc(10000, "cuGraphDestroy")
+	procGraphInstantiateWithFlags                 = driver.NewProc(11040, "cuGraphInstantiateWithFlags")
+	procGraphUpload                               = driver.NewProc(11010, "cuGraphUpload")
+	procGraphLaunch                               = driver.NewProc(10000, "cuGraphLaunch")
+	procGraphExecDestroy                          = driver.NewProc(10000, "cuGraphExecDestroy")
 )
 
 // Silence unused-import checks when no wrapper needs unsafe.
@@ -488,7 +488,7 @@ var _ unsafe.Pointer
 // GetErrorName calls cuGetErrorName.
 // It needs a driver for CUDA 6.0 or newer.
 func GetErrorName(errorArg Result) (pStr string, err error) {
-	fn, err := procGetErrorName.find()
+	fn, err := procGetErrorName.Find()
 	if err != nil {
 		return "", err
 	}
@@ -503,7 +503,7 @@ func GetErrorName(errorArg Result) (pStr string, err error) {
 // GetErrorString calls cuGetErrorString.
 // It needs a driver for CUDA 6.0 or newer.
 func GetErrorString(errorArg Result) (pStr string, err error) {
-	fn, err := procGetErrorString.find()
+	fn, err := procGetErrorString.Find()
 	if err != nil {
 		return "", err
 	}
@@ -518,7 +518,7 @@ func GetErrorString(errorArg Result) (pStr string, err error) {
 // Init calls cuInit.
 // It needs a driver for CUDA 2.0 or newer.
 func Init(flags uint32) (err error) {
-	fn, err := procInit.find()
+	fn, err := procInit.Find()
 	if err != nil {
 		return err
 	}
@@ -531,7 +531,7 @@ func Init(flags uint32) (err error) {
 // DriverGetVersion calls cuDriverGetVersion.
 // It needs a driver for CUDA 2.2 or newer.
 func DriverGetVersion() (driverVersion int32, err error) {
-	fn, err := procDriverGetVersion.find()
+	fn, err := procDriverGetVersion.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -544,7 +544,7 @@ func DriverGetVersion() (driverVersion int32, err error) {
 // DeviceGetCount calls cuDeviceGetCount.
 // It needs a driver for CUDA 2.0 or newer.
 func DeviceGetCount() (count int32, err error) {
-	fn, err := procDeviceGetCount.find()
+	fn, err := procDeviceGetCount.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -557,7 +557,7 @@ func DeviceGetCount() (count int32, err error) {
 // DeviceGet calls cuDeviceGet.
 // It needs a driver for CUDA 2.0 or newer.
 func DeviceGet(ordinal int32) (device Device, err error) {
-	fn, err := procDeviceGet.find()
+	fn, err := procDeviceGet.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -570,7 +570,7 @@ func DeviceGet(ordinal int32) (device Device, err error) {
 // DeviceGetName calls cuDeviceGetName.
 // It needs a driver for CUDA 2.0 or newer.
 func DeviceGetName(dev Device) (name string, err error) {
-	fn, err := procDeviceGetName.find()
+	fn, err := procDeviceGetName.Find()
 	if err != nil {
 		return "", err
 	}
@@ -585,7 +585,7 @@ func DeviceGetName(dev Device) (name string, err error) {
 // DeviceTotalMem calls cuDeviceTotalMem_v2 (cuDeviceTotalMem in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func DeviceTotalMem(dev Device) (bytes uint64, err error) {
-	fn, err := procDeviceTotalMem.find()
+	fn, err := procDeviceTotalMem.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -598,7 +598,7 @@ func DeviceTotalMem(dev Device) (bytes uint64, err error) {
 // DeviceGetAttribute calls cuDeviceGetAttribute.
 // It needs a driver for CUDA 2.0 or newer.
 func DeviceGetAttribute(attrib DeviceAttribute, dev Device) (pi int32, err error) {
-	fn, err := procDeviceGetAttribute.find()
+	fn, err := procDeviceGetAttribute.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -611,7 +611,7 @@ func DeviceGetAttribute(attrib DeviceAttribute, dev Device) (pi int32, err error
 // DeviceCanAccessPeer calls cuDeviceCanAccessPeer.
 // It needs a driver for CUDA 4.0 or newer.
 func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err error) {
-	fn, err := procDeviceCanAccessPeer.find()
+	fn, err := procDeviceCanAccessPeer.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -624,7 +624,7 @@ func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err e
 // DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain.
 // It needs a driver for CUDA 7.0 or newer.
 func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {
-	fn, err := procDevicePrimaryCtxRetain.find()
+	fn, err := procDevicePrimaryCtxRetain.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -637,7 +637,7 @@ func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {
 // DevicePrimaryCtxRelease calls cuDevicePrimaryCtxRelease_v2 (cuDevicePrimaryCtxRelease in cuda.h).
 // It needs a driver for CUDA 11.0 or newer.
 func DevicePrimaryCtxRelease(dev Device) (err error) {
-	fn, err := procDevicePrimaryCtxRelease.find()
+	fn, err := procDevicePrimaryCtxRelease.Find()
 	if err != nil {
 		return err
 	}
@@ -650,7 +650,7 @@ func DevicePrimaryCtxRelease(dev Device) (err error) {
 // CtxSetCurrent calls cuCtxSetCurrent.
 // It needs a driver for CUDA 4.0 or newer.
 func CtxSetCurrent(ctx Context) (err error) {
-	fn, err := procCtxSetCurrent.find()
+	fn, err := procCtxSetCurrent.Find()
 	if err != nil {
 		return err
 	}
@@ -663,7 +663,7 @@ func CtxSetCurrent(ctx Context) (err error) {
 // CtxGetCurrent calls cuCtxGetCurrent.
 // It needs a driver for CUDA 4.0 or newer.
 func CtxGetCurrent() (pctx Context, err error) {
-	fn, err := procCtxGetCurrent.find()
+	fn, err := procCtxGetCurrent.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -676,7 +676,7 @@ func CtxGetCurrent() (pctx Context, err error) {
 // CtxSynchronize calls cuCtxSynchronize.
 // It needs a driver for CUDA 2.0 or newer.
 func CtxSynchronize() (err error) {
-	fn, err := procCtxSynchronize.find()
+	fn, err := procCtxSynchronize.Find()
 	if err != nil {
 		return err
 	}
@@ -689,7 +689,7 @@ func CtxSynchronize() (err error) {
 // CtxEnablePeerAccess calls cuCtxEnablePeerAccess.
 // It needs a driver for CUDA 4.0 or newer.
 func CtxEnablePeerAccess(peerContext Context, flags uint32) (err error) {
-	fn, err := procCtxEnablePeerAccess.find()
+	fn, err := procCtxEnablePeerAccess.Find()
 	if err != nil {
 		return err
 	}
@@ -702,7 +702,7 @@ func CtxEnablePeerAccess(peerContext Context, flags uint32) (err error) {
 // CtxDisablePeerAccess calls cuCtxDisablePeerAccess.
 // It needs a driver for CUDA 4.0 or newer.
 func CtxDisablePeerAccess(peerContext Context) (err error) {
-	fn, err := procCtxDisablePeerAccess.find()
+	fn, err := procCtxDisablePeerAccess.Find()
 	if err != nil {
 		return err
 	}
@@ -715,7 +715,7 @@ func CtxDisablePeerAccess(peerContext Context) (err error) {
 // MemGetInfo calls cuMemGetInfo_v2 (cuMemGetInfo in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemGetInfo() (free uint64, total uint64, err error) {
-	fn, err := procMemGetInfo.find()
+	fn, err := procMemGetInfo.Find()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -728,7 +728,7 @@ func MemGetInfo() (free uint64, total uint64, err error) {
 // MemAlloc calls cuMemAlloc_v2 (cuMemAlloc in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemAlloc(bytesize uint64) (dptr DevicePtr, err error) {
-	fn, err := procMemAlloc.find()
+	fn, err := procMemAlloc.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -741,7 +741,7 @@ func MemAlloc(bytesize uint64) (dptr DevicePtr, err error) {
 // MemFree calls cuMemFree_v2 (cuMemFree in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemFree(dptr DevicePtr) (err error) {
-	fn, err := procMemFree.find()
+	fn, err := procMemFree.Find()
 	if err != nil {
 		return err
 	}
@@ -754,7 +754,7 @@ func MemFree(dptr DevicePtr) (err error) {
 // MemHostAlloc calls cuMemHostAlloc.
 // It needs a driver for CUDA 2.2 or newer.
 func MemHostAlloc(bytesize uint64, flags uint32) (pp unsafe.Pointer, err error) {
-	fn, err := procMemHostAlloc.find()
+	fn, err := procMemHostAlloc.Find()
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +767,7 @@ func MemHostAlloc(bytesize uint64, flags uint32) (pp unsafe.Pointer, err error) 
 // MemFreeHost calls cuMemFreeHost.
 // It needs a driver for CUDA 2.0 or newer.
 func MemFreeHost(p unsafe.Pointer) (err error) {
-	fn, err := procMemFreeHost.find()
+	fn, err := procMemFreeHost.Find()
 	if err != nil {
 		return err
 	}
@@ -780,7 +780,7 @@ func MemFreeHost(p unsafe.Pointer) (err error) {
 // MemHostRegister calls cuMemHostRegister_v2 (cuMemHostRegister in cuda.h).
 // It needs a driver for CUDA 6.5 or newer.
 func MemHostRegister(p unsafe.Pointer, bytesize uint64, flags uint32) (err error) {
-	fn, err := procMemHostRegister.find()
+	fn, err := procMemHostRegister.Find()
 	if err != nil {
 		return err
 	}
@@ -793,7 +793,7 @@ func MemHostRegister(p unsafe.Pointer, bytesize uint64, flags uint32) (err error
 // MemHostUnregister calls cuMemHostUnregister.
 // It needs a driver for CUDA 4.0 or newer.
 func MemHostUnregister(p unsafe.Pointer) (err error) {
-	fn, err := procMemHostUnregister.find()
+	fn, err := procMemHostUnregister.Find()
 	if err != nil {
 		return err
 	}
@@ -806,7 +806,7 @@ func MemHostUnregister(p unsafe.Pointer) (err error) {
 // MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (err error) {
-	fn, err := procMemcpyHtoD.find()
+	fn, err := procMemcpyHtoD.Find()
 	if err != nil {
 		return err
 	}
@@ -819,7 +819,7 @@ func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (
 // MemcpyDtoH calls cuMemcpyDtoH_v2 (cuMemcpyDtoH in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64) (err error) {
-	fn, err := procMemcpyDtoH.find()
+	fn, err := procMemcpyDtoH.Find()
 	if err != nil {
 		return err
 	}
@@ -832,7 +832,7 @@ func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64) (
 // MemcpyHtoDAsync calls cuMemcpyHtoDAsync_v2 (cuMemcpyHtoDAsync in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemcpyHtoDAsync(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64, hStream Stream) (err error) {
-	fn, err := procMemcpyHtoDAsync.find()
+	fn, err := procMemcpyHtoDAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -845,7 +845,7 @@ func MemcpyHtoDAsync(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint
 // MemcpyDtoHAsync calls cuMemcpyDtoHAsync_v2 (cuMemcpyDtoHAsync in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
-	fn, err := procMemcpyDtoHAsync.find()
+	fn, err := procMemcpyDtoHAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -858,7 +858,7 @@ func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint
 // MemcpyDtoDAsync calls cuMemcpyDtoDAsync_v2 (cuMemcpyDtoDAsync in cuda.h).
 // It needs a driver for CUDA 3.2 or newer.
 func MemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uint64, hStream Stream) (err error) {
-	fn, err := procMemcpyDtoDAsync.find()
+	fn, err := procMemcpyDtoDAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -871,7 +871,7 @@ func MemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uint64,
 // MemcpyPeerAsync calls cuMemcpyPeerAsync.
 // It needs a driver for CUDA 4.0 or newer.
 func MemcpyPeerAsync(dstDevice DevicePtr, dstContext Context, srcDevice DevicePtr, srcContext Context, byteCount uint64, hStream Stream) (err error) {
-	fn, err := procMemcpyPeerAsync.find()
+	fn, err := procMemcpyPeerAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -884,7 +884,7 @@ func MemcpyPeerAsync(dstDevice DevicePtr, dstContext Context, srcDevice DevicePt
 // MemsetD8Async calls cuMemsetD8Async.
 // It needs a driver for CUDA 3.2 or newer.
 func MemsetD8Async(dstDevice DevicePtr, uc uint8, n uint64, hStream Stream) (err error) {
-	fn, err := procMemsetD8Async.find()
+	fn, err := procMemsetD8Async.Find()
 	if err != nil {
 		return err
 	}
@@ -903,7 +903,7 @@ func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs 
 	if len(sizes) != len(dsts) {
 		return lengthMismatch("MemcpyBatchAsync", "sizes", len(sizes), "dsts", len(dsts))
 	}
-	fn, err := procMemcpyBatchAsync.find()
+	fn, err := procMemcpyBatchAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -916,7 +916,7 @@ func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs 
 // MemAllocAsync calls cuMemAllocAsync.
 // It needs a driver for CUDA 11.2 or newer.
 func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) {
-	fn, err := procMemAllocAsync.find()
+	fn, err := procMemAllocAsync.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -929,7 +929,7 @@ func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) 
 // MemFreeAsync calls cuMemFreeAsync.
 // It needs a driver for CUDA 11.2 or newer.
 func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
-	fn, err := procMemFreeAsync.find()
+	fn, err := procMemFreeAsync.Find()
 	if err != nil {
 		return err
 	}
@@ -942,7 +942,7 @@ func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
 // MemAllocFromPoolAsync calls cuMemAllocFromPoolAsync.
 // It needs a driver for CUDA 11.2 or newer.
 func MemAllocFromPoolAsync(bytesize uint64, pool MemoryPool, hStream Stream) (dptr DevicePtr, err error) {
-	fn, err := procMemAllocFromPoolAsync.find()
+	fn, err := procMemAllocFromPoolAsync.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -955,7 +955,7 @@ func MemAllocFromPoolAsync(bytesize uint64, pool MemoryPool, hStream Stream) (dp
 // DeviceGetDefaultMemPool calls cuDeviceGetDefaultMemPool.
 // It needs a driver for CUDA 11.2 or newer.
 func DeviceGetDefaultMemPool(dev Device) (poolOut MemoryPool, err error) {
-	fn, err := procDeviceGetDefaultMemPool.find()
+	fn, err := procDeviceGetDefaultMemPool.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -968,7 +968,7 @@ func DeviceGetDefaultMemPool(dev Device) (poolOut MemoryPool, err error) {
 // MemPoolCreate calls cuMemPoolCreate.
 // It needs a driver for CUDA 11.2 or newer.
 func MemPoolCreate(poolProps unsafe.Pointer) (pool MemoryPool, err error) {
-	fn, err := procMemPoolCreate.find()
+	fn, err := procMemPoolCreate.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -981,7 +981,7 @@ func MemPoolCreate(poolProps unsafe.Pointer) (pool MemoryPool, err error) {
 // MemPoolDestroy calls cuMemPoolDestroy.
 // It needs a driver for CUDA 11.2 or newer.
 func MemPoolDestroy(pool MemoryPool) (err error) {
-	fn, err := procMemPoolDestroy.find()
+	fn, err := procMemPoolDestroy.Find()
 	if err != nil {
 		return err
 	}
@@ -994,7 +994,7 @@ func MemPoolDestroy(pool MemoryPool) (err error) {
 // MemPoolSetAttribute calls cuMemPoolSetAttribute.
 // It needs a driver for CUDA 11.2 or newer.
 func MemPoolSetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
-	fn, err := procMemPoolSetAttribute.find()
+	fn, err := procMemPoolSetAttribute.Find()
 	if err != nil {
 		return err
 	}
@@ -1007,7 +1007,7 @@ func MemPoolSetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Po
 // MemPoolGetAttribute calls cuMemPoolGetAttribute.
 // It needs a driver for CUDA 11.2 or newer.
 func MemPoolGetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Pointer) (err error) {
-	fn, err := procMemPoolGetAttribute.find()
+	fn, err := procMemPoolGetAttribute.Find()
 	if err != nil {
 		return err
 	}
@@ -1020,7 +1020,7 @@ func MemPoolGetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Po
 // MemPoolTrimTo calls cuMemPoolTrimTo.
 // It needs a driver for CUDA 11.2 or newer.
 func MemPoolTrimTo(pool MemoryPool, minBytesToKeep uint64) (err error) {
-	fn, err := procMemPoolTrimTo.find()
+	fn, err := procMemPoolTrimTo.Find()
 	if err != nil {
 		return err
 	}
@@ -1033,7 +1033,7 @@ func MemPoolTrimTo(pool MemoryPool, minBytesToKeep uint64) (err error) {
 // MemAddressReserve calls cuMemAddressReserve.
 // It needs a driver for CUDA 10.2 or newer.
 func MemAddressReserve(size uint64, alignment uint64, addr DevicePtr, flags uint64) (ptr DevicePtr, err error) {
-	fn, err := procMemAddressReserve.find()
+	fn, err := procMemAddressReserve.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1046,7 +1046,7 @@ func MemAddressReserve(size uint64, alignment uint64, addr DevicePtr, flags uint
 // MemAddressFree calls cuMemAddressFree.
 // It needs a driver for CUDA 10.2 or newer.
 func MemAddressFree(ptr DevicePtr, size uint64) (err error) {
-	fn, err := procMemAddressFree.find()
+	fn, err := procMemAddressFree.Find()
 	if err != nil {
 		return err
 	}
@@ -1059,7 +1059,7 @@ func MemAddressFree(ptr DevicePtr, size uint64) (err error) {
 // MemCreate calls cuMemCreate.
 // It needs a driver for CUDA 10.2 or newer.
 func MemCreate(size uint64, prop unsafe.Pointer, flags uint64) (handle MemGenericAllocationHandle, err error) {
-	fn, err := procMemCreate.find()
+	fn, err := procMemCreate.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1072,7 +1072,7 @@ func MemCreate(size uint64, prop unsafe.Pointer, flags uint64) (handle MemGeneri
 // MemRelease calls cuMemRelease.
 // It needs a driver for CUDA 10.2 or newer.
 func MemRelease(handle MemGenericAllocationHandle) (err error) {
-	fn, err := procMemRelease.find()
+	fn, err := procMemRelease.Find()
 	if err != nil {
 		return err
 	}
@@ -1085,7 +1085,7 @@ func MemRelease(handle MemGenericAllocationHandle) (err error) {
 // MemMap calls cuMemMap.
 // It needs a driver for CUDA 10.2 or newer.
 func MemMap(ptr DevicePtr, size uint64, offset uint64, handle MemGenericAllocationHandle, flags uint64) (err error) {
-	fn, err := procMemMap.find()
+	fn, err := procMemMap.Find()
 	if err != nil {
 		return err
 	}
@@ -1098,7 +1098,7 @@ func MemMap(ptr DevicePtr, size uint64, offset uint64, handle MemGenericAllocati
 // MemUnmap calls cuMemUnmap.
 // It needs a driver for CUDA 10.2 or newer.
 func MemUnmap(ptr DevicePtr, size uint64) (err error) {
-	fn, err := procMemUnmap.find()
+	fn, err := procMemUnmap.Find()
 	if err != nil {
 		return err
 	}
@@ -1111,7 +1111,7 @@ func MemUnmap(ptr DevicePtr, size uint64) (err error) {
 // MemSetAccess calls cuMemSetAccess.
 // It needs a driver for CUDA 10.2 or newer.
 func MemSetAccess(ptr DevicePtr, size uint64, desc unsafe.Pointer, count uint64) (err error) {
-	fn, err := procMemSetAccess.find()
+	fn, err := procMemSetAccess.Find()
 	if err != nil {
 		return err
 	}
@@ -1124,7 +1124,7 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc unsafe.Pointer, count uint64)
 // MemGetAllocationGranularity calls cuMemGetAllocationGranularity.
 // It needs a driver for CUDA 10.2 or newer.
 func MemGetAllocationGranularity(prop unsafe.Pointer, option int32) (granularity uint64, err error) {
-	fn, err := procMemGetAllocationGranularity.find()
+	fn, err := procMemGetAllocationGranularity.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1137,7 +1137,7 @@ func MemGetAllocationGranularity(prop unsafe.Pointer, option int32) (granularity
 // StreamCreate calls cuStreamCreate.
 // It needs a driver for CUDA 2.0 or newer.
 func StreamCreate(flags uint32) (phStream Stream, err error) {
-	fn, err := procStreamCreate.find()
+	fn, err := procStreamCreate.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1150,7 +1150,7 @@ func StreamCreate(flags uint32) (phStream Stream, err error) {
 // StreamDestroy calls cuStreamDestroy_v2 (cuStreamDestroy in cuda.h).
 // It needs a driver for CUDA 4.0 or newer.
 func StreamDestroy(hStream Stream) (err error) {
-	fn, err := procStreamDestroy.find()
+	fn, err := procStreamDestroy.Find()
 	if err != nil {
 		return err
 	}
@@ -1163,7 +1163,7 @@ func StreamDestroy(hStream Stream) (err error) {
 // StreamSynchronize calls cuStreamSynchronize.
 // It needs a driver for CUDA 2.0 or newer.
 func StreamSynchronize(hStream Stream) (err error) {
-	fn, err := procStreamSynchronize.find()
+	fn, err := procStreamSynchronize.Find()
 	if err != nil {
 		return err
 	}
@@ -1176,7 +1176,7 @@ func StreamSynchronize(hStream Stream) (err error) {
 // StreamQuery calls cuStreamQuery.
 // It needs a driver for CUDA 2.0 or newer.
 func StreamQuery(hStream Stream) (err error) {
-	fn, err := procStreamQuery.find()
+	fn, err := procStreamQuery.Find()
 	if err != nil {
 		return err
 	}
@@ -1189,7 +1189,7 @@ func StreamQuery(hStream Stream) (err error) {
 // StreamWaitEvent calls cuStreamWaitEvent.
 // It needs a driver for CUDA 3.2 or newer.
 func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
-	fn, err := procStreamWaitEvent.find()
+	fn, err := procStreamWaitEvent.Find()
 	if err != nil {
 		return err
 	}
@@ -1202,7 +1202,7 @@ func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 // launchHostFunc calls cuLaunchHostFunc.
 // It needs a driver for CUDA 10.0 or newer.
 func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointer) (err error) {
-	fn, err := procLaunchHostFunc.find()
+	fn, err := procLaunchHostFunc.Find()
 	if err != nil {
 		return err
 	}
@@ -1215,7 +1215,7 @@ func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointe
 // EventCreate calls cuEventCreate.
 // It needs a driver for CUDA 2.0 or newer.
 func EventCreate(flags uint32) (phEvent Event, err error) {
-	fn, err := procEventCreate.find()
+	fn, err := procEventCreate.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1228,7 +1228,7 @@ func EventCreate(flags uint32) (phEvent Event, err error) {
 // EventRecord calls cuEventRecord.
 // It needs a driver for CUDA 2.0 or newer.
 func EventRecord(hEvent Event, hStream Stream) (err error) {
-	fn, err := procEventRecord.find()
+	fn, err := procEventRecord.Find()
 	if err != nil {
 		return err
 	}
@@ -1241,7 +1241,7 @@ func EventRecord(hEvent Event, hStream Stream) (err error) {
 // EventQuery calls cuEventQuery.
 // It needs a driver for CUDA 2.0 or newer.
 func EventQuery(hEvent Event) (err error) {
-	fn, err := procEventQuery.find()
+	fn, err := procEventQuery.Find()
 	if err != nil {
 		return err
 	}
@@ -1254,7 +1254,7 @@ func EventQuery(hEvent Event) (err error) {
 // EventSynchronize calls cuEventSynchronize.
 // It needs a driver for CUDA 2.0 or newer.
 func EventSynchronize(hEvent Event) (err error) {
-	fn, err := procEventSynchronize.find()
+	fn, err := procEventSynchronize.Find()
 	if err != nil {
 		return err
 	}
@@ -1268,7 +1268,7 @@ func EventSynchronize(hEvent Event) (err error) {
 // or cuEventElapsedTime, which has the same C signature, on drivers without it.
 // It needs a driver for CUDA 2.0 or newer.
 func EventElapsedTime(hStart Event, hEnd Event) (pMilliseconds float32, err error) {
-	fn, err := procEventElapsedTime.find()
+	fn, err := procEventElapsedTime.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1281,7 +1281,7 @@ func EventElapsedTime(hStart Event, hEnd Event) (pMilliseconds float32, err erro
 // EventDestroy calls cuEventDestroy_v2 (cuEventDestroy in cuda.h).
 // It needs a driver for CUDA 4.0 or newer.
 func EventDestroy(hEvent Event) (err error) {
-	fn, err := procEventDestroy.find()
+	fn, err := procEventDestroy.Find()
 	if err != nil {
 		return err
 	}
@@ -1294,7 +1294,7 @@ func EventDestroy(hEvent Event) (err error) {
 // ModuleLoadData calls cuModuleLoadData.
 // It needs a driver for CUDA 2.0 or newer.
 func ModuleLoadData(image unsafe.Pointer) (module Module, err error) {
-	fn, err := procModuleLoadData.find()
+	fn, err := procModuleLoadData.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1307,7 +1307,7 @@ func ModuleLoadData(image unsafe.Pointer) (module Module, err error) {
 // ModuleUnload calls cuModuleUnload.
 // It needs a driver for CUDA 2.0 or newer.
 func ModuleUnload(hmod Module) (err error) {
-	fn, err := procModuleUnload.find()
+	fn, err := procModuleUnload.Find()
 	if err != nil {
 		return err
 	}
@@ -1320,7 +1320,7 @@ func ModuleUnload(hmod Module) (err error) {
 // ModuleGetFunction calls cuModuleGetFunction.
 // It needs a driver for CUDA 2.0 or newer.
 func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
-	fn, err := procModuleGetFunction.find()
+	fn, err := procModuleGetFunction.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1335,7 +1335,7 @@ func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
 // FuncGetAttribute calls cuFuncGetAttribute.
 // It needs a driver for CUDA 2.2 or newer.
 func FuncGetAttribute(attrib FunctionAttribute, hfunc Function) (pi int32, err error) {
-	fn, err := procFuncGetAttribute.find()
+	fn, err := procFuncGetAttribute.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1348,7 +1348,7 @@ func FuncGetAttribute(attrib FunctionAttribute, hfunc Function) (pi int32, err e
 // LaunchKernel calls cuLaunchKernel.
 // It needs a driver for CUDA 4.0 or newer.
 func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32, blockDimX uint32, blockDimY uint32, blockDimZ uint32, sharedMemBytes uint32, hStream Stream, kernelParams unsafe.Pointer, extra unsafe.Pointer) (err error) {
-	fn, err := procLaunchKernel.find()
+	fn, err := procLaunchKernel.Find()
 	if err != nil {
 		return err
 	}
@@ -1361,7 +1361,7 @@ func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32,
 // OccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
 // It needs a driver for CUDA 6.5 or newer.
 func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32, dynamicSMemSize uint64) (numBlocks int32, err error) {
-	fn, err := procOccupancyMaxActiveBlocksPerMultiprocessor.find()
+	fn, err := procOccupancyMaxActiveBlocksPerMultiprocessor.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1374,7 +1374,7 @@ func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32
 // OccupancyMaxPotentialBlockSize calls cuOccupancyMaxPotentialBlockSize.
 // It needs a driver for CUDA 6.5 or newer.
 func OccupancyMaxPotentialBlockSize(funcArg Function, blockSizeToDynamicSMemSize unsafe.Pointer, dynamicSMemSize uint64, blockSizeLimit int32) (minGridSize int32, blockSize int32, err error) {
-	fn, err := procOccupancyMaxPotentialBlockSize.find()
+	fn, err := procOccupancyMaxPotentialBlockSize.Find()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -1387,7 +1387,7 @@ func OccupancyMaxPotentialBlockSize(funcArg Function, blockSizeToDynamicSMemSize
 // StreamBeginCapture calls cuStreamBeginCapture_v2 (cuStreamBeginCapture in cuda.h).
 // It needs a driver for CUDA 10.1 or newer.
 func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
-	fn, err := procStreamBeginCapture.find()
+	fn, err := procStreamBeginCapture.Find()
 	if err != nil {
 		return err
 	}
@@ -1400,7 +1400,7 @@ func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
 // StreamEndCapture calls cuStreamEndCapture.
 // It needs a driver for CUDA 10.0 or newer.
 func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
-	fn, err := procStreamEndCapture.find()
+	fn, err := procStreamEndCapture.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1413,7 +1413,7 @@ func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
 // StreamIsCapturing calls cuStreamIsCapturing.
 // It needs a driver for CUDA 10.0 or newer.
 func StreamIsCapturing(hStream Stream) (captureStatus StreamCaptureStatus, err error) {
-	fn, err := procStreamIsCapturing.find()
+	fn, err := procStreamIsCapturing.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1426,7 +1426,7 @@ func StreamIsCapturing(hStream Stream) (captureStatus StreamCaptureStatus, err e
 // GraphCreate calls cuGraphCreate.
 // It needs a driver for CUDA 10.0 or newer.
 func GraphCreate(flags uint32) (phGraph Graph, err error) {
-	fn, err := procGraphCreate.find()
+	fn, err := procGraphCreate.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1439,7 +1439,7 @@ func GraphCreate(flags uint32) (phGraph Graph, err error) {
 // GraphDestroy calls cuGraphDestroy.
 // It needs a driver for CUDA 10.0 or newer.
 func GraphDestroy(hGraph Graph) (err error) {
-	fn, err := procGraphDestroy.find()
+	fn, err := procGraphDestroy.Find()
 	if err != nil {
 		return err
 	}
@@ -1452,7 +1452,7 @@ func GraphDestroy(hGraph Graph) (err error) {
 // GraphInstantiateWithFlags calls cuGraphInstantiateWithFlags.
 // It needs a driver for CUDA 11.4 or newer.
 func GraphInstantiateWithFlags(hGraph Graph, flags uint64) (phGraphExec GraphExec, err error) {
-	fn, err := procGraphInstantiateWithFlags.find()
+	fn, err := procGraphInstantiateWithFlags.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -1465,7 +1465,7 @@ func GraphInstantiateWithFlags(hGraph Graph, flags uint64) (phGraphExec GraphExe
 // GraphUpload calls cuGraphUpload.
 // It needs a driver for CUDA 11.1 or newer.
 func GraphUpload(hGraphExec GraphExec, hStream Stream) (err error) {
-	fn, err := procGraphUpload.find()
+	fn, err := procGraphUpload.Find()
 	if err != nil {
 		return err
 	}
@@ -1478,7 +1478,7 @@ func GraphUpload(hGraphExec GraphExec, hStream Stream) (err error) {
 // GraphLaunch calls cuGraphLaunch.
 // It needs a driver for CUDA 10.0 or newer.
 func GraphLaunch(hGraphExec GraphExec, hStream Stream) (err error) {
-	fn, err := procGraphLaunch.find()
+	fn, err := procGraphLaunch.Find()
 	if err != nil {
 		return err
 	}
@@ -1491,7 +1491,7 @@ func GraphLaunch(hGraphExec GraphExec, hStream Stream) (err error) {
 // GraphExecDestroy calls cuGraphExecDestroy.
 // It needs a driver for CUDA 10.0 or newer.
 func GraphExecDestroy(hGraphExec GraphExec) (err error) {
-	fn, err := procGraphExecDestroy.find()
+	fn, err := procGraphExecDestroy.Find()
 	if err != nil {
 		return err
 	}

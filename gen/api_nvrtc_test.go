@@ -46,8 +46,8 @@ func TestNvrtcShape(t *testing.T) {
 	require.NoError(t, err)
 	res, typ, cg, nc := string(files[0].data), string(files[1].data), string(files[2].data), string(files[3].data)
 	for _, want := range []string{
-		`procCompileProgram\s+= nvrtc.newProc\(7000, "nvrtcCompileProgram"\)`,
-		`procGetCUBIN\s+= nvrtc.newUndeclaredProc\(11010, "nvrtcGetCUBIN"\)`,
+		`procCompileProgram\s+= nvrtc.NewProc\(7000, "nvrtcCompileProgram"\)`,
+		`procGetCUBIN\s+= nvrtc.NewUndeclaredProc\(11010, "nvrtcGetCUBIN"\)`,
 		`func Version\(\) \(major int32, minor int32, err error\)`,
 		`func CreateProgram\(src string, name string, numHeaders int32, headers unsafe.Pointer, includeNames unsafe.Pointer\) \(prog Program, err error\)`,
 		`func DestroyProgram\(prog unsafe.Pointer\) \(err error\)`,

@@ -234,9 +234,9 @@ func emitCgo(b *bytes.Buffer, a *api) {
 	b.WriteString("*/\nimport \"C\"\n\nimport \"unsafe\"\n\n")
 	b.WriteString("// The symbols the wrappers call, resolved on first use.\nvar (\n")
 	for _, f := range a.funcs {
-		ctor := "newProc"
+		ctor := "NewProc"
 		if f.undeclared {
-			ctor = "newUndeclaredProc"
+			ctor = "NewUndeclaredProc"
 		}
 		fmt.Fprintf(b, "\t%s = %s.%s(%d, %s)\n", procVar(f), a.lib.loader, ctor, f.since, procNames(f))
 	}
@@ -259,7 +259,7 @@ func emitWrapper(b *bytes.Buffer, a *api, f *function) {
 				zeros(f, fmt.Sprintf("lengthMismatch(%q, %q, len(%s), %q, len(%s))", f.goName, other, other, p.lenOf[0], p.lenOf[0])))
 		}
 	}
-	fmt.Fprintf(b, "\tfn, err := %s.find()\n\tif err != nil {\n\t\treturn %s\n\t}\n", procVar(f), zeros(f, "err"))
+	fmt.Fprintf(b, "\tfn, err := %s.Find()\n\tif err != nil {\n\t\treturn %s\n\t}\n", procVar(f), zeros(f, "err"))
 	args := []string{"C.uintptr_t(fn)"}
 	for _, p := range f.params {
 		for _, s := range p.pre {

@@ -60,8 +60,8 @@ func TestSecondLibrary(t *testing.T) {
 	assert.NotContains(t, byName["zother_types.go"], "HeaderVersion", "an unversioned header records no version")
 	cg := byName["zother_cgo.go"]
 	for _, want := range []string{
-		`procOtherCreate  = otherLoader.newProc(11020, "otherCreate")`,
-		`procOtherLater   = otherLoader.newUndeclaredProc(13000, "otherLater")`,
+		`procOtherCreate  = otherLoader.NewProc(11020, "otherCreate")`,
+		`procOtherLater   = otherLoader.NewUndeclaredProc(13000, "otherLater")`,
 		"func OtherCreate(src string) (prog OtherProgram, err error)",
 		"func OtherGetLog(prog OtherProgram, log unsafe.Pointer) (err error)",
 		"r != OTHER_SUCCESS",

@@ -110,11 +110,11 @@ func TestGeneratedShape(t *testing.T) {
 	}
 	cg := byName["zdriver_cgo.go"]
 	for _, want := range []string{
-		`procMemAlloc\s+= driver.newProc\(3020, "cuMemAlloc_v2"\)`,                                       // #define remap
-		`procMemcpyHtoDAsync\s+= driver.newProc\(3020, "cuMemcpyHtoDAsync_v2"\)`,                         // per-thread remap macro
-		`procGraphInstantiate\s+= driver.newProc\(11040, "cuGraphInstantiateWithFlags"\)`,                // renamed entry point
-		`procEventElapsedTime\s+= driver.newProc\(2000, "cuEventElapsedTime_v2", "cuEventElapsedTime"\)`, // pinned, with fallback
-		`procMemcpyBatchAsync\s+= driver.newUndeclaredProc\(13000, "cuMemcpyBatchAsync_v2"\)`,            // newer than the header
+		`procMemAlloc\s+= driver.NewProc\(3020, "cuMemAlloc_v2"\)`,                                       // #define remap
+		`procMemcpyHtoDAsync\s+= driver.NewProc\(3020, "cuMemcpyHtoDAsync_v2"\)`,                         // per-thread remap macro
+		`procGraphInstantiate\s+= driver.NewProc\(11040, "cuGraphInstantiateWithFlags"\)`,                // renamed entry point
+		`procEventElapsedTime\s+= driver.NewProc\(2000, "cuEventElapsedTime_v2", "cuEventElapsedTime"\)`, // pinned, with fallback
+		`procMemcpyBatchAsync\s+= driver.NewUndeclaredProc\(13000, "cuMemcpyBatchAsync_v2"\)`,            // newer than the header
 		`func MemAlloc\(bytesize uint64\) \(dptr DevicePtr, err error\)`,                                 // out-parameter returned
 		`func CtxGetCurrent\(\) \(pctx Context, err error\)`,                                             // opaque handle
 		`func DeviceGetName\(dev Device\) \(name string, err error\)`,                                    // text buffer
@@ -164,7 +164,7 @@ CUresult CUDAAPI cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUe
 	curAPI := api.FindAllString(string(cur[2].data), -1)
 	require.Len(t, curAPI, len(oldAPI))
 	for i := range oldAPI {
-		want := strings.Replace(oldAPI[i], "newUndeclaredProc", "newProc", 1)
+		want := strings.Replace(oldAPI[i], "NewUndeclaredProc", "NewProc", 1)
 		assert.Equal(t, want, curAPI[i])
 	}
 }

@@ -69,7 +69,7 @@ func TestNCCLShapes(t *testing.T) {
 		"func CommInitAll(comm []Comm, devlist []int32) (err error)",
 		"func AllReduce(sendbuff uint64, recvbuff uint64, count uint64, datatype DataType, op RedOp, comm Comm, stream Stream) (err error)",
 		"r != ncclSuccess",
-		"library.newUndeclaredProc(22700, \"ncclCommShrink\")",
+		"library.NewUndeclaredProc(22700, \"ncclCommShrink\")",
 	} {
 		assert.Contains(t, cgo, want)
 	}

@@ -12,7 +12,7 @@ import (
 
 func TestMissingSymbolFailsOnlyThatCall(t *testing.T) {
 	lib := &fakeLib{syms: map[string]uintptr{}}
-	restore := library.swap(func() (opened, error) { return lib, nil })
+	restore := library.Swap(func() (opened, error) { return lib, nil })
 	defer restore()
 	require.NoError(t, Loaded())
 	err := GroupStart()
@@ -26,7 +26,7 @@ func TestMissingSymbolFailsOnlyThatCall(t *testing.T) {
 
 func TestLengthMismatchBeforeLoading(t *testing.T) {
 	opens := 0
-	restore := library.swap(func() (opened, error) { opens++; return &fakeLib{}, nil })
+	restore := library.Swap(func() (opened, error) { opens++; return &fakeLib{}, nil })
 	defer restore()
 	err := CommInitAll(make([]Comm, 2), []int32{0})
 	require.ErrorIs(t, err, InvalidArgument)

@@ -15,7 +15,7 @@ type fakeLib struct {
 	lookups int
 }
 
-func (f *fakeLib) lookup(name string) (uintptr, error) {
+func (f *fakeLib) Lookup(name string) (uintptr, error) {
 	f.lookups++
 	if a, ok := f.syms[name]; ok {
 		return a, nil
@@ -24,7 +24,7 @@ func (f *fakeLib) lookup(name string) (uintptr, error) {
 }
 
 func TestNoLibraryIsErrLibraryNotFound(t *testing.T) {
-	restore := library.swap(func() (opened, error) {
+	restore := library.Swap(func() (opened, error) {
 		return nil, fmt.Errorf("%w: dlopen libnccl.so.2: not here", ErrLibraryNotFound)
 	})
 	defer restore()

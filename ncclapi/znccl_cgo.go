@@ -100,22 +100,22 @@ import "unsafe"
 
 // The symbols the wrappers call, resolved on first use.
 var (
-	procGetVersion        = library.newProc(2000, "ncclGetVersion")
-	procGetUniqueId       = library.newProc(2000, "ncclGetUniqueId")
-	procCommInitRank      = library.newProc(2000, "ncclCommInitRank")
-	procCommInitAll       = library.newProc(2000, "ncclCommInitAll")
-	procCommDestroy       = library.newProc(2000, "ncclCommDestroy")
-	procCommAbort         = library.newProc(2000, "ncclCommAbort")
-	procCommGetAsyncError = library.newProc(2000, "ncclCommGetAsyncError")
-	procCommCount         = library.newProc(2000, "ncclCommCount")
-	procCommCuDevice      = library.newProc(2000, "ncclCommCuDevice")
-	procCommUserRank      = library.newProc(2000, "ncclCommUserRank")
-	procAllReduce         = library.newProc(2000, "ncclAllReduce")
-	procBroadcast         = library.newProc(2000, "ncclBroadcast")
-	procAllGather         = library.newProc(2000, "ncclAllGather")
-	procReduceScatter     = library.newProc(2000, "ncclReduceScatter")
-	procGroupStart        = library.newProc(2000, "ncclGroupStart")
-	procGroupEnd          = library.newProc(2000, "ncclGroupEnd")
+	procGetVersion        = library.NewProc(2000, "ncclGetVersion")
+	procGetUniqueId       = library.NewProc(2000, "ncclGetUniqueId")
+	procCommInitRank      = library.NewProc(2000, "ncclCommInitRank")
+	procCommInitAll       = library.NewProc(2000, "ncclCommInitAll")
+	procCommDestroy       = library.NewProc(2000, "ncclCommDestroy")
+	procCommAbort         = library.NewProc(2000, "ncclCommAbort")
+	procCommGetAsyncError = library.NewProc(2000, "ncclCommGetAsyncError")
+	procCommCount         = library.NewProc(2000, "ncclCommCount")
+	procCommCuDevice      = library.NewProc(2000, "ncclCommCuDevice")
+	procCommUserRank      = library.NewProc(2000, "ncclCommUserRank")
+	procAllReduce         = library.NewProc(2000, "ncclAllReduce")
+	procBroadcast         = library.NewProc(2000, "ncclBroadcast")
+	procAllGather         = library.NewProc(2000, "ncclAllGather")
+	procReduceScatter     = library.NewProc(2000, "ncclReduceScatter")
+	procGroupStart        = library.NewProc(2000, "ncclGroupStart")
+	procGroupEnd          = library.NewProc(2000, "ncclGroupEnd")
 )
 
 // Silence unused-import checks when no wrapper needs unsafe.
@@ -124,7 +124,7 @@ var _ unsafe.Pointer
 // GetVersion calls ncclGetVersion.
 // It needs NCCL 2.0.0 or newer.
 func GetVersion() (version int32, err error) {
-	fn, err := procGetVersion.find()
+	fn, err := procGetVersion.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -137,7 +137,7 @@ func GetVersion() (version int32, err error) {
 // GetUniqueId calls ncclGetUniqueId.
 // It needs NCCL 2.0.0 or newer.
 func GetUniqueId() (uniqueId UniqueId, err error) {
-	fn, err := procGetUniqueId.find()
+	fn, err := procGetUniqueId.Find()
 	if err != nil {
 		return UniqueId{}, err
 	}
@@ -150,7 +150,7 @@ func GetUniqueId() (uniqueId UniqueId, err error) {
 // CommInitRank calls ncclCommInitRank.
 // It needs NCCL 2.0.0 or newer.
 func CommInitRank(nranks int32, commId UniqueId, rank int32) (comm Comm, err error) {
-	fn, err := procCommInitRank.find()
+	fn, err := procCommInitRank.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -166,7 +166,7 @@ func CommInitAll(comm []Comm, devlist []int32) (err error) {
 	if len(devlist) != len(comm) {
 		return lengthMismatch("CommInitAll", "devlist", len(devlist), "comm", len(comm))
 	}
-	fn, err := procCommInitAll.find()
+	fn, err := procCommInitAll.Find()
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func CommInitAll(comm []Comm, devlist []int32) (err error) {
 // CommDestroy calls ncclCommDestroy.
 // It needs NCCL 2.0.0 or newer.
 func CommDestroy(comm Comm) (err error) {
-	fn, err := procCommDestroy.find()
+	fn, err := procCommDestroy.Find()
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func CommDestroy(comm Comm) (err error) {
 // CommAbort calls ncclCommAbort.
 // It needs NCCL 2.0.0 or newer.
 func CommAbort(comm Comm) (err error) {
-	fn, err := procCommAbort.find()
+	fn, err := procCommAbort.Find()
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func CommAbort(comm Comm) (err error) {
 // CommGetAsyncError calls ncclCommGetAsyncError.
 // It needs NCCL 2.0.0 or newer.
 func CommGetAsyncError(comm Comm) (asyncError Result, err error) {
-	fn, err := procCommGetAsyncError.find()
+	fn, err := procCommGetAsyncError.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -218,7 +218,7 @@ func CommGetAsyncError(comm Comm) (asyncError Result, err error) {
 // CommCount calls ncclCommCount.
 // It needs NCCL 2.0.0 or newer.
 func CommCount(comm Comm) (count int32, err error) {
-	fn, err := procCommCount.find()
+	fn, err := procCommCount.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func CommCount(comm Comm) (count int32, err error) {
 // CommCuDevice calls ncclCommCuDevice.
 // It needs NCCL 2.0.0 or newer.
 func CommCuDevice(comm Comm) (device int32, err error) {
-	fn, err := procCommCuDevice.find()
+	fn, err := procCommCuDevice.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -244,7 +244,7 @@ func CommCuDevice(comm Comm) (device int32, err error) {
 // CommUserRank calls ncclCommUserRank.
 // It needs NCCL 2.0.0 or newer.
 func CommUserRank(comm Comm) (rank int32, err error) {
-	fn, err := procCommUserRank.find()
+	fn, err := procCommUserRank.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -257,7 +257,7 @@ func CommUserRank(comm Comm) (rank int32, err error) {
 // AllReduce calls ncclAllReduce.
 // It needs NCCL 2.0.0 or newer.
 func AllReduce(sendbuff uint64, recvbuff uint64, count uint64, datatype DataType, op RedOp, comm Comm, stream Stream) (err error) {
-	fn, err := procAllReduce.find()
+	fn, err := procAllReduce.Find()
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func AllReduce(sendbuff uint64, recvbuff uint64, count uint64, datatype DataType
 // Broadcast calls ncclBroadcast.
 // It needs NCCL 2.0.0 or newer.
 func Broadcast(sendbuff uint64, recvbuff uint64, count uint64, datatype DataType, root int32, comm Comm, stream Stream) (err error) {
-	fn, err := procBroadcast.find()
+	fn, err := procBroadcast.Find()
 	if err != nil {
 		return err
 	}
@@ -283,7 +283,7 @@ func Broadcast(sendbuff uint64, recvbuff uint64, count uint64, datatype DataType
 // AllGather calls ncclAllGather.
 // It needs NCCL 2.0.0 or newer.
 func AllGather(sendbuff uint64, recvbuff uint64, sendcount uint64, datatype DataType, comm Comm, stream Stream) (err error) {
-	fn, err := procAllGather.find()
+	fn, err := procAllGather.Find()
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func AllGather(sendbuff uint64, recvbuff uint64, sendcount uint64, datatype Data
 // ReduceScatter calls ncclReduceScatter.
 // It needs NCCL 2.0.0 or newer.
 func ReduceScatter(sendbuff uint64, recvbuff uint64, recvcount uint64, datatype DataType, op RedOp, comm Comm, stream Stream) (err error) {
-	fn, err := procReduceScatter.find()
+	fn, err := procReduceScatter.Find()
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func ReduceScatter(sendbuff uint64, recvbuff uint64, recvcount uint64, datatype 
 // GroupStart calls ncclGroupStart.
 // It needs NCCL 2.0.0 or newer.
 func GroupStart() (err error) {
-	fn, err := procGroupStart.find()
+	fn, err := procGroupStart.Find()
 	if err != nil {
 		return err
 	}
@@ -322,7 +322,7 @@ func GroupStart() (err error) {
 // GroupEnd calls ncclGroupEnd.
 // It needs NCCL 2.0.0 or newer.
 func GroupEnd() (err error) {
-	fn, err := procGroupEnd.find()
+	fn, err := procGroupEnd.Find()
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/internal/dynlib"
 )
 
 type fakeLib map[string]uintptr
 
-func (f fakeLib) lookup(name string) (uintptr, error) {
+func (f fakeLib) Lookup(name string) (uintptr, error) {
 	if a, ok := f[name]; ok {
 		return a, nil
 	}
@@ -63,7 +65,7 @@ func countFix(s string) (n int) {
 }
 
 func TestWrappersWithoutLibrary(t *testing.T) {
-	restore := nvrtc.swap(func() (library, error) {
+	restore := nvrtc.Swap(func() (library, error) {
 		return nil, &LibraryNotFoundError{Tried: []string{"none"}, EnvName: LibraryEnv}
 	})
 	defer restore()
@@ -75,10 +77,10 @@ func TestWrappersWithoutLibrary(t *testing.T) {
 }
 
 func TestMissingSymbol(t *testing.T) {
-	if !haveCgo {
+	if !dynlib.HaveCgo {
 		t.Skip("without cgo every wrapper returns ErrLibraryNotFound")
 	}
-	restore := nvrtc.swap(func() (library, error) { return fakeLib{}, nil })
+	restore := nvrtc.Swap(func() (library, error) { return fakeLib{}, nil })
 	defer restore()
 	_, err := SupportedArchs()
 	var ms *MissingSymbolError
@@ -91,17 +93,17 @@ func TestMissingSymbol(t *testing.T) {
 }
 
 func TestUndeclaredProcNeverLooksUp(t *testing.T) {
-	restore := nvrtc.swap(func() (library, error) { return fakeLib{"nvrtcX": 1}, nil })
+	restore := nvrtc.Swap(func() (library, error) { return fakeLib{"nvrtcX": 1}, nil })
 	defer restore()
-	p := nvrtc.newUndeclaredProc(13000, "nvrtcX")
-	_, err := p.find()
+	p := nvrtc.NewUndeclaredProc(13000, "nvrtcX")
+	_, err := p.Find()
 	var ms *MissingSymbolError
 	require.ErrorAs(t, err, &ms)
 	assert.True(t, ms.Undeclared)
 	assert.Contains(t, err.Error(), "not in these bindings")
 	assert.Equal(t, 1, countFix(err.Error()))
-	q := nvrtc.newProc(13000, "nvrtcX")
-	a, err := q.find()
+	q := nvrtc.NewProc(13000, "nvrtcX")
+	a, err := q.Find()
 	require.NoError(t, err)
 	assert.Equal(t, uintptr(1), a)
 }

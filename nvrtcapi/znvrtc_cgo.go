@@ -88,20 +88,20 @@ import "unsafe"
 
 // The symbols the wrappers call, resolved on first use.
 var (
-	procVersion              = nvrtc.newProc(7000, "nvrtcVersion")
-	procGetNumSupportedArchs = nvrtc.newProc(11020, "nvrtcGetNumSupportedArchs")
-	procGetSupportedArchs    = nvrtc.newProc(11020, "nvrtcGetSupportedArchs")
-	procCreateProgram        = nvrtc.newProc(7000, "nvrtcCreateProgram")
-	procDestroyProgram       = nvrtc.newProc(7000, "nvrtcDestroyProgram")
-	procCompileProgram       = nvrtc.newProc(7000, "nvrtcCompileProgram")
-	procGetPTXSize           = nvrtc.newProc(7000, "nvrtcGetPTXSize")
-	procGetPTX               = nvrtc.newProc(7000, "nvrtcGetPTX")
-	procGetCUBINSize         = nvrtc.newProc(11010, "nvrtcGetCUBINSize")
-	procGetCUBIN             = nvrtc.newProc(11010, "nvrtcGetCUBIN")
-	procGetProgramLogSize    = nvrtc.newProc(7000, "nvrtcGetProgramLogSize")
-	procGetProgramLog        = nvrtc.newProc(7000, "nvrtcGetProgramLog")
-	procAddNameExpression    = nvrtc.newProc(8000, "nvrtcAddNameExpression")
-	procGetLoweredName       = nvrtc.newProc(8000, "nvrtcGetLoweredName")
+	procVersion              = nvrtc.NewProc(7000, "nvrtcVersion")
+	procGetNumSupportedArchs = nvrtc.NewProc(11020, "nvrtcGetNumSupportedArchs")
+	procGetSupportedArchs    = nvrtc.NewProc(11020, "nvrtcGetSupportedArchs")
+	procCreateProgram        = nvrtc.NewProc(7000, "nvrtcCreateProgram")
+	procDestroyProgram       = nvrtc.NewProc(7000, "nvrtcDestroyProgram")
+	procCompileProgram       = nvrtc.NewProc(7000, "nvrtcCompileProgram")
+	procGetPTXSize           = nvrtc.NewProc(7000, "nvrtcGetPTXSize")
+	procGetPTX               = nvrtc.NewProc(7000, "nvrtcGetPTX")
+	procGetCUBINSize         = nvrtc.NewProc(11010, "nvrtcGetCUBINSize")
+	procGetCUBIN             = nvrtc.NewProc(11010, "nvrtcGetCUBIN")
+	procGetProgramLogSize    = nvrtc.NewProc(7000, "nvrtcGetProgramLogSize")
+	procGetProgramLog        = nvrtc.NewProc(7000, "nvrtcGetProgramLog")
+	procAddNameExpression    = nvrtc.NewProc(8000, "nvrtcAddNameExpression")
+	procGetLoweredName       = nvrtc.NewProc(8000, "nvrtcGetLoweredName")
 )
 
 // Silence unused-import checks when no wrapper needs unsafe.
@@ -110,7 +110,7 @@ var _ unsafe.Pointer
 // Version calls nvrtcVersion.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func Version() (major int32, minor int32, err error) {
-	fn, err := procVersion.find()
+	fn, err := procVersion.Find()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -123,7 +123,7 @@ func Version() (major int32, minor int32, err error) {
 // GetNumSupportedArchs calls nvrtcGetNumSupportedArchs.
 // It needs an NVRTC from CUDA 11.2 or newer.
 func GetNumSupportedArchs() (numArchs int32, err error) {
-	fn, err := procGetNumSupportedArchs.find()
+	fn, err := procGetNumSupportedArchs.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -136,7 +136,7 @@ func GetNumSupportedArchs() (numArchs int32, err error) {
 // GetSupportedArchs calls nvrtcGetSupportedArchs.
 // It needs an NVRTC from CUDA 11.2 or newer.
 func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
-	fn, err := procGetSupportedArchs.find()
+	fn, err := procGetSupportedArchs.Find()
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func GetSupportedArchs(supportedArchs unsafe.Pointer) (err error) {
 // CreateProgram calls nvrtcCreateProgram.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Pointer, includeNames unsafe.Pointer) (prog Program, err error) {
-	fn, err := procCreateProgram.find()
+	fn, err := procCreateProgram.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -166,7 +166,7 @@ func CreateProgram(src string, name string, numHeaders int32, headers unsafe.Poi
 // DestroyProgram calls nvrtcDestroyProgram.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func DestroyProgram(prog unsafe.Pointer) (err error) {
-	fn, err := procDestroyProgram.find()
+	fn, err := procDestroyProgram.Find()
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func DestroyProgram(prog unsafe.Pointer) (err error) {
 // CompileProgram calls nvrtcCompileProgram.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err error) {
-	fn, err := procCompileProgram.find()
+	fn, err := procCompileProgram.Find()
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func CompileProgram(prog Program, numOptions int32, options unsafe.Pointer) (err
 // GetPTXSize calls nvrtcGetPTXSize.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
-	fn, err := procGetPTXSize.find()
+	fn, err := procGetPTXSize.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -205,7 +205,7 @@ func GetPTXSize(prog Program) (ptxSizeRet uint64, err error) {
 // GetPTX calls nvrtcGetPTX.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
-	fn, err := procGetPTX.find()
+	fn, err := procGetPTX.Find()
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func GetPTX(prog Program, ptx unsafe.Pointer) (err error) {
 // GetCUBINSize calls nvrtcGetCUBINSize.
 // It needs an NVRTC from CUDA 11.1 or newer.
 func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
-	fn, err := procGetCUBINSize.find()
+	fn, err := procGetCUBINSize.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +231,7 @@ func GetCUBINSize(prog Program) (cubinSizeRet uint64, err error) {
 // GetCUBIN calls nvrtcGetCUBIN.
 // It needs an NVRTC from CUDA 11.1 or newer.
 func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
-	fn, err := procGetCUBIN.find()
+	fn, err := procGetCUBIN.Find()
 	if err != nil {
 		return err
 	}
@@ -244,7 +244,7 @@ func GetCUBIN(prog Program, cubin unsafe.Pointer) (err error) {
 // GetProgramLogSize calls nvrtcGetProgramLogSize.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
-	fn, err := procGetProgramLogSize.find()
+	fn, err := procGetProgramLogSize.Find()
 	if err != nil {
 		return 0, err
 	}
@@ -257,7 +257,7 @@ func GetProgramLogSize(prog Program) (logSizeRet uint64, err error) {
 // GetProgramLog calls nvrtcGetProgramLog.
 // It needs an NVRTC from CUDA 7.0 or newer.
 func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
-	fn, err := procGetProgramLog.find()
+	fn, err := procGetProgramLog.Find()
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,7 @@ func GetProgramLog(prog Program, log unsafe.Pointer) (err error) {
 // AddNameExpression calls nvrtcAddNameExpression.
 // It needs an NVRTC from CUDA 8.0 or newer.
 func AddNameExpression(prog Program, nameExpression string) (err error) {
-	fn, err := procAddNameExpression.find()
+	fn, err := procAddNameExpression.Find()
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func AddNameExpression(prog Program, nameExpression string) (err error) {
 // GetLoweredName calls nvrtcGetLoweredName.
 // It needs an NVRTC from CUDA 8.0 or newer.
 func GetLoweredName(prog Program, nameExpression string) (loweredName string, err error) {
-	fn, err := procGetLoweredName.find()
+	fn, err := procGetLoweredName.Find()
 	if err != nil {
 		return "", err
 	}

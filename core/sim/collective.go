@@ -61,11 +61,8 @@ func (d *Device) NewCommunicators(drivers []core.Driver) ([]core.Communicator, e
 	const o = OpNewCommunicators
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return nil, f.err(o)
-	case faultNull:
-		return nil, nil
+	if done, err := d.admit(o); done {
+		return nil, err
 	}
 	if len(drivers) == 0 {
 		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "no drivers")
@@ -131,13 +128,10 @@ type joining struct {
 func (d *Device) NewCommID() (core.CommID, error) {
 	const o = OpNewCommID
 	d.mu.Lock()
-	f := d.enter(o)
+	done, err := d.admit(o)
 	d.mu.Unlock()
-	switch f.kind {
-	case faultFail:
-		return core.CommID{}, f.err(o)
-	case faultNull:
-		return core.CommID{}, nil
+	if done {
+		return core.CommID{}, err
 	}
 	var id core.CommID
 	copy(id[:], "vyrecuda-sim-comm")
@@ -156,13 +150,10 @@ func (d *Device) NewCommID() (core.CommID, error) {
 func (d *Device) JoinCommunicator(id core.CommID, nranks, rank int) (core.Communicator, error) {
 	const o = OpJoinCommunicator
 	d.mu.Lock()
-	f := d.enter(o)
+	done, err := d.admit(o)
 	d.mu.Unlock()
-	switch f.kind {
-	case faultFail:
-		return nil, f.err(o)
-	case faultNull:
-		return nil, nil
+	if done {
+		return nil, err
 	}
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "rank %d of %d ranks", rank, nranks)
@@ -208,11 +199,8 @@ func (d *Device) GroupStart() error {
 	const o = OpGroupStart
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	d.machine.group++
 	return nil
@@ -224,11 +212,8 @@ func (d *Device) GroupEnd() error {
 	const o = OpGroupEnd
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	if d.machine.group == 0 {
 		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "GroupEnd without GroupStart")
@@ -278,11 +263,8 @@ func (c *comm) release(abort bool) error {
 	d := c.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	if c.destroyed {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "communicator rank %d was destroyed already", c.rank)

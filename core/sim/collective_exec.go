@@ -11,11 +11,8 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, re
 	d := c.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	cl := c.cl
 	switch {

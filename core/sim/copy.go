@@ -82,11 +82,8 @@ func (d *Device) hostCopy(o Op, host []byte, dev uint64, s core.Stream, toDevice
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
@@ -124,35 +121,44 @@ func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s core.Stream) error
 	const o = OpMemcpyDtoDAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
 		return err
 	}
+	if err := d.checkCopy(o, dst, d, src, n); err != nil {
+		return err
+	}
+	d.enqueue(st, copyOp(o, dst, d, src, n, deviceCost(n)))
+	return nil
+}
+
+// checkCopy checks, when a copy is queued, that dst..dst+n lies in one live
+// allocation of d and src..src+n in one of from.
+func (d *Device) checkCopy(o Op, dst uint64, from *Device, src, n uint64) error {
 	if err := d.checkDevice(o, "destination", dst, n); err != nil {
 		return err
 	}
-	if err := d.checkDevice(o, "source", src, n); err != nil {
-		return err
-	}
-	d.enqueue(st, &op{kind: o, cost: deviceCost(n), run: func(d *Device) *Error {
+	return from.checkDevice(o, "source", src, n)
+}
+
+// copyOp is the queued copy of n bytes from src in from's memory to dst in
+// the executing device's; both ranges are checked again when it executes.
+func copyOp(o Op, dst uint64, from *Device, src, n uint64, cost time.Duration) *op {
+	return &op{kind: o, cost: cost, run: func(d *Device) *Error {
 		to, err := d.execDevice(o, "destination", dst, n)
 		if err != nil {
 			return err
 		}
-		from, err := d.execDevice(o, "source", src, n)
+		b, err := from.execDevice(o, "source", src, n)
 		if err != nil {
 			return err
 		}
-		copy(to, from)
+		copy(to, b)
 		return nil
-	}})
-	return nil
+	}}
 }
 
 // MemsetD8Async queues setting n bytes at dst to v on s.
@@ -160,11 +166,8 @@ func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s core.Stream) erro
 	const o = OpMemsetD8Async
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {

@@ -192,11 +192,8 @@ func (d *Device) Config() Config {
 func (d *Device) Info() (core.DeviceInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpInfo); f.kind {
-	case faultFail:
-		return core.DeviceInfo{}, f.err(OpInfo)
-	case faultNull:
-		return core.DeviceInfo{}, nil
+	if done, err := d.admit(OpInfo); done {
+		return core.DeviceInfo{}, err
 	}
 	return d.info, nil
 }
@@ -205,11 +202,8 @@ func (d *Device) Info() (core.DeviceInfo, error) {
 func (d *Device) MemGetInfo() (free, total uint64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpMemGetInfo); f.kind {
-	case faultFail:
-		return 0, 0, f.err(OpMemGetInfo)
-	case faultNull:
-		return 0, 0, nil
+	if done, err := d.admit(OpMemGetInfo); done {
+		return 0, 0, err
 	}
 	return d.cfg.TotalMemory - d.allocated, d.cfg.TotalMemory, nil
 }

@@ -40,9 +40,22 @@ type faultState struct {
 	rateOps  [numOps]bool
 }
 
+// admit counts a call of op and applies its fault, if any: done is true
+// when the call must end at once, returning err (an injected failure, or nil
+// for a call that does nothing). mu must be held.
+func (d *Device) admit(op Op) (done bool, err error) {
+	switch f := d.enter(op); f.kind {
+	case faultFail:
+		return true, f.err(op)
+	case faultNull:
+		return true, nil
+	}
+	return false, nil
+}
+
 // enter counts a call of op and reports the fault to apply to it, if any.
-// Every Driver method calls it first, with d.mu held, so a fault fires before
-// any validation or state change.
+// Every Driver method calls it first (through admit), with d.mu held, so a
+// fault fires before any validation or state change.
 func (d *Device) enter(op Op) fault {
 	d.calls[op]++
 	fs := &d.faults

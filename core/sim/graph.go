@@ -49,11 +49,8 @@ func (d *Device) StreamBeginCapture(s core.Stream) error {
 	const o = OpStreamBeginCapture
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
@@ -74,11 +71,8 @@ func (d *Device) StreamEndCapture(s core.Stream) (core.DeviceGraph, error) {
 	const o = OpStreamEndCapture
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return 0, f.err(o)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(o); done {
+		return 0, err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
@@ -104,11 +98,8 @@ func (d *Device) GraphInstantiate(g core.DeviceGraph) (core.GraphExec, error) {
 	const o = OpGraphInstantiate
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return 0, f.err(o)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(o); done {
+		return 0, err
 	}
 	gr, ok := d.graphs[g]
 	if !ok || g == 0 {
@@ -128,11 +119,8 @@ func (d *Device) GraphLaunch(x core.GraphExec, s core.Stream) error {
 	const o = OpGraphLaunch
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	ex, ok := d.execs[x]
 	if !ok || x == 0 {
@@ -158,11 +146,8 @@ func (d *Device) GraphExecDestroy(x core.GraphExec) error {
 	const o = OpGraphExecDestroy
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	if _, ok := d.execs[x]; !ok || x == 0 {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
@@ -176,11 +161,8 @@ func (d *Device) GraphDestroy(g core.DeviceGraph) error {
 	const o = OpGraphDestroy
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	if _, ok := d.graphs[g]; !ok || g == 0 {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "graph 0x%x is unknown or destroyed", uintptr(g))

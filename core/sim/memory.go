@@ -30,11 +30,8 @@ func (a *allocation) end() uint64 { return a.base + uint64(len(a.data)) }
 func (d *Device) MemAlloc(n uint64) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpMemAlloc); f.kind {
-	case faultFail:
-		return 0, f.err(OpMemAlloc)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpMemAlloc); done {
+		return 0, err
 	}
 	if n == 0 {
 		return 0, fail(OpMemAlloc, cudaapi.CUDA_ERROR_INVALID_VALUE, "size is 0")
@@ -66,11 +63,8 @@ func (d *Device) MemAlloc(n uint64) (uint64, error) {
 func (d *Device) MemFree(ptr uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpMemFree); f.kind {
-	case faultFail:
-		return f.err(OpMemFree)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpMemFree); done {
+		return err
 	}
 	a, ok := d.allocs[ptr]
 	if !ok {
@@ -241,11 +235,8 @@ func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b
 func (d *Device) HostAlloc(n uint64) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpHostAlloc); f.kind {
-	case faultFail:
-		return nil, f.err(OpHostAlloc)
-	case faultNull:
-		return nil, nil
+	if done, err := d.admit(OpHostAlloc); done {
+		return nil, err
 	}
 	if n == 0 {
 		return nil, fail(OpHostAlloc, cudaapi.CUDA_ERROR_INVALID_VALUE, "size is 0")
@@ -267,11 +258,8 @@ func (d *Device) HostAlloc(n uint64) ([]byte, error) {
 func (d *Device) HostFree(p unsafe.Pointer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpHostFree); f.kind {
-	case faultFail:
-		return f.err(OpHostFree)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpHostFree); done {
+		return err
 	}
 	if p == nil {
 		return fail(OpHostFree, cudaapi.CUDA_ERROR_INVALID_VALUE, "nil pointer")
@@ -300,11 +288,8 @@ func (d *Device) HostFree(p unsafe.Pointer) error {
 func (d *Device) HostRegister(p unsafe.Pointer, n uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpHostRegister); f.kind {
-	case faultFail:
-		return f.err(OpHostRegister)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpHostRegister); done {
+		return err
 	}
 	start := uintptr(p)
 	if p == nil || n == 0 || n > uint64(math.MaxUint64-uint64(start)) || uint64(uintptr(n)) != n {
@@ -323,11 +308,8 @@ func (d *Device) HostRegister(p unsafe.Pointer, n uint64) error {
 func (d *Device) HostUnregister(p unsafe.Pointer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpHostUnregister); f.kind {
-	case faultFail:
-		return f.err(OpHostUnregister)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpHostUnregister); done {
+		return err
 	}
 	i, found := d.registered.search(uintptr(p))
 	if p == nil || !found {

@@ -34,11 +34,8 @@ const (
 func (d *Device) ModuleLoad(image []byte) (core.Module, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpModuleLoad); f.kind {
-	case faultFail:
-		return 0, f.err(OpModuleLoad)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpModuleLoad); done {
+		return 0, err
 	}
 	if len(image) == 0 {
 		return 0, fail(OpModuleLoad, cudaapi.CUDA_ERROR_INVALID_IMAGE, "empty image")
@@ -53,11 +50,8 @@ func (d *Device) ModuleLoad(image []byte) (core.Module, error) {
 func (d *Device) ModuleUnload(m core.Module) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpModuleUnload); f.kind {
-	case faultFail:
-		return f.err(OpModuleUnload)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpModuleUnload); done {
+		return err
 	}
 	mod, ok := d.modules[m]
 	if !ok || m == 0 {
@@ -77,11 +71,8 @@ func (d *Device) ModuleUnload(m core.Module) error {
 func (d *Device) ModuleFunction(m core.Module, name string) (core.Function, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpModuleFunction); f.kind {
-	case faultFail:
-		return 0, f.err(OpModuleFunction)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpModuleFunction); done {
+		return 0, err
 	}
 	mod, ok := d.modules[m]
 	if !ok || m == 0 {
@@ -130,11 +121,8 @@ func isIdentByte(c byte) bool {
 func (d *Device) BindHostKernel(f core.Function, k core.HostKernel) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch fl := d.enter(OpBindHostKernel); fl.kind {
-	case faultFail:
-		return fl.err(OpBindHostKernel)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpBindHostKernel); done {
+		return err
 	}
 	fn, ok := d.functions[f]
 	if !ok || f == 0 {
@@ -175,11 +163,8 @@ func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, a
 	const o = OpLaunch
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch fl := d.enter(o); fl.kind {
-	case faultFail:
-		return fl.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	fn, ok := d.functions[f]
 	if !ok || f == 0 {

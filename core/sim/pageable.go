@@ -27,11 +27,8 @@ func (d *Device) syncCopy(o Op, host []byte, dev uint64, toDevice bool) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	if len(host) == 0 {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "0 bytes")

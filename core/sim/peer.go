@@ -24,11 +24,8 @@ func (d *Device) PeerLink(peer core.Driver) (core.PeerLink, error) {
 	const o = OpPeerLink
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return core.PeerNone, f.err(o)
-	case faultNull:
-		return core.PeerNone, nil
+	if done, err := d.admit(o); done {
+		return core.PeerNone, err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
@@ -51,11 +48,8 @@ func (d *Device) EnablePeerAccess(peer core.Driver) error {
 	const o = OpEnablePeerAccess
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
@@ -84,11 +78,8 @@ func (d *Device) MemcpyPeerAsync(dst uint64, peer core.Driver, src uint64, n uin
 	const o = OpMemcpyPeerAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(o); f.kind {
-	case faultFail:
-		return f.err(o)
-	case faultNull:
-		return nil
+	if done, err := d.admit(o); done {
+		return err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
@@ -98,27 +89,13 @@ func (d *Device) MemcpyPeerAsync(dst uint64, peer core.Driver, src uint64, n uin
 	if err != nil {
 		return err
 	}
-	if err := d.checkDevice(o, "destination", dst, n); err != nil {
-		return err
-	}
-	if err := p.checkDevice(o, "source", src, n); err != nil {
+	if err := d.checkCopy(o, dst, p, src, n); err != nil {
 		return err
 	}
 	if p != d && !d.peerOn[p] {
 		return fail(o, cudaapi.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
 			"device %d has not enabled access to device %d; call EnablePeerAccess first", d.index, p.index)
 	}
-	d.enqueue(st, &op{kind: o, cost: peerCost(n), run: func(d *Device) *Error {
-		to, err := d.execDevice(o, "destination", dst, n)
-		if err != nil {
-			return err
-		}
-		from, err := p.execDevice(o, "source", src, n)
-		if err != nil {
-			return err
-		}
-		copy(to, from)
-		return nil
-	}})
+	d.enqueue(st, copyOp(o, dst, p, src, n, peerCost(n)))
 	return nil
 }

@@ -175,11 +175,8 @@ func (st *stream) takeErr(o Op) error {
 func (d *Device) StreamCreate() (core.Stream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpStreamCreate); f.kind {
-	case faultFail:
-		return 0, f.err(OpStreamCreate)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpStreamCreate); done {
+		return 0, err
 	}
 	h := core.Stream(d.newHandle())
 	d.streams[h] = &stream{dev: d, handle: h}
@@ -194,11 +191,8 @@ func (d *Device) StreamCreate() (core.Stream, error) {
 func (d *Device) StreamDestroy(s core.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpStreamDestroy); f.kind {
-	case faultFail:
-		return f.err(OpStreamDestroy)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpStreamDestroy); done {
+		return err
 	}
 	st, err := d.lookupStream(OpStreamDestroy, s)
 	if err != nil {
@@ -218,11 +212,8 @@ func (d *Device) StreamDestroy(s core.Stream) error {
 func (d *Device) StreamSynchronize(s core.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpStreamSynchronize); f.kind {
-	case faultFail:
-		return f.err(OpStreamSynchronize)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpStreamSynchronize); done {
+		return err
 	}
 	st, err := d.lookupStream(OpStreamSynchronize, s)
 	if err != nil {
@@ -241,11 +232,8 @@ func (d *Device) StreamSynchronize(s core.Stream) error {
 func (d *Device) StreamQuery(s core.Stream) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpStreamQuery); f.kind {
-	case faultFail:
-		return false, f.err(OpStreamQuery)
-	case faultNull:
-		return false, nil
+	if done, err := d.admit(OpStreamQuery); done {
+		return false, err
 	}
 	st, err := d.lookupStream(OpStreamQuery, s)
 	if err != nil {
@@ -268,11 +256,8 @@ func (d *Device) StreamQuery(s core.Stream) (bool, error) {
 func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpStreamWaitEvent); f.kind {
-	case faultFail:
-		return f.err(OpStreamWaitEvent)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpStreamWaitEvent); done {
+		return err
 	}
 	st, err := d.lookupStream(OpStreamWaitEvent, s)
 	if err != nil {
@@ -306,11 +291,8 @@ func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 func (d *Device) EventCreate(timing bool) (core.Event, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventCreate); f.kind {
-	case faultFail:
-		return 0, f.err(OpEventCreate)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpEventCreate); done {
+		return 0, err
 	}
 	h := core.Event(d.newHandle())
 	d.events[h] = &event{handle: h, timing: timing}
@@ -322,11 +304,8 @@ func (d *Device) EventCreate(timing bool) (core.Event, error) {
 func (d *Device) EventRecord(e core.Event, s core.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventRecord); f.kind {
-	case faultFail:
-		return f.err(OpEventRecord)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpEventRecord); done {
+		return err
 	}
 	ev, err := d.lookupEvent(OpEventRecord, e)
 	if err != nil {
@@ -369,11 +348,8 @@ func (d *Device) completeEvent(o Op, ev *event) error {
 func (d *Device) EventQuery(e core.Event) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventQuery); f.kind {
-	case faultFail:
-		return false, f.err(OpEventQuery)
-	case faultNull:
-		return false, nil
+	if done, err := d.admit(OpEventQuery); done {
+		return false, err
 	}
 	ev, err := d.lookupEvent(OpEventQuery, e)
 	if err != nil {
@@ -389,11 +365,8 @@ func (d *Device) EventQuery(e core.Event) (bool, error) {
 func (d *Device) EventSynchronize(e core.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventSynchronize); f.kind {
-	case faultFail:
-		return f.err(OpEventSynchronize)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpEventSynchronize); done {
+		return err
 	}
 	ev, err := d.lookupEvent(OpEventSynchronize, e)
 	if err != nil {
@@ -409,11 +382,8 @@ func (d *Device) EventSynchronize(e core.Event) error {
 func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventElapsed); f.kind {
-	case faultFail:
-		return 0, f.err(OpEventElapsed)
-	case faultNull:
-		return 0, nil
+	if done, err := d.admit(OpEventElapsed); done {
+		return 0, err
 	}
 	var evs [2]*event
 	for i, h := range [2]core.Event{start, end} {
@@ -448,11 +418,8 @@ func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
 func (d *Device) EventDestroy(e core.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch f := d.enter(OpEventDestroy); f.kind {
-	case faultFail:
-		return f.err(OpEventDestroy)
-	case faultNull:
-		return nil
+	if done, err := d.admit(OpEventDestroy); done {
+		return err
 	}
 	if _, err := d.lookupEvent(OpEventDestroy, e); err != nil {
 		return err
