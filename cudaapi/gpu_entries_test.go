@@ -56,6 +56,8 @@ func TestGPUStreamOrderedPool(t *testing.T) {
 	_, _ = rand.Read(host)
 	want := append([]byte(nil), host...)
 	require.NoError(t, cudaapi.MemcpyHtoDAsync(d, pinned, n, s))
+	// The copy reads host asynchronously: wait before overwriting it.
+	require.NoError(t, cudaapi.StreamSynchronize(s))
 	clear(host)
 	require.NoError(t, cudaapi.MemcpyDtoHAsync(pinned, d, n, s))
 	require.NoError(t, cudaapi.MemFreeAsync(d, s))
