@@ -144,30 +144,15 @@ func (b *Backend) pinnedHost(p []byte) *pinnedRegion {
 // reg keeps its pending use: the DMA may still read it, so it must not be
 // freed.
 func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegion, dst uint64, data []byte, requested int) error {
-	lease, err := b.lease(op, false)
+	err := b.directCopy(op, ents, reg, "MemcpyHtoDAsync", func(s Stream) error {
+		return b.drv.MemcpyHtoDAsync(dst, data, s)
+	})
 	if err != nil {
-		b.unpendRegion(reg)
 		return err
 	}
-	fail := func(call string, err error) error {
-		if b.drain(op, held{ents: ents}, lease) {
-			b.unpendRegion(reg)
-		}
-		return driverError(op, call, err)
-	}
-	if err := b.drv.MemcpyHtoDAsync(dst, data, lease.Stream); err != nil {
-		return fail("MemcpyHtoDAsync", err)
-	}
-	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		return fail("StreamSynchronize", err)
-	}
-	b.launch.giveBack(lease, true)
-	b.unpendRegion(reg)
-	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(uint64(len(data)))
 	b.tel.uploadOps.Add(1)
 	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(1)
 	return nil
 }
 
@@ -176,6 +161,22 @@ func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegi
 // hold some of the bytes; as with uploadDirect, reg keeps its pending use
 // when the stream cannot be drained.
 func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRegion, out []byte, src uint64) error {
+	err := b.directCopy(op, ents, reg, "MemcpyDtoHAsync", func(s Stream) error {
+		return b.drv.MemcpyDtoHAsync(out, src, s)
+	})
+	if err != nil {
+		return err
+	}
+	b.tel.d2hBytes.Add(uint64(len(out)))
+	b.tel.readbackOps.Add(1)
+	b.tel.requested.Add(1)
+	return nil
+}
+
+// directCopy queues one DMA (named call, for errors) on a leased stream and
+// fences it, counting the fence and the copy. reg's pending use is dropped
+// unless a failed stream could not be drained.
+func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion, call string, queue func(Stream) error) error {
 	lease, err := b.lease(op, false)
 	if err != nil {
 		b.unpendRegion(reg)
@@ -187,8 +188,8 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 		}
 		return driverError(op, call, err)
 	}
-	if err := b.drv.MemcpyDtoHAsync(out, src, lease.Stream); err != nil {
-		return fail("MemcpyDtoHAsync", err)
+	if err := queue(lease.Stream); err != nil {
+		return fail(call, err)
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		return fail("StreamSynchronize", err)
@@ -196,9 +197,6 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 	b.launch.giveBack(lease, true)
 	b.unpendRegion(reg)
 	b.tel.syncPoints.Add(1)
-	b.tel.d2hBytes.Add(uint64(len(out)))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
 	b.tel.deviceCopies.Add(1)
 	return nil
 }
