@@ -188,50 +188,15 @@ func classify(lib *library, e entry, symbol string, d *cc.Declarator) (*function
 // classifyParam applies a role, or the default rules, to one parameter.
 func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error) {
 	p := &param{cName: name, goName: goParamName(name)}
-	rawPtr := func() {
-		p.goIn, p.abi, p.cdecl, p.arg = "unsafe.Pointer", "void*", "void*", p.goName
-	}
 	if t.Kind() == cc.Array {
 		t = t.Decay()
 	}
-	switch ro.kind {
-	case roleRaw:
-		if t.Kind() != cc.Ptr {
-			return nil, fmt.Errorf("raw role needs a pointer, have %v", t)
+	if ro.kind != roleAuto {
+		if err := classifyRole(lib, p, t, ro); err != nil {
+			return nil, err
 		}
-		rawPtr()
-		return p, nil
-	case roleSlice:
-		pt, ok := t.(*cc.PointerType)
-		if !ok {
-			return nil, fmt.Errorf("slice role needs a pointer, have %v", t)
-		}
-		r, ok := mapped(lib, pt.Elem())
-		if !ok {
-			return nil, fmt.Errorf("slice role: no Go type for %v", pt.Elem())
-		}
-		p.goIn, p.abi, p.cdecl = "[]"+r.goTyp, r.abi+"*", cdeclOf(r)+"*"
-		p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(unsafe.SliceData(%s)))", cgoNames[r.abi], p.goName)
-		return p, nil
-	case roleDevPtr:
-		if t.Kind() != cc.Ptr {
-			return nil, fmt.Errorf("device-pointer role needs a pointer, have %v", t)
-		}
-		p.goIn, p.abi, p.cdecl = "uint64", "uintptr_t", "void*"
-		p.arg = fmt.Sprintf("C.uintptr_t(%s)", p.goName)
-		return p, nil
-	case roleOutText:
-		pt, ok := t.(*cc.PointerType)
-		if !ok || pt.Elem().Kind() != cc.Char {
-			return nil, fmt.Errorf("text role needs a char pointer, have %v", t)
-		}
-		p.goOut, p.zero, p.abi, p.cdecl = "string", `""`, "char*", "char*"
-		p.pre = []string{fmt.Sprintf("var %sBuf [256]C.char", p.goName)}
-		p.arg = fmt.Sprintf("&%sBuf[0]", p.goName)
-		p.post = fmt.Sprintf("%s = C.GoString(&%sBuf[0])", p.goName, p.goName)
 		return p, nil
 	}
-
 	if r, ok := mapped(lib, t); ok && r.class == classHandle {
 		p.goIn, p.abi, p.cdecl = r.goTyp, r.abi, cdeclOf(r)
 		p.arg = fmt.Sprintf("%s(%s)", cgoNames[r.abi], p.goName)
@@ -255,12 +220,66 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 		p.arg = fmt.Sprintf("%s(%s)", cgoNames[r.abi], p.goName)
 		return p, nil
 	}
+	if err := classifyPointer(lib, p, t.(*cc.PointerType).Elem()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	elem := t.(*cc.PointerType).Elem()
+// rawPointer makes p an untyped pointer argument.
+func rawPointer(p *param) {
+	p.goIn, p.abi, p.cdecl, p.arg = "unsafe.Pointer", "void*", "void*", p.goName
+}
+
+// classifyRole fills p for a parameter whose entry gives it an explicit role.
+func classifyRole(lib *library, p *param, t cc.Type, ro role) error {
+	switch ro.kind {
+	case roleRaw:
+		if t.Kind() != cc.Ptr {
+			return fmt.Errorf("raw role needs a pointer, have %v", t)
+		}
+		rawPointer(p)
+		return nil
+	case roleSlice:
+		pt, ok := t.(*cc.PointerType)
+		if !ok {
+			return fmt.Errorf("slice role needs a pointer, have %v", t)
+		}
+		r, ok := mapped(lib, pt.Elem())
+		if !ok {
+			return fmt.Errorf("slice role: no Go type for %v", pt.Elem())
+		}
+		p.goIn, p.abi, p.cdecl = "[]"+r.goTyp, r.abi+"*", cdeclOf(r)+"*"
+		p.arg = fmt.Sprintf("(*%s)(unsafe.Pointer(unsafe.SliceData(%s)))", cgoNames[r.abi], p.goName)
+		return nil
+	case roleDevPtr:
+		if t.Kind() != cc.Ptr {
+			return fmt.Errorf("device-pointer role needs a pointer, have %v", t)
+		}
+		p.goIn, p.abi, p.cdecl = "uint64", "uintptr_t", "void*"
+		p.arg = fmt.Sprintf("C.uintptr_t(%s)", p.goName)
+		return nil
+	case roleOutText:
+		pt, ok := t.(*cc.PointerType)
+		if !ok || pt.Elem().Kind() != cc.Char {
+			return fmt.Errorf("text role needs a char pointer, have %v", t)
+		}
+		p.goOut, p.zero, p.abi, p.cdecl = "string", `""`, "char*", "char*"
+		p.pre = []string{fmt.Sprintf("var %sBuf [256]C.char", p.goName)}
+		p.arg = fmt.Sprintf("&%sBuf[0]", p.goName)
+		p.post = fmt.Sprintf("%s = C.GoString(&%sBuf[0])", p.goName, p.goName)
+		return nil
+	}
+	return fmt.Errorf("unknown role %v", ro.kind)
+}
+
+// classifyPointer fills p for a pointer parameter without a role, from the
+// type it points to.
+func classifyPointer(lib *library, p *param, elem cc.Type) error {
 	elemConst := elem.Attributes().IsConst()
 	switch {
 	case elem.Kind() == cc.Void:
-		rawPtr()
+		rawPointer(p)
 	case elem.Kind() == cc.Char && elemConst:
 		p.goIn, p.abi, p.cdecl = "string", "const char*", "const char*"
 		cs := "c" + strings.ToUpper(p.goName[:1]) + p.goName[1:]
@@ -270,7 +289,7 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 		}
 		p.arg = cs
 	case elemConst:
-		rawPtr()
+		rawPointer(p)
 	case elem.Kind() == cc.Ptr:
 		inner := elem.(*cc.PointerType).Elem()
 		switch {
@@ -286,22 +305,22 @@ func classifyParam(lib *library, name string, t cc.Type, ro role) (*param, error
 			if r, ok := mapped(lib, elem); ok && r.class == classHandle {
 				outValue(p, r)
 			} else {
-				rawPtr()
+				rawPointer(p)
 			}
 		}
 	case isChar(elem):
 		// A non-const char* may be a buffer the callee fills (with a length
 		// elsewhere) or one char: guessing wrong lets the driver write past a
 		// one-byte Go value, so it needs an explicit role.
-		return nil, fmt.Errorf("non-const %v pointer cannot be classified safely; Fix: give it a role in the entry table (outText with its length parameter, slice, or raw)", elem)
+		return fmt.Errorf("non-const %v pointer cannot be classified safely; Fix: give it a role in the entry table (outText with its length parameter, slice, or raw)", elem)
 	default:
 		if r, ok := mapped(lib, elem); ok {
 			outValue(p, r)
 		} else {
-			rawPtr() // struct, union or function pointer
+			rawPointer(p) // struct, union or function pointer
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // outValue makes p an out-parameter returned as r's Go type.
