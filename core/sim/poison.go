@@ -8,11 +8,13 @@ import "github.com/vyre-go/vyrecuda/cudaapi"
 // address that is not the base of a live allocation, it does nothing. It is
 // neither counted nor subject to faults.
 func (d *Device) MemCached(ptr, n uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	// cfg never changes after New, so it is read without the lock: with
+	// poisoning off a notification costs nothing on the Backend's hot path.
 	if !d.cfg.PoisonCache {
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if a, ok := d.allocs[ptr]; ok {
 		a.cached = true
 		poison(a.data)
@@ -22,6 +24,9 @@ func (d *Device) MemCached(ptr, n uint64) {
 // MemReused implements core.CacheNotifier: the allocation at ptr may be
 // used again. Its bytes keep the poison until written.
 func (d *Device) MemReused(ptr, n uint64) {
+	if !d.cfg.PoisonCache {
+		return // nothing was marked cached
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if a, ok := d.allocs[ptr]; ok {
@@ -33,11 +38,11 @@ func (d *Device) MemReused(ptr, n uint64) {
 // HostAlloc block holding buf is filled with PoisonByte and refused to
 // asynchronous copies until HostReused. Otherwise it does nothing.
 func (d *Device) HostCached(buf []byte) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if !d.cfg.PoisonCache || len(buf) == 0 {
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if i := d.pinned.containing(addrOf(buf), uintptr(len(buf))); i >= 0 {
 		d.pinned[i].cached = true
 		poison(d.pinned[i].buf)
@@ -47,11 +52,11 @@ func (d *Device) HostCached(buf []byte) {
 // HostReused implements core.CacheNotifier: the block holding buf may be
 // used again.
 func (d *Device) HostReused(buf []byte) {
+	if !d.cfg.PoisonCache || len(buf) == 0 {
+		return // nothing was marked cached
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(buf) == 0 {
-		return
-	}
 	if i := d.pinned.containing(addrOf(buf), uintptr(len(buf))); i >= 0 {
 		d.pinned[i].cached = false
 	}
