@@ -41,7 +41,7 @@ type MemoryStats struct {
 	// driver call; CacheMisses those that needed a new block.
 	CacheHits, CacheMisses uint64
 	// FreeMemoryReads counts the driver's free-memory queries (one per
-	// cache miss).
+	// cache miss, more when a miss releases cached memory and retries).
 	FreeMemoryReads uint64
 	// ReleasedBytes is the cached device bytes given back to the driver by
 	// retries and Trim [inactive_split_bytes freed by empty_cache, roughly].

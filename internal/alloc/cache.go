@@ -15,8 +15,9 @@ type Device interface {
 }
 
 // FreeMemoryReader is implemented by a Device that can report its live free
-// memory. A Cache over such a Device reads it once per miss (see the package
-// documentation) and never on a cache hit.
+// memory. A Cache over such a Device reads it once per attempt to obtain a
+// new block (once per miss, up to four times when a miss must release cached
+// blocks and retry; see the package documentation) and never on a cache hit.
 type FreeMemoryReader interface {
 	FreeMemory() (uint64, error)
 }

@@ -42,8 +42,9 @@
 // gives cached blocks back: first what suffices (the smallest cached block at
 // least as large as the shortfall, else the largest blocks until the
 // shortfall is covered), and tries again; then every cached block, and tries
-// again; then, for a rounded request, a block of the exact size. Only then
-// does it fail, with a *ShortError that says how many bytes were cached,
+// again; then, for a rounded request, a block of the exact size (each try
+// reads the free memory again, so one miss reads it at most four times).
+// Only then does it fail, with a *ShortError that says how many bytes were cached,
 // released and still missing.
 //
 // # Caps
