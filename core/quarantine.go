@@ -35,6 +35,7 @@ type quarantined struct {
 	host   []pinnedBlock    // pinned staging blocks
 	dev    []deviceAlloc    // device staging allocations
 	ents   []*residentEntry // one in-flight reference each, the quarantine's own
+	regs   []*pinnedRegion  // caller-pinned host memory a direct DMA may still use
 	err    error            // the latest synchronization failure
 	// discard gives leases back unhealthy once they synchronize (held.discard).
 	discard bool
@@ -51,12 +52,15 @@ type quarantine struct {
 // held is what a failed call's queued work may still read or write: its
 // staging (released by the caller's deferred release unless detached), its
 // device staging allocations (put back by the caller unless zeroed) and the
-// resident buffers it targets. discard gives leases that do drain back
+// resident buffers it targets, and the caller-pinned regions a direct DMA
+// reads or writes (each holding one pending use that the quarantine takes
+// over when the drain fails). discard gives leases that do drain back
 // unhealthy (their events saw the failure).
 type held struct {
 	st      []*staging
 	dev     []*deviceAlloc
 	ents    []*residentEntry
+	regs    []*pinnedRegion
 	discard bool
 }
 
@@ -97,6 +101,7 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 		}
 	}
 	q.ents = append(q.ents, h.ents...)
+	q.regs = append(q.regs, h.regs...)
 	for _, e := range q.ents {
 		e.inflight.Add(1)
 	}
@@ -160,6 +165,9 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 		b.devPool.put(d)
 	}
 	b.unpinEntries(q.op, q.ents)
+	for _, reg := range q.regs {
+		b.unpendRegion(reg)
+	}
 	b.quar.refs.Add(-int64(len(q.ents)))
 	*q = quarantined{}
 	return true

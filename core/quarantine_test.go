@@ -269,3 +269,42 @@ func TestCloseReportsAQuarantineThatNeverSynchronizes(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectCopyQuarantineReleasesThePinnedSource: a direct upload and a
+// direct readback from memory pinned through the Backend fail, and so does
+// the drain. While the stream cannot be synchronized the pinned memory
+// stays busy; once a later call releases the quarantine, it can be freed.
+func TestDirectCopyQuarantineReleasesThePinnedSource(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error
+	}{
+		{"upload", func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error {
+			return b.UploadResident(h, p.Bytes())
+		}},
+		{"readback", func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error {
+			_, err := b.DownloadResidentInto(h, p.Bytes()[:0])
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, b, hs, _ := quarantineSetup(t, nil)
+			p, err := b.AllocHostPinned(qLen)
+			require.NoError(t, err)
+
+			dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+			dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
+			require.ErrorIs(t, tc.call(b, hs[0], p), core.ErrDriver)
+			require.Equal(t, 1, b.LaunchResourceCounts().Quarantined)
+			dev.FailRate(1, 1, sim.OpStreamSynchronize)
+			assert.ErrorIs(t, p.Free(), core.ErrInFlight, "the DMA may still use the pinned memory")
+			dev.ClearFaults()
+
+			require.NoError(t, tc.call(b, hs[1], p), "a later call releases the quarantine")
+			assert.Zero(t, b.LaunchResourceCounts().Quarantined)
+			require.NoError(t, p.Free(), "the quarantine gave the pinned memory back")
+			require.NoError(t, b.Close())
+			sim.RequireNoLeaks(t, dev)
+		})
+	}
+}

@@ -183,7 +183,9 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 		return err
 	}
 	fail := func(call string, err error) error {
-		if b.drain(op, held{ents: ents}, lease) {
+		// When the drain fails the quarantine takes over reg's pending use
+		// and drops it once the stream synchronizes.
+		if b.drain(op, held{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
 			b.unpendRegion(reg)
 		}
 		return driverError(op, call, err)
