@@ -41,6 +41,12 @@ type TransferTuning struct {
 	// or staged call's copy job, PipeLinger after a pipeline chunk's;
 	// negative: they park at once.
 	Linger, PipeLinger time.Duration
+	// Prewake is how long helpers woken at the start of a many-item call
+	// poll for its copy job; negative: none are woken ahead.
+	Prewake time.Duration
+	// Warm has helpers read a packed readback's output slots while its DMA
+	// runs.
+	Warm bool
 }
 
 // toyModel is the reference model with free copy jobs, so the planner
@@ -66,7 +72,7 @@ func WithTransferTuning(t TransferTuning) Option {
 			m = &toyModel
 		}
 		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
-			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger}
+			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, warm: t.Warm}
 	}
 }
 

@@ -268,7 +268,7 @@ func (b *Backend) inflightUses(h Buffer) int64 {
 	b.store.mu.RLock()
 	defer b.store.mu.RUnlock()
 	if e := b.store.table.get(h.ID); e != nil {
-		return e.inflight.Load()
+		return b.store.uses(e)
 	}
 	return 0
 }

@@ -33,6 +33,13 @@ const (
 	packBlockThreads = 256
 	// packMaxGrid caps the grid; the kernels stride over the entries.
 	packMaxGrid = 65535
+	// streamTaskWeight bounds the bytes of one task of a packed upload in
+	// parts (streamParts): about 20 us of copying on one thread, so the
+	// calling goroutine, which also queues each part's DMA as soon as the
+	// part is packed, leaves the DMA engine idle for at most that long. With
+	// a task per worker's share instead (1 MiB and more for 2048 buffers of
+	// 16 B-256 KiB), a part's DMA waited for the caller's whole task.
+	streamTaskWeight = 256 << 10
 )
 
 // packLayout places pieces in one block: piece i at offs[i] (16-byte
@@ -209,8 +216,8 @@ func noPackRoom(err error) error {
 
 // uploadPacked moves fused copies (bytes in all, requested copies before
 // fusion) as one packed block: one DMA (or, when the plan has several parts,
-// the table plus one DMA per part, each queued as soon as its part is
-// packed, so packing overlaps the DMAs), one scatter launch, one fence. The
+// one DMA per part, each queued as soon as its part is packed, so packing
+// overlaps the DMAs, then the table's), one scatter launch, one fence. The
 // module is loaded before anything is taken, so a load failure holds
 // nothing; when the device staging allocation runs out of memory it returns
 // errNoPackRoom with nothing queued; every later failure drains the stream
@@ -237,32 +244,25 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	phase("staging")
-	fill := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			copy(stage[lay.offs[i]:], fused[i].Data)
-		}
-	}
-	for i, c := range fused {
-		lay.putEntry(stage, i, c.Dst, len(c.Data))
-	}
-	parts := max(min(pl.Parts, len(fused)), 1)
-	if parts == 1 {
-		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return lay.offs[i] }, lay.dataEnd, fill)
-	}
-	phase("pack")
-
 	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
-	phase("lease")
+	phase("staging")
 	fail := func(call string, err error) error {
 		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
-	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, parts, pl.Workers, fill)
+	// Each piece's table entry is written by whoever packs the piece, so
+	// the table costs the caller no pass of its own.
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			copy(stage[lay.offs[i]:], fused[i].Data)
+			lay.putEntry(stage, i, fused[i].Dst, len(fused[i].Data))
+		}
+	}
+	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
 	if err != nil {
 		return fail(call, err)
 	}
@@ -287,15 +287,20 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	return nil
 }
 
-// queuePackedParts queues the DMAs of a packed upload's block on s: the
-// whole block in one DMA when parts is 1 (already packed), else the table
-// first and then each part as soon as it is packed: w goroutines sharing
-// one copy job fill the parts in order (fill(lo, hi) packs pieces
-// [lo, hi)), so packing later parts overlaps the DMAs of earlier ones. It
-// returns the DMAs queued, or the failed call and its error.
+// queuePackedParts packs a packed upload's block and queues its DMAs on s.
+// With one part the pieces are packed on w goroutines and the whole block
+// (table included) goes in one DMA. With several, w goroutines sharing one
+// copy job fill the parts in order (fill(lo, hi) packs pieces [lo, hi) and
+// their table entries) and each part's DMA is queued as soon as it is
+// packed, so packing later parts overlaps the DMAs of earlier ones; the
+// table, complete only then, goes last. It returns the DMAs queued, or the
+// failed call and its error.
 func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []byte, dev uint64, s Stream,
 	fused []fusion.UploadCopy, parts, w int, fill func(lo, hi int)) (uint64, string, error) {
+	start := func(i int) int { return lay.offs[i] }
 	if parts == 1 {
+		forParts(len(fused), w, t.linger, start, lay.dataEnd, fill)
+		phase("pack")
 		if err := b.drv.MemcpyHtoDAsync(dev, stage, s); err != nil {
 			return 0, "MemcpyHtoDAsync", err
 		}
@@ -304,11 +309,8 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 		}
 		return 1, "", nil
 	}
-	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
-		return 0, "MemcpyHtoDAsync", err
-	}
-	dmas := uint64(1)
-	err := streamParts(len(fused), parts, w, t.linger, func(i int) int { return lay.offs[i] }, lay.dataEnd, fill,
+	dmas := uint64(0)
+	err := streamParts(len(fused), parts, w, t.linger, start, lay.dataEnd, fill,
 		func(_, lo, hi int) error {
 			if lo == hi {
 				return nil
@@ -320,7 +322,14 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 	if err != nil {
 		return 0, "MemcpyHtoDAsync", err
 	}
-	return dmas, "", nil
+	phase("pack")
+	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
+		return 0, "MemcpyHtoDAsync", err
+	}
+	if err := b.step(t, s, "dma"); err != nil {
+		return 0, "StreamSynchronize", err
+	}
+	return dmas + 1, "", nil
 }
 
 // gatherPacked reads fused readback copies as one packed block: the table
@@ -391,7 +400,15 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := b.step(t, s, "dma"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	if call, err := b.fence(t, s); err != nil {
+	var warm func(lo, hi int)
+	if t.warm {
+		warm = g.warm
+	}
+	// Helpers that warmed keep polling through the fence for the unpack.
+	stopWarm := warmJob(len(g.lens), pl.Workers, max(t.linger, t.prewake), warm)
+	call, err := b.fence(t, s)
+	stopWarm()
+	if err != nil {
 		return fail(call, err)
 	}
 	phase("fence")

@@ -71,7 +71,8 @@ func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil)
+	g, err := b.gatherWarm(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
+		warmSlots(dst, func(i int) int { return hs[i].Len }))
 	if err != nil {
 		return dst, err
 	}
@@ -194,6 +195,18 @@ func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) s
 	b.store.mu.RLock()
 	for i := range ents {
 		r := at(i)
+		// The usual range (a live handle, a range that fits) takes no call.
+		if e := b.store.table.get(r.Buf.ID); e != nil && e.n == r.Buf.Len && bad < 0 &&
+			readFits(r, e.ptr) {
+			ents[i] = e
+			lens[i] = r.Len
+			reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
+			if r.Len > 0 {
+				reqs[i].Src, reqs[i].Len = e.ptr+uint64(r.Offset), r.Len
+				nonEmpty++
+			}
+			continue
+		}
 		e, herr := b.store.lookup(op, r.Buf)
 		if herr != nil {
 			b.store.mu.RUnlock()
@@ -219,12 +232,16 @@ func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) s
 		b.store.mu.RUnlock()
 		return 0, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
 	}
-	runPinHook(b)
-	for _, e := range ents {
-		e.inflight.Add(1)
-	}
+	b.pinCall(ents)
 	b.store.mu.RUnlock()
 	return nonEmpty, nil
+}
+
+// readFits reports whether r passes readRangeError's checks for its buffer
+// at device address ptr.
+func readFits(r Range, ptr uint64) bool {
+	return r.Offset >= 0 && r.Len >= 0 && r.Offset <= r.Buf.Len && r.Len <= r.Buf.Len-r.Offset &&
+		(r.Len == 0 || uint64(r.Offset) <= math.MaxUint64-ptr)
 }
 
 // readRangeError checks range r of item i (its buffer at device address
@@ -272,7 +289,8 @@ type gathered struct {
 	direct []byte                // a single staged or direct read, already in its output
 	out    []byte                // the output into gave, for a single read staged whole
 	tune   transferTuning
-	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
+	plan   xferplan.Plan    // Workers unpacks; zero (as built by Run): one thread
+	warm   func(lo, hi int) // reads output slots during a packed DMA; nil: none
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -349,13 +367,22 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	g := &gathered{lens: make([]int, n), tune: b.tuning()}
+	return b.gatherWarm(op, n, at, label, into, nil)
+}
+
+// gatherWarm is gather with warm, when not nil, reading the caller's
+// output slots [lo, hi) while a packed plan's DMA runs (warm.go); it must
+// not change them.
+func (b *Backend) gatherWarm(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte,
+	warm func(lo, hi int)) (*gathered, error) {
+	g := &gathered{lens: make([]int, n), tune: b.tuning(), warm: warm}
 	if n == 0 {
 		return g, nil
 	}
 	if label == nil {
 		label = func(i int) string { return itemPrefix(n, i) }
 	}
+	g.tune.prewakeFor(n)
 	sc := getScratch(n)
 	defer putScratch(sc)
 	ents, reqs := sc.ents[:n], sc.reads(n)
@@ -363,7 +390,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if err != nil {
 		return nil, err
 	}
-	defer b.unpinEntries(op, ents)
+	defer b.unpinCall(op, ents)
 	phase("pin")
 	if nonEmpty == 0 {
 		return g, nil

@@ -41,6 +41,9 @@ type residentStore struct {
 	// inserts, removals and in-flight totals hold it exclusively.
 	mu    sync.RWMutex
 	table handleTable
+	// batches holds the buffers of synchronous transfer calls in progress
+	// (batchpin.go); an entry's uses are inflight plus its occurrences there.
+	batches batchPins
 	// bytes is the sum of the lengths in table (and of allocations being
 	// inserted): the bytes callers asked for. The budget is enforced by the
 	// device pool over the rounded bytes (memory.go); bytes is atomic so it
@@ -77,8 +80,9 @@ func unknownHandle(op string, h Buffer) *Error {
 func (s *residentStore) inflightTotal() (refs int64, handles int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	batched := s.batches.counts()
 	s.table.each(func(_ uint64, e *residentEntry) {
-		if n := e.inflight.Load(); n > 0 {
+		if n := e.inflight.Load() + batched[e]; n > 0 {
 			refs += n
 			handles++
 		}
@@ -198,6 +202,7 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 			"free it with OptimizerDispatcher.FreeResident, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
 	}
 	if e.inflight.Load() > 0 && b.quar.refs.Load() > 0 {
+		// (Only inflight: the quarantine never holds a synchronous call's list.)
 		// The quarantine may be what holds it: retry it, then look again.
 		b.store.mu.Unlock()
 		b.retryQuarantine()
@@ -207,7 +212,7 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 			return err
 		}
 	}
-	if n := e.inflight.Load(); n > 0 {
+	if n := b.store.uses(e); n > 0 {
 		b.store.mu.Unlock()
 		return newError(op, KindInFlight,
 			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
@@ -273,7 +278,7 @@ func (s *residentStore) releaseAll(op string, b *Backend) error {
 	defer s.mu.Unlock()
 	var first error
 	s.table.each(func(_ uint64, e *residentEntry) {
-		if e.inflight.Load() == 0 {
+		if s.uses(e) == 0 {
 			if err := b.freeDevice(op, e); err != nil && first == nil {
 				first = err
 			}

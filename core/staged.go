@@ -285,7 +285,10 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 		return nil
 	}
 	parts = max(min(parts, n), 1)
-	per := max(w*tasksPerWorker/parts, 1) // tasks per part, at most
+	// Tasks per part, at most: tasksPerWorker per worker, and small enough
+	// that the caller, which queues each part's DMA, is never long inside a
+	// task of its own while a part is ready.
+	per := max(w*tasksPerWorker/parts, (total/parts+streamTaskWeight-1)/streamTaskWeight, 1)
 	// bounds[t] is the first item of task t; part k's tasks are
 	// first[k] <= t < first[k+1].
 	bounds := make([]int, 0, parts*per+1)

@@ -85,6 +85,10 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	if n == 0 {
 		return nil
 	}
+	if n >= prewakeMinItems {
+		t := b.tuning()
+		t.prewakeFor(n)
+	}
 	sc := getScratch(n)
 	defer putScratch(sc)
 	ents := sc.ents[:n]
@@ -93,6 +97,15 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	b.store.mu.RLock()
 	for i := range ents {
 		h, off, data := at(i)
+		// The usual item (a live handle, a range that fits) takes no call.
+		if e := b.store.table.get(h.ID); e != nil && e.n == h.Len && bad < 0 &&
+			uploadFits(off, len(data), h.Len, e.ptr, full) {
+			ents[i] = e
+			if len(data) > 0 {
+				copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: e.ptr + uint64(off), Data: data})
+			}
+			continue
+		}
 		e, herr := b.store.lookup(op, h)
 		if herr != nil {
 			b.store.mu.RUnlock()
@@ -118,16 +131,22 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	}
 	// Counts change only after every item validated, so a bad batch marks
 	// nothing; holding mu shared keeps FreeResident out meanwhile.
-	runPinHook(b)
-	for _, e := range ents {
-		e.inflight.Add(1)
-	}
+	b.pinCall(ents)
 	b.store.mu.RUnlock()
-	defer b.unpinEntries(op, ents)
+	defer b.unpinCall(op, ents)
 	sc.ups = copies
 	phase("pin")
 	phase("validate")
 	return b.queueUploads(op, ents, copies)
+}
+
+// uploadFits reports whether n bytes at off pass uploadRangeError's checks
+// for a buffer of length bufLen at device address ptr (off is 0 when full).
+func uploadFits(off, n, bufLen int, ptr uint64, full bool) bool {
+	if full {
+		return n == bufLen
+	}
+	return off >= 0 && n >= 0 && off <= bufLen && n <= bufLen-off && (n == 0 || uint64(off) <= math.MaxUint64-ptr)
 }
 
 // uploadRangeError checks item i (handle h at device address ptr): full

@@ -71,6 +71,8 @@ type transferTuning struct {
 	fenceSpin  time.Duration   // StreamQuery polling before a packed call's fence; < 0: none
 	linger     time.Duration   // helper polling after a call's copy job; < 0: none
 	pipeLinger time.Duration   // helper polling after a staged chunk's copy; < 0: none
+	prewake    time.Duration   // helpers woken at a many-item call's start poll this long; < 0: none
+	warm       bool            // helpers read a packed readback's output slots during its DMA
 	syncEach   bool            // test-only: fence after every queued packed operation
 }
 
@@ -98,8 +100,32 @@ func (b *Backend) tuning() transferTuning {
 	if t.pipeLinger == 0 {
 		t.pipeLinger = DefaultCopyHelperLinger
 	}
+	if t.prewake == 0 {
+		t.prewake = defaultPrewake
+	}
 	t.plan.MaxWorkers = min(max(t.plan.MaxWorkers, 0), maxCopyWorkers)
 	return t
+}
+
+// defaultPrewake is how long helpers woken at the start of a many-item
+// call poll for its copy job; < 0: none are woken ahead.
+const defaultPrewake = -1
+
+// prewakeMinItems is the fewest items of a call that wakes helpers ahead:
+// fewer are never packed (xferplan's default PackMinCopies).
+const prewakeMinItems = 32
+
+// prewake wakes the copy helpers a call of n items will want, before it
+// validates them, when t says so.
+func (t *transferTuning) prewakeFor(n int) {
+	if t.prewake <= 0 || n < prewakeMinItems {
+		return
+	}
+	w := t.plan.MaxWorkers
+	if w <= 0 {
+		w = maxCopyWorkers
+	}
+	copyHelpers.prewake(min(runtime.GOMAXPROCS(0), w)-1, t.prewake)
 }
 
 // choose plans one call.

@@ -1,0 +1,109 @@
+package core
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// A synchronous transfer call (UploadResident*, DownloadResident*) holds
+// its buffers in flight only while it runs. Rather than one atomic
+// increment and decrement per buffer (for 1024 buffers about as much host
+// time as the rest of the call's bookkeeping, the decrements mostly cache
+// misses after the call's own copying), it registers its whole list of
+// entries once in batchPins and removes it once. A buffer's uses are then
+// its entry's inflight count plus its occurrences in the registered lists;
+// readers (FreeResident, Close, the optimizer dispatcher) hold store.mu
+// exclusively or shared and count both, so ErrInFlight stays exact.
+
+// batchPins is the entry lists of synchronous calls in progress.
+type batchPins struct {
+	mu   sync.Mutex
+	live [][]*residentEntry
+	n    atomic.Int32 // len(live), read without mu: zero means nothing to scan
+}
+
+// add registers ents (non-empty) as in flight. Callers hold store.mu
+// shared, after validating every entry, so no FreeResident can remove one
+// of them in between.
+func (p *batchPins) add(ents []*residentEntry) {
+	p.mu.Lock()
+	p.live = append(p.live, ents)
+	p.n.Store(int32(len(p.live)))
+	p.mu.Unlock()
+}
+
+// remove drops the list add registered (the same slice); it reports false
+// when no such list is registered.
+func (p *batchPins) remove(ents []*residentEntry) bool {
+	key := unsafe.SliceData(ents)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, l := range p.live {
+		if unsafe.SliceData(l) == key && len(l) == len(ents) {
+			last := len(p.live) - 1
+			p.live[i] = p.live[last]
+			p.live[last] = nil
+			p.live = p.live[:last]
+			p.n.Store(int32(last))
+			return true
+		}
+	}
+	return false
+}
+
+// count returns e's occurrences in the registered lists.
+func (p *batchPins) count(e *residentEntry) int64 {
+	if p.n.Load() == 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, l := range p.live {
+		for _, x := range l {
+			if x == e {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// counts returns every registered entry's occurrences, or nil when none is
+// registered.
+func (p *batchPins) counts() map[*residentEntry]int64 {
+	if p.n.Load() == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[*residentEntry]int64)
+	for _, l := range p.live {
+		for _, x := range l {
+			m[x]++
+		}
+	}
+	return m
+}
+
+// uses returns e's in-flight uses: its own count plus its occurrences in
+// the lists of synchronous calls in progress. Callers hold mu (either mode).
+func (s *residentStore) uses(e *residentEntry) int64 {
+	return e.inflight.Load() + s.batches.count(e)
+}
+
+// pinCall marks ents, validated under store.mu held shared by the caller,
+// in flight for a synchronous call; unpinCall ends that.
+func (b *Backend) pinCall(ents []*residentEntry) {
+	runPinHook(b)
+	b.store.batches.add(ents)
+}
+
+// unpinCall ends pinCall's mark. A list that was never registered means
+// the accounting is broken; it is logged.
+func (b *Backend) unpinCall(op string, ents []*residentEntry) {
+	if !b.store.batches.remove(ents) {
+		b.log.Error("synchronous transfer's in-flight mark was already gone", "op", op, "buffers", len(ents))
+	}
+}
