@@ -44,9 +44,9 @@ type TransferTuning struct {
 	// Prewake is how long helpers woken at the start of a many-item call
 	// poll for its copy job; negative: none are woken ahead.
 	Prewake time.Duration
-	// Warm has helpers read a packed readback's output slots while its DMA
-	// runs.
-	Warm bool
+	// PlainPack packs uploads with the built-in copy instead of
+	// non-temporal stores.
+	PlainPack bool
 }
 
 // toyModel is the reference model with free copy jobs, so the planner
@@ -72,7 +72,7 @@ func WithTransferTuning(t TransferTuning) Option {
 			m = &toyModel
 		}
 		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
-			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, warm: t.Warm}
+			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -216,12 +217,12 @@ func noPackRoom(err error) error {
 
 // uploadPacked moves fused copies (bytes in all, requested copies before
 // fusion) as one packed block: one DMA (or, when the plan has several parts,
-// one DMA per part, each queued as soon as its part is packed, so packing
-// overlaps the DMAs, then the table's), one scatter launch, one fence. The
-// module is loaded before anything is taken, so a load failure holds
-// nothing; when the device staging allocation runs out of memory it returns
-// errNoPackRoom with nothing queued; every later failure drains the stream
-// and gives back both staging allocations.
+// one DMA per part, each queued as soon as its part is packed so packing
+// overlaps the DMAs, the table going with the last), one scatter launch,
+// one fence. The module is loaded before anything is taken, so a load
+// failure holds nothing; when the device staging allocation runs out of
+// memory it returns errNoPackRoom with nothing queued; every later failure
+// drains the stream and gives back both staging allocations.
 //
 // Telemetry: HostToDeviceBytes counts the payload (not the table and
 // padding), DeviceCopies the DMAs, PackedLaunches the scatter.
@@ -255,12 +256,19 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
-	// the table costs the caller no pass of its own.
+	// the table costs the caller no pass of its own. Pieces are copied
+	// with non-temporal stores (internal/ntcopy), so the DMA that follows
+	// reads them from memory rather than from other cores' caches.
 	fill := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			copy(stage[lay.offs[i]:], fused[i].Data)
+			if t.plainPack {
+				copy(stage[lay.offs[i]:], fused[i].Data)
+			} else {
+				ntcopy.Copy(stage[lay.offs[i]:], fused[i].Data)
+			}
 			lay.putEntry(stage, i, fused[i].Dst, len(fused[i].Data))
 		}
+		ntcopy.Fence()
 	}
 	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
 	if err != nil {
@@ -293,8 +301,8 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 // copy job fill the parts in order (fill(lo, hi) packs pieces [lo, hi) and
 // their table entries) and each part's DMA is queued as soon as it is
 // packed, so packing later parts overlaps the DMAs of earlier ones; the
-// table, complete only then, goes last. It returns the DMAs queued, or the
-// failed call and its error.
+// table, complete only then, goes with the last part. It returns the DMAs
+// queued, or the failed call and its error.
 func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []byte, dev uint64, s Stream,
 	fused []fusion.UploadCopy, parts, w int, fill func(lo, hi int)) (uint64, string, error) {
 	start := func(i int) int { return lay.offs[i] }
@@ -311,7 +319,17 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 	}
 	dmas := uint64(0)
 	err := streamParts(len(fused), parts, w, t.linger, start, lay.dataEnd, fill,
-		func(_, lo, hi int) error {
+		func(k, lo, hi int) error {
+			if k == parts-1 {
+				// Every piece is packed, so the table is complete: it goes
+				// with the last part (which may be empty).
+				start := lay.table
+				if lo < hi {
+					start = lay.offs[lo]
+				}
+				dmas++
+				return b.drv.MemcpyHtoDAsync(dev+uint64(start), stage[start:], s)
+			}
 			if lo == hi {
 				return nil
 			}
@@ -323,13 +341,10 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 		return 0, "MemcpyHtoDAsync", err
 	}
 	phase("pack")
-	if err := b.drv.MemcpyHtoDAsync(dev+uint64(lay.table), stage[lay.table:], s); err != nil {
-		return 0, "MemcpyHtoDAsync", err
-	}
 	if err := b.step(t, s, "dma"); err != nil {
 		return 0, "StreamSynchronize", err
 	}
-	return dmas + 1, "", nil
+	return dmas, "", nil
 }
 
 // gatherPacked reads fused readback copies as one packed block: the table
@@ -400,15 +415,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := b.step(t, s, "dma"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	var warm func(lo, hi int)
-	if t.warm {
-		warm = g.warm
-	}
-	// Helpers that warmed keep polling through the fence for the unpack.
-	stopWarm := warmJob(len(g.lens), pl.Workers, max(t.linger, t.prewake), warm)
-	call, err := b.fence(t, s)
-	stopWarm()
-	if err != nil {
+	if call, err := b.fence(t, s); err != nil {
 		return fail(call, err)
 	}
 	phase("fence")

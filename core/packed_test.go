@@ -236,14 +236,19 @@ func TestPackedUploadInParts(t *testing.T) {
 		require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
 	}
 	tel := b.Telemetry()
-	assert.Equal(t, uint64(5), tel.DeviceCopies, "the table first, then the data in four parts")
+	assert.Equal(t, uint64(4), tel.DeviceCopies, "the data in four parts, the table with the last")
 	assert.Equal(t, uint64(1), tel.SyncPoints)
 	assert.Equal(t, uint64(1), tel.PackedLaunches)
 }
 
 func TestPackedUploadFailuresLeakNothing(t *testing.T) {
-	for _, size := range []int{4096, 65536} { // one DMA; the table and the data in parts
-		for _, f := range packedFaults() {
+	for _, size := range []int{4096, 65536} { // one DMA; the data in parts, the table with the last
+		faults := packedFaults()
+		if size == 65536 {
+			faults = append(faults, packedFault{"last part and table copy up fails",
+				func(d *sim.Device) { d.FailNth(sim.OpMemcpyHtoDAsync, 4, cudaapi.CUDA_ERROR_UNKNOWN) }, "MemcpyHtoDAsync"})
+		}
+		for _, f := range faults {
 			t.Run(fmt.Sprintf("%s/%d", f.name, size), func(t *testing.T) { packedUploadFault(t, f, size) })
 		}
 	}

@@ -71,8 +71,7 @@ func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gatherWarm(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		warmSlots(dst, func(i int) int { return hs[i].Len }))
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -289,8 +288,7 @@ type gathered struct {
 	direct []byte                // a single staged or direct read, already in its output
 	out    []byte                // the output into gave, for a single read staged whole
 	tune   transferTuning
-	plan   xferplan.Plan    // Workers unpacks; zero (as built by Run): one thread
-	warm   func(lo, hi int) // reads output slots during a packed DMA; nil: none
+	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -367,15 +365,7 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	return b.gatherWarm(op, n, at, label, into, nil)
-}
-
-// gatherWarm is gather with warm, when not nil, reading the caller's
-// output slots [lo, hi) while a packed plan's DMA runs (warm.go); it must
-// not change them.
-func (b *Backend) gatherWarm(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte,
-	warm func(lo, hi int)) (*gathered, error) {
-	g := &gathered{lens: make([]int, n), tune: b.tuning(), warm: warm}
+	g := &gathered{lens: make([]int, n), tune: b.tuning()}
 	if n == 0 {
 		return g, nil
 	}

@@ -172,8 +172,6 @@ var phaseVariants = []xferPath{
 	{"prewake", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond})},
 	{"prewake-park", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1})},
 	{"prewake-park-w12", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1, Workers: 12})},
-	{"warm", core.WithTransferTuning(core.TransferTuning{Warm: true})},
-	{"warm-prewake-park", core.WithTransferTuning(core.TransferTuning{Warm: true, Prewake: 200 * time.Microsecond, Linger: -1})},
 	{"workers12", core.WithTransferTuning(core.TransferTuning{Workers: 12})},
 	{"workers8", core.WithTransferTuning(core.TransferTuning{Workers: 8})},
 	{"workers4", core.WithTransferTuning(core.TransferTuning{Workers: 4})},
