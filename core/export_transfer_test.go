@@ -47,6 +47,9 @@ type TransferTuning struct {
 	// PlainPack packs uploads with the built-in copy instead of
 	// non-temporal stores.
 	PlainPack bool
+	// PlainUnpack unpacks readbacks with the built-in copy instead of
+	// reading staging with non-temporal hints.
+	PlainUnpack bool
 }
 
 // toyModel is the reference model with free copy jobs, so the planner
@@ -72,7 +75,7 @@ func WithTransferTuning(t TransferTuning) Option {
 			m = &toyModel
 		}
 		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
-			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack}
+			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack, plainUnpack: t.PlainUnpack}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/internal/spinwait"
 )
 
 // This file owns the goroutines that copy host memory for transfer calls
@@ -172,6 +174,11 @@ type spinner struct {
 // since the last yield (or the first read), and returns the time read and
 // true; otherwise it returns false at once.
 func (s *spinner) pause() (time.Time, bool) {
+	// Every poll runs the processor's spin-wait hint: without it the
+	// polling loops of 15 helpers ran the clock read and yield logic below
+	// often enough to take 11% of a W1/W3 process's CPU (reference H100
+	// host profile), and a spinning thread slows its core's other thread.
+	spinwait.Pause()
 	s.polls++
 	if s.polls%spinClock != 0 {
 		return time.Time{}, false

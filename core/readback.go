@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -57,7 +58,7 @@ func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 	}
 	defer g.release()
 	out := make([][]byte, len(hs))
-	g.each(len(hs), func(i int) { out[i] = append(make([]byte, 0, hs[i].Len), g.bytes(i)...) })
+	g.each(len(hs), func(i int) { out[i] = g.put(make([]byte, 0, hs[i].Len), g.bytes(i)) })
 	return out, nil
 }
 
@@ -309,8 +310,26 @@ func (g *gathered) bytes(i int) []byte {
 // fill writes requests first..first+n-1 into dst's slots, append-style.
 func (g *gathered) fill(dst [][]byte, first, n int) [][]byte {
 	out := growSlots(dst, n)
-	g.eachFrom(first, n, func(i int) { out[i] = append(out[i][:0], g.bytes(first+i)...) })
+	g.eachFrom(first, n, func(i int) { out[i] = g.put(out[i], g.bytes(first+i)) })
 	return out
+}
+
+// put returns dst[:0] with src appended, append-style (new storage only
+// when dst's capacity is too small). Out of staging it reads src with
+// non-temporal hints (internal/ntcopy), so the staging's lines do not stay
+// spread over the cores' caches, where the next DMA into the same pooled
+// block would have to invalidate them.
+func (g *gathered) put(dst, src []byte) []byte {
+	if cap(dst) < len(src) {
+		return append(dst[:0], src...)
+	}
+	dst = dst[:len(src)]
+	if g.tune.plainUnpack {
+		copy(dst, src)
+	} else {
+		ntcopy.ReadOnce(dst, src)
+	}
+	return dst
 }
 
 // each runs f(i) for requests 0..n-1, on several goroutines when there are

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -49,11 +50,17 @@ type xferOpener func(b *testing.B, opt core.Option) *core.Backend
 
 // xferBuffers allocates count buffers of n random bytes on be and uploads them.
 func xferBuffers(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, []core.Upload) {
+	return xferSizedBuffers(b, be, slices.Repeat([]int{n}, count))
+}
+
+// xferSizedBuffers allocates a buffer of random bytes per size on be and
+// uploads them.
+func xferSizedBuffers(b *testing.B, be *core.Backend, sizes []int) ([]core.Buffer, []core.Upload) {
 	b.Helper()
 	r := rand.New(rand.NewSource(1))
-	bufs := make([]core.Buffer, count)
-	ups := make([]core.Upload, count)
-	for i := range bufs {
+	bufs := make([]core.Buffer, len(sizes))
+	ups := make([]core.Upload, len(sizes))
+	for i, n := range sizes {
 		h, err := be.AllocateResident(n)
 		if err != nil {
 			b.Fatalf("AllocateResident: %v", err)
@@ -172,6 +179,8 @@ var phaseVariants = []xferPath{
 	{"prewake", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond})},
 	{"prewake-park", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1})},
 	{"prewake-park-w12", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1, Workers: 12})},
+	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
+	{"no-prewake", core.WithTransferTuning(core.TransferTuning{Prewake: -1})},
 	{"workers12", core.WithTransferTuning(core.TransferTuning{Workers: 12})},
 	{"workers8", core.WithTransferTuning(core.TransferTuning{Workers: 8})},
 	{"workers4", core.WithTransferTuning(core.TransferTuning{Workers: 4})},
@@ -237,10 +246,37 @@ func (p *phaseTimer) report(b *testing.B) {
 }
 
 func benchPhases(b *testing.B, open xferOpener, download bool) {
-	for _, v := range phaseVariants {
+	benchPhasesOf(b, open, download, phaseVariants, slices.Repeat([]int{4 << 10}, 1024))
+}
+
+// mixedSizes are W7's buffer sizes: 2048 drawn log-uniform from 16 B to
+// 256 KiB.
+func mixedSizes() []int {
+	r := rand.New(rand.NewSource(7))
+	lo, hi := math.Log(16), math.Log(256<<10)
+	out := make([]int, 2048)
+	for i := range out {
+		out[i] = min(max(int(math.Exp(lo+r.Float64()*(hi-lo))), 16), 256<<10)
+	}
+	return out
+}
+
+// mixedVariants are the tunings the W7 phase benchmarks compare.
+var mixedVariants = []xferPath{
+	{"default", nil},
+	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
+	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
+}
+
+func benchPhasesOf(b *testing.B, open xferOpener, download bool, variants []xferPath, sizes []int) {
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {
 			be := v.open(b, open)
-			bufs, ups := xferBuffers(b, be, 1024, 4<<10)
+			bufs, ups := xferSizedBuffers(b, be, sizes)
 			var dst [][]byte
 			call := func() error {
 				if download {
@@ -257,7 +293,7 @@ func benchPhases(b *testing.B, open xferOpener, download bool) {
 			}
 			p := newPhaseTimer(b)
 			b.ReportAllocs()
-			b.SetBytes(1024 * 4 << 10)
+			b.SetBytes(int64(total))
 			b.ResetTimer()
 			for range b.N {
 				p.start()
@@ -274,3 +310,11 @@ func benchPhases(b *testing.B, open xferOpener, download bool) {
 
 func BenchmarkTransferW1Phases(b *testing.B) { benchPhases(b, openXferSim, false) }
 func BenchmarkTransferW3Phases(b *testing.B) { benchPhases(b, openXferSim, true) }
+
+// The phases of W7's halves: 2048 buffers of mixed sizes up and back.
+func BenchmarkTransferW7UPhases(b *testing.B) {
+	benchPhasesOf(b, openXferSim, false, mixedVariants, mixedSizes())
+}
+func BenchmarkTransferW7DPhases(b *testing.B) {
+	benchPhasesOf(b, openXferSim, true, mixedVariants, mixedSizes())
+}

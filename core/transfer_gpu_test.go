@@ -156,3 +156,11 @@ func BenchmarkGPUW6Download256MiBPaths(b *testing.B) { benchW6(b, openXferGPUBen
 // The phase breakdowns of W1 and W3 on the GPU, per tuning variant.
 func BenchmarkGPUW1Phases(b *testing.B) { benchPhases(b, openXferGPUBench, false) }
 func BenchmarkGPUW3Phases(b *testing.B) { benchPhases(b, openXferGPUBench, true) }
+
+// The phase breakdowns of W7's halves on the GPU.
+func BenchmarkGPUW7UPhases(b *testing.B) {
+	benchPhasesOf(b, openXferGPUBench, false, mixedVariants, mixedSizes())
+}
+func BenchmarkGPUW7DPhases(b *testing.B) {
+	benchPhasesOf(b, openXferGPUBench, true, mixedVariants, mixedSizes())
+}

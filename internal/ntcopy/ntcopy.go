@@ -13,6 +13,11 @@
 // architectures, use the built-in copy. Non-temporal stores are weakly
 // ordered: call Fence after a run of copies, before another goroutine or
 // a device may read what they wrote.
+//
+// ReadOnce is the other direction: a copy out of a buffer that a device
+// will write by DMA next. Its source is fetched with non-temporal prefetch
+// hints, so fewer of its lines stay in the cores' caches, where the next
+// DMA write to them would first have to invalidate them.
 package ntcopy
 
 import "unsafe"
@@ -45,4 +50,18 @@ func Fence() {
 	if available {
 		sfence()
 	}
+}
+
+// ReadOnce copies min(len(dst), len(src)) bytes from src to dst, fetching
+// src with non-temporal prefetch hints, and returns that count. dst is
+// written with ordinary stores. Overlapping dst and src are not supported.
+func ReadOnce(dst, src []byte) int {
+	n := min(len(dst), len(src))
+	if !available || n < MinBytes {
+		return copy(dst, src)
+	}
+	body := n &^ 63
+	copyNTA(&dst[0], &src[0], body)
+	copy(dst[body:n], src[body:n])
+	return n
 }

@@ -7,8 +7,17 @@ import (
 )
 
 // Every length and both alignments around the non-temporal body's edges
-// copy exactly the bytes asked for and nothing past them.
+// copy exactly the bytes asked for and nothing past them, by either copy.
 func TestCopyMatchesBuiltinCopy(t *testing.T) {
+	for _, f := range []struct {
+		name string
+		copy func(dst, src []byte) int
+	}{{"Copy", Copy}, {"ReadOnce", ReadOnce}} {
+		t.Run(f.name, func(t *testing.T) { checkCopy(t, f.copy) })
+	}
+}
+
+func checkCopy(t *testing.T, cp func(dst, src []byte) int) {
 	r := rand.New(rand.NewSource(1))
 	src := make([]byte, 9000)
 	r.Read(src)
@@ -16,7 +25,7 @@ func TestCopyMatchesBuiltinCopy(t *testing.T) {
 		for dOff := range 18 {
 			for _, sOff := range []int{0, 1, 7, 16} {
 				dst := bytes.Repeat([]byte{0xAB}, n+dOff+32)
-				got := Copy(dst[dOff:dOff+n], src[sOff:sOff+n])
+				got := cp(dst[dOff:dOff+n], src[sOff:sOff+n])
 				Fence()
 				if got != n {
 					t.Fatalf("n %d: copied %d", n, got)
@@ -34,16 +43,18 @@ func TestCopyMatchesBuiltinCopy(t *testing.T) {
 	}
 }
 
-// Copy stops at the shorter slice, as copy does.
+// Both copies stop at the shorter slice, as copy does.
 func TestCopyStopsAtTheShorterSlice(t *testing.T) {
-	src := bytes.Repeat([]byte{1}, 5000)
-	dst := make([]byte, 3000)
-	if n := Copy(dst, src); n != 3000 || !bytes.Equal(dst, src[:3000]) {
-		t.Fatalf("copied %d", n)
-	}
-	dst = make([]byte, 5000)
-	if n := Copy(dst, src[:700]); n != 700 || !bytes.Equal(dst[:700], src[:700]) || dst[700] != 0 {
-		t.Fatalf("copied %d", n)
+	for _, cp := range []func(dst, src []byte) int{Copy, ReadOnce} {
+		src := bytes.Repeat([]byte{1}, 5000)
+		dst := make([]byte, 3000)
+		if n := cp(dst, src); n != 3000 || !bytes.Equal(dst, src[:3000]) {
+			t.Fatalf("copied %d", n)
+		}
+		dst = make([]byte, 5000)
+		if n := cp(dst, src[:700]); n != 700 || !bytes.Equal(dst[:700], src[:700]) || dst[700] != 0 {
+			t.Fatalf("copied %d", n)
+		}
 	}
 }
 

@@ -1,0 +1,4 @@
+package spinwait
+
+// Pause executes one PAUSE instruction.
+func Pause()
