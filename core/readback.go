@@ -290,6 +290,8 @@ type gathered struct {
 	out    []byte                // the output into gave, for a single read staged whole
 	tune   transferTuning
 	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
+	// ntStores: put writes the caller's slots with non-temporal stores.
+	ntStores bool
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -318,19 +320,30 @@ func (g *gathered) fill(dst [][]byte, first, n int) [][]byte {
 // when dst's capacity is too small). Out of staging it reads src with
 // non-temporal hints (internal/ntcopy), so the staging's lines do not stay
 // spread over the cores' caches, where the next DMA into the same pooled
-// block would have to invalidate them.
+// block would have to invalidate them; a readback too large for the caches
+// (unpackNTBytes) writes dst with non-temporal stores instead, which skip
+// reading each destination line first. Callers of put fence afterwards.
 func (g *gathered) put(dst, src []byte) []byte {
 	if cap(dst) < len(src) {
 		return append(dst[:0], src...)
 	}
 	dst = dst[:len(src)]
-	if g.tune.plainUnpack {
+	switch {
+	case g.tune.plainUnpack:
 		copy(dst, src)
-	} else {
+	case g.ntStores:
+		ntcopy.Copy(dst, src)
+	default:
 		ntcopy.ReadOnce(dst, src)
 	}
 	return dst
 }
+
+// unpackNTBytes is the readback size from which unpacking writes the
+// caller's slots with non-temporal stores: past what the caches of the
+// reference host hold, the slots' lines would be evicted before the caller
+// reads them anyway.
+const unpackNTBytes = 16 << 20
 
 // each runs f(i) for requests 0..n-1, on several goroutines when there are
 // enough bytes to unpack that one thread would dominate the call (1024 x 4
@@ -345,6 +358,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		for i := range n {
 			f(i)
 		}
+		ntcopy.Fence()
 		return
 	}
 	sp := getInts(n)
@@ -359,6 +373,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		for i := lo; i < hi; i++ {
 			f(i)
 		}
+		ntcopy.Fence() // put may have used non-temporal stores
 	})
 }
 
@@ -415,6 +430,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 			"split the batch into smaller ones")
 	}
 	g.views = fused.Views
+	g.ntStores = fused.Bytes >= unpackNTBytes
 	phase("fuse")
 	t := &g.tune
 	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),

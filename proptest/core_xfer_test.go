@@ -113,6 +113,12 @@ func drawXferCase(r *rand.Rand) xferCase {
 	}
 	if r.Intn(2) == 0 {
 		c.faulty, c.fault, c.nth = true, xferFaultOps[r.Intn(len(xferFaultOps))], 1+r.Intn(2)
+		switch {
+		case c.fault == sim.OpModuleLoad || c.fault == sim.OpLaunch:
+			c.nth = 1 // the scatter/gather module loads once per Backend, and launches once per call
+		case c.fault == sim.OpMemcpyHtoDAsync && r.Intn(3) == 0:
+			c.nth = 3 // a packed upload in three parts sends its table with its third DMA
+		}
 		if c.fault == sim.OpEventRecord || c.fault == sim.OpEventQuery {
 			// Only staged transfers use events: make this one staged, in
 			// several chunks, through fewer blocks than chunks.
