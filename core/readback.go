@@ -406,7 +406,9 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if label == nil {
 		label = func(i int) string { return itemPrefix(n, i) }
 	}
-	g.tune.prewakeFor(n)
+	if n >= prewakeMinItems {
+		g.tune.prewakeFor(n, at(0).Len)
+	}
 	sc := getScratch(n)
 	defer putScratch(sc)
 	ents, reqs := sc.ents[:n], sc.reads(n)

@@ -87,7 +87,8 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	}
 	if n >= prewakeMinItems {
 		t := b.tuning()
-		t.prewakeFor(n)
+		_, _, first := at(0)
+		t.prewakeFor(n, len(first))
 	}
 	sc := getScratch(n)
 	defer putScratch(sc)

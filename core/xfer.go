@@ -125,17 +125,29 @@ const defaultPrewake = 200 * time.Microsecond
 // fewer are never packed (xferplan's default PackMinCopies).
 const prewakeMinItems = 32
 
-// prewake wakes the copy helpers a call of n items will want, before it
-// validates them, when t says so.
-func (t *transferTuning) prewakeFor(n int) {
-	if t.prewake <= 0 || n < prewakeMinItems {
+// prewakeFor wakes, before a call of n items validates them, the copy
+// helpers its copying will want, when t says so. The call's bytes are not
+// known yet: n times the first item's length (first) estimates them, and
+// one goroutine per xferplan WorkerBytes of that (at most MaxWorkers, and
+// GOMAXPROCS) is what the planner would use at most.
+func (t *transferTuning) prewakeFor(n, first int) {
+	if t.prewake <= 0 || n < prewakeMinItems || first <= 0 {
 		return
 	}
-	w := t.plan.MaxWorkers
+	def := xferplan.DefaultTuning(maxCopyWorkers)
+	w, per := t.plan.MaxWorkers, t.plan.WorkerBytes
 	if w <= 0 {
-		w = maxCopyWorkers
+		w = def.MaxWorkers
 	}
-	copyHelpers.prewake(min(runtime.GOMAXPROCS(0), w)-1, t.prewake)
+	if per <= 0 {
+		per = def.WorkerBytes
+	}
+	est := int64(math.MaxInt64)
+	if int64(n) <= math.MaxInt64/int64(first) {
+		est = int64(n) * int64(first)
+	}
+	helpers := int(min(int64(min(runtime.GOMAXPROCS(0), w)), est/per)) - 1
+	copyHelpers.prewake(helpers, t.prewake)
 }
 
 // choose plans one call.
