@@ -167,6 +167,7 @@ func BenchmarkTransferW6Download256MiB(b *testing.B)      { benchW6(b, openXferS
 
 // phaseVariants are the tunings the phase benchmarks compare side by side.
 var phaseVariants = []xferPath{
+	{"warmup", nil}, // the first variant of a process runs on a cold host: compare the others
 	{"default", nil},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
@@ -176,9 +177,8 @@ var phaseVariants = []xferPath{
 	{"fence-spin300us", core.WithTransferTuning(core.TransferTuning{FenceSpin: 300 * time.Microsecond})},
 	{"park", core.WithTransferTuning(core.TransferTuning{Linger: -1})},
 	{"linger100us", core.WithTransferTuning(core.TransferTuning{Linger: 100 * time.Microsecond})},
-	{"prewake", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond})},
-	{"prewake-park", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1})},
-	{"prewake-park-w12", core.WithTransferTuning(core.TransferTuning{Prewake: 200 * time.Microsecond, Linger: -1, Workers: 12})},
+	{"park-w12", core.WithTransferTuning(core.TransferTuning{Linger: -1, Workers: 12})},
+	{"park-no-prewake", core.WithTransferTuning(core.TransferTuning{Linger: -1, Prewake: -1})},
 	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
 	{"no-prewake", core.WithTransferTuning(core.TransferTuning{Prewake: -1})},
 	{"workers12", core.WithTransferTuning(core.TransferTuning{Workers: 12})},
