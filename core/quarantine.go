@@ -63,8 +63,8 @@ type quarantined struct {
 
 // quarantine holds the quarantined entries of a Backend.
 type quarantine struct {
-	mu     sync.Mutex // guards items; taken after async.mu, never with store.mu
-	items  []*quarantined
+	mu      sync.Mutex // guards items; taken after async.mu, never with store.mu
+	items   []*quarantined
 	leases  atomic.Int64 // leases held over all items, readable without mu
 	refs    atomic.Int64 // in-flight references held over all items
 	waiting atomic.Int64 // items waiting for another Backend's item
