@@ -81,12 +81,14 @@ func (r *pinnedRegistry) remove(reg *pinnedRegion) {
 }
 
 // releaseAll frees every pinned buffer and unregisters every pinned range;
-// Close calls it with no asynchronous upload queued. It continues past
-// failures and returns the first.
+// Close calls it with no asynchronous upload queued. A region the driver
+// fails to release stays registered, for a later Close to retry. It
+// continues past failures and returns the first.
 func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var first error
+	kept := r.regions[:0]
 	for _, reg := range r.regions {
 		var err error
 		if reg.buf != nil {
@@ -96,13 +98,28 @@ func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
 		} else if err = drv.HostUnregister(reg.p); err != nil {
 			err = driverError(op, "HostUnregister", err)
 		}
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			kept = append(kept, reg)
+			if first == nil {
+				first = err
+			}
+			continue
 		}
 		reg.gone = true
 	}
-	r.regions = nil
+	clear(r.regions[len(kept):])
+	r.regions = kept
 	return first
+}
+
+// left returns how many regions, and bytes, are still registered.
+func (r *pinnedRegistry) left() (n int, bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range r.regions {
+		bytes += uint64(reg.n)
+	}
+	return len(r.regions), bytes
 }
 
 // AllocHostPinned allocates n bytes of page-locked host memory. Fill Bytes()
