@@ -80,7 +80,7 @@ func TestPeerCopyQuarantineCloseOfTheSource(t *testing.T) {
 		var ce *core.Error
 		require.True(t, errors.As(err, &ce), tc.name)
 		assert.Contains(t, ce.Detail, tc.want, tc.name)
-		assert.Contains(t, ce.Detail, "1 resident buffer(s), left allocated", tc.name)
+		assert.Contains(t, ce.Detail, "1 resident buffer(s) and 0 caller-pinned host range(s) (0 bytes), left allocated", tc.name)
 	}
 	l := m.Device(0).Live()
 	assert.Equal(t, 1, l.Allocations, "only the source buffer the copy may read is left: %s", l)

@@ -19,7 +19,8 @@ import (
 //
 // The quarantine is retried (one StreamSynchronize per held stream) at
 // cheap moments that need no lock but its own: before every lease
-// acquisition, when FreeResident finds a buffer in flight, and at Close.
+// acquisition, when FreeResident finds a buffer in flight (PinnedBuffer.Free
+// and UnpinHostBuffer pinned memory a direct copy holds), and at Close.
 // A stream that synchronizes gives everything of its entry back normally.
 // Close gives up on streams that still fail (settleQuarantine): on a real
 // device a StreamSynchronize that keeps failing almost always means a sticky
@@ -63,7 +64,7 @@ type quarantined struct {
 
 // quarantine holds the quarantined entries of a Backend.
 type quarantine struct {
-	mu      sync.Mutex // guards items; taken after async.mu, never with store.mu
+	mu      sync.Mutex // guards items; taken after async.mu, never with store.mu or another Backend's quar.mu held; pinned.mu is taken inside it
 	items   []*quarantined
 	leases  atomic.Int64 // leases held over all items, readable without mu
 	refs    atomic.Int64 // in-flight references held over all items
@@ -264,7 +265,9 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 // launch resources and leaves what their work may touch allocated (staging
 // blocks and device staging are dropped from their pools' reach; resident
 // buffers keep the quarantine's in-flight reference, which releaseAll
-// respects), and returns an ErrDriver saying so; the same for buffers a
+// respects, and caller-pinned regions of direct copies their pending use,
+// which pinnedRegistry.releaseAll respects), and returns an ErrDriver
+// saying so; the same for buffers a
 // failed peer copy on another Backend's stream may still read. Close calls
 // it with life held exclusively.
 func (b *Backend) settleQuarantine(op string) error {
@@ -274,10 +277,10 @@ func (b *Backend) settleQuarantine(op string) error {
 	b.quar.mu.Lock()
 	defer b.quar.mu.Unlock()
 	var (
-		streams, peerWaits, bufs int
-		hostBytes, devBytes      uint64
-		ops                      []string
-		last                     error
+		streams, peerWaits, bufs, regs int
+		hostBytes, devBytes, regBytes  uint64
+		ops                            []string
+		last                           error
 	)
 	for _, q := range b.quar.items {
 		if b.retryEntry(q) {
@@ -299,6 +302,10 @@ func (b *Backend) settleQuarantine(op string) error {
 			devBytes += d.blk.Size
 		}
 		bufs += len(q.ents)
+		for _, reg := range q.regs {
+			regs++
+			regBytes += uint64(reg.n)
+		}
 		ops = append(ops, q.op)
 		last = q.err
 	}
@@ -310,8 +317,8 @@ func (b *Backend) settleQuarantine(op string) error {
 	e := driverError(op, "StreamSynchronize", last)
 	e.Detail = fmt.Sprintf("%d stream(s) of this Backend and %d of other Backends (peer copies reading this Backend's buffers), "+
 		"of failed calls %v, could not be synchronized; their work may still use "+
-		"%d bytes of pinned staging, %d bytes of device staging and %d resident buffer(s), left allocated",
-		streams, peerWaits, ops, hostBytes, devBytes, bufs)
+		"%d bytes of pinned staging, %d bytes of device staging, %d resident buffer(s) and %d caller-pinned host range(s) (%d bytes), left allocated",
+		streams, peerWaits, ops, hostBytes, devBytes, bufs, regs, regBytes)
 	e.Fix = "the device context is most likely broken by a sticky error: end the process or reset the device; " +
 		"the memory left allocated is reclaimed with the context"
 	b.log.Error("Close left memory of unsynchronized streams allocated", "op", op, "streams", streams,
