@@ -83,7 +83,7 @@ func (b *Backend) finishClose(op string, first error) error {
 // retryClose is Close of a closed Backend: it retries the frees an earlier
 // Close failed on, or returns ErrClosed when there are none.
 func (b *Backend) retryClose(op string) error {
-	if b.leftAfterClose().empty() && (b.drvClosed || !isCloser(b.drv)) {
+	if b.retryDone() {
 		return closedError(op)
 	}
 	var first error
@@ -97,6 +97,21 @@ func (b *Backend) retryClose(op string) error {
 	keep(b.pinned.releaseAll(op, b.drv))
 	keep(b.hostPool.close())
 	return b.finishClose(op, first)
+}
+
+// closeRetryable reports whether b was closed with frees left for a later
+// Close to retry.
+func (b *Backend) closeRetryable() bool {
+	b.life.RLock()
+	defer b.life.RUnlock()
+	return b.closed && !b.retryDone()
+}
+
+// retryDone reports whether a closed Backend has nothing left to retry:
+// every free succeeded and its own driver, if any, was closed. Callers
+// hold life.
+func (b *Backend) retryDone() bool {
+	return b.leftAfterClose().empty() && (b.drvClosed || !isCloser(b.drv))
 }
 
 func isCloser(d Driver) bool {

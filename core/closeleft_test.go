@@ -78,3 +78,22 @@ func TestUncachedStagingFreeFailureIsKeptForTrim(t *testing.T) {
 	assert.Zero(t, b.MemoryStats().ReservedPinned)
 	assert.Zero(t, dev.Live().PinnedBuffers)
 }
+
+// TestGroupCloseRetriesFailedFrees: a Group whose Backend could not free
+// a buffer at Close stays open for a second Close, which frees it.
+func TestGroupCloseRetriesFailedFrees(t *testing.T) {
+	m, err := sim.NewMachine(sim.MachineConfig{Devices: 2, Device: sim.Config{TotalMemory: 64 << 20}})
+	require.NoError(t, err)
+	g, err := core.OpenGroup(m.Drivers(), core.WithLogger(quietLogger), core.WithDevicePoolCap(0))
+	require.NoError(t, err)
+	for i := range 2 {
+		_, err := g.Backend(i).AllocateResident(256)
+		require.NoError(t, err)
+	}
+	m.Device(1).FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	requireErrKind(t, g.Close(), core.ErrDriver, "1 resident buffer(s) (256 bytes)")
+	assert.Equal(t, 1, m.Device(1).Live().Allocations)
+	require.NoError(t, g.Close(), "the second Close retries the failed free")
+	assert.ErrorIs(t, g.Close(), core.ErrClosed)
+	sim.RequireMachineNoLeaks(t, m)
+}
