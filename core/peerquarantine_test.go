@@ -3,6 +3,7 @@ package core_test
 import (
 	"bytes"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -85,4 +86,56 @@ func TestPeerCopyQuarantineCloseOfTheSource(t *testing.T) {
 	l := m.Device(0).Live()
 	assert.Equal(t, 1, l.Allocations, "only the source buffer the copy may read is left: %s", l)
 	assert.Zero(t, l.Streams+l.Events)
+}
+
+// TestPeerCopyQuarantinesBothWaysConcurrently: peer copies both ways fail
+// with streams that cannot be drained, so each Backend holds a stream and
+// waits for the other's. Retrying both sides at once from several
+// goroutines neither deadlocks nor recurses, and once the devices recover
+// every buffer can be freed and both Backends close cleanly.
+func TestPeerCopyQuarantinesBothWaysConcurrently(t *testing.T) {
+	g, m := openMachine(t, 2, nil)
+	bs := [2]*core.Backend{g.Backend(0), g.Backend(1)}
+	var bufs [2][2]core.Buffer // bufs[backend][0: copied from, 1: copied into]
+	for i, b := range bs {
+		bufs[i][0] = putBytes(t, b, bytes.Repeat([]byte{byte(i + 1)}, 256))
+		bufs[i][1] = putBytes(t, b, make([]byte, 256))
+	}
+	for dst := range 2 {
+		src := 1 - dst
+		m.Device(dst).FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+		m.Device(dst).FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
+		err := core.CopyPeer(bs[dst], bs[src], []core.PeerCopy{{Dst: bufs[dst][1], Src: bufs[src][0], Len: 256}})
+		require.ErrorIs(t, err, core.ErrDriver)
+	}
+	for i := range 2 {
+		m.Device(i).FailRate(int64(i), 0.5, sim.OpStreamSynchronize)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := bs[w%2]
+			for range 20 {
+				_ = b.FreeResident(bufs[w%2][0]) // retries both quarantines; may or may not succeed yet
+				_, _ = b.DownloadResident(bufs[w%2][1])
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 2 {
+		m.Device(i).ClearFaults()
+	}
+	for i, b := range bs {
+		if err := b.FreeResident(bufs[i][0]); err != nil {
+			require.ErrorIs(t, err, core.ErrUnknownHandle, "freed by a goroutine above")
+		}
+		assert.Equal(t, bytes.Repeat([]byte{byte(2 - i)}, 256), getBytes(t, b, bufs[i][1]), "the queued copy into Backend %d ran", i)
+		require.NoError(t, b.FreeResident(bufs[i][1]))
+	}
+	for _, b := range bs {
+		assert.Zero(t, b.LaunchResourceCounts().Quarantined)
+		require.NoError(t, b.Close())
+	}
 }
