@@ -27,6 +27,7 @@ func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribut
 		ConditionalGraphNodes: c.Has(cudaapi.FeatureConditionalGraphNodes),
 		VirtualMemory:         c.Has(cudaapi.FeatureVirtualMemory),
 		PeerAccess:            c.Has(cudaapi.FeaturePeerAccess),
+		ProgrammaticLaunch:    c.Has(cudaapi.FeatureProgrammaticLaunch),
 	}
 	caps.MemoryPools = caps.MemoryPools && attr(cudaapi.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
 	caps.VirtualMemory = caps.VirtualMemory && attr(cudaapi.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)

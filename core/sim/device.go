@@ -71,7 +71,8 @@ type Config struct {
 // driver.
 func DefaultCapabilities() core.Capabilities {
 	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
-		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true}
+		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true,
+		ProgrammaticLaunch: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed

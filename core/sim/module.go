@@ -160,7 +160,11 @@ func checkLaunch(cfg core.LaunchConfig) error {
 // makes the next synchronization or query of s fail with
 // CUDA_ERROR_LAUNCH_FAILED.
 func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
-	const o = OpLaunch
+	return d.launch(OpLaunch, f, cfg, s, args)
+}
+
+// launch is Launch counted, and open to faults, as operation o.
+func (d *Device) launch(o Op, f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(o); done {
