@@ -60,7 +60,8 @@ const (
 	OpMemcpyHtoD
 	OpMemcpyDtoH
 	// OpLaunchProgrammatic is a launch that LaunchBatch queues with
-	// core.Launch.Programmatic set; it runs exactly as OpLaunch does.
+	// core.Launch.Programmatic set, counted before it is also counted as
+	// OpLaunch; it runs exactly as any launch does.
 	OpLaunchProgrammatic
 	OpGraphUpload
 
