@@ -28,8 +28,8 @@ type Capabilities struct {
 	PeerAccess bool
 	// ProgrammaticLaunch: programmatic dependent launch (cuLaunchKernelEx
 	// with programmatic stream serialization, kept as programmatic edges by
-	// stream capture: a CUDA 12.3 driver or newer). Only devices of compute
-	// capability 9.0 and newer make use of it.
+	// stream capture: a CUDA 12.3 driver or newer) on a device of compute
+	// capability 9.0 or newer.
 	ProgrammaticLaunch bool
 }
 
