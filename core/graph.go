@@ -54,8 +54,15 @@ type Graph struct {
 // Capture validates batch like Run (same errors; nothing changes on
 // refusal) and records its clears, fills, uploads, steps and reads once, by
 // stream capture of the path Run queues them on, into an executable device
-// graph. It runs nothing on the device. Replay the Graph with Replay or
-// ReplayAsync, and Close it to release what it holds.
+// graph. It runs nothing on the device: it uploads the executable graph
+// (when the driver can, GraphUploader) and waits for that upload, so the
+// first replay costs what every other one does. Replay the Graph with
+// Replay or ReplayAsync, and Close it to release what it holds.
+//
+// On a Backend that uses programmatic dependent launch
+// (Backend.ProgrammaticLaunch), dependent steps are captured as
+// programmatic graph edges: a step that waits on its grid dependencies may
+// start while the step ahead of it finishes, which shortens each replay.
 //
 // Capture fails with ErrUnsupported when the driver cannot capture graphs
 // (it names the missing entry point), and with ErrClosed after Close.

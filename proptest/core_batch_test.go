@@ -508,7 +508,7 @@ func (r *runner) applyBatch(call string, it *batchItems, c content, got [][]byte
 	r.m.tel.SyncPoints++
 	memsets, upCopies, rdCopies := len(it.clears)+len(it.fills), q.upCopies, q.rdCopies
 	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)),
-		sim.OpMemcpyHtoDAsync: uint64(upCopies), sim.OpMemcpyDtoHAsync: uint64(rdCopies), sim.OpStreamSynchronize: 1,
+		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: uint64(upCopies), sim.OpMemcpyDtoHAsync: uint64(rdCopies), sim.OpStreamSynchronize: 1,
 		sim.OpEventRecord: 1})
 }
 
