@@ -1,5 +1,10 @@
 package core
 
+import (
+	"bytes"
+	"fmt"
+)
+
 // Programmatic dependent launch (PDL). On devices of compute capability 9.0
 // and newer, a kernel launched with programmatic stream serialization may be
 // scheduled while the kernel ahead of it on its stream is still running; it
@@ -85,4 +90,26 @@ func markProgrammatic(ls []Launch, plans []launchPlan) {
 	for i := 1; i < len(ls); i++ {
 		ls[i].Programmatic = plans[i].waits
 	}
+}
+
+// checkGridWait refuses a spec marked WaitsOnGridDependencies whose image
+// is PTX text without a griddepcontrol.wait instruction: launched
+// programmatically, such a kernel could read its inputs before the kernel
+// ahead of it has written them. Binary images (cubin, fatbin) pass
+// unchecked.
+func checkGridWait(op string, spec *ProgramSpec) error {
+	im := spec.Image
+	if !spec.WaitsOnGridDependencies || bytes.HasPrefix(im, []byte("\x7fELF")) || bytes.IndexByte(im, 0) >= 0 {
+		return nil
+	}
+	if bytes.Contains(im, []byte("griddepcontrol.wait")) {
+		return nil
+	}
+	name := spec.Name
+	if name == "" {
+		name = spec.Entry
+	}
+	return newError(op, KindInvalidArgument,
+		fmt.Sprintf("program %q is marked WaitsOnGridDependencies, but its PTX (%d bytes) has no griddepcontrol.wait", name, len(im)),
+		"call cudaGridDependencySynchronize() in the kernel before its first global memory access and build it for compute_90, or leave WaitsOnGridDependencies false")
 }

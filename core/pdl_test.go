@@ -153,7 +153,11 @@ func TestProgrammaticLaunchNeedsBatchLauncher(t *testing.T) {
 func addOneProgram(t *testing.T, waits bool) *core.Program {
 	t.Helper()
 	entry := fmt.Sprintf("vyre_test_add_one_%v", waits)
-	image := []byte(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry " + entry + "(\n\t.param .u64 p0,\n\t.param .u32 p1\n)\n{\n\tret;\n}\n")
+	body := "\tret;\n"
+	if waits {
+		body = "\tgriddepcontrol.wait;\n" + body
+	}
+	image := []byte(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry " + entry + "(\n\t.param .u64 p0,\n\t.param .u32 p1\n)\n{\n" + body + "}\n")
 	p, err := core.NewProgram(core.ProgramSpec{Image: image, Entry: entry, Buffers: 1,
 		Grid: core.GridRule{FromBuffer: 0, ElemSize: 4}, Count: true, WaitsOnGridDependencies: waits,
 		Host: func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
@@ -234,4 +238,26 @@ func TestProgrammaticLaunchFailureStopsAtTheStep(t *testing.T) {
 	for _, h := range []core.Buffer{p, q, one} {
 		require.NoError(t, b.FreeResident(h), "nothing stays in flight")
 	}
+}
+
+func TestNewProgramRefusesAPTXMarkedWaitingWithoutTheWait(t *testing.T) {
+	spec := core.ProgramSpec{Name: "nowait", Entry: "nowait", Buffers: 1, Grid: core.GridRule{Blocks: 1},
+		Image: []byte(".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry nowait(\n\t.param .u64 p0\n)\n{\n\tret;\n}\n")}
+	p, err := core.NewProgram(spec)
+	require.NoError(t, err, "unmarked, it is an ordinary program")
+	assert.False(t, p.Spec().WaitsOnGridDependencies)
+
+	spec.WaitsOnGridDependencies = true
+	_, err = core.NewProgram(spec)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "griddepcontrol.wait")
+	assert.Contains(t, err.Error(), `"nowait"`)
+
+	spec.Image = []byte("\x7fELF\x02\x01\x01 a cubin cannot be read")
+	_, err = core.NewProgram(spec)
+	require.NoError(t, err, "a binary image is trusted")
+
+	spec.Image = kernels.VAddPTXSM90
+	_, err = core.NewProgram(spec)
+	require.NoError(t, err, "the built-ins' sm_90 images wait")
 }

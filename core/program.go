@@ -88,7 +88,8 @@ type ProgramSpec struct {
 	// device. Leave it false unless the image really waits: a kernel that
 	// does not could read its inputs before they are written. It needs an
 	// image for compute capability 9.0 or newer (PTX .target sm_90, ISA
-	// 7.8); on older devices it changes nothing.
+	// 7.8); on older devices it changes nothing. NewProgram refuses it for
+	// a PTX image without griddepcontrol.wait (a cubin cannot be checked).
 	WaitsOnGridDependencies bool
 	// Host is the Go twin of the kernel: it computes on simulated device
 	// memory what the kernel computes on a GPU. It is bound on drivers that
@@ -130,6 +131,9 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 		if err := checkParams(op, &spec); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkGridWait(op, &spec); err != nil {
+		return nil, err
 	}
 	g := spec.Grid
 	switch {
