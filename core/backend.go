@@ -54,6 +54,7 @@ type Backend struct {
 	peers    peerCache     // how other Backends are reached (peer.go)
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
+	pdl      bool          // programmatic dependent launch in use (pdl.go)
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
@@ -95,6 +96,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
 	b.launch = newLaunchPool(drv, cfg.log)
+	b.pdl = usePDL(drv, info, cfg)
 	return b, nil
 }
 

@@ -97,9 +97,10 @@ func (l *batchLayout) label(i int) string {
 
 // launchPlan is one validated step.
 type launchPlan struct {
-	fn   Function
-	cfg  LaunchConfig
-	args []KernelArg
+	fn    Function
+	cfg   LaunchConfig
+	args  []KernelArg
+	waits bool // the launched image waits on its grid dependencies (pdl.go)
 }
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
@@ -414,14 +415,16 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 	var last *Program
 	var f Function
 	var err error
+	waits := false
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
 		if s.Program != last { // sequences usually repeat one program; skip the cache lock
 			if f, err = b.function(op, s.Program); err != nil {
 				return err
 			}
-			last = s.Program
+			last, waits = s.Program, b.waitsOnGrid(s.Program)
 		}
+		pl.plans[i].waits = waits
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
 		if s.Program.typed() {

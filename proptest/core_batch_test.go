@@ -514,7 +514,7 @@ func (r *runner) applyBatch(call string, it *batchItems, c content, got [][]byte
 		records = 1
 	}
 	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)),
-		sim.OpMemcpyHtoDAsync: uint64(upCopies), sim.OpMemcpyDtoHAsync: uint64(rdCopies), sim.OpStreamSynchronize: 1,
+		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: uint64(upCopies), sim.OpMemcpyDtoHAsync: uint64(rdCopies), sim.OpStreamSynchronize: 1,
 		sim.OpEventRecord: records})
 }
 
