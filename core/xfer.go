@@ -262,6 +262,7 @@ type scratch struct {
 	ents []*residentEntry
 	ups  []fusion.UploadCopy
 	rds  []fusion.ReadbackCopy
+	n    int // items handed out by getScratch: ents and ups hold references only below it
 }
 
 // reads returns n readback requests of scratch memory.
@@ -283,15 +284,16 @@ func getScratch(n int) *scratch {
 	if cap(sc.ups) < n {
 		sc.ups = make([]fusion.UploadCopy, 0, n)
 	}
+	sc.n = n
 	return sc
 }
 
-// putScratch clears what sc references (entries and caller data) and
-// gives it back. Scratch larger than maxScratchItems is dropped rather than
-// kept.
+// putScratch clears what sc references (entries and caller data: only the
+// first n items were used, the rest was cleared before) and gives it back.
+// Scratch larger than maxScratchItems is dropped rather than kept.
 func putScratch(sc *scratch) {
-	clear(sc.ents[:cap(sc.ents)])
-	clear(sc.ups[:cap(sc.ups)])
+	clear(sc.ents[:sc.n])
+	clear(sc.ups[:sc.n])
 	if cap(sc.ents) > maxScratchItems || cap(sc.ups) > maxScratchItems || cap(sc.rds) > maxScratchItems {
 		return
 	}
