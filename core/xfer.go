@@ -159,13 +159,18 @@ func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
 
 // packedBound is an upper bound on the packed block of n pieces of bytes in
 // all (payload, alignment padding and table), or 0 when it would not fit an
-// int; the exact size is newPackLayout's total.
+// int; the exact size is newPackLayout's total. A piece takes at most two
+// table entries beyond one per packEntryBytes of its bytes.
 func packedBound(n int, bytes uint64) int64 {
-	per := uint64(packAlign - 1 + kernels.TableEntryBytes)
-	if n < 0 || uint64(n) > (math.MaxInt64-packAlign-bytes)/per {
+	per := uint64(packAlign - 1 + 2*kernels.TableEntryBytes)
+	if n < 0 || bytes > math.MaxInt64-packAlign {
 		return 0
 	}
-	return int64(bytes + uint64(n)*per + packAlign)
+	fixed := bytes + bytes/packEntryBytes*kernels.TableEntryBytes + packAlign
+	if fixed > math.MaxInt64 || uint64(n) > (math.MaxInt64-fixed)/per {
+		return 0
+	}
+	return int64(fixed + uint64(n)*per)
 }
 
 // pinnedHost returns the region pinned through this Backend that holds all
