@@ -47,8 +47,8 @@ type TransferTuning struct {
 	// PlainPack packs uploads with the built-in copy instead of
 	// non-temporal stores.
 	PlainPack bool
-	// PlainUnpack unpacks readbacks with the built-in copy instead of
-	// reading staging with non-temporal hints.
+	// PlainUnpack unpacks readbacks with the built-in copy, never with
+	// non-temporal stores.
 	PlainUnpack bool
 }
 

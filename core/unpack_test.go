@@ -11,12 +11,12 @@ import (
 	"github.com/vyre-go/vyrecuda/core/sim"
 )
 
-// Readbacks unpack staging into the caller's slots with non-temporal
-// copies (hinted reads below 16 MiB, non-temporal stores from there): every
-// slot gets exactly its buffer's bytes, whatever its length and its
-// alignment inside the caller's storage, reused slots keep their storage,
-// and the bytes around each slot are untouched. Small and large batches
-// take both copies; the plain-copy tuning gives the same result.
+// Readbacks unpack staging into the caller's slots with the built-in copy
+// below 16 MiB and with non-temporal stores from there: every slot gets
+// exactly its buffer's bytes, whatever its length and its alignment inside
+// the caller's storage, reused slots keep their storage, and the bytes
+// around each slot are untouched. Small and large batches take both
+// copies; the plain-copy tuning gives the same result.
 func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -78,7 +78,7 @@ type transferTuning struct {
 	pipeLinger  time.Duration   // helper polling after a staged chunk's copy; < 0: none
 	prewake     time.Duration   // helpers woken at a many-item call's start poll this long; < 0: none
 	plainPack   bool            // test-only: pack uploads with copy, not non-temporal stores
-	plainUnpack bool            // test-only: unpack readbacks with copy, no non-temporal hints
+	plainUnpack bool            // test-only: unpack readbacks with copy, never non-temporal stores
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 

@@ -1,12 +1,14 @@
 // Package ntcopy copies memory with non-temporal stores: the destination's
 // bytes go to memory without being kept (dirty) in the processor's caches.
 //
-// It exists for buffers that a device reads by DMA right after the copy. A
+// It exists for buffers that a device reads by DMA right after the copy: a
 // DMA that reads lines another core holds modified has to fetch them from
-// that core's cache, which on the reference H100 host ran a packed upload's
-// DMA at about half its speed from memory. Go's copy switches to
-// non-temporal stores only for copies of 1 MiB and more, so many small
-// pieces packed into one staging block stay in the caches.
+// that core's cache, and the copy itself first reads every destination
+// line it writes. Go's copy switches to non-temporal stores only for
+// copies of 1 MiB and more, so many small pieces packed into one staging
+// block stay in the caches. On the reference H100 host, packing 1024 x 4
+// KiB pieces this way took 50 us instead of 104, and the wait for the
+// DMAs after the packing 84 us instead of 117.
 //
 // On amd64 the body of each copy (its 16-byte aligned, 64-byte multiple
 // middle) uses MOVNTDQ; the ragged ends, and every copy on other
@@ -14,10 +16,9 @@
 // ordered: call Fence after a run of copies, before another goroutine or
 // a device may read what they wrote.
 //
-// ReadOnce is the other direction: a copy out of a buffer that a device
-// will write by DMA next. Its source is fetched with non-temporal prefetch
-// hints, so fewer of its lines stay in the cores' caches, where the next
-// DMA write to them would first have to invalidate them.
+// Copy also suits a large destination that will not be read again soon:
+// skipping the read of each destination line before writing it saves
+// memory bandwidth.
 package ntcopy
 
 import "unsafe"
@@ -50,18 +51,4 @@ func Fence() {
 	if available {
 		sfence()
 	}
-}
-
-// ReadOnce copies min(len(dst), len(src)) bytes from src to dst, fetching
-// src with non-temporal prefetch hints, and returns that count. dst is
-// written with ordinary stores. Overlapping dst and src are not supported.
-func ReadOnce(dst, src []byte) int {
-	n := min(len(dst), len(src))
-	if !available || n < MinBytes {
-		return copy(dst, src)
-	}
-	body := n &^ 63
-	copyNTA(&dst[0], &src[0], body)
-	copy(dst[body:n], src[body:n])
-	return n
 }

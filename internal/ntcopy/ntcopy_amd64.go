@@ -11,9 +11,3 @@ func copyNT(dst, src *byte, n int)
 
 // sfence orders earlier non-temporal stores before later stores.
 func sfence()
-
-// copyNTA copies n bytes (a multiple of 64) from src to dst, prefetching
-// src with PREFETCHNTA.
-//
-//go:noescape
-func copyNTA(dst, src *byte, n int)

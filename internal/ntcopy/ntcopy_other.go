@@ -8,5 +8,3 @@ const available = false
 func copyNT(dst, src *byte, n int) { panic("ntcopy: no non-temporal copy on this architecture") }
 
 func sfence() {}
-
-func copyNTA(dst, src *byte, n int) { panic("ntcopy: no non-temporal copy on this architecture") }

@@ -7,12 +7,13 @@ import (
 )
 
 // Every length and both alignments around the non-temporal body's edges
-// copy exactly the bytes asked for and nothing past them, by either copy.
+// copy exactly the bytes asked for and nothing past them, as the built-in
+// copy does.
 func TestCopyMatchesBuiltinCopy(t *testing.T) {
 	for _, f := range []struct {
 		name string
 		copy func(dst, src []byte) int
-	}{{"Copy", Copy}, {"ReadOnce", ReadOnce}} {
+	}{{"Copy", Copy}, {"builtin", func(d, s []byte) int { return copy(d, s) }}} {
 		t.Run(f.name, func(t *testing.T) { checkCopy(t, f.copy) })
 	}
 }
@@ -43,9 +44,9 @@ func checkCopy(t *testing.T, cp func(dst, src []byte) int) {
 	}
 }
 
-// Both copies stop at the shorter slice, as copy does.
+// Copy stops at the shorter slice, as copy does.
 func TestCopyStopsAtTheShorterSlice(t *testing.T) {
-	for _, cp := range []func(dst, src []byte) int{Copy, ReadOnce} {
+	for _, cp := range []func(dst, src []byte) int{Copy} {
 		src := bytes.Repeat([]byte{1}, 5000)
 		dst := make([]byte, 3000)
 		if n := cp(dst, src); n != 3000 || !bytes.Equal(dst, src[:3000]) {
