@@ -169,8 +169,13 @@ func (m *Model) link(dir Direction) Link {
 // faster one. Per chunk the caller queues a DMA and records an event
 // (2 DriverCopy), time taken from its share of the copying.
 func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int) float64 {
+	return m.streamAt(dir, n, k, c, w, blocks, m.copyGBps(w))
+}
+
+// streamAt is stream with the host copy rate of w goroutines given (r, as
+// copyGBps(w) says), so a search over many chunkings computes it once.
+func (m *Model) streamAt(dir Direction, n float64, k int, c float64, w, blocks int, r float64) float64 {
 	l := m.link(dir)
-	r := m.copyGBps(w)
 	if n <= float64(m.CacheBytes) {
 		r = m.CacheGBps
 	}
