@@ -1,0 +1,93 @@
+//go:build gpu
+
+// Phase breakdown of single-buffer uploads and readbacks from ordinary Go
+// slices (the bandwidth sweep's calls) on a real GPU, under the default
+// plan and under plans forced by tuning, so the planner's model can be
+// checked against what each plan costs where. Run on a GPU machine:
+//
+//	.gpu/core.test -test.run '^$' -test.bench GPUSinglePhases -test.benchtime 200x
+
+package core_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// singleVariants are the plans the single-transfer phase benchmark runs.
+var singleVariants = []xferPath{
+	{"default", nil},
+	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
+	{"workers4", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 4})},
+	{"workers2", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 2})},
+	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
+	{"staged", core.WithPlanTuning(xferplan.Tuning{StageMin: 64 << 10, Only: xferplan.Kinds(xferplan.Staged)})},
+	{"staged-w4", core.WithPlanTuning(xferplan.Tuning{StageMin: 64 << 10, MaxWorkers: 4, Only: xferplan.Kinds(xferplan.Staged)})},
+	{"park", core.WithCopyHelperLinger(0)},
+}
+
+func openGPUWith(b *testing.B, opt core.Option) *core.Backend {
+	b.Helper()
+	var opts []core.Option
+	if opt != nil {
+		opts = append(opts, opt)
+	}
+	be, err := core.OpenCUDA(0, opts...)
+	if err != nil {
+		b.Fatalf("OpenCUDA: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	return be
+}
+
+func BenchmarkGPUSinglePhases(b *testing.B) {
+	for _, v := range singleVariants {
+		b.Run(v.name, func(b *testing.B) {
+			be := openGPUWith(b, v.opt)
+			for _, n := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+				for _, dir := range []string{"up", "down"} {
+					b.Run(fmt.Sprintf("%s/%dKiB", dir, n>>10), func(b *testing.B) { benchSingle(b, be, n, dir == "down") })
+				}
+			}
+		})
+	}
+}
+
+// benchSingle times UploadResident or DownloadResidentInto of one n-byte
+// buffer from and into one Go slice, as the sweep does, with each phase's
+// median.
+func benchSingle(b *testing.B, be *core.Backend, n int, down bool) {
+	bufs, ups := xferBuffers(b, be, 1, n)
+	h, data := bufs[0], ups[0].Data
+	call := func() (err error) {
+		if down {
+			data, err = be.DownloadResidentInto(h, data)
+			return err
+		}
+		return be.UploadResident(h, data)
+	}
+	for range 5 {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := newPhaseTimer(b)
+	b.SetBytes(int64(n))
+	b.ResetTimer()
+	for range b.N {
+		p.start()
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+		p.stop()
+	}
+	b.StopTimer()
+	p.report(b)
+}
