@@ -25,9 +25,12 @@ type Step struct {
 
 // Batch is one request of device work, run on one stream with one fence, in
 // this order: Clears and Fills (device memsets, no host-to-device bytes),
-// then Uploads (fused and staged like UploadResidentAtMany), then Steps in
-// order, each seeing what the ones before it wrote, then Reads (fused like
-// DownloadResidentRangesInto) of what the last step left.
+// then Uploads (fused and planned like UploadResidentAtMany: packed,
+// staged in chunks or one copy each, never straight from pinned memory),
+// then Steps in order, each seeing what the ones before it wrote, then
+// Reads (fused and planned like DownloadResidentRangesInto) of what the
+// last step left. A captured Graph moves its uploads and reads one copy
+// each.
 type Batch struct {
 	Clears  []Buffer   // zeroed by device memset
 	Fills   []Fill     // set to a byte value by device memset
