@@ -286,7 +286,7 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		c := math.Ceil(n / float64(k))
 		// One copy job packs every part; parts are DMAs queued as they fill.
 		for w := 1; w <= most; w++ {
-			cost := dur(fixed + m.streamAt(r.Dir, n, k, c, w, k, rates.at(m, w)))
+			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k, rates.at(m, w), false))
 			if !found || cost < best.Cost {
 				best, found = Plan{Kind: Packed, Workers: w, Parts: k, Cost: cost}, true
 			}
@@ -318,7 +318,7 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 		// One copy job serves the whole call: its goroutines are chosen for
 		// the whole transfer, not per chunk.
 		for w := 1; w <= most; w++ {
-			cost := dur(m.streamAt(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks, rates.at(m, w)))
+			cost := dur(m.stream(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks, rates.at(m, w), true))
 			if (k == kmin && w == 1) || cost < best.Cost {
 				best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: blocks, Parts: 1, Cost: cost}
 			}
