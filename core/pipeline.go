@@ -160,6 +160,14 @@ const (
 	spinClock = 64
 )
 
+// spinHint makes every poll that found nothing issue a spin-wait hint.
+// Up to 15 helpers poll while the caller waits for the driver, on a host
+// whose virtual processors are hardware threads that share cores: a
+// polling loop of bare atomic loads takes execution resources from the
+// thread beside it, which may be the one the driver or the caller runs on.
+// Tests turn it off to compare.
+var spinHint = true
+
 // spinner paces one polling loop; its zero value is ready.
 type spinner struct {
 	polls uint32
@@ -167,11 +175,15 @@ type spinner struct {
 	yf    func()    // gives up the processor; nil: runtime.Gosched (tests count calls)
 }
 
-// pause is called once per poll that found nothing to do. Every spinClock
-// polls it reads the clock, yields the processor when spinYield has passed
-// since the last yield (or the first read), and returns the time read and
-// true; otherwise it returns false at once.
+// pause is called once per poll that found nothing to do. It issues a
+// spin-wait hint (cpuPause, when spinHint is set); every spinClock polls it
+// reads the clock, yields the processor when spinYield has passed since
+// the last yield (or the first read), and returns the time read and true;
+// otherwise it returns false.
 func (s *spinner) pause() (time.Time, bool) {
+	if spinHint {
+		cpuPause()
+	}
 	s.polls++
 	if s.polls%spinClock != 0 {
 		return time.Time{}, false

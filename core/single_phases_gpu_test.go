@@ -12,6 +12,7 @@ package core_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -20,13 +21,11 @@ import (
 // singleVariants are the plans the single-transfer phase benchmark runs.
 var singleVariants = []xferPath{
 	{"default", nil},
-	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
-	{"workers4", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 4})},
-	{"workers2", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 2})},
-	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
-	{"staged", core.WithPlanTuning(xferplan.Tuning{StageMin: 64 << 10, Only: xferplan.Kinds(xferplan.Staged)})},
-	{"staged-w4", core.WithPlanTuning(xferplan.Tuning{StageMin: 64 << 10, MaxWorkers: 4, Only: xferplan.Kinds(xferplan.Staged)})},
+	{"nohint", nil}, // the polling loops without their spin-wait hint
+	{"linger50us", core.WithCopyHelperLinger(50 * time.Microsecond)},
 	{"park", core.WithCopyHelperLinger(0)},
+	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
+	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
 }
 
 func openGPUWith(b *testing.B, opt core.Option) *core.Backend {
@@ -50,6 +49,9 @@ func openGPUWith(b *testing.B, opt core.Option) *core.Backend {
 func BenchmarkGPUSinglePhases(b *testing.B) {
 	for _, v := range singleVariants {
 		b.Run(v.name, func(b *testing.B) {
+			if v.name == "nohint" {
+				b.Cleanup(core.SetSpinHint(false))
+			}
 			be := openGPUWith(b, v.opt)
 			for _, n := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
 				for _, dir := range []string{"up", "down"} {
