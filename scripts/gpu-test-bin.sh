@@ -35,7 +35,7 @@ while read -r name dir; do
     echo "ok   $name ($(grep -c '^--- PASS' "$t.log") passed, $(grep -c '^--- SKIP' "$t.log") skipped)"
   else
     status=1
-    echo "FAIL $name"; grep -E '^(--- FAIL|panic|\s+.*_test.go:[0-9]+)' "$t.log" | head -40
+    echo "FAIL $name"; grep -E '^(--- FAIL|panic|\s+.*\.go:[0-9]+:)' "$t.log" | head -40
   fi
 done < "$here/packages.txt"
 exit $status
