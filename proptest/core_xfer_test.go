@@ -130,8 +130,32 @@ func drawXferCase(r *rand.Rand) xferCase {
 			c.tune.Only, c.tune.StageMin = xferplan.Kinds(xferplan.Staged), 64
 			c.tune.MinChunk, c.tune.MaxChunk, c.tune.Blocks = 256, 256, 2
 		}
+		if c.op == xferRunUploads || c.op == xferRunReads {
+			drawBatchFault(r, &c)
+		}
 	}
 	return c
+}
+
+// batchFaultOps are the operations a batch of transfers calls.
+var batchFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync,
+	sim.OpLaunch, sim.OpModuleLoad, sim.OpStreamSynchronize}
+
+// drawBatchFault fails the first call of one operation a batch makes: a
+// readback's DMA in a batch of reads; a launch, the module load or the
+// device staging (a batch of transfers launches only its packed scatter or
+// gather) in a packed one.
+func drawBatchFault(r *rand.Rand, c *xferCase) {
+	c.fault, c.nth = batchFaultOps[r.Intn(len(batchFaultOps))], 1
+	switch c.fault {
+	case sim.OpMemcpyDtoHAsync:
+		c.op = xferRunReads
+	case sim.OpLaunch, sim.OpMemAlloc, sim.OpModuleLoad:
+		c.tune.PackMinCopies, c.tune.Only = 2, xferplan.Kinds(xferplan.Packed, xferplan.Staged, xferplan.Direct)
+		for len(c.lens) < 2 {
+			c.lens = append(c.lens, 1+r.Intn(600))
+		}
+	}
 }
 
 // xferToyModel is the reference model with free copy jobs, so toy copies
@@ -147,15 +171,16 @@ var xferToyModel = func() xferplan.Model {
 type xferSeen struct {
 	perCopy, packed1, packedN, staged, stagedChunkings, direct int
 	// Batches (Run, RunAsync): packed uploads, packed reads, staged uploads.
-	batchPackedUp, batchPackedRd, batchStaged, batchFailed int
-	failedBy                                               map[sim.Op]int // calls failed by an injected fault, per operation
+	batchPackedUp, batchPackedRd, batchStaged int
+	batchFailedBy                             map[sim.Op]int // batches failed by an injected fault, per operation
+	failedBy                                  map[sim.Op]int // calls failed by an injected fault, per operation
 }
 
 func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 	r := rand.New(rand.NewSource(coreSeed(t)))
-	seen := xferSeen{failedBy: map[sim.Op]int{}}
+	seen := xferSeen{failedBy: map[sim.Op]int{}, batchFailedBy: map[sim.Op]int{}}
 	chunkings := map[uint64]bool{}
-	for i := range 600 {
+	for i := range 1500 {
 		c := drawXferCase(r)
 		if err := runXferCase(r, c, &seen, chunkings); err != nil {
 			t.Fatalf("case %d %+v: %v", i, c, err)
@@ -171,7 +196,9 @@ func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 	assert.Positive(t, seen.batchPackedUp, "a batch's uploads packed")
 	assert.Positive(t, seen.batchPackedRd, "a batch's reads packed")
 	assert.Positive(t, seen.batchStaged, "a batch's upload staged")
-	assert.Positive(t, seen.batchFailed, "an injected failure failed a batch")
+	for _, op := range []sim.Op{sim.OpHostAlloc, sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpModuleLoad, sim.OpStreamSynchronize} {
+		assert.Positive(t, seen.batchFailedBy[op], "a failure of %v failed some batch", op)
+	}
 	// A MemAlloc failure only sends a packed transfer down the per-copy
 	// path, and streams come from a pool warmed by the setup uploads: those
 	// two may never fail a call. Every other phase must have.
@@ -233,7 +260,7 @@ func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]
 	}
 	seen.failedBy[c.fault]++
 	if c.op == xferRunUploads || c.op == xferRunReads {
-		seen.batchFailed++
+		seen.batchFailedBy[c.fault]++
 	}
 	var ce *core.Error
 	if !errors.As(callErr, &ce) {
