@@ -3,7 +3,6 @@ package core
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -38,8 +37,9 @@ type Backend struct {
 	cfg  config
 	log  *slog.Logger
 
-	life   sync.RWMutex
-	closed bool // guarded by life
+	life      sync.RWMutex
+	closed    bool // guarded by life
+	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
 
 	store    residentStore
 	pinned   pinnedRegistry
@@ -54,6 +54,7 @@ type Backend struct {
 	peers    peerCache     // how other Backends are reached (peer.go)
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
+	pdl      bool          // programmatic dependent launch in use (pdl.go)
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
@@ -95,6 +96,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
 	b.launch = newLaunchPool(drv, cfg.log)
+	b.pdl = usePDL(drv, info, cfg)
 	return b, nil
 }
 
@@ -131,7 +133,11 @@ func closedError(op string) *Error {
 // unfinished work, asynchronous uploads not yet synchronized, or launch
 // resources still leased. After Close every call returns ErrClosed,
 // including Close itself. A driver failure while releasing is returned (the
-// first one) after everything else has still been released.
+// first one) after everything else has still been released. When the
+// driver fails to free memory, Close keeps that memory counted in
+// MemoryStats and says what it is; a later Close retries exactly those
+// frees (and only then, with nothing left, closes a driver the Backend
+// owns), returning ErrClosed once nothing is left.
 //
 // Close first retries the streams of failed calls that could not be drained
 // (quarantine.go). When one still cannot be synchronized, Close destroys
@@ -149,7 +155,7 @@ func (b *Backend) Close() error {
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
-		return closedError(op)
+		return b.retryClose(op)
 	}
 	b.abandoned.Wait()
 	if n := b.graphs.Load(); n > 0 {
@@ -192,11 +198,7 @@ func (b *Backend) Close() error {
 	keep(b.devPool.close())
 	keep(b.pinned.releaseAll(op, b.drv))
 	keep(b.hostPool.close())
-	// Hook for drivers the Backend owns (OpenCUDA's): closed last, after everything above released through it.
-	if c, ok := b.drv.(io.Closer); ok {
-		keep(c.Close())
-	}
-	return firstErr
+	return b.finishClose(op, firstErr)
 }
 
 // closeError reports a failure of one part of Close under the name Close,

@@ -51,7 +51,7 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch, false)
 	if err != nil {
 		return dst, err
 	}
@@ -69,7 +69,7 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 		return nil, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch, true)
 	if err != nil {
 		return nil, err
 	}
@@ -100,9 +100,10 @@ func (l *batchLayout) label(i int) string {
 
 // launchPlan is one validated step.
 type launchPlan struct {
-	fn   Function
-	cfg  LaunchConfig
-	args []KernelArg
+	fn    Function
+	cfg   LaunchConfig
+	args  []KernelArg
+	waits bool // the launched image waits on its grid dependencies (pdl.go)
 }
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
@@ -133,8 +134,11 @@ func (pl *batchPlan) work() int {
 
 // enqueue validates batch, queues it on one leased stream and returns the
 // Pending that owns what it holds. Validation, module loading and staging
-// all happen before the first operation is queued.
-func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
+// all happen before the first operation is queued. polled is true when the
+// work may be observed with IsReady (a Pending handed out, or a wait that
+// polls): only then is the completion event recorded, since a blocking wait
+// synchronizes the stream and never reads it.
+func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, error) {
 	pl, err := b.planBatch(op, batch)
 	if err != nil {
 		return nil, err
@@ -183,7 +187,7 @@ func (b *Backend) enqueue(op string, batch *Batch) (*pendingWork, error) {
 	// still uses the staging, then releases it all (or, when the drain
 	// fails, quarantines it).
 	qerr := b.queueBatch(op, lease.Stream, pl, upStage, lease.Start, lease.End)
-	if qerr == nil {
+	if qerr == nil && polled {
 		if err := b.drv.EventRecord(lease.Done, lease.Stream); err != nil {
 			qerr = driverError(op, "EventRecord", err)
 		}
@@ -412,14 +416,16 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 	var last *Program
 	var f Function
 	var err error
+	waits := false
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
 		if s.Program != last { // sequences usually repeat one program; skip the cache lock
 			if f, err = b.function(op, s.Program); err != nil {
 				return err
 			}
-			last = s.Program
+			last, waits = s.Program, b.waitsOnGrid(s.Program)
 		}
+		pl.plans[i].waits = waits
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
 		if s.Program.typed() {

@@ -33,9 +33,16 @@ func ProgramScaleF32() *Program { return builtins().scale }
 type builtinSet struct{ fill, copy, vadd, scale *Program }
 
 var builtins = sync.OnceValue(func() builtinSet {
-	mk := func(name string, image []byte, entry string, nbufs, from, scalars int, host HostKernel) *Program {
-		p, err := NewProgram(ProgramSpec{Name: name, Image: image, Entry: entry, Buffers: nbufs,
-			Grid: GridRule{FromBuffer: from, ElemSize: 4}, Count: true, Scalars: scalars, Host: host})
+	// Each built-in carries its sm_90 image as the variant that Backends
+	// using programmatic dependent launch load (pdl.go).
+	mk := func(name string, image, sm90 []byte, entry string, nbufs, from, scalars int, host HostKernel) *Program {
+		spec := ProgramSpec{Name: name, Image: image, Entry: entry, Buffers: nbufs,
+			Grid: GridRule{FromBuffer: from, ElemSize: 4}, Count: true, Scalars: scalars, Host: host}
+		p, err := NewProgram(spec)
+		if err == nil {
+			spec.Image, spec.WaitsOnGridDependencies = sm90, true
+			p.sm90, err = NewProgram(spec)
+		}
 		if err != nil {
 			// The specs are constants of this file; a failure is a bug here.
 			panic(err)
@@ -43,10 +50,10 @@ var builtins = sync.OnceValue(func() builtinSet {
 		return p
 	}
 	return builtinSet{
-		fill:  mk("fill_u32", kernels.FillPTX, kernels.FillEntry, 1, 0, 1, fillTwin),
-		copy:  mk("copy_u32", kernels.CopyPTX, kernels.CopyEntry, 2, 1, 0, copyTwin),
-		vadd:  mk("vadd_u32", kernels.VAddPTX, kernels.VAddEntry, 3, 2, 0, vaddTwin),
-		scale: mk("scale_f32", kernels.ScalePTX, kernels.ScaleEntry, 2, 1, 1, scaleTwin),
+		fill:  mk("fill_u32", kernels.FillPTX, kernels.FillPTXSM90, kernels.FillEntry, 1, 0, 1, fillTwin),
+		copy:  mk("copy_u32", kernels.CopyPTX, kernels.CopyPTXSM90, kernels.CopyEntry, 2, 1, 0, copyTwin),
+		vadd:  mk("vadd_u32", kernels.VAddPTX, kernels.VAddPTXSM90, kernels.VAddEntry, 3, 2, 0, vaddTwin),
+		scale: mk("scale_f32", kernels.ScalePTX, kernels.ScalePTXSM90, kernels.ScaleEntry, 2, 1, 1, scaleTwin),
 	}
 })
 

@@ -26,6 +26,11 @@ type Capabilities struct {
 	VirtualMemory bool
 	// PeerAccess: this device can access another device's memory directly.
 	PeerAccess bool
+	// ProgrammaticLaunch: programmatic dependent launch (cuLaunchKernelEx
+	// with programmatic stream serialization, kept as programmatic edges by
+	// stream capture: a CUDA 12.3 driver or newer) on a device of compute
+	// capability 9.0 or newer.
+	ProgrammaticLaunch bool
 }
 
 // CapabilityReporter is an optional Driver capability, found by type
@@ -59,6 +64,7 @@ func (c Capabilities) List() []FeatureState {
 		{"conditional graph nodes", c.ConditionalGraphNodes},
 		{"virtual memory management", c.VirtualMemory},
 		{"peer access", c.PeerAccess},
+		{"programmatic dependent launch", c.ProgrammaticLaunch},
 	}
 }
 

@@ -18,6 +18,7 @@ func TestBackendCapabilitiesFromDriver(t *testing.T) {
 
 	noGraphs := sim.DefaultCapabilities()
 	noGraphs.Graphs, noGraphs.ConditionalGraphNodes, noGraphs.DriverVersion = false, false, 11020
+	noGraphs.ProgrammaticLaunch = false
 	b2, _ := openSim(t, sim.Config{TotalMemory: testMemory, Capabilities: &noGraphs})
 	got := b2.Capabilities()
 	assert.False(t, got.Graphs)
@@ -47,7 +48,7 @@ func TestCapabilitiesList(t *testing.T) {
 	var none core.Capabilities
 	assert.Equal(t, "unknown driver: no optional features", none.String())
 	list := sim.DefaultCapabilities().List()
-	assert.Len(t, list, 6)
+	assert.Len(t, list, 7)
 	for _, f := range list {
 		assert.True(t, f.Offered, f.Name)
 	}

@@ -21,14 +21,18 @@ import (
 // The wait polls the completion event with a short backoff (a few
 // microseconds at first, at most waitPollMax between queries), so it adds at
 // most that much latency over the blocking forms; a context that can never
-// be done (context.Background) uses the blocking wait.
+// be done (context.Background) uses the blocking wait. While another
+// goroutine blocks in a Pending's Await, the context forms keep polling
+// until that wait ends or their context is done, whichever comes first.
 
 // waitPollMax bounds the sleep between completion queries.
 const waitPollMax = 500 * time.Microsecond
 
-// readyCtx waits until w has finished, polling, or ctx is done.
+// readyCtx waits until w has finished, polling, or ctx is done. It never
+// waits for w.mu: another goroutine may hold it for as long as its blocking
+// Await waits in the driver's fence, so a poll that finds it held counts as
+// "not finished yet" and the loop goes on watching ctx.
 func readyCtx(op string, ctx context.Context, w *pendingWork) error {
-	p := &Pending{w: w} // a view for IsReady; the caller's Pending (if any) keeps its own cleanup
 	if ctx == nil {
 		return newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	}
@@ -37,7 +41,7 @@ func readyCtx(op string, ctx context.Context, w *pendingWork) error {
 	}
 	delay := time.Duration(0)
 	for spins := 0; ; spins++ {
-		if done, _ := p.IsReady(); done {
+		if w.pollReady() {
 			return nil // the failure, if any, is reported by the caller's Await
 		}
 		if err := ctx.Err(); err != nil {
@@ -57,6 +61,16 @@ func readyCtx(op string, ctx context.Context, w *pendingWork) error {
 	}
 }
 
+// pollReady is IsReady for readyCtx: it reports false, without waiting,
+// when another goroutine holds w.mu.
+func (w *pendingWork) pollReady() bool {
+	if !w.mu.TryLock() {
+		return false
+	}
+	defer w.mu.Unlock()
+	return w.query()
+}
+
 func cancelled(op string, cause error) *Error {
 	return &Error{Op: op, Kind: KindInFlight, Detail: "stopped waiting; the work is still running on the device",
 		Fix: "collect the Pending later with Await, AwaitInto or Close (its buffers stay in flight until then)", Err: cause}
@@ -64,7 +78,9 @@ func cancelled(op string, cause error) *Error {
 
 // AwaitContext is Await that stops waiting when ctx is done; see the note
 // on waiting with a context above for what happens to the work then. Work
-// that has already finished is reported even when ctx is done.
+// that has already finished is reported even when ctx is done. It returns
+// when ctx is done also while another goroutine blocks in Await, AwaitInto
+// or Close of the same Pending.
 func (p *Pending) AwaitContext(ctx context.Context) error {
 	const op = "Pending.AwaitContext"
 	w, err := p.work(op)
@@ -109,7 +125,7 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch)
+	w, err := b.enqueue(op, &batch, ctx.Done() != nil)
 	if err != nil {
 		return dst, err
 	}

@@ -13,7 +13,11 @@ func deviceCapabilities(dev cudaapi.Device) Capabilities {
 	if err != nil {
 		return Capabilities{}
 	}
-	return narrowCapabilities(c, deviceAttrTrue(dev), peerOf(dev))
+	caps := narrowCapabilities(c, deviceAttrTrue(dev), peerOf(dev))
+	// Programmatic dependent launch needs compute capability 9.0.
+	major, err := cudaapi.DeviceGetAttribute(cudaapi.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+	caps.ProgrammaticLaunch = caps.ProgrammaticLaunch && err == nil && major >= pdlMinCCMajor
+	return caps
 }
 
 // narrowCapabilities maps the driver's features to Capabilities and keeps
@@ -27,6 +31,7 @@ func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribut
 		ConditionalGraphNodes: c.Has(cudaapi.FeatureConditionalGraphNodes),
 		VirtualMemory:         c.Has(cudaapi.FeatureVirtualMemory),
 		PeerAccess:            c.Has(cudaapi.FeaturePeerAccess),
+		ProgrammaticLaunch:    c.Has(cudaapi.FeatureProgrammaticLaunch),
 	}
 	caps.MemoryPools = caps.MemoryPools && attr(cudaapi.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
 	caps.VirtualMemory = caps.VirtualMemory && attr(cudaapi.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)

@@ -61,6 +61,18 @@ func (d *cudaDriver) GraphLaunch(x GraphExec, s Stream) error {
 	})
 }
 
+var _ GraphUploader = (*cudaDriver)(nil)
+
+// GraphUpload queues the upload of the executable graph x on s.
+func (d *cudaDriver) GraphUpload(x GraphExec, s Stream) error {
+	if x == 0 {
+		return refused("cuGraphUpload", "null executable graph", "pass one from GraphInstantiate")
+	}
+	return d.onStream("cuGraphUpload", s, func(s cudaapi.Stream) error {
+		return cudaapi.GraphUpload(cudaapi.GraphExec(x), s)
+	})
+}
+
 // GraphExecDestroy destroys an executable graph.
 func (d *cudaDriver) GraphExecDestroy(x GraphExec) error {
 	return d.onGraph("cuGraphExecDestroy", uintptr(x), func() error { return cudaapi.GraphExecDestroy(cudaapi.GraphExec(x)) })

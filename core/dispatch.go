@@ -12,7 +12,7 @@ func (b *Backend) DispatchResident(p *Program, bufs []Buffer, cfg DispatchConfig
 	}
 	defer b.exit()
 	cfg.Timing = false
-	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, false)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (b *Backend) DispatchResidentAsync(p *Program, bufs []Buffer, cfg DispatchC
 		return nil, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}})
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, true)
 	if err != nil {
 		return nil, err
 	}

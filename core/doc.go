@@ -36,7 +36,11 @@
 //     ProgramScaleF32), DispatchResident and DispatchResidentAsync with
 //     Pending results that hold their buffers in flight until they complete,
 //     and Batch (clears, fills, uploads, steps, reads) run with one fence by
-//     Run or RunAsync;
+//     Run or RunAsync; on devices of compute capability 9.0 and newer a step
+//     that follows another step's launch and waits on its grid dependencies
+//     (the built-ins' sm_90 images, ProgramSpec.WaitsOnGridDependencies) is
+//     launched with programmatic dependent launch (pdl.go,
+//     WithProgrammaticLaunch);
 //   - kernels from CUDA C++ at run time (Backend.Compile, through package
 //     nvrtc and its disk cache), typed kernel parameters (ProgramSpec.Params,
 //     DispatchConfig.Args), typed slices (AllocSlice, UploadSlice,
@@ -46,7 +50,8 @@
 //     of Run's queueing path (through the optional GraphDriver capability)
 //     and Graph.Replay runs it with one graph launch and one fence, reading
 //     the upload slices' current bytes; a Graph holds its buffers in flight
-//     and its pinned staging until Close;
+//     and its pinned staging until Close, and is uploaded to the device at
+//     Capture (GraphUploader);
 //   - the optimizer dispatcher (NewOptimizerDispatcher): an exact-size free
 //     pool of resident buffers addressed by id, and a content-addressed cache
 //     of static uploads;

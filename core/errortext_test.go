@@ -119,13 +119,16 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 	b2, dev2 := openSim(t, sim.Config{})
 	h2, err := b2.AllocateResident(16)
 	require.NoError(t, err)
-	ptr, err := b2.ResidentDevicePtr(h2)
-	require.NoError(t, err)
 	require.NoError(t, b2.FreeResident(h2)) // into the device pool, which Close frees
 	dev2.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	e := checkError(t, "Close", b2.Close())
 	assert.Contains(t, e.Error(), "close device pool: MemFree failed")
-	require.NoError(t, dev2.MemFree(ptr), "the allocation the failed Close left")
+	assert.Contains(t, e.Detail, "1 device pool block(s)")
+	assert.Contains(t, e.Fix, "call Close again")
+	assert.NotZero(t, b2.MemoryStats().Reserved, "the block Close could not free is still counted")
+	require.NoError(t, b2.Close(), "a second Close frees what the first could not")
+	assert.Zero(t, b2.MemoryStats().Reserved)
+	assert.True(t, dev2.Live().Zero(), "nothing is left on the device: %s", dev2.Live())
 }
 
 // A Go twin's own error text and the simulated device's detail reach Error().

@@ -1,11 +1,8 @@
 package core
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"github.com/vyre-go/vyrecuda/fusion"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -49,13 +46,23 @@ type Graph struct {
 	up    staging     // upload staging the graph's copies read
 	rdst  staging     // read staging the graph's copies write
 	stage []byte      // upload staging, pl.upBytes long
+	// spans place each upload's bytes in stage (graphpack.go), found once
+	// at Capture; every replay copies the current bytes there.
+	spans []uploadSpan
 }
 
 // Capture validates batch like Run (same errors; nothing changes on
 // refusal) and records its clears, fills, uploads, steps and reads once, by
 // stream capture of the path Run queues them on, into an executable device
-// graph. It runs nothing on the device. Replay the Graph with Replay or
-// ReplayAsync, and Close it to release what it holds.
+// graph. It runs nothing on the device: it uploads the executable graph
+// (when the driver can, GraphUploader) and waits for that upload, so the
+// first replay costs what every other one does. Replay the Graph with
+// Replay or ReplayAsync, and Close it to release what it holds.
+//
+// On a Backend that uses programmatic dependent launch
+// (Backend.ProgrammaticLaunch), dependent steps are captured as
+// programmatic graph edges: a step that waits on its grid dependencies may
+// start while the step ahead of it finishes, which shortens each replay.
 //
 // Capture fails with ErrUnsupported when the driver cannot capture graphs
 // (it names the missing entry point), and with ErrClosed after Close.
@@ -122,6 +129,11 @@ func (g *Graph) record(op string) error {
 	b, pl := g.b, g.pl
 	var err error
 	if pl.upBytes > 0 {
+		if g.spans, err = uploadLayout(pl.ups, pl.fusedUps); err != nil {
+			return &Error{Op: op, Kind: KindInvalidArgument, Err: err,
+				Detail: "the batch's uploads do not map onto their fused copies",
+				Fix:    "report this as a bug; Run the batch instead meanwhile"}
+		}
 		if g.stage, err = g.up.take(op, int(pl.upBytes)); err != nil {
 			return err
 		}
@@ -167,9 +179,40 @@ func (g *Graph) record(op string) error {
 		g.destroyGraph(op, dg)
 		return graphError(op, "GraphInstantiate", err)
 	}
+	if err := g.upload(op, x); err != nil {
+		if derr := g.gd.GraphExecDestroy(x); derr != nil {
+			b.log.Error("graph: executable graph could not be destroyed after a failed upload", "op", op, "err", derr)
+		}
+		g.destroyGraph(op, dg)
+		return err
+	}
 	// The recorded graph is kept for Close, so that a failure to destroy
 	// it is reported where it can be retried.
 	g.exec, g.dg = x, dg
+	return nil
+}
+
+// upload uploads the executable graph x to the device on a leased stream
+// and waits for it, so the first replay does not pay for it. A driver
+// without GraphUploader skips it.
+func (g *Graph) upload(op string, x GraphExec) error {
+	gu, ok := g.gd.(GraphUploader)
+	if !ok {
+		return nil
+	}
+	lease, err := g.b.lease(op, false)
+	if err != nil {
+		return err
+	}
+	call, err := "GraphUpload", gu.GraphUpload(x, lease.Stream)
+	if err == nil {
+		call, err = "StreamSynchronize", g.b.drv.StreamSynchronize(lease.Stream)
+	}
+	if err != nil {
+		g.b.drain(op, held{}, lease) // the upload touches no staging or buffer
+		return graphError(op, call, err)
+	}
+	g.b.launch.giveBack(lease, true)
 	return nil
 }
 
@@ -216,9 +259,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	if err := g.pack(op); err != nil {
-		return dst, err
-	}
+	g.pack()
 	lease, err := b.lease(op, false)
 	if err != nil {
 		return dst, err
@@ -288,9 +329,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		}
 		return p, nil
 	}
-	if err := g.pack(op); err != nil {
-		return nil, err
-	}
+	g.pack()
 	lease, err := b.lease(op, pl.timing)
 	if err != nil {
 		return nil, err
@@ -341,22 +380,11 @@ func (g *Graph) usable(op string) error {
 }
 
 // pack copies the current contents of the caller's upload slices into the
-// graph's upload staging, where the captured copies read them. The uploads
-// are fused again because a fused copy that merges several uploads holds a
-// copy of their bytes taken when it was fused; the result has the captured
-// layout, since only the bytes changed.
-func (g *Graph) pack(op string) error {
-	if g.pl.upBytes == 0 {
-		return nil
-	}
-	fused, n, err := fusion.FuseUploads(g.pl.ups)
-	if err != nil || n != g.pl.upBytes || len(fused) != len(g.pl.fusedUps) {
-		return &Error{Op: op, Kind: KindInvalidArgument, Err: err,
-			Detail: fmt.Sprintf("the uploads fused to %d bytes in %d copies, not the %d bytes in %d copies captured", n, len(fused), g.pl.upBytes, len(g.pl.fusedUps)),
-			Fix:    "report this as a bug; the captured uploads no longer fuse as they did"}
-	}
-	packUploads(g.stage, fused)
-	return nil
+// graph's upload staging, where the captured copies read them, at the spans
+// found at Capture (a fused copy that merges several uploads holds the
+// bytes they had when it was fused, so it cannot be packed from).
+func (g *Graph) pack() {
+	packSpans(g.stage, g.pl.ups, g.spans)
 }
 
 // held is what a replay's work may touch: the graph's staging and buffers.

@@ -46,6 +46,15 @@ type GraphDriver interface {
 	GraphDestroy(g DeviceGraph) error
 }
 
+// GraphUploader is an optional Driver capability, found by type assertion
+// next to GraphDriver: uploading an executable graph's work to the device
+// ahead of its first launch (cuGraphUpload), so that launch does not pay
+// for it. Capture uses it when present.
+type GraphUploader interface {
+	// GraphUpload queues the upload of x on s without running x.
+	GraphUpload(x GraphExec, s Stream) error
+}
+
 // graphEntryPoints names the driver entry points GraphDriver stands for.
 const graphEntryPoints = "cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy"
 

@@ -110,7 +110,8 @@ func (g *Group) Backends() []*Backend {
 // their drivers to be destroyed). A
 // Backend that refuses (ErrInFlight: work still in flight) stays open and
 // its error is returned; the others are closed, and calling Close again
-// closes what is left. Close after everything is closed returns ErrClosed.
+// closes what is left, and retries the frees a Backend's Close failed on
+// (see Backend.Close). Close after everything is closed returns ErrClosed.
 func (g *Group) Close() error {
 	const op = "Group.Close"
 	if g == nil {
@@ -134,7 +135,7 @@ func (g *Group) Close() error {
 		if errors.Is(err, ErrClosed) {
 			continue
 		}
-		if errors.Is(err, ErrInFlight) {
+		if errors.Is(err, ErrInFlight) || err != nil && b.closeRetryable() {
 			open = true
 		}
 		keep(err)

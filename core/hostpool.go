@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"sync"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
@@ -30,6 +31,12 @@ type hostPool struct {
 	// allocated counts the bytes obtained from HostAlloc and not yet freed;
 	// exact, repaired to zero with a logged error if a release would underflow.
 	allocated accounting.Counter
+
+	// unfreed holds blocks HostFree failed on that found no room in the
+	// cache: still allocated and counted, freed again by the next trim or
+	// close (retryUnfreed). Guarded by unfreedMu.
+	unfreedMu sync.Mutex
+	unfreed   [][]byte
 }
 
 // newHostPool returns an empty pool over drv that caches at most
@@ -114,10 +121,53 @@ func (p *hostPool) put(b pinnedBlock) {
 	}
 }
 
-// release frees buf for real and removes it from the allocated count.
+// release frees buf for real and removes it from the allocated count; a
+// block HostFree fails on stays counted, kept for a later retry.
 func (p *hostPool) release(buf []byte, why string) {
-	_ = p.freeBuf(buf, why)
+	if p.freeBuf(buf, why) != nil {
+		p.keepUnfreed(buf)
+		return
+	}
 	subOrRepair(&p.allocated, uint64(len(buf)), p.log, "pinned host pool allocated bytes")
+}
+
+// keepUnfreed keeps a block HostFree failed on, still counted in allocated.
+func (p *hostPool) keepUnfreed(buf []byte) {
+	p.unfreedMu.Lock()
+	p.unfreed = append(p.unfreed, buf)
+	p.unfreedMu.Unlock()
+}
+
+// retryUnfreed frees the blocks an earlier HostFree failed on and returns
+// the first failure; blocks that fail again stay kept.
+func (p *hostPool) retryUnfreed(op string) error {
+	p.unfreedMu.Lock()
+	left := p.unfreed
+	p.unfreed = nil
+	p.unfreedMu.Unlock()
+	var first error
+	for _, buf := range left {
+		if err := p.freeBuf(buf, "retrying a failed free"); err != nil {
+			p.keepUnfreed(buf)
+			if first == nil {
+				first = driverError(op, "HostFree", err)
+			}
+			continue
+		}
+		subOrRepair(&p.allocated, uint64(len(buf)), p.log, "pinned host pool allocated bytes")
+	}
+	return first
+}
+
+// unfreedBlocks returns how many blocks, and bytes, HostFree failed on and
+// are kept for a retry.
+func (p *hostPool) unfreedBlocks() (n int, bytes uint64) {
+	p.unfreedMu.Lock()
+	defer p.unfreedMu.Unlock()
+	for _, buf := range p.unfreed {
+		bytes += uint64(len(buf))
+	}
+	return len(p.unfreed), bytes
 }
 
 // freeBuf calls HostFree on buf's first byte and logs a failure.
@@ -135,17 +185,23 @@ func (p *hostPool) cachedBytes() uint64 { return p.cache.cached.Load() }
 // allocatedBytes returns the bytes obtained from HostAlloc and not yet freed.
 func (p *hostPool) allocatedBytes() uint64 { return p.allocated.Load() }
 
-// close frees every cached block and refuses further gets; later puts free
-// immediately. It returns the first HostFree failure (every block is still
-// attempted). Calling it again frees nothing and returns nil.
+// close frees every cached block (and retries those an earlier HostFree
+// failed on) and refuses further gets; later puts free immediately. A block
+// HostFree fails on stays allocated and counted, kept for the next close.
+// It returns the first HostFree failure (every block is still attempted).
+// Calling it again retries only the kept blocks.
 func (p *hostPool) close() error {
-	var first error
+	const op = "close pinned host pool"
+	first := p.retryUnfreed(op)
 	for _, e := range p.cache.closeCache() {
-		err := p.freeBuf(e.v, "closing the pool")
-		subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
-		if err != nil && first == nil {
-			first = driverError("close pinned host pool", "HostFree", err)
+		if err := p.freeBuf(e.v, "closing the pool"); err != nil {
+			p.keepUnfreed(e.v)
+			if first == nil {
+				first = driverError(op, "HostFree", err)
+			}
+			continue
 		}
+		subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
 	}
 	return first
 }

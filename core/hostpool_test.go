@@ -195,13 +195,14 @@ func TestHostPoolCloseFreesEverythingAndRefusesGets(t *testing.T) {
 	dev.FailNth(sim.OpHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	requireErrKind(t, p.Close(), core.ErrDriver, "HostFree")
 	assert.Zero(t, p.CachedBytes())
-	require.NoError(t, dev.HostFree(unsafePtr(a.Buf())), "the refused free left the block live")
+	assert.Equal(t, uint64(64+4096), p.AllocatedBytes(), "the block HostFree refused is still counted")
 
 	_, err = p.Get("Late", 64)
 	requireErrKind(t, err, core.ErrClosed, "Late", "pinned host pool is closed")
 	p.Put(b)
+	assert.Equal(t, uint64(64), p.AllocatedBytes())
+	require.NoError(t, p.Close(), "closing again retries the refused free")
 	assert.Zero(t, p.AllocatedBytes())
-	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }
 

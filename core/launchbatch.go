@@ -13,6 +13,14 @@ type Launch struct {
 	F    Function
 	Cfg  LaunchConfig
 	Args []KernelArg
+	// Programmatic asks for programmatic dependent launch: the kernel may
+	// be scheduled before the launch ahead of it on the stream has finished
+	// (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), because it
+	// waits on its grid dependencies before touching memory. A driver that
+	// cannot launch so queues it as an ordinary launch, which computes the
+	// same. The Backend sets it only on a launch that directly follows
+	// another launch of the same batch.
+	Programmatic bool
 }
 
 // BatchLauncher is an optional Driver capability, found by type assertion: a
@@ -37,6 +45,7 @@ func (b *Backend) launchPlans(s Stream, plans []launchPlan) (int, error) {
 		for i := range plans {
 			ls[i] = Launch{F: plans[i].fn, Cfg: plans[i].cfg, Args: plans[i].args}
 		}
+		markProgrammatic(ls, plans)
 		n, err := bl.LaunchBatch(s, ls)
 		if err == nil {
 			return len(plans), nil
@@ -168,7 +177,11 @@ func queueLaunches(lb *cudaapi.LaunchBatch, s Stream, ls []Launch, values int) (
 	}
 	for i := range ls {
 		l := &ls[i]
-		slots, err := lb.Add(cudaapi.Function(l.F), l.Cfg.Grid, l.Cfg.Block, l.Cfg.SharedMem, cudaapi.Stream(s), len(l.Args))
+		add := lb.Add
+		if l.Programmatic {
+			add = lb.AddProgrammatic
+		}
+		slots, err := add(cudaapi.Function(l.F), l.Cfg.Grid, l.Cfg.Block, l.Cfg.SharedMem, cudaapi.Stream(s), len(l.Args))
 		if err != nil {
 			return 0, err
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/cudaapi"
@@ -26,6 +27,13 @@ type deviceAlloc struct {
 type devicePool struct {
 	log   *slog.Logger
 	cache *alloc.Cache
+
+	// unfreed holds staging and scratch blocks whose free failed in put
+	// (no caller to hand the failure to): still allocated and counted as
+	// live by the cache, freed again by the next trim or close. Guarded by
+	// unfreedMu.
+	unfreedMu sync.Mutex
+	unfreed   []deviceAlloc
 }
 
 // poolDevice adapts a Driver to the allocator's Device and FreeMemoryReader.
@@ -105,8 +113,47 @@ func (p *devicePool) free(op string, a deviceAlloc) error {
 }
 
 // put gives a back where no caller can take a failure (transfer staging,
-// dispatch scratch): a failure is logged by free.
-func (p *devicePool) put(a deviceAlloc) { _ = p.free("release device staging", a) }
+// dispatch scratch): a failure is logged by free, and a is kept for the
+// next trim or close to free.
+func (p *devicePool) put(a deviceAlloc) {
+	if p.free("release device staging", a) != nil {
+		p.unfreedMu.Lock()
+		p.unfreed = append(p.unfreed, a)
+		p.unfreedMu.Unlock()
+	}
+}
+
+// retryUnfreed frees the blocks an earlier put failed to free and returns
+// the first failure; blocks that fail again stay kept.
+func (p *devicePool) retryUnfreed(op string) error {
+	p.unfreedMu.Lock()
+	left := p.unfreed
+	p.unfreed = nil
+	p.unfreedMu.Unlock()
+	var first error
+	for _, a := range left {
+		if err := p.free(op, a); err != nil {
+			p.unfreedMu.Lock()
+			p.unfreed = append(p.unfreed, a)
+			p.unfreedMu.Unlock()
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// unfreedBlocks returns how many blocks, and bytes, put failed to free and
+// keeps for a retry.
+func (p *devicePool) unfreedBlocks() (n int, bytes uint64) {
+	p.unfreedMu.Lock()
+	defer p.unfreedMu.Unlock()
+	for _, a := range p.unfreed {
+		bytes += a.blk.Size
+	}
+	return len(p.unfreed), bytes
+}
 
 // cachedBytes returns the bytes of freed blocks the pool keeps.
 func (p *devicePool) cachedBytes() uint64 { return p.cache.Stats().Cached }
@@ -115,21 +162,26 @@ func (p *devicePool) cachedBytes() uint64 { return p.cache.Stats().Cached }
 // their class size, plus cached ones.
 func (p *devicePool) allocatedBytes() uint64 { return p.cache.Stats().Reserved }
 
-// trim gives every cached block back to the driver.
+// trim gives every cached block back to the driver, and retries the blocks
+// put failed to free (into the cache, when it has room).
 func (p *devicePool) trim(op string) error {
+	rerr := p.retryUnfreed(op)
 	if err := p.cache.Trim(); err != nil {
 		return poolError(op, 0, err)
 	}
-	return nil
+	return rerr
 }
 
-// close trims the pool and refuses later gets; blocks freed afterwards go
-// straight to the driver. It returns the first driver failure.
+// close trims the pool (retrying the blocks put failed to free) and
+// refuses later gets; blocks freed afterwards go straight to the driver. It
+// returns the first driver failure.
 func (p *devicePool) close() error {
+	const op = "close device pool"
 	if err := p.cache.Close(); err != nil {
-		return poolError("close device pool", 0, err)
+		_ = p.retryUnfreed(op)
+		return poolError(op, 0, err)
 	}
-	return nil
+	return p.retryUnfreed(op)
 }
 
 // poolError turns an allocator error into the Backend's *Error for op.
@@ -181,8 +233,10 @@ func closedPoolError(op, what string) *Error {
 // work still holds (that is not in the caches). Afterwards PoolCachedBytes
 // is (0, 0) and the device holds exactly MemoryStats().Reserved bytes for
 // this Backend. A driver failure to free a block leaves that block cached
-// and is returned after every other block was freed. Trim on a closed
-// Backend is ErrClosed.
+// (or, for pinned staging without room in its cache, kept and still
+// counted in ReservedPinned) and is returned after every other block was
+// freed; the next Trim retries it, as it retries pinned staging whose free
+// failed after a transfer. Trim on a closed Backend is ErrClosed.
 func (b *Backend) Trim() error {
 	const op = "Trim"
 	if b == nil {
@@ -203,15 +257,16 @@ func (b *Backend) Trim() error {
 	return nil
 }
 
-// trim frees every cached pinned block; a block HostFree fails on goes back
-// into the cache, and the first failure is returned.
+// trim frees every cached pinned block (and retries those an earlier
+// HostFree failed on); a block HostFree fails on goes back into the cache,
+// or, without room there, is kept for the next trim or close, counted
+// either way. The first failure is returned.
 func (p *hostPool) trim(op string) error {
-	var first error
+	first := p.retryUnfreed(op)
 	for _, e := range p.cache.drain() {
 		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {
 			if !p.cache.push(bitsIndex(len(e.v)), len(e.v), e.v) {
-				// No room to keep it: it is lost to the driver's failure.
-				subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
+				p.keepUnfreed(e.v)
 			}
 			if first == nil {
 				first = driverError(op, "HostFree", err)

@@ -47,7 +47,8 @@ type MemoryStats struct {
 	// retries and Trim [inactive_split_bytes freed by empty_cache, roughly].
 	ReleasedBytes uint64
 	// ReservedPinned is the pinned staging bytes held from the driver: in
-	// use plus cached.
+	// use plus cached, plus blocks the driver failed to free (kept for the
+	// next Trim or Close to retry).
 	ReservedPinned uint64
 }
 
@@ -69,7 +70,10 @@ func (b *Backend) notePeakAllocated() {
 }
 
 // MemoryStats returns a snapshot of the Backend's memory accounting. It is
-// safe to call at any time, also after Close (then everything held is 0).
+// safe to call at any time, also after Close: then everything held is 0,
+// except memory the driver failed to free (counted until a later Close
+// frees it) and memory Close left to unfinished work of a stream it could
+// not synchronize.
 func (b *Backend) MemoryStats() MemoryStats {
 	if b == nil {
 		return MemoryStats{}

@@ -58,6 +58,7 @@ type config struct {
 	log               *slog.Logger
 	xfer              transferTuning  // zero: defaults (xfer.go)
 	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
+	noPDL             bool            // WithProgrammaticLaunch(false) (pdl.go)
 }
 
 func defaultConfig() config {

@@ -238,7 +238,9 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 	if err != nil {
 		return err
 	}
-	h := held{ents: append(append([]*residentEntry(nil), p.dstEnts...), p.srcEnts...)}
+	// The copies read src's buffers from b's stream: if it cannot be
+	// drained, src quarantines its own buffers (held.peer).
+	h := held{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
 	call := "MemcpyDtoDAsync"
 	for _, c := range p.fused {
 		if peer == nil {

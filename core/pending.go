@@ -77,19 +77,29 @@ func (p *Pending) IsReady() (bool, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	done := w.query()
+	if !done {
+		return false, nil
+	}
+	return true, withOp(op, w.err)
+}
+
+// query settles the work when its completion event says it has finished
+// (or the query fails) and reports whether it is settled. Callers hold mu.
+func (w *pendingWork) query() bool {
 	if w.state != pendingQueued {
-		return true, withOp(op, w.err)
+		return true
 	}
 	done, qerr := w.b.drv.EventQuery(w.lease.Done)
 	if qerr != nil {
 		w.fail(w.driverError("EventQuery", qerr))
-		return true, withOp(op, w.err)
+		return true
 	}
 	if !done {
-		return false, nil
+		return false
 	}
 	w.complete()
-	return true, withOp(op, w.err)
+	return true
 }
 
 // work returns p's state, or an ErrInvalidArgument for a nil Pending.

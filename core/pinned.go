@@ -81,13 +81,24 @@ func (r *pinnedRegistry) remove(reg *pinnedRegion) {
 }
 
 // releaseAll frees every pinned buffer and unregisters every pinned range;
-// Close calls it with no asynchronous upload queued. It continues past
+// Close calls it with no asynchronous upload queued. A region the driver
+// fails to release stays registered, for a later Close to retry; a region
+// a quarantined direct copy may still use is left pinned. It continues past
 // failures and returns the first.
 func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var first error
+	kept := r.regions[:0]
 	for _, reg := range r.regions {
+		if reg.pending > 0 {
+			// Only the quarantine still holds a use here (Close refused
+			// queued asynchronous uploads), for a direct copy on a stream
+			// settleQuarantine gave up on: the copy may still read or write
+			// this memory, so it stays pinned, forgotten (and reported).
+			reg.gone = true
+			continue
+		}
 		var err error
 		if reg.buf != nil {
 			if err = drv.HostFree(unsafe.Pointer(unsafe.SliceData(reg.buf))); err != nil {
@@ -96,13 +107,28 @@ func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
 		} else if err = drv.HostUnregister(reg.p); err != nil {
 			err = driverError(op, "HostUnregister", err)
 		}
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			kept = append(kept, reg)
+			if first == nil {
+				first = err
+			}
+			continue
 		}
 		reg.gone = true
 	}
-	r.regions = nil
+	clear(r.regions[len(kept):])
+	r.regions = kept
 	return first
+}
+
+// left returns how many regions, and bytes, are still registered.
+func (r *pinnedRegistry) left() (n int, bytes uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range r.regions {
+		bytes += uint64(reg.n)
+	}
+	return len(r.regions), bytes
 }
 
 // AllocHostPinned allocates n bytes of page-locked host memory. Fill Bytes()
@@ -180,9 +206,11 @@ func (p *PinnedBuffer) Pointer() unsafe.Pointer {
 }
 
 // Free returns the buffer's memory to the driver. It refuses with ErrInFlight
-// while asynchronous uploads from it are queued, with ErrUnknownHandle when
-// already freed, and with ErrClosed after the Backend's Close (which freed
-// it). If the driver fails, the buffer stays allocated.
+// while asynchronous uploads from it are queued or a failed direct transfer
+// whose stream could not be synchronized may still use it (Free retries
+// that stream first), with ErrUnknownHandle when already freed, and with
+// ErrClosed after the Backend's Close (which freed it). If the driver
+// fails, the buffer stays allocated.
 func (p *PinnedBuffer) Free() error {
 	const op = "PinnedBuffer.Free"
 	if p == nil {
@@ -195,14 +223,21 @@ func (p *PinnedBuffer) Free() error {
 	}
 	defer b.exit()
 	b.pinned.mu.Lock()
+	if p.reg.pending > 0 && b.quar.leases.Load() > 0 {
+		// A quarantined direct copy may hold it: retry the quarantine
+		// (whose release takes pinned.mu), then look again.
+		b.pinned.mu.Unlock()
+		b.retryQuarantine()
+		b.pinned.mu.Lock()
+	}
 	defer b.pinned.mu.Unlock()
 	if p.reg.gone {
 		return newError(op, KindUnknownHandle, fmt.Sprintf("pinned buffer at %#x (%d bytes) was already freed", p.reg.start, p.reg.n),
 			"free each pinned buffer once")
 	}
 	if p.reg.pending > 0 {
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued asynchronous upload(s) read pinned buffer at %#x", p.reg.pending, p.reg.start),
-			"call SynchronizeUploads before freeing it")
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use pinned buffer at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", p.reg.pending, p.reg.start),
+			"call SynchronizeUploads before freeing it (after a failed transfer, once the device recovers)")
 	}
 	if err := b.drv.HostFree(p.Pointer()); err != nil {
 		return driverError(op, "HostFree", err)
@@ -251,8 +286,10 @@ func (b *Backend) PinHostBuffer(p unsafe.Pointer, n int) error {
 
 // UnpinHostBuffer undoes PinHostBuffer for the range starting at p. It
 // refuses with ErrInFlight while asynchronous uploads from the range are
-// queued, and with ErrInvalidArgument when p does not start a range pinned
-// with PinHostBuffer on this Backend.
+// queued or a failed direct transfer whose stream could not be synchronized
+// may still use it (it retries that stream first), and with
+// ErrInvalidArgument when p does not start a range pinned with
+// PinHostBuffer on this Backend.
 func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 	const op = "UnpinHostBuffer"
 	if err := b.enter(op); err != nil {
@@ -261,15 +298,22 @@ func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 	defer b.exit()
 	start := uintptr(p)
 	b.pinned.mu.Lock()
-	defer b.pinned.mu.Unlock()
 	reg := b.pinned.find(start, 0)
+	if reg != nil && reg.pending > 0 && b.quar.leases.Load() > 0 {
+		// As in PinnedBuffer.Free.
+		b.pinned.mu.Unlock()
+		b.retryQuarantine()
+		b.pinned.mu.Lock()
+		reg = b.pinned.find(start, 0)
+	}
+	defer b.pinned.mu.Unlock()
 	if p == nil || reg == nil || reg.start != start || reg.buf != nil {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("address %#x does not start a range pinned with PinHostBuffer on this Backend", start),
 			"pass the pointer given to PinHostBuffer; free AllocHostPinned buffers with their Free method")
 	}
 	if reg.pending > 0 {
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued asynchronous upload(s) read the range at %#x", reg.pending, start),
-			"call SynchronizeUploads before unpinning")
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use the range at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", reg.pending, start),
+			"call SynchronizeUploads before unpinning (after a failed transfer, once the device recovers)")
 	}
 	if err := b.drv.HostUnregister(p); err != nil {
 		return driverError(op, "HostUnregister", err)

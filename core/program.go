@@ -78,6 +78,19 @@ type ProgramSpec struct {
 	// counts buffer parameters only; a derived grid uses the buffer's length
 	// after its offset.
 	Params []ParamType
+	// WaitsOnGridDependencies says that the kernel executes
+	// griddepcontrol.wait (cudaGridDependencySynchronize) before its first
+	// access to global memory on every path, so it may be launched with
+	// programmatic dependent launch: on a Backend that uses it
+	// (Backend.ProgrammaticLaunch), a step of this program that directly
+	// follows another step's launch in a Run or Capture may then start
+	// while that kernel still runs, and waits for its results on the
+	// device. Leave it false unless the image really waits: a kernel that
+	// does not could read its inputs before they are written. It needs an
+	// image for compute capability 9.0 or newer (PTX .target sm_90, ISA
+	// 7.8); on older devices it changes nothing. NewProgram refuses it for
+	// a PTX image without griddepcontrol.wait (a cubin cannot be checked).
+	WaitsOnGridDependencies bool
 	// Host is the Go twin of the kernel: it computes on simulated device
 	// memory what the kernel computes on a GPU. It is bound on drivers that
 	// implement HostKernelBinder (core/sim), which cannot run device code;
@@ -95,6 +108,10 @@ type Program struct {
 	key   [32]byte    // SHA-256 of Image: the module cache key
 	args  int         // parameters per launch
 	built *Compiled   // how Backend.Compile built it; nil for NewProgram
+	// sm90 is the variant loaded in place of this Program on Backends that
+	// use programmatic dependent launch (pdl.go): the built-in programs'
+	// images that wait on their grid dependencies. nil for others.
+	sm90 *Program
 }
 
 // NewProgram validates spec and returns a Program. Image is copied, so the
@@ -114,6 +131,9 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 		if err := checkParams(op, &spec); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkGridWait(op, &spec); err != nil {
+		return nil, err
 	}
 	g := spec.Grid
 	switch {
@@ -328,6 +348,7 @@ type DispatchConfig struct {
 // binding its entry point on first use. A failure leaves nothing loaded
 // that the cache did not already hold.
 func (b *Backend) function(op string, p *Program) (Function, error) {
+	p = b.image(p)
 	c := &b.progs
 	c.mu.Lock()
 	defer c.mu.Unlock()

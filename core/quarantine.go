@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -18,7 +19,8 @@ import (
 //
 // The quarantine is retried (one StreamSynchronize per held stream) at
 // cheap moments that need no lock but its own: before every lease
-// acquisition, when FreeResident finds a buffer in flight, and at Close.
+// acquisition, when FreeResident finds a buffer in flight (PinnedBuffer.Free
+// and UnpinHostBuffer pinned memory a direct copy holds), and at Close.
 // A stream that synchronizes gives everything of its entry back normally.
 // Close gives up on streams that still fail (settleQuarantine): on a real
 // device a StreamSynchronize that keeps failing almost always means a sticky
@@ -27,6 +29,16 @@ import (
 // once the work ends or the context goes), and deliberately leaves the
 // memory their work may touch allocated, staging and resident buffers alike,
 // to be reclaimed with the context, and reports ErrDriver.
+//
+// A peer copy runs on the destination Backend's stream but reads the source
+// Backend's buffers. When its drain fails, each side is quarantined on its
+// own Backend: the destination holds the stream and its own buffers, the
+// source holds an item of its own with its buffers' references, waiting for
+// the destination's item (waitFor). The source's retries first retry the
+// destination's quarantine (without holding their own lock, and without
+// going further, so two Backends waiting on each other cannot recurse), and
+// the source's Close reports a wait that never ended as memory left
+// allocated, as for its own streams.
 
 // quarantined is what one failed call's undrained work may still use.
 type quarantined struct {
@@ -39,14 +51,24 @@ type quarantined struct {
 	err    error            // the latest synchronization failure
 	// discard gives leases back unhealthy once they synchronize (held.discard).
 	discard bool
+	// released, when set, is stored true once this item is released: a
+	// peer's item waits for it.
+	released *atomic.Bool
+	// waitFor, when set, marks an item with no streams of its own (the
+	// source side of a failed peer copy): it is released once waitFor is
+	// true, after owner (the Backend whose stream runs the copy) released
+	// its item.
+	waitFor *atomic.Bool
+	owner   *Backend
 }
 
 // quarantine holds the quarantined entries of a Backend.
 type quarantine struct {
-	mu     sync.Mutex // guards items; taken after async.mu, never with store.mu
-	items  []*quarantined
-	leases atomic.Int64 // leases held over all items, readable without mu
-	refs   atomic.Int64 // in-flight references held over all items
+	mu      sync.Mutex // guards items; taken after async.mu, never with store.mu or another Backend's quar.mu held; pinned.mu is taken inside it
+	items   []*quarantined
+	leases  atomic.Int64 // leases held over all items, readable without mu
+	refs    atomic.Int64 // in-flight references held over all items
+	waiting atomic.Int64 // items waiting for another Backend's item
 }
 
 // held is what a failed call's queued work may still read or write: its
@@ -55,13 +77,17 @@ type quarantine struct {
 // resident buffers it targets, and the caller-pinned regions a direct DMA
 // reads or writes (each holding one pending use that the quarantine takes
 // over when the drain fails). discard gives leases that do drain back
-// unhealthy (their events saw the failure).
+// unhealthy (their events saw the failure). peerEnts are resident buffers of
+// peer, another Backend, that the work reads (a peer copy's sources): they
+// are quarantined on peer, not on the Backend that drains.
 type held struct {
-	st      []*staging
-	dev     []*deviceAlloc
-	ents    []*residentEntry
-	regs    []*pinnedRegion
-	discard bool
+	st       []*staging
+	dev      []*deviceAlloc
+	ents     []*residentEntry
+	regs     []*pinnedRegion
+	discard  bool
+	peer     *Backend
+	peerEnts []*residentEntry
 }
 
 // drain synchronizes the streams of leases after a failed call, so nothing
@@ -71,8 +97,10 @@ type held struct {
 // h's stagings are detached and its device allocations zeroed, so the
 // caller's deferred releases find nothing, and each of h.ents gets an
 // in-flight reference of the quarantine's own (the caller still drops its
-// own). Every lease is given back or quarantined here: callers must not give
-// them back again. It reports whether every stream drained.
+// own). h.peerEnts get theirs from an item on h.peer's quarantine that is
+// released once this one is. Every lease is given back or quarantined here:
+// callers must not give them back again. It reports whether every stream
+// drained.
 func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 	var stuck []*launchLease
 	var last error
@@ -102,6 +130,13 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 	}
 	q.ents = append(q.ents, h.ents...)
 	q.regs = append(q.regs, h.regs...)
+	if h.peer == nil || h.peer == b {
+		q.ents = append(q.ents, h.peerEnts...)
+	} else if len(h.peerEnts) > 0 {
+		q.released = new(atomic.Bool)
+		h.peer.quarantineWaiting(&quarantined{op: op, ents: append([]*residentEntry(nil), h.peerEnts...),
+			err: last, waitFor: q.released, owner: b})
+	}
 	for _, e := range q.ents {
 		e.inflight.Add(1)
 	}
@@ -113,6 +148,19 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 	return false
 }
 
+// quarantineWaiting adds q, an item with no streams of its own that waits
+// for another Backend's item, taking an in-flight reference on its entries.
+func (b *Backend) quarantineWaiting(q *quarantined) {
+	for _, e := range q.ents {
+		e.inflight.Add(1)
+	}
+	b.quar.mu.Lock()
+	b.quar.items = append(b.quar.items, q)
+	b.quar.waiting.Add(1)
+	b.quar.refs.Add(int64(len(q.ents)))
+	b.quar.mu.Unlock()
+}
+
 // lease retries the quarantine, then leases launch resources.
 func (b *Backend) lease(op string, timing bool) (*launchLease, error) {
 	b.retryQuarantine()
@@ -120,10 +168,40 @@ func (b *Backend) lease(op string, timing bool) (*launchLease, error) {
 }
 
 // retryQuarantine synchronizes every quarantined stream once and releases
-// the entries whose streams all synchronized. It makes no driver call when
-// the quarantine is empty. It reports whether the quarantine is empty now.
+// the entries whose streams all synchronized; items waiting for another
+// Backend's item retry that Backend's quarantine first. It makes no driver
+// call when the quarantine is empty. It reports whether the quarantine is
+// empty now.
 func (b *Backend) retryQuarantine() bool {
-	if b.quar.leases.Load() == 0 {
+	if b.quar.leases.Load() == 0 && b.quar.waiting.Load() == 0 {
+		return true
+	}
+	for _, o := range b.quarantineOwners() {
+		o.retryOwn()
+	}
+	return b.retryOwn()
+}
+
+// quarantineOwners returns the Backends whose items b's waiting items wait
+// for, each once.
+func (b *Backend) quarantineOwners() []*Backend {
+	if b.quar.waiting.Load() == 0 {
+		return nil
+	}
+	b.quar.mu.Lock()
+	defer b.quar.mu.Unlock()
+	var owners []*Backend
+	for _, q := range b.quar.items {
+		if q.owner != nil && !slices.Contains(owners, q.owner) {
+			owners = append(owners, q.owner)
+		}
+	}
+	return owners
+}
+
+// retryOwn is retryQuarantine without retrying other Backends first.
+func (b *Backend) retryOwn() bool {
+	if b.quar.leases.Load() == 0 && b.quar.waiting.Load() == 0 {
 		return true
 	}
 	b.quar.mu.Lock()
@@ -140,8 +218,9 @@ func (b *Backend) retryQuarantine() bool {
 }
 
 // retryEntry synchronizes q's streams, gives back those that synchronized
-// and, when none is left, releases everything q holds. It reports whether q
-// is released. Callers hold quar.mu.
+// and, when none is left (and the item q waits for, if any, was released),
+// releases everything q holds. It reports whether q is released. Callers
+// hold quar.mu.
 func (b *Backend) retryEntry(q *quarantined) bool {
 	kept := q.leases[:0]
 	for _, l := range q.leases {
@@ -155,8 +234,11 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 	}
 	clear(q.leases[len(kept):])
 	q.leases = kept
-	if len(kept) > 0 {
+	if len(kept) > 0 || (q.waitFor != nil && !q.waitFor.Load()) {
 		return false
+	}
+	if q.waitFor != nil {
+		b.quar.waiting.Add(-1)
 	}
 	for _, blk := range q.host {
 		b.hostPool.put(blk)
@@ -169,26 +251,36 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 		b.unpendRegion(reg)
 	}
 	b.quar.refs.Add(-int64(len(q.ents)))
+	released := q.released
 	*q = quarantined{}
+	if released != nil {
+		released.Store(true)
+	}
 	return true
 }
 
 // settleQuarantine empties the quarantine for Close: each entry is retried
-// once more and released when its streams synchronize. For the streams that
-// still fail it destroys their launch resources and leaves what their work
-// may touch allocated (staging blocks and device staging are dropped from
-// their pools' reach; resident buffers keep the quarantine's in-flight
-// reference, which releaseAll respects), and returns an ErrDriver saying so.
-// Close calls it with life held exclusively.
+// once more (the Backends that items wait for first) and released when its
+// streams synchronize. For the streams that still fail it destroys their
+// launch resources and leaves what their work may touch allocated (staging
+// blocks and device staging are dropped from their pools' reach; resident
+// buffers keep the quarantine's in-flight reference, which releaseAll
+// respects, and caller-pinned regions of direct copies their pending use,
+// which pinnedRegistry.releaseAll respects), and returns an ErrDriver
+// saying so; the same for buffers a
+// failed peer copy on another Backend's stream may still read. Close calls
+// it with life held exclusively.
 func (b *Backend) settleQuarantine(op string) error {
+	for _, o := range b.quarantineOwners() {
+		o.retryOwn()
+	}
 	b.quar.mu.Lock()
 	defer b.quar.mu.Unlock()
 	var (
-		streams, bufs int
-		hostBytes     uint64
-		devBytes      uint64
-		ops           []string
-		last          error
+		streams, peerWaits, bufs, regs int
+		hostBytes, devBytes, regBytes  uint64
+		ops                            []string
+		last                           error
 	)
 	for _, q := range b.quar.items {
 		if b.retryEntry(q) {
@@ -199,6 +291,10 @@ func (b *Backend) settleQuarantine(op string) error {
 		}
 		b.quar.leases.Add(-int64(len(q.leases)))
 		streams += len(q.leases)
+		if q.waitFor != nil {
+			b.quar.waiting.Add(-1)
+			peerWaits++
+		}
 		for _, blk := range q.host {
 			hostBytes += uint64(len(blk.buf))
 		}
@@ -206,22 +302,27 @@ func (b *Backend) settleQuarantine(op string) error {
 			devBytes += d.blk.Size
 		}
 		bufs += len(q.ents)
+		for _, reg := range q.regs {
+			regs++
+			regBytes += uint64(reg.n)
+		}
 		ops = append(ops, q.op)
 		last = q.err
 	}
 	clear(b.quar.items)
 	b.quar.items = nil
-	if streams == 0 {
+	if streams == 0 && peerWaits == 0 {
 		return nil
 	}
 	e := driverError(op, "StreamSynchronize", last)
-	e.Detail = fmt.Sprintf("%d stream(s) of failed calls %v could not be synchronized; their work may still use "+
-		"%d bytes of pinned staging, %d bytes of device staging and %d resident buffer(s), left allocated",
-		streams, ops, hostBytes, devBytes, bufs)
+	e.Detail = fmt.Sprintf("%d stream(s) of this Backend and %d of other Backends (peer copies reading this Backend's buffers), "+
+		"of failed calls %v, could not be synchronized; their work may still use "+
+		"%d bytes of pinned staging, %d bytes of device staging, %d resident buffer(s) and %d caller-pinned host range(s) (%d bytes), left allocated",
+		streams, peerWaits, ops, hostBytes, devBytes, bufs, regs, regBytes)
 	e.Fix = "the device context is most likely broken by a sticky error: end the process or reset the device; " +
 		"the memory left allocated is reclaimed with the context"
 	b.log.Error("Close left memory of unsynchronized streams allocated", "op", op, "streams", streams,
-		"pinnedBytes", hostBytes, "deviceBytes", devBytes, "residentBuffers", bufs, "err", last)
+		"peerStreams", peerWaits, "pinnedBytes", hostBytes, "deviceBytes", devBytes, "residentBuffers", bufs, "err", last)
 	return e
 }
 

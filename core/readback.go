@@ -28,12 +28,23 @@ func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
 
 // DownloadResidentInto reads the whole of h into dst's storage, growing it
 // only when its capacity is too small, and returns the result (append-style:
-// use the returned slice). On failure it returns dst unchanged; its bytes are
-// unchanged too, except after a device failure in the middle of a staged
-// transfer (the planner stages single reads from 256 KiB, writing each chunk
-// into dst's storage as it arrives) or of a direct one (dst inside memory
-// pinned through this Backend), which may leave a prefix of that storage
-// holding h's bytes.
+// use the returned slice). On failure it returns dst unchanged, and the
+// bytes of dst's storage are unchanged too, with two exceptions:
+//   - a device failure in the middle of a staged transfer (the planner
+//     stages single reads from 256 KiB, writing each chunk into dst's
+//     storage as it arrives) may leave a prefix of that storage holding h's
+//     bytes;
+//   - when dst's storage lies inside memory pinned through this Backend
+//     (AllocHostPinned, PinHostBuffer), the device copies into it directly,
+//     and after a failure any of its first h.Len bytes may hold h's bytes.
+//     If the failure also left the copy's stream unsynchronized (the Backend
+//     quarantines it; see Close), the copy may still write them after
+//     DownloadResidentInto returned, at any moment until a later call on
+//     the Backend synchronizes that stream. Until then the memory stays in
+//     use: PinnedBuffer.Free and UnpinHostBuffer refuse it with ErrInFlight,
+//     and if the stream never synchronizes Close leaves it pinned. After a
+//     failed direct read, use that memory for nothing else until Free or
+//     UnpinHostBuffer succeeds.
 func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 	const op = "DownloadResidentInto"
 	if err := b.enter(op); err != nil {

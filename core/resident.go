@@ -46,6 +46,10 @@ type residentStore struct {
 	// device pool over the rounded bytes (memory.go); bytes is atomic so it
 	// is read without mu.
 	bytes accounting.Counter
+	// unfreed holds the buffers whose free failed at Close, still
+	// allocated and counted in bytes, for a later Close to retry
+	// (closeleft.go). Guarded by mu.
+	unfreed []*residentEntry
 }
 
 func (s *residentStore) init() {}
@@ -264,22 +268,27 @@ func (b *Backend) ownedLive(h Buffer) bool {
 }
 
 // releaseAll frees every resident buffer; Close calls it with life held
-// exclusively and no use in flight but the quarantine's: a buffer that work
-// of an unsynchronized stream may still write is forgotten without being
-// freed (settleQuarantine reports it). Freeing continues past failures; the
-// first is returned.
+// exclusively. Buffers the quarantine holds in flight are left allocated
+// (settleQuarantine reports them); a buffer the driver fails to free moves
+// to unfreed, still counted. It continues past failures and returns the
+// first.
 func (s *residentStore) releaseAll(op string, b *Backend) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
+	var left uint64
 	s.table.each(func(_ uint64, e *residentEntry) {
 		if e.inflight.Load() == 0 {
-			if err := b.freeDevice(op, e); err != nil && first == nil {
-				first = err
+			if err := b.freeDevice(op, e); err != nil {
+				s.unfreed = append(s.unfreed, e)
+				left += uint64(e.n)
+				if first == nil {
+					first = err
+				}
 			}
 		}
 	})
 	s.table.clear()
-	s.bytes.Store(0)
+	s.bytes.Store(left)
 	return first
 }

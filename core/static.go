@@ -119,21 +119,9 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	if d == nil {
 		return StaticSet{}, nilDispatcher(op)
 	}
-	if len(payloads) == 0 {
-		return StaticSet{}, newError(op, KindInvalidArgument, "no payloads", "pass at least one non-empty payload")
-	}
-	var total uint64
-	for i, p := range payloads {
-		if len(p) == 0 {
-			return StaticSet{}, newError(op, KindInvalidArgument,
-				fmt.Sprintf("payload %d of %d is empty", i, len(payloads)),
-				"drop empty payloads; a resident buffer holds at least 1 byte")
-		}
-		var err error
-		if total, err = accounting.AddUint64(total, uint64(len(p))); err != nil {
-			return StaticSet{}, &Error{Op: op, Kind: KindInvalidArgument, Detail: "payload bytes overflow", Err: err,
-				Fix: "split the payloads over several sets"}
-		}
+	total, err := staticPayloadBytes(op, payloads)
+	if err != nil {
+		return StaticSet{}, err
 	}
 	key := staticCacheKey(domain, d.b.DeviceInfo().FeatureKey, payloads)
 
@@ -144,11 +132,10 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	}
 	if e := d.static.entries[key]; e != nil {
 		defer d.mu.Unlock()
-		set, err := d.static.issue(op, &staticAcq{entry: e, ids: e.ids, bufs: e.bufs})
+		set, err := d.shareStaticLocked(op, e)
 		if err != nil {
 			return StaticSet{}, err
 		}
-		e.refs++
 		set.CacheHit = true
 		return set, nil
 	}
@@ -177,21 +164,60 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 		d.undoStaticLocked(op, ids, bufs, pooled)
 		return StaticSet{}, upErr
 	}
+	return d.keepStaticLocked(op, key, total, ids, bufs, pooled)
+}
+
+// staticPayloadBytes checks AcquireStaticUploads' payloads (at least one,
+// none empty) and returns their total bytes.
+func staticPayloadBytes(op string, payloads [][]byte) (uint64, error) {
+	if len(payloads) == 0 {
+		return 0, newError(op, KindInvalidArgument, "no payloads", "pass at least one non-empty payload")
+	}
+	var total uint64
+	for i, p := range payloads {
+		if len(p) == 0 {
+			return 0, newError(op, KindInvalidArgument,
+				fmt.Sprintf("payload %d of %d is empty", i, len(payloads)),
+				"drop empty payloads; a resident buffer holds at least 1 byte")
+		}
+		var err error
+		if total, err = accounting.AddUint64(total, uint64(len(p))); err != nil {
+			return 0, &Error{Op: op, Kind: KindInvalidArgument, Detail: "payload bytes overflow", Err: err,
+				Fix: "split the payloads over several sets"}
+		}
+	}
+	return total, nil
+}
+
+// shareStaticLocked issues an acquisition of the cached set e and takes a
+// reference on it. Callers hold d.mu.
+func (d *OptimizerDispatcher) shareStaticLocked(op string, e *staticEntry) (StaticSet, error) {
+	set, err := d.static.issue(op, &staticAcq{entry: e, ids: e.ids, bufs: e.bufs})
+	if err != nil {
+		return StaticSet{}, err
+	}
+	e.refs++
+	return set, nil
+}
+
+// keepStaticLocked issues the acquisition of freshly uploaded buffers
+// (ids, bufs, total bytes) under key: it shares a set another goroutine
+// cached meanwhile (giving the new buffers back), else caches the new set
+// when room can be made for it, else returns it uncached. On failure the
+// new buffers are given back. Callers hold d.mu.
+func (d *OptimizerDispatcher) keepStaticLocked(op string, key staticKey, total uint64, ids []uint64, bufs []Buffer, pooled []bool) (StaticSet, error) {
 	if e := d.static.entries[key]; e != nil {
 		// Another goroutine cached the same content meanwhile: share its
 		// buffers and give ours back.
-		set, err := d.static.issue(op, &staticAcq{entry: e, ids: e.ids, bufs: e.bufs})
+		set, err := d.shareStaticLocked(op, e)
 		d.undoStaticLocked(op, ids, bufs, pooled)
-		if err != nil {
-			return StaticSet{}, err
-		}
-		e.refs++
-		return set, nil
+		return set, err
 	}
 	a := &staticAcq{ids: ids, bufs: bufs}
 	var entry *staticEntry
 	cached := d.static.bytes
 	if d.makeStaticRoomLocked(op, total) {
+		var err error
 		if cached, err = accounting.AddUint64(d.static.bytes, total); err == nil {
 			entry = &staticEntry{ids: ids, bufs: bufs, bytes: total}
 			a.entry = entry

@@ -160,7 +160,11 @@ func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegi
 // downloadDirect moves len(out) bytes from device address src into out
 // (inside reg, pinned) with one DMA and one fence. After a failure out may
 // hold some of the bytes; as with uploadDirect, reg keeps its pending use
-// when the stream cannot be drained.
+// when the stream cannot be drained, and the DMA may then write out after
+// the call returned, whenever a quarantine retry synchronizes the stream
+// (nothing cheaper can stop a queued DMA). The pending use keeps reg from
+// being freed or unpinned until then, and Close leaves it pinned if that
+// never happens.
 func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRegion, out []byte, src uint64) error {
 	err := b.directCopy(op, ents, reg, "MemcpyDtoHAsync", func(s Stream) error {
 		return b.drv.MemcpyDtoHAsync(out, src, s)

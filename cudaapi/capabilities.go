@@ -28,6 +28,12 @@ const (
 	// FeaturePeerAccess is peer copies and peer access between contexts:
 	// DeviceCanAccessPeer, CtxEnablePeerAccess, MemcpyPeerAsync (CUDA 4.0).
 	FeaturePeerAccess
+	// FeatureProgrammaticLaunch is programmatic dependent launch:
+	// LaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	// (cuLaunchKernelEx, CUDA 11.8), from a CUDA 12.3 driver, the first to
+	// keep such launches as programmatic edges when a stream is captured
+	// into a graph. Devices of compute capability 9.0 and newer honour it.
+	FeatureProgrammaticLaunch
 
 	numFeatures
 )
@@ -35,7 +41,7 @@ const (
 // featureNames are the names String and vyrecuda info print.
 var featureNames = [numFeatures]string{
 	"batched copies", "stream-ordered memory pools", "graphs", "conditional graph nodes",
-	"virtual memory management", "peer access",
+	"virtual memory management", "peer access", "programmatic dependent launch",
 }
 
 // String returns the feature's name, e.g. "graphs".

@@ -21,5 +21,6 @@ func featureTable() [numFeatures]featureNeeds {
 			procMemRelease, procMemMap, procMemUnmap, procMemSetAccess, procMemGetAllocationGranularity}},
 		FeaturePeerAccess: {4000, []*proc{procDeviceCanAccessPeer, procCtxEnablePeerAccess, procCtxDisablePeerAccess,
 			procMemcpyPeerAsync}},
+		FeatureProgrammaticLaunch: {12030, []*proc{procLaunchKernelEx}},
 	}
 }

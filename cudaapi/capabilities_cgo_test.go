@@ -42,7 +42,7 @@ func TestCapabilitiesAllOffered(t *testing.T) {
 		assert.Equal(t, want, c.Why(f) == nil, f.String())
 	}
 	if headerHasBatch {
-		assert.Equal(t, "CUDA 13.0 driver: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access", c.String())
+		assert.Equal(t, "CUDA 13.0 driver: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access, programmatic dependent launch", c.String())
 	}
 }
 
@@ -58,6 +58,7 @@ func TestCapabilitiesDegradePerFeature(t *testing.T) {
 		{"cuGraphConditionalHandleCreate", FeatureConditionalGraphNodes},
 		{"cuMemCreate", FeatureVirtualMemory},
 		{"cuMemcpyPeerAsync", FeaturePeerAccess},
+		{"cuLaunchKernelEx", FeatureProgrammaticLaunch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.without, func(t *testing.T) {
@@ -82,6 +83,7 @@ func TestCapabilitiesOlderDriverVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, c.Has(FeatureBatchedCopies))
 	assert.False(t, c.Has(FeatureConditionalGraphNodes))
+	assert.False(t, c.Has(FeatureProgrammaticLaunch), "captured programmatic launches need CUDA 12.3")
 	assert.True(t, c.Has(FeatureGraphs))
 	assert.True(t, c.Has(FeatureMemoryPools))
 	assert.ErrorContains(t, c.Why(FeatureConditionalGraphNodes), "conditional graph nodes needs a driver for CUDA 12.3 or newer, the loaded one is for CUDA 11.8")

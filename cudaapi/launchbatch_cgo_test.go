@@ -99,3 +99,63 @@ func TestLaunchBatchLayoutAndBounds(t *testing.T) {
 	assert.Nil(t, b.mem)
 	require.NoError(t, b.Reset(1, 0), "a freed batch can be reset again")
 }
+
+// useStrlenLaunchKernelEx serves cuLaunchKernel from libc's abs, as
+// useAbsLaunchKernel does, and, when ex is set, cuLaunchKernelEx from
+// strlen: its first argument is the launch configuration, whose first
+// field is grid x, so a grid x of 0x0101 comes back as result 2 from the
+// extended path only.
+func useStrlenLaunchKernelEx(t *testing.T, ex bool) {
+	t.Helper()
+	libc, err := dlopen("libc.so.6")
+	require.NoError(t, err)
+	alias := map[string]string{"cuLaunchKernel": "abs"}
+	if ex {
+		alias["cuLaunchKernelEx"] = "strlen"
+	}
+	useFake(t, aliasLibrary{lib: libc, alias: alias}, nil)
+}
+
+func TestLaunchBatchProgrammaticPath(t *testing.T) {
+	grid := [3]uint32{0x0101, 1, 1}
+	block := [3]uint32{32, 1, 1}
+	for _, tc := range []struct {
+		name         string
+		ex           bool
+		programmatic []bool
+		wantAt       int
+		wantErr      error
+	}{
+		{"plain launches never take the extended path", true, []bool{false, false}, 2, nil},
+		{"a programmatic launch takes it", true, []bool{false, true, false}, 1, CUDA_ERROR_OUT_OF_MEMORY},
+		{"without cuLaunchKernelEx it is a plain launch", false, []bool{false, true, true}, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			useStrlenLaunchKernelEx(t, tc.ex)
+			var b LaunchBatch
+			defer b.Free()
+			require.NoError(t, b.Reset(len(tc.programmatic), len(tc.programmatic)))
+			want := 0
+			for _, p := range tc.programmatic {
+				add := b.Add
+				if p {
+					add = b.AddProgrammatic
+					want++
+				}
+				slots, err := add(0, grid, block, 0, Stream(0x10), 1)
+				require.NoError(t, err)
+				slots[0] = 7
+			}
+			assert.Equal(t, want, b.Programmatic())
+			at, err := b.Launch()
+			assert.Equal(t, tc.wantAt, at)
+			if tc.wantErr == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, tc.wantErr)
+			}
+			require.NoError(t, b.Reset(1, 0))
+			assert.Zero(t, b.Programmatic(), "Reset forgets the programmatic launches")
+		})
+	}
+}

@@ -5,4 +5,6 @@ package cudaapi
 import "unsafe"
 
 // launchBatch cannot reach the driver without cgo.
-func launchBatch(unsafe.Pointer, unsafe.Pointer, int) (int, error) { return 0, ErrDriverNotFound }
+func launchBatch(unsafe.Pointer, unsafe.Pointer, int, bool) (int, error) {
+	return 0, ErrDriverNotFound
+}

@@ -11,7 +11,9 @@ import (
 func TestLaunchBatchWithoutCgo(t *testing.T) {
 	var b LaunchBatch
 	assert.ErrorIs(t, b.Reset(1, 1), ErrDriverNotFound)
-	at, err := launchBatch(nil, nil, 1)
-	assert.Equal(t, 0, at)
-	assert.ErrorIs(t, err, ErrDriverNotFound)
+	for _, programmatic := range []bool{false, true} {
+		at, err := launchBatch(nil, nil, 1, programmatic)
+		assert.Equal(t, 0, at)
+		assert.ErrorIs(t, err, ErrDriverNotFound)
+	}
 }

@@ -341,6 +341,11 @@ static int vyre_LaunchKernel(uintptr_t fn, uintptr_t p0, unsigned int p1, unsign
 	return ((vyre_LaunchKernel_fn)fn)((void*)p0, p1, p2, p3, p4, p5, p6, p7, (void*)p8, p9, p10);
 }
 
+typedef int (*vyre_LaunchKernelEx_fn)(void*, void*, void*, void*);
+static int vyre_LaunchKernelEx(uintptr_t fn, void* p0, uintptr_t p1, void* p2, void* p3) {
+	return ((vyre_LaunchKernelEx_fn)fn)(p0, (void*)p1, p2, p3);
+}
+
 typedef int (*vyre_OccupancyMaxActiveBlocksPerMultiprocessor_fn)(int*, void*, int, size_t);
 static int vyre_OccupancyMaxActiveBlocksPerMultiprocessor(uintptr_t fn, int* p0, uintptr_t p1, int p2, size_t p3) {
 	return ((vyre_OccupancyMaxActiveBlocksPerMultiprocessor_fn)fn)(p0, (void*)p1, p2, p3);
@@ -469,6 +474,7 @@ var (
 	procModuleGetFunction                         = driver.NewProc(2000, "cuModuleGetFunction")
 	procFuncGetAttribute                          = driver.NewProc(2020, "cuFuncGetAttribute")
 	procLaunchKernel                              = driver.NewProc(4000, "cuLaunchKernel")
+	procLaunchKernelEx                            = driver.NewProc(11080, "cuLaunchKernelEx")
 	procOccupancyMaxActiveBlocksPerMultiprocessor = driver.NewProc(6050, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
 	procOccupancyMaxPotentialBlockSize            = driver.NewProc(6050, "cuOccupancyMaxPotentialBlockSize")
 	procStreamBeginCapture                        = driver.NewProc(10010, "cuStreamBeginCapture_v2")
@@ -1353,6 +1359,19 @@ func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32,
 		return err
 	}
 	if r := Result(C.vyre_LaunchKernel(C.uintptr_t(fn), C.uintptr_t(f), C.uint(gridDimX), C.uint(gridDimY), C.uint(gridDimZ), C.uint(blockDimX), C.uint(blockDimY), C.uint(blockDimZ), C.uint(sharedMemBytes), C.uintptr_t(hStream), kernelParams, extra)); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// LaunchKernelEx calls cuLaunchKernelEx.
+// It needs a driver for CUDA 11.8 or newer.
+func LaunchKernelEx(config unsafe.Pointer, f Function, kernelParams unsafe.Pointer, extra unsafe.Pointer) (err error) {
+	fn, err := procLaunchKernelEx.Find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_LaunchKernelEx(C.uintptr_t(fn), config, C.uintptr_t(f), kernelParams, extra)); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil

@@ -408,6 +408,12 @@ func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32,
 	return ErrDriverNotFound
 }
 
+// LaunchKernelEx calls cuLaunchKernelEx.
+// It needs a driver for CUDA 11.8 or newer. Built without cgo, it returns ErrDriverNotFound.
+func LaunchKernelEx(config unsafe.Pointer, f Function, kernelParams unsafe.Pointer, extra unsafe.Pointer) (err error) {
+	return ErrDriverNotFound
+}
+
 // OccupancyMaxActiveBlocksPerMultiprocessor calls cuOccupancyMaxActiveBlocksPerMultiprocessor.
 // It needs a driver for CUDA 6.5 or newer. Built without cgo, it returns ErrDriverNotFound.
 func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32, dynamicSMemSize uint64) (numBlocks int32, err error) {

@@ -58,6 +58,9 @@ type StreamCaptureStatus int32
 // MemPoolAttribute selects what MemPoolSetAttribute and MemPoolGetAttribute access (CUmemPool_attribute).
 type MemPoolAttribute int32
 
+// LaunchAttributeID names one attribute of an extended launch (LaunchKernelEx) (CUlaunchAttributeID).
+type LaunchAttributeID int32
+
 // The CUdevice_attribute enumerators, named and numbered as in cuda.h.
 const (
 	CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK                         DeviceAttribute = 1
@@ -261,6 +264,26 @@ const (
 	CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH                 MemPoolAttribute = 6
 	CU_MEMPOOL_ATTR_USED_MEM_CURRENT                  MemPoolAttribute = 7
 	CU_MEMPOOL_ATTR_USED_MEM_HIGH                     MemPoolAttribute = 8
+)
+
+// The CUlaunchAttributeID enumerators, named and numbered as in cuda.h.
+const (
+	CU_LAUNCH_ATTRIBUTE_IGNORE                               LaunchAttributeID = 0
+	CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW                 LaunchAttributeID = 1
+	CU_LAUNCH_ATTRIBUTE_COOPERATIVE                          LaunchAttributeID = 2
+	CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY               LaunchAttributeID = 3
+	CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION                    LaunchAttributeID = 4
+	CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE LaunchAttributeID = 5
+	CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION    LaunchAttributeID = 6
+	CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT                   LaunchAttributeID = 7
+	CU_LAUNCH_ATTRIBUTE_PRIORITY                             LaunchAttributeID = 8
+	CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP                  LaunchAttributeID = 9
+	CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN                      LaunchAttributeID = 10
+	CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION          LaunchAttributeID = 11
+	CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT              LaunchAttributeID = 12
+	CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE         LaunchAttributeID = 13
+	CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT     LaunchAttributeID = 14
+	CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING       LaunchAttributeID = 16
 )
 
 // Flag values for the Flags parameters, named and numbered as in cuda.h.

@@ -50,32 +50,15 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	if out, ok := distinctReadbacks(reqs); ok {
 		return out, nil
 	}
-	sorted := true
-	nonEmpty := 0
-	var prev key
-	for i, r := range reqs {
-		if r.Len < 0 {
-			return FusedReadbacks{}, negativeError(op, i, r.Handle, r.Src, r.Len)
-		}
-		if r.Len == 0 {
-			continue
-		}
-		if uint64(r.Len) > math.MaxUint64-r.Src {
-			return FusedReadbacks{}, overflowError(op, "src", i, r.Handle, r.Src, r.Len)
-		}
-		k := key{r.Handle, r.Src, i}
-		if nonEmpty > 0 && before(k, prev) {
-			sorted = false
-		}
-		prev = k
-		nonEmpty++
+	sorted, nonEmpty, err := checkReadbacks(op, reqs)
+	if err != nil {
+		return FusedReadbacks{}, err
 	}
 
 	// Visit the non-empty requests in (handle, src, index) order: directly
 	// when the input is sorted, otherwise through a sorted list of keys.
-	// Position p runs over reqs (sorted) or over order (unsorted).
+	// Position p runs over reqs (sorted, order nil) or over order (unsorted).
 	var order []key
-	limit := len(reqs)
 	if !sorted {
 		sp := getScratch(2 * nonEmpty)
 		defer putScratch(sp)
@@ -87,13 +70,72 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 			}
 		}
 		sortKeys(order, scratch[nonEmpty:2*nonEmpty])
-		limit = len(order)
 	}
 
-	// First pass: count the fused copies and check their lengths and total,
-	// so the outputs are allocated once and only for input that succeeds.
-	groups := 0
-	var bytes uint64
+	groups, bytes, err := countReadbackCopies(op, reqs, order)
+	if err != nil {
+		return FusedReadbacks{}, err
+	}
+	out := FusedReadbacks{Bytes: bytes}
+	if len(reqs) > 0 {
+		out.Views = make([]ReadbackView, len(reqs))
+	}
+	if groups > 0 {
+		out.Copies = make([]ReadbackCopy, 0, groups)
+	}
+	writeReadbacks(&out, reqs, order)
+	return out, nil
+}
+
+// checkReadbacks validates reqs (no negative length, no range past 64
+// bits) and reports whether the non-empty ones are ordered by (handle, src)
+// and how many there are.
+func checkReadbacks(op string, reqs []ReadbackCopy) (sorted bool, nonEmpty int, err error) {
+	sorted = true
+	var prev key
+	for i, r := range reqs {
+		if r.Len < 0 {
+			return false, 0, negativeError(op, i, r.Handle, r.Src, r.Len)
+		}
+		if r.Len == 0 {
+			continue
+		}
+		if uint64(r.Len) > math.MaxUint64-r.Src {
+			return false, 0, overflowError(op, "src", i, r.Handle, r.Src, r.Len)
+		}
+		k := key{r.Handle, r.Src, i}
+		if nonEmpty > 0 && before(k, prev) {
+			sorted = false
+		}
+		prev = k
+		nonEmpty++
+	}
+	return sorted, nonEmpty, nil
+}
+
+// readbackAt returns the request visited at position p of the walk over
+// reqs (order nil) or order, and whether it is to be skipped (an empty
+// request, which only the walk over reqs meets).
+func readbackAt(reqs []ReadbackCopy, order []key, p int) (int, bool) {
+	if order != nil {
+		return order[p].index, false
+	}
+	return p, reqs[p].Len == 0
+}
+
+// walkLimit is the number of positions of the walk over reqs or order.
+func walkLimit(n int, order []key) int {
+	if order != nil {
+		return len(order)
+	}
+	return n
+}
+
+// countReadbackCopies is the first pass of FuseReadbacks: it counts the
+// fused copies and their bytes, and checks each copy's length and the
+// total, so the outputs are allocated once and only for input that
+// succeeds.
+func countReadbackCopies(op string, reqs []ReadbackCopy, order []key) (groups int, bytes uint64, err error) {
 	var handle, start, end uint64
 	open := false
 	closeGroup := func() error {
@@ -113,11 +155,9 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 		groups++
 		return nil
 	}
-	for p := 0; p < limit; p++ {
-		i := p
-		if order != nil {
-			i = order[p].index
-		} else if reqs[i].Len == 0 {
+	for p, limit := 0, walkLimit(len(reqs), order); p < limit; p++ {
+		i, skip := readbackAt(reqs, order, p)
+		if skip {
 			continue
 		}
 		r := reqs[i]
@@ -128,37 +168,34 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 		}
 		if open {
 			if err := closeGroup(); err != nil {
-				return FusedReadbacks{}, err
+				return 0, 0, err
 			}
 		}
 		handle, start, end, open = r.Handle, r.Src, rEnd, true
 	}
 	if open {
 		if err := closeGroup(); err != nil {
-			return FusedReadbacks{}, err
+			return 0, 0, err
 		}
 	}
+	return groups, bytes, nil
+}
 
-	out := FusedReadbacks{Bytes: bytes}
-	if len(reqs) > 0 {
-		out.Views = make([]ReadbackView, len(reqs))
-	}
-	if groups > 0 {
-		out.Copies = make([]ReadbackCopy, 0, groups)
-	}
+// writeReadbacks is the second pass of FuseReadbacks: the same walk as
+// countReadbackCopies, now appending the copies to out.Copies and writing
+// every request's view. A copy's length is only known when its group
+// closes, so it is patched then.
+func writeReadbacks(out *FusedReadbacks, reqs []ReadbackCopy, order []key) {
 	for i, r := range reqs {
 		if r.Len == 0 {
 			out.Views[i] = ReadbackView{Slot: -1}
 		}
 	}
-	// Second pass: the same walk, now writing copies and views. A copy's
-	// length is only known when its group closes, so it is patched then.
+	var handle, start, end uint64
 	slot := -1
-	for p := 0; p < limit; p++ {
-		i := p
-		if order != nil {
-			i = order[p].index
-		} else if reqs[i].Len == 0 {
+	for p, limit := 0, walkLimit(len(reqs), order); p < limit; p++ {
+		i, skip := readbackAt(reqs, order, p)
+		if skip {
 			continue
 		}
 		r := reqs[i]
@@ -178,7 +215,6 @@ func FuseReadbacks(reqs []ReadbackCopy) (FusedReadbacks, error) {
 	if slot >= 0 {
 		out.Copies[slot].Len = int(end - start)
 	}
-	return out, nil
 }
 
 // distinctReadbackBytes reports whether reqs has the shape

@@ -36,17 +36,72 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 		// Every request is a group of its own and aliases its Data.
 		return append([]UploadCopy(nil), copies...), bytes, nil
 	}
-	// The sweeps below keep the open group in scalar locals rather than a
-	// struct: struct copies through memory cost store-forwarding stalls
-	// that dominated the profile.
-	//
-	// One pass validates, detects sorted input and, while the input stays
-	// sorted, counts the groups and the merge-buffer bytes the output needs.
+	sc, err := scanUploads(copies)
+	if err != nil {
+		return nil, 0, err
+	}
+	if sc.nonEmpty == 0 {
+		return nil, 0, nil
+	}
+
+	// Visit the non-empty requests in (handle, dst, index) order: directly
+	// when the input is sorted without empties, otherwise through a sorted
+	// list of keys. Position p runs over copies or over order.
+	var order []key
+	if !sc.sorted || sc.nonEmpty != len(copies) {
+		// Unsorted input also needs room for the radix sort's second buffer.
+		size := sc.nonEmpty
+		if !sc.sorted {
+			size *= 2
+		}
+		sp := getScratch(size)
+		defer putScratch(sp)
+		scratch := *sp
+		order = scratch[:0:sc.nonEmpty]
+		for i := range copies {
+			if c := &copies[i]; len(c.Data) > 0 {
+				order = append(order, key{c.Handle, c.Dst, i})
+			}
+		}
+		if !sc.sorted {
+			sortKeys(order, scratch[sc.nonEmpty:2*sc.nonEmpty])
+			if err := sc.recount(copies, order); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	if sc.merged, err = sc.g.count(sc.merged); err != nil {
+		return nil, 0, err
+	}
+	sc.groups++
+	fused, bytes = emitUploads(copies, order, sc.groups, sc.merged)
+	return fused, bytes, nil
+}
+
+// uploadScan is what FuseUploads' first pass learns: whether the non-empty
+// requests are ordered by (handle, dst), how many there are and, for
+// ordered input, the groups closed so far, the merge-buffer bytes they need
+// and the group still open at the end.
+type uploadScan struct {
+	sorted         bool
+	nonEmpty       int
+	groups, merged int
+	g              openGroup
+}
+
+// scanUploads validates copies (no range past 64 bits) and, while the input
+// stays sorted, counts the groups and the merge-buffer bytes the output
+// needs, in one pass.
+func scanUploads(copies []UploadCopy) (uploadScan, error) {
+	// The sweeps keep the open group in scalar locals or a local struct
+	// rather than behind a pointer: copies through memory cost
+	// store-forwarding stalls that dominated the profile.
 	sorted := true
 	nonEmpty := 0
 	var prevHandle, prevDst uint64
 	var g openGroup
 	groups, merged := 0, 0
+	var err error
 	for i := range copies {
 		c := &copies[i]
 		n := len(c.Data)
@@ -55,7 +110,7 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 		}
 		handle, dst := c.Handle, c.Dst
 		if uint64(n) > math.MaxUint64-dst {
-			return nil, 0, overflowError("FuseUploads", "dst", i, handle, dst, n)
+			return uploadScan{}, overflowError("FuseUploads", "dst", i, handle, dst, n)
 		}
 		end := dst + uint64(n)
 		if nonEmpty > 0 && (handle < prevHandle || handle == prevHandle && dst < prevDst) {
@@ -69,7 +124,7 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 			} else {
 				if nonEmpty > 0 {
 					if merged, err = g.count(merged); err != nil {
-						return nil, 0, err
+						return uploadScan{}, err
 					}
 					groups++
 				}
@@ -78,58 +133,41 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 		}
 		nonEmpty++
 	}
-	if nonEmpty == 0 {
-		return nil, 0, nil
-	}
+	return uploadScan{sorted: sorted, nonEmpty: nonEmpty, groups: groups, merged: merged, g: g}, nil
+}
 
-	// Visit the non-empty requests in (handle, dst, index) order: directly
-	// when the input is sorted without empties, otherwise through a sorted
-	// list of keys. Position p runs over copies or over order.
-	var order []key
-	if !sorted || nonEmpty != len(copies) {
-		// Unsorted input also needs room for the radix sort's second buffer.
-		size := nonEmpty
-		if !sorted {
-			size *= 2
-		}
-		sp := getScratch(size)
-		defer putScratch(sp)
-		scratch := *sp
-		order = scratch[:0:nonEmpty]
-		for i := range copies {
-			if c := &copies[i]; len(c.Data) > 0 {
-				order = append(order, key{c.Handle, c.Dst, i})
+// recount redoes the group count over the sorted keys of unsorted input,
+// leaving the last group open in sc.g.
+func (sc *uploadScan) recount(copies []UploadCopy, order []key) error {
+	var g openGroup
+	groups, merged := 0, 0
+	var err error
+	for p, k := range order {
+		end := k.addr + uint64(len(copies[k.index].Data))
+		if p > 0 && k.handle == g.handle && k.addr <= g.end {
+			g.end = max(g.end, end)
+			if k.index > g.last {
+				g.last, g.lastDst, g.lastEnd = k.index, k.addr, end
 			}
+			continue
 		}
-		if !sorted {
-			sortKeys(order, scratch[nonEmpty:2*nonEmpty])
-			groups, merged = 0, 0
-			for p, k := range order {
-				end := k.addr + uint64(len(copies[k.index].Data))
-				if p > 0 && k.handle == g.handle && k.addr <= g.end {
-					g.end = max(g.end, end)
-					if k.index > g.last {
-						g.last, g.lastDst, g.lastEnd = k.index, k.addr, end
-					}
-					continue
-				}
-				if p > 0 {
-					if merged, err = g.count(merged); err != nil {
-						return nil, 0, err
-					}
-					groups++
-				}
-				g = openGroup{k.handle, k.addr, end, k.addr, end, k.index, p}
+		if p > 0 {
+			if merged, err = g.count(merged); err != nil {
+				return err
 			}
+			groups++
 		}
+		g = openGroup{k.handle, k.addr, end, k.addr, end, k.index, p}
 	}
-	if merged, err = g.count(merged); err != nil {
-		return nil, 0, err
-	}
-	groups++
+	sc.groups, sc.merged, sc.g = groups, merged, g
+	return nil
+}
 
-	// Second pass: the same walk, emitting each group as it closes. The open
-	// group lives in scalar locals here, the hottest loop.
+// emitUploads is FuseUploads' second pass: the same walk as the count
+// (over copies, or over order when it is not nil), emitting each of the
+// groups as it closes into one merge buffer of merged bytes. The open group
+// lives in scalar locals here, the hottest loop.
+func emitUploads(copies []UploadCopy, order []key, groups, merged int) (fused []UploadCopy, bytes uint64) {
 	fused = make([]UploadCopy, 0, groups)
 	var buf []byte
 	if merged > 0 {
@@ -164,7 +202,7 @@ func FuseUploads(copies []UploadCopy) (fused []UploadCopy, bytes uint64, err err
 	}
 	fused, _ = emitGroup(fused, buf, copies, order, gHandle, gStart, gEnd, gLastDst, gLastEnd, gLast, gLo, limit)
 	bytes += gEnd - gStart
-	return fused, bytes, nil
+	return fused, bytes
 }
 
 // distinctUploads reports whether copies is the common batch shape that

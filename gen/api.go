@@ -84,6 +84,9 @@ var driverEntries = []entry{
 	{name: "cuModuleGetFunction", since: 2000},
 	{name: "cuFuncGetAttribute", since: 2020},
 	{name: "cuLaunchKernel", since: 4000, roles: roles{"kernelParams": raw(), "extra": raw()}},
+	// Extended launch: attributes such as programmatic stream serialization
+	// (programmatic dependent launch on compute capability 9.0 and newer).
+	{name: "cuLaunchKernelEx", since: 11080, roles: roles{"config": raw(), "kernelParams": raw(), "extra": raw()}},
 	{name: "cuOccupancyMaxActiveBlocksPerMultiprocessor", since: 6050},
 	{name: "cuOccupancyMaxPotentialBlockSize", since: 6050},
 	// Graphs and stream capture.

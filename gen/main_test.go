@@ -59,6 +59,7 @@ func TestGolden(t *testing.T) {
 		"enum CUstreamCaptureMode is not declared; StreamCaptureMode has no constants",
 		"enum CUstreamCaptureStatus is not declared; StreamCaptureStatus has no constants",
 		"enum CUmemPool_attribute is not declared; MemPoolAttribute has no constants",
+		"enum CUlaunchAttributeID is not declared; LaunchAttributeID has no constants",
 		"testdata/fixture.h: cuMemcpyBatchAsync (cuMemcpyBatchAsync_v2) is not declared in this CUDA 12.34 header: generated from its proto, returning *MissingSymbolError",
 		"testdata/fixture.h: cuMemFreeAsync (cuMemFreeAsync) is not declared in this CUDA 12.34 header: generated from its proto, returning *MissingSymbolError",
 	}, dropConstantWarnings(warnings))

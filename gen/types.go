@@ -63,6 +63,8 @@ var driverTypes = []typeRule{
 		doc: "StreamCaptureStatus is what StreamIsCapturing reports (CUstreamCaptureStatus)."},
 	{c: "CUmemPool_attribute", goTyp: "MemPoolAttribute", abi: "int", decl: "int32", enum: true,
 		doc: "MemPoolAttribute selects what MemPoolSetAttribute and MemPoolGetAttribute access (CUmemPool_attribute)."},
+	{c: "CUlaunchAttributeID", goTyp: "LaunchAttributeID", abi: "int", decl: "int32", enum: true,
+		doc: "LaunchAttributeID names one attribute of an extended launch (LaunchKernelEx) (CUlaunchAttributeID)."},
 	{c: "size_t", goTyp: "uint64", abi: "size_t"},
 }
 

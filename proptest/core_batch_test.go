@@ -513,9 +513,15 @@ func (r *runner) applyBatch(call string, it *batchItems, c content, got [][]byte
 	q.add(&r.m.tel)
 	r.m.tel.SyncPoints++
 	memsets := len(it.clears) + len(it.fills)
+	// Only work handed out as a Pending (collected here by AwaitInto) can be
+	// polled, so only it records a completion event; Run waits with the fence.
+	var records uint64
+	if call == "AwaitInto" {
+		records = 1
+	}
 	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)) + q.packed,
-		sim.OpMemcpyHtoDAsync: q.h2d, sim.OpMemcpyDtoHAsync: q.d2h, sim.OpStreamSynchronize: 1,
-		sim.OpEventRecord: 1})
+		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: q.h2d, sim.OpMemcpyDtoHAsync: q.d2h,
+		sim.OpStreamSynchronize: 1, sim.OpEventRecord: records})
 }
 
 func (it *batchItems) fillValue(i int) byte { return it.fillVals[i] }

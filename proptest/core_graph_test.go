@@ -293,10 +293,15 @@ func (s *captureStep) run(r *runner) error {
 		r.m.bufs[h.ID].graphN++
 	}
 	r.m.graphs = append(r.m.graphs, g)
-	// Capture records; it runs nothing and waits for nothing (but a
+	// Capture records and runs nothing; it uploads a graph with work to
+	// the device once and waits for that upload alone (and for a
 	// quarantined stream, which its lease acquisition retries).
 	d := r.callsDelta()
-	if d[sim.OpEventSynchronize]+d[sim.OpGraphLaunch] != 0 || r.q.start == 0 && d[sim.OpStreamSynchronize] != 0 {
+	up := uint64(0)
+	if g.ops() > 0 {
+		up = 1
+	}
+	if d[sim.OpEventSynchronize]+d[sim.OpGraphLaunch] != 0 || d[sim.OpGraphUpload] != up || r.q.start == 0 && d[sim.OpStreamSynchronize] != up {
 		return fmt.Errorf("Capture waited or launched: %v", d)
 	}
 	if err := r.audit(g.b.ID); err != nil {

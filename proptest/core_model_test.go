@@ -499,6 +499,7 @@ var faultOps = []sim.Op{
 	sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpMemcpyDtoDAsync, sim.OpMemsetD8Async,
 	sim.OpLaunch, sim.OpEventRecord, sim.OpEventQuery, sim.OpModuleLoad, sim.OpModuleFunction,
 	sim.OpStreamBeginCapture, sim.OpStreamEndCapture, sim.OpGraphInstantiate, sim.OpGraphLaunch,
+	sim.OpLaunchProgrammatic, sim.OpGraphUpload,
 }
 
 // nullOps are the calls whose null-with-success result a Backend can detect

@@ -41,7 +41,9 @@ type benchConfig struct {
 	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
 	Linger  time.Duration `json:"helper_linger_ns,omitempty"`
 	Workers int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
-	Out     string        `json:"-"`
+	// NoPDL turns programmatic dependent launch off (-pdl=false).
+	NoPDL bool   `json:"no_pdl,omitempty"`
+	Out   string `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of the benchmark workloads (docs/ARCHITECTURE.md).
@@ -80,6 +82,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
 	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
 	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
+	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
 	fs.Usage = func() {
@@ -95,6 +98,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	cfg.Small, cfg.Large, cfg.AllocSize = int(small), int(large), int(allocSize)
 	cfg.SweepMin, cfg.SweepMax = int(sweepMin), int(sweepMax)
 	cfg.MixedMax = int(mixedMax)
+	cfg.NoPDL = !*pdl
 	selected, err := cfg.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "vyrecuda bench: %v\n", err)
@@ -112,6 +116,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "bench", err)
 	}
 	fmt.Fprintln(stdout, s.Describe())
+	fmt.Fprintf(stdout, "programmatic dependent launch: %v\n", s.Backend.ProgrammaticLaunch())
 	rep, runErr := runBenchmarks(s, cfg, selected, newProgress(stderr))
 	if err := s.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
@@ -190,6 +195,9 @@ func (c *benchConfig) options() []core.Option {
 	}
 	if c.Workers > 0 {
 		opts = append(opts, core.WithPlanTuning(xferplan.Tuning{MaxWorkers: c.Workers}))
+	}
+	if c.NoPDL {
+		opts = append(opts, core.WithProgrammaticLaunch(false))
 	}
 	return opts
 }

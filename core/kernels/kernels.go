@@ -9,6 +9,18 @@
 //
 //	nvcc -ptx -arch=compute_75 core/kernels/NAME.cu -o core/kernels/NAME.ptx
 //
+// Fill, copy, vadd and scale also come as NAME_sm90.ptx, for devices of
+// compute capability 9.0 and newer: the same kernel built for compute_90,
+// where it executes griddepcontrol.launch_dependents and griddepcontrol.wait
+// (cudaTriggerProgrammaticLaunchCompletion and cudaGridDependencySynchronize
+// in the source) before its first global memory access. Launched with
+// programmatic stream serialization, such a kernel may be scheduled while the
+// kernel ahead of it on the stream is still running, and waits for that
+// kernel's results on the device; launched normally, the two instructions do
+// nothing. Regenerate them with
+//
+//	nvcc -ptx -arch=compute_90 core/kernels/NAME.cu -o core/kernels/NAME_sm90.ptx
+//
 // Every kernel uses grid-stride loops, so any grid size computes the whole
 // result; the launch geometry only changes speed.
 package kernels
@@ -31,6 +43,20 @@ var (
 	ScalePTX []byte
 	//go:embed scatter.ptx
 	ScatterPTX []byte
+)
+
+// PTX images for compute capability 9.0 and newer, whose kernels wait on
+// their grid dependencies (programmatic dependent launch); same entry points
+// and parameters as the images above.
+var (
+	//go:embed fill_sm90.ptx
+	FillPTXSM90 []byte
+	//go:embed copy_sm90.ptx
+	CopyPTXSM90 []byte
+	//go:embed vadd_sm90.ptx
+	VAddPTXSM90 []byte
+	//go:embed scale_sm90.ptx
+	ScalePTXSM90 []byte
 )
 
 // Entry point names inside the PTX images.

@@ -6,6 +6,14 @@
 
 extern "C" __global__ void vyre_scale_f32(const float *x, float *out, uint32_t n, uint32_t factor_bits)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // compute_90 build (scale_sm90.ptx): programmatic dependent launch. Let
+    // the next kernel on the stream be scheduled now, then wait until the
+    // grids this one depends on have completed and their writes are visible,
+    // before the first access to global memory.
+    cudaTriggerProgrammaticLaunchCompletion();
+    cudaGridDependencySynchronize();
+#endif
     float factor = __uint_as_float(factor_bits);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         out[i] = __fmul_rn(x[i], factor);

@@ -68,10 +68,11 @@ type Config struct {
 
 // DefaultCapabilities is what a simulated device reports unless
 // Config.Capabilities says otherwise: every optional feature, on a CUDA 13.0
-// driver.
+// driver (less programmatic dependent launch below compute capability 9.0).
 func DefaultCapabilities() core.Capabilities {
 	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
-		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true}
+		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true,
+		ProgrammaticLaunch: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
@@ -153,6 +154,8 @@ func New(cfg Config) *Device {
 		cfg.FeatureKey = h.Sum64()
 	}
 	caps := DefaultCapabilities()
+	// As on a GPU, programmatic dependent launch needs compute capability 9.0.
+	caps.ProgrammaticLaunch = cfg.CCMajor >= 9
 	if cfg.Capabilities != nil {
 		caps = *cfg.Capabilities
 	}

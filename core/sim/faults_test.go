@@ -180,6 +180,12 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
 	case OpMemcpyDtoH:
 		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
+	case OpLaunchProgrammatic:
+		_, err := d.LaunchBatch(fx.s, []core.Launch{{F: fx.f, Cfg: one,
+			Args: []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}}, Programmatic: true}})
+		return nil, err
+	case OpGraphUpload:
+		return nil, d.GraphUpload(fx.x, fx.s)
 	}
 	panic("no call for " + op.String())
 }
@@ -208,7 +214,11 @@ func TestFixtureCallsSucceedWithoutFaults(t *testing.T) {
 			_, err := fx.call(op)
 			require.NoError(t, err)
 			require.Equal(t, uint64(1), fx.d.Calls(op))
-			require.Equal(t, map[Op]uint64{op: 1}, fx.d.CallCounts())
+			want := map[Op]uint64{op: 1}
+			if op == OpLaunchProgrammatic {
+				want[OpLaunch] = 1 // a programmatic launch is a launch
+			}
+			require.Equal(t, want, fx.d.CallCounts())
 		})
 	}
 }
@@ -388,7 +398,13 @@ func TestOpString(t *testing.T) {
 		require.False(t, seen[s], "duplicate name %s", s)
 		seen[s] = true
 		// Every Op names a method of Device or of its communicators
-		// (CommDestroy stands for Communicator.Destroy and Abort).
+		// (CommDestroy stands for Communicator.Destroy and Abort), except
+		// LaunchProgrammatic: a launch of LaunchBatch with Programmatic set.
+		if op == OpLaunchProgrammatic {
+			_, ok := reflect.TypeOf(&Device{}).MethodByName("LaunchBatch")
+			require.True(t, ok)
+			continue
+		}
 		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
 		if !ok {
 			name := strings.TrimPrefix(s, "Comm")
@@ -397,12 +413,12 @@ func TestOpString(t *testing.T) {
 		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
 	methods := 0
-	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil)} {
+	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil), (*core.GraphUploader)(nil)} {
 		methods += reflect.TypeOf(i).Elem().NumMethod()
 	}
 	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)
-	require.Len(t, Ops(), methods+1+collectives,
-		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver and PageableCopier method, BindHostKernel and the communicator calls")
+	require.Len(t, Ops(), methods+2+collectives,
+		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver, PageableCopier and GraphUploader method, BindHostKernel, programmatic launches and the communicator calls")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

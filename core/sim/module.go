@@ -160,9 +160,20 @@ func checkLaunch(cfg core.LaunchConfig) error {
 // makes the next synchronization or query of s fail with
 // CUDA_ERROR_LAUNCH_FAILED.
 func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
+	return d.launch(false, f, cfg, s, args)
+}
+
+// launch is Launch. With programmatic set it is first counted, and open
+// to faults, as OpLaunchProgrammatic, then, like every launch, as OpLaunch.
+func (d *Device) launch(programmatic bool, f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
 	const o = OpLaunch
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if programmatic {
+		if done, err := d.admit(OpLaunchProgrammatic); done {
+			return err
+		}
+	}
 	if done, err := d.admit(o); done {
 		return err
 	}

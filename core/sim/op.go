@@ -59,6 +59,11 @@ const (
 	OpGraphDestroy
 	OpMemcpyHtoD
 	OpMemcpyDtoH
+	// OpLaunchProgrammatic is a launch that LaunchBatch queues with
+	// core.Launch.Programmatic set, counted before it is also counted as
+	// OpLaunch; it runs exactly as any launch does.
+	OpLaunchProgrammatic
+	OpGraphUpload
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -118,6 +123,8 @@ var opNames = [...]string{
 	OpGraphDestroy:       "GraphDestroy",
 	OpMemcpyHtoD:         "MemcpyHtoD",
 	OpMemcpyDtoH:         "MemcpyDtoH",
+	OpLaunchProgrammatic: "LaunchProgrammatic",
+	OpGraphUpload:        "GraphUpload",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".

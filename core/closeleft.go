@@ -1,0 +1,141 @@
+package core
+
+import (
+	"fmt"
+	"io"
+)
+
+// Memory Close fails to free.
+//
+// A driver free that fails at Close (MemFree of a resident buffer or of a
+// cached device block, HostFree of pinned staging, HostFree or
+// HostUnregister of caller-pinned memory) leaves that memory allocated.
+// Close keeps every such block, still counted in MemoryStats, and reports
+// them all in one ErrDriver; a later Close retries exactly those frees.
+// The Backend's own driver (io.Closer) is closed only once nothing is left,
+// so the retry can still reach it.
+
+// closeLeft is what Close could not free, for its report.
+type closeLeft struct {
+	bufs, devBlocks, pinBlocks, regions    int
+	bufBytes, devBytes, pinBytes, regBytes uint64
+}
+
+func (l closeLeft) empty() bool { return l.bufs+l.devBlocks+l.pinBlocks+l.regions == 0 }
+
+// leftAfterClose counts what a Close left allocated after failed frees.
+func (b *Backend) leftAfterClose() closeLeft {
+	var l closeLeft
+	b.store.mu.Lock()
+	l.bufs = len(b.store.unfreed)
+	for _, e := range b.store.unfreed {
+		l.bufBytes += uint64(e.n)
+	}
+	b.store.mu.Unlock()
+	st := b.devPool.cache.Stats()
+	n, bytes := b.devPool.unfreedBlocks()
+	l.devBlocks, l.devBytes = int(st.CachedBlocks)+n, st.Cached+bytes
+	l.pinBlocks, l.pinBytes = b.hostPool.unfreedBlocks()
+	l.regions, l.regBytes = b.pinned.left()
+	return l
+}
+
+// retryUnfreed frees the resident buffers an earlier free failed on and
+// returns the first failure; those that fail again stay kept.
+func (s *residentStore) retryUnfreed(op string, b *Backend) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	kept := s.unfreed[:0]
+	for _, e := range s.unfreed {
+		if err := b.freeDevice(op, e); err != nil {
+			kept = append(kept, e)
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		subOrRepair(&s.bytes, uint64(e.n), b.log, "resident bytes")
+	}
+	clear(s.unfreed[len(kept):])
+	s.unfreed = kept
+	return first
+}
+
+// finishClose ends a Close after the releases: with nothing left it closes
+// the Backend's own driver (once) and returns first; otherwise it leaves the
+// driver open and returns an ErrDriver naming what is left, built on the
+// first failure. Callers hold life exclusively.
+func (b *Backend) finishClose(op string, first error) error {
+	if l := b.leftAfterClose(); !l.empty() {
+		return leftError(op, l, first)
+	}
+	if c, ok := b.drv.(io.Closer); ok && !b.drvClosed {
+		// Hook for drivers the Backend owns (OpenCUDA's): closed last, after everything above released through it.
+		b.drvClosed = true
+		if err := c.Close(); err != nil && first == nil {
+			first = closeError(op, err)
+		}
+	}
+	return first
+}
+
+// retryClose is Close of a closed Backend: it retries the frees an earlier
+// Close failed on, or returns ErrClosed when there are none.
+func (b *Backend) retryClose(op string) error {
+	if b.retryDone() {
+		return closedError(op)
+	}
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = closeError(op, err)
+		}
+	}
+	keep(b.store.retryUnfreed(op, b))
+	keep(b.devPool.close())
+	keep(b.pinned.releaseAll(op, b.drv))
+	keep(b.hostPool.close())
+	return b.finishClose(op, first)
+}
+
+// closeRetryable reports whether b was closed with frees left for a later
+// Close to retry.
+func (b *Backend) closeRetryable() bool {
+	b.life.RLock()
+	defer b.life.RUnlock()
+	return b.closed && !b.retryDone()
+}
+
+// retryDone reports whether a closed Backend has nothing left to retry:
+// every free succeeded and its own driver, if any, was closed. Callers
+// hold life.
+func (b *Backend) retryDone() bool {
+	return b.leftAfterClose().empty() && (b.drvClosed || !isCloser(b.drv))
+}
+
+func isCloser(d Driver) bool {
+	_, ok := d.(io.Closer)
+	return ok
+}
+
+// leftError reports what Close could not free, on top of the first failure.
+func leftError(op string, l closeLeft, first error) *Error {
+	e, ok := first.(*Error)
+	if !ok {
+		e = &Error{Op: op, Kind: KindDriver, Err: first}
+	} else {
+		c := *e
+		e = &c
+	}
+	detail := fmt.Sprintf("could not free %d resident buffer(s) (%d bytes), %d device pool block(s) (%d bytes), "+
+		"%d pinned staging block(s) (%d bytes) and %d pinned host range(s) (%d bytes); they stay allocated and counted in MemoryStats",
+		l.bufs, l.bufBytes, l.devBlocks, l.devBytes, l.pinBlocks, l.pinBytes, l.regions, l.regBytes)
+	if e.Detail != "" {
+		detail = e.Detail + "; " + detail
+	}
+	e.Op, e.Kind, e.Detail = op, KindDriver, detail
+	e.Fix = "call Close again to retry those frees (the Backend's own driver is closed once they succeed); " +
+		"if they keep failing the device context is broken: end the process"
+	return e
+}
