@@ -56,6 +56,7 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 // reference H100 host's measurements) with constants measured on another
 // machine.
 func WithPlanModel(m xferplan.Model) Option {
+	m.Copy = append([]xferplan.CopyRate(nil), m.Copy...) // the caller's slice may change later
 	return func(c *config) { c.xfer.model = &m }
 }
 
@@ -104,7 +105,7 @@ func (b *Backend) tuning() transferTuning {
 
 // choose plans one call.
 func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
-	p := xferplan.Choose(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
+	p := choosePlan(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
 	p.Workers = min(max(p.Workers, 1), maxCopyWorkers)
 	return p
 }
