@@ -25,9 +25,12 @@ type Step struct {
 
 // Batch is one request of device work, run on one stream with one fence, in
 // this order: Clears and Fills (device memsets, no host-to-device bytes),
-// then Uploads (fused and staged like UploadResidentAtMany), then Steps in
-// order, each seeing what the ones before it wrote, then Reads (fused like
-// DownloadResidentRangesInto) of what the last step left.
+// then Uploads (fused and planned like UploadResidentAtMany: packed,
+// staged in chunks or one copy each, never straight from pinned memory),
+// then Steps in order, each seeing what the ones before it wrote, then
+// Reads (fused and planned like DownloadResidentRangesInto) of what the
+// last step left. A captured Graph moves its uploads and reads one copy
+// each.
 type Batch struct {
 	Clears  []Buffer   // zeroed by device memset
 	Fills   []Fill     // set to a byte value by device memset
@@ -120,6 +123,7 @@ type batchPlan struct {
 	nonEmptyReads int
 	timing        bool
 	stepBufs      [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
+	x             *batchXfer // the transfers' plans (batchxfer.go); nil: per-copy, as captured
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -145,8 +149,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 			b.unpinEntries(op, pl.pinned)
 		}
 	}()
+	if pl.x, err = b.planBatchXfer(op, pl); err != nil {
+		return nil, err
+	}
 	rd := pl.rd
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -163,20 +170,12 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		if rd != nil {
 			rd.release()
 		}
+		b.releaseDev(pl.x)
 	}
-	var upStage []byte
-	if pl.upBytes > 0 {
-		if upStage, err = p.up.take(op, int(pl.upBytes)); err != nil {
-			return nil, err
-		}
-		packUploads(upStage, pl.fusedUps)
-	}
-	if pl.nonEmptyReads > 0 {
-		rd.st, rd.staged = newStaging(b.hostPool), true
-		if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
-			release()
-			return nil, err
-		}
+	upStage, err := b.stageBatch(op, pl, pl.x, &p.up, rd)
+	if err != nil {
+		release()
+		return nil, err
 	}
 	lease, err := b.lease(op, pl.timing)
 	if err != nil {
@@ -194,7 +193,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := held{st: []*staging{&p.up}, ents: pl.pinned}
+		h := held{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
@@ -221,7 +220,9 @@ func (b *Backend) countBatch(pl *batchPlan) {
 		b.tel.readbackOps.Add(1)
 	}
 	b.tel.requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
-	b.tel.deviceCopies.Add(uint64(len(pl.fusedUps) + len(pl.fusedRds.Copies)))
+	dmas, launches := pl.copiesQueued()
+	b.tel.deviceCopies.Add(dmas)
+	b.tel.packedLaunches.Add(launches)
 }
 
 // packUploads copies the fused uploads' bytes into stage, back to back, in
@@ -467,13 +468,8 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "MemsetD8Async", err)
 		}
 	}
-	off := 0
-	for _, c := range pl.fusedUps {
-		stop := off + len(c.Data)
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, upStage[off:stop:stop], s); err != nil {
-			return driverError(op, "MemcpyHtoDAsync", err)
-		}
-		off = stop
+	if call, err := b.queueBatchUploads(s, pl, upStage); err != nil {
+		return driverError(op, call, err)
 	}
 	timed := start != 0 && end != 0
 	if timed {
@@ -491,11 +487,9 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	rd := pl.rd
-	for i, c := range pl.fusedRds.Copies {
-		stop := rd.offs[i] + c.Len
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[rd.offs[i]:stop:stop], c.Src, s); err != nil {
-			return driverError(op, "MemcpyDtoHAsync", err)
+	if pl.nonEmptyReads > 0 {
+		if call, err := b.queueBatchReads(s, pl); err != nil {
+			return driverError(op, call, err)
 		}
 	}
 	return nil

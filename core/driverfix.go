@@ -22,6 +22,15 @@ const (
 	fixDriverOther = "check the driver result in the message and the device state (nvidia-smi); retry once the cause is resolved"
 )
 
+// Results that older cuda.h headers lack. Result codes are fixed numbers of
+// the driver's ABI, so they are spelled here rather than taken from the
+// generated bindings, which hold only what the header they came from names.
+const (
+	resultCallRequiresNewerDriver cudaapi.Result = 36  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER: not in the 12.5 header
+	resultContained               cudaapi.Result = 226 // CUDA_ERROR_CONTAINED: not in the 12.5 header
+	resultFunctionNotLoaded       cudaapi.Result = 913 // CUDA_ERROR_FUNCTION_NOT_LOADED: not in the 11.8 header
+)
+
 // driverFix returns the Fix sentence for a driver result.
 func driverFix(code cudaapi.Result) string {
 	switch code {
@@ -44,18 +53,18 @@ func driverFix(code cudaapi.Result) string {
 	case cudaapi.CUDA_ERROR_INVALID_VALUE:
 		return fixInvalid
 	case cudaapi.CUDA_ERROR_INVALID_HANDLE, cudaapi.CUDA_ERROR_INVALID_CONTEXT, cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED,
-		cudaapi.CUDA_ERROR_FUNCTION_NOT_LOADED:
+		resultFunctionNotLoaded:
 		return fixHandle
 	case cudaapi.CUDA_ERROR_NOT_INITIALIZED, cudaapi.CUDA_ERROR_DEINITIALIZED, cudaapi.CUDA_ERROR_NO_DEVICE,
 		cudaapi.CUDA_ERROR_INVALID_DEVICE, cudaapi.CUDA_ERROR_STUB_LIBRARY, cudaapi.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH,
 		cudaapi.CUDA_ERROR_DEVICE_UNAVAILABLE, cudaapi.CUDA_ERROR_DEVICE_NOT_LICENSED, cudaapi.CUDA_ERROR_SYSTEM_NOT_READY:
 		return fixNoDevice
-	case cudaapi.CUDA_ERROR_NOT_SUPPORTED, cudaapi.CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER,
+	case cudaapi.CUDA_ERROR_NOT_SUPPORTED, resultCallRequiresNewerDriver,
 		cudaapi.CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, cudaapi.CUDA_ERROR_UNSUPPORTED_LIMIT:
 		return fixUnsupported
 	case cudaapi.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cudaapi.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED:
 		return fixPinned
-	case cudaapi.CUDA_ERROR_ECC_UNCORRECTABLE, cudaapi.CUDA_ERROR_NVLINK_UNCORRECTABLE, cudaapi.CUDA_ERROR_CONTAINED,
+	case cudaapi.CUDA_ERROR_ECC_UNCORRECTABLE, cudaapi.CUDA_ERROR_NVLINK_UNCORRECTABLE, resultContained,
 		cudaapi.CUDA_ERROR_OPERATING_SYSTEM:
 		return fixHardware
 	case cudaapi.CUDA_ERROR_LAUNCH_TIMEOUT, cudaapi.CUDA_ERROR_TIMEOUT:

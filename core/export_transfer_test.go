@@ -102,3 +102,11 @@ var (
 	PackMinCopiesForTest    = xferplan.DefaultTuning(1).PackMinCopies
 	PipelineMinBytesForTest = int(xferplan.DefaultTuning(1).StageMin)
 )
+
+// SetSpinHint turns the polling loops' spin-wait hint on or off and
+// returns a function that restores it. Not safe while transfers run.
+func SetSpinHint(on bool) (restore func()) {
+	old := spinHint
+	spinHint = on
+	return func() { spinHint = old }
+}

@@ -48,6 +48,7 @@ type pendingWork struct {
 	lease   *launchLease // nil once given back
 	up      staging      // upload staging; released at completion
 	rd      *gathered    // read staging and views; nil without reads
+	xfer    *batchXfer   // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -314,7 +315,7 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
 	} else {
-		h := held{st: []*staging{&p.up}, ents: p.ents, discard: true}
+		h := held{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
@@ -337,6 +338,8 @@ func (p *pendingWork) settle() {
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
 	p.up.release()
+	p.b.releaseDev(p.xfer)
+	p.xfer = nil
 	if p.rd != nil {
 		p.rd.release()
 		p.rd = nil

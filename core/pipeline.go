@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"github.com/vyre-go/vyrecuda/internal/spinwait"
 )
 
 // This file owns the goroutines that copy host memory for transfer calls
@@ -48,7 +46,10 @@ const (
 	// doubled the pack (81 -> 168 us) and the unpack (107 -> 207 us), and,
 	// still running during the driver work, slowed the fence further (195
 	// and 186 us). Yielding less often than every poll (every 5, 20 or 100
-	// us) did not shorten the fence either.
+	// us) did not shorten the fence either. Single staged transfers agree
+	// (H100 host, BenchmarkGPUSinglePhases): with a 50 us linger, uploads
+	// of 1, 4 and 16 MiB took 74, 331 and 1174 us against 63, 265 and 666
+	// with 500 us.
 	callLinger = helperSpin
 	// helperIdle is how long a parked helper waits for a job before it
 	// exits, so an idle process keeps no goroutines.
@@ -162,6 +163,16 @@ const (
 	spinClock = 64
 )
 
+// spinHint makes every poll that found nothing issue a spin-wait hint.
+// Up to 15 helpers poll while the caller waits for the driver, on a host
+// whose virtual processors are hardware threads that share cores: a
+// polling loop of bare atomic loads takes execution resources from the
+// thread beside it, which may be the one the driver or the caller runs on.
+// On the H100 host (BenchmarkGPUSinglePhases, variant nohint) uploads of 1,
+// 4 and 16 MiB took 63, 265 and 666 us with the hint and 68, 310 and 1089
+// without. Tests turn it off to compare.
+var spinHint = true
+
 // spinner paces one polling loop; its zero value is ready.
 type spinner struct {
 	polls uint32
@@ -169,16 +180,15 @@ type spinner struct {
 	yf    func()    // gives up the processor; nil: runtime.Gosched (tests count calls)
 }
 
-// pause is called once per poll that found nothing to do. Every spinClock
-// polls it reads the clock, yields the processor when spinYield has passed
-// since the last yield (or the first read), and returns the time read and
-// true; otherwise it returns false at once.
+// pause is called once per poll that found nothing to do. It issues a
+// spin-wait hint (cpuPause, when spinHint is set); every spinClock polls it
+// reads the clock, yields the processor when spinYield has passed since
+// the last yield (or the first read), and returns the time read and true;
+// otherwise it returns false.
 func (s *spinner) pause() (time.Time, bool) {
-	// Every poll runs the processor's spin-wait hint: without it the
-	// polling loops of 15 helpers ran the clock read and yield logic below
-	// often enough to take 11% of a W1/W3 process's CPU (reference H100
-	// host profile), and a spinning thread slows its core's other thread.
-	spinwait.Pause()
+	if spinHint {
+		cpuPause()
+	}
 	s.polls++
 	if s.polls%spinClock != 0 {
 		return time.Time{}, false

@@ -193,6 +193,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 		out = output(len(src))
 	}
 	parallelCopy(out, src, g.plan.Workers, g.tune.linger)
+	phase("unpack")
 	return out, nil
 }
 
@@ -453,6 +454,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		req.Pinned = reg != nil
 	}
 	g.plan, g.out = t.choose(req), out
+	phase("plan")
 	if reg != nil && g.plan.Kind != xferplan.Direct {
 		b.unpendRegion(reg)
 	}
@@ -515,11 +517,13 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 		return err
 	}
 	g.stage = stage
+	phase("staging")
 	lease, err := b.lease(op, false)
 	if err != nil {
 		g.st.release()
 		return err
 	}
+	phase("lease")
 	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
@@ -528,11 +532,13 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
+	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
 		return driverError(op, "StreamSynchronize", err)
 	}
+	phase("fence")
 	b.launch.giveBack(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.d2hBytes.Add(bytes)

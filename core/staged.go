@@ -156,6 +156,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 	if err != nil {
 		return err
 	}
+	phase("staging")
 	k, blocks := len(r.remain), len(r.p.blocks)
 	record := blocks < k
 	opened := blocks
@@ -169,6 +170,9 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 			if err := r.queue(q, true, record); err != nil {
 				r.stop(shared, true)
 				return r.p.fail(err)
+			}
+			if q == 0 {
+				phase("first-dma")
 			}
 			q++
 		case opened < k && opened-blocks < q:
@@ -191,10 +195,12 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 			}
 		}
 	}
+	phase("last-dma")
 	r.stop(shared, false)
 	if err := r.p.wait(0); err != nil {
 		return r.p.fail(err)
 	}
+	phase("fence")
 	r.p.finish(true)
 	b.tel.syncPoints.Add(r.waits + 1)
 	b.tel.h2dBytes.Add(uint64(len(data)))
@@ -218,6 +224,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	if err != nil {
 		return err
 	}
+	phase("staging")
 	k, blocks, events := len(r.remain), len(r.p.blocks), len(r.p.leases)
 	ahead := min(blocks, events)
 	for c := range ahead {
@@ -248,6 +255,9 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 				return r.p.fail(err)
 			}
 			if done {
+				if opened == 0 {
+					phase("first-landed")
+				}
 				r.waits++
 				opened++
 				r.open(opened)
@@ -260,6 +270,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 			}
 		}
 	}
+	phase("copied")
 	r.stop(shared, false)
 	r.p.finish(true)
 	b.tel.syncPoints.Add(r.waits)

@@ -215,6 +215,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 		req.Pinned = reg != nil
 	}
 	pl := t.choose(req)
+	phase("plan")
 	if reg != nil && pl.Kind != xferplan.Direct {
 		b.unpendRegion(reg)
 	}
@@ -242,6 +243,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	if err != nil {
 		return err
 	}
+	phase("staging")
 	if len(fused) == 1 {
 		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger)
 	} else {
@@ -255,11 +257,12 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 			}
 		})
 	}
-
+	phase("copy")
 	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
 	}
+	phase("lease")
 	off := 0
 	for _, c := range fused {
 		end := off + len(c.Data)
@@ -269,10 +272,12 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		}
 		off = end
 	}
+	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
+	phase("fence")
 	b.launch.giveBack(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)

@@ -3,7 +3,6 @@ package core
 import (
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -60,7 +59,7 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 // reference H100 host's measurements) with constants measured on another
 // machine.
 func WithPlanModel(m xferplan.Model) Option {
-	m.Copy = slices.Clone(m.Copy) // plans are cached per model: it must not change later
+	m.Copy = append([]xferplan.CopyRate(nil), m.Copy...) // the caller's slice may change later
 	return func(c *config) { c.xfer.model = &m }
 }
 
@@ -152,7 +151,7 @@ func (t *transferTuning) prewakeFor(n, first int) {
 
 // choose plans one call.
 func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
-	p := cachedChoose(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
+	p := choosePlan(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
 	p.Workers = min(max(p.Workers, 1), maxCopyWorkers)
 	return p
 }

@@ -434,6 +434,9 @@ func (r *runner) judgeBatch(call string, it *batchItems, c content, err error, g
 		// Queueing counts the work; a failure after it (at the fence)
 		// leaves the counts. A failed Run may have failed either way.
 		q := it.queued()
+		if queued != 0 && !r.cfg.shared && r.observeBatch(call, it, &q) != nil {
+			q = it.queued() // not all of it was queued
+		}
 		switch {
 		case queued == 1:
 			q.add(&r.m.tel)
@@ -504,18 +507,21 @@ func (r *runner) applyBatch(call string, it *batchItems, c content, got [][]byte
 	if q.work == 0 {
 		return r.noCalls(call + " of an empty batch")
 	}
+	if err := r.observeBatch(call, it, &q); err != nil {
+		return err
+	}
 	q.add(&r.m.tel)
 	r.m.tel.SyncPoints++
-	memsets, upCopies, rdCopies := len(it.clears)+len(it.fills), q.upCopies, q.rdCopies
+	memsets := len(it.clears) + len(it.fills)
 	// Only work handed out as a Pending (collected here by AwaitInto) can be
 	// polled, so only it records a completion event; Run waits with the fence.
 	var records uint64
 	if call == "AwaitInto" {
 		records = 1
 	}
-	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)),
-		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: uint64(upCopies), sim.OpMemcpyDtoHAsync: uint64(rdCopies), sim.OpStreamSynchronize: 1,
-		sim.OpEventRecord: records})
+	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)) + q.packed,
+		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: q.h2d, sim.OpMemcpyDtoHAsync: q.d2h,
+		sim.OpStreamSynchronize: 1, sim.OpEventRecord: records})
 }
 
 func (it *batchItems) fillValue(i int) byte { return it.fillVals[i] }
@@ -527,6 +533,7 @@ func (it *batchItems) fillValue(i int) byte { return it.fillVals[i] }
 type batchTel struct {
 	work, upCopies, rdCopies int
 	tel                      core.Telemetry
+	h2d, d2h, packed         uint64 // DMAs each way and packed launches (observeBatch)
 }
 
 func (it *batchItems) queued() batchTel {
@@ -547,7 +554,8 @@ func (it *batchItems) queued() batchTel {
 	upBytes, upCopies := unionStats(ups)
 	rdBytes, rdCopies := unionStats(reads)
 	memsets := len(it.clears) + len(it.fills)
-	q := batchTel{work: memsets + upCopies + len(it.kern) + rdCopies, upCopies: upCopies, rdCopies: rdCopies}
+	q := batchTel{work: memsets + upCopies + len(it.kern) + rdCopies, upCopies: upCopies, rdCopies: rdCopies,
+		h2d: uint64(upCopies), d2h: uint64(rdCopies)}
 	q.tel = core.Telemetry{MemsetOps: uint64(memsets), KernelLaunches: uint64(len(it.kern)),
 		HostToDeviceBytes: upBytes, DeviceToHostBytes: rdBytes,
 		RequestedCopies: uint64(nUps + nReads), DeviceCopies: uint64(upCopies + rdCopies)}
@@ -568,7 +576,8 @@ func (q batchTel) add(t *core.Telemetry) {
 	t.UploadOps += q.tel.UploadOps
 	t.ReadbackOps += q.tel.ReadbackOps
 	t.RequestedCopies += q.tel.RequestedCopies
-	t.DeviceCopies += q.tel.DeviceCopies
+	t.DeviceCopies += q.h2d + q.d2h
+	t.PackedLaunches += q.packed
 }
 
 // applyKernel applies one step's documented effect: each kernel touches the

@@ -81,6 +81,8 @@ const (
 	xferInto
 	xferIntoPinned
 	xferManyInto
+	xferRunUploads // Backend.Run or RunAsync of a batch of uploads
+	xferRunReads   // Backend.Run or RunAsync of a batch of reads
 	xferOps
 )
 
@@ -105,11 +107,18 @@ func drawXferCase(r *rand.Rand) xferCase {
 		c.tune.Only = xferplan.Kinds(xferplan.Packed, xferplan.Staged, xferplan.Direct)
 	}
 	n := 1
-	if c.op == xferUploadMany || c.op == xferManyInto {
+	if c.op == xferUploadMany || c.op == xferManyInto || c.op == xferRunUploads || c.op == xferRunReads {
 		n = 1 + r.Intn(12)
+		if c.op == xferRunUploads && r.Intn(2) == 0 {
+			n = 1 // one large upload: a batch's staged plan
+		}
 	}
 	for range n {
 		c.lens = append(c.lens, 1+r.Intn([]int{40, 600, 3000}[r.Intn(3)]))
+	}
+	if c.op == xferRunUploads && n == 1 && r.Intn(2) == 0 {
+		// Large enough to be staged in several chunks.
+		c.lens[0], c.tune.StageMin = 700+r.Intn(3000), 64
 	}
 	if r.Intn(2) == 0 {
 		c.faulty, c.fault, c.nth = true, xferFaultOps[r.Intn(len(xferFaultOps))], 1+r.Intn(2)
@@ -127,8 +136,32 @@ func drawXferCase(r *rand.Rand) xferCase {
 			c.tune.Only, c.tune.StageMin = xferplan.Kinds(xferplan.Staged), 64
 			c.tune.MinChunk, c.tune.MaxChunk, c.tune.Blocks = 256, 256, 2
 		}
+		if c.op == xferRunUploads || c.op == xferRunReads {
+			drawBatchFault(r, &c)
+		}
 	}
 	return c
+}
+
+// batchFaultOps are the operations a batch of transfers calls.
+var batchFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync,
+	sim.OpLaunch, sim.OpModuleLoad, sim.OpStreamSynchronize}
+
+// drawBatchFault fails the first call of one operation a batch makes: a
+// readback's DMA in a batch of reads; a launch, the module load or the
+// device staging (a batch of transfers launches only its packed scatter or
+// gather) in a packed one.
+func drawBatchFault(r *rand.Rand, c *xferCase) {
+	c.fault, c.nth = batchFaultOps[r.Intn(len(batchFaultOps))], 1
+	switch c.fault {
+	case sim.OpMemcpyDtoHAsync:
+		c.op = xferRunReads
+	case sim.OpLaunch, sim.OpMemAlloc, sim.OpModuleLoad:
+		c.tune.PackMinCopies, c.tune.Only = 2, xferplan.Kinds(xferplan.Packed, xferplan.Staged, xferplan.Direct)
+		for len(c.lens) < 2 {
+			c.lens = append(c.lens, 1+r.Intn(600))
+		}
+	}
 }
 
 // xferToyModel is the reference model with free copy jobs, so toy copies
@@ -143,14 +176,17 @@ var xferToyModel = func() xferplan.Model {
 // cases that ran it.
 type xferSeen struct {
 	perCopy, packed1, packedN, staged, stagedChunkings, direct int
-	failedBy                                                   map[sim.Op]int // calls failed by an injected fault, per operation
+	// Batches (Run, RunAsync): packed uploads, packed reads, staged uploads.
+	batchPackedUp, batchPackedRd, batchStaged int
+	batchFailedBy                             map[sim.Op]int // batches failed by an injected fault, per operation
+	failedBy                                  map[sim.Op]int // calls failed by an injected fault, per operation
 }
 
 func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 	r := rand.New(rand.NewSource(coreSeed(t)))
-	seen := xferSeen{failedBy: map[sim.Op]int{}}
+	seen := xferSeen{failedBy: map[sim.Op]int{}, batchFailedBy: map[sim.Op]int{}}
 	chunkings := map[uint64]bool{}
-	for i := range 600 {
+	for i := range 1500 {
 		c := drawXferCase(r)
 		if err := runXferCase(r, c, &seen, chunkings); err != nil {
 			t.Fatalf("case %d %+v: %v", i, c, err)
@@ -163,6 +199,12 @@ func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 	assert.Positive(t, seen.packedN, "packed in several parts")
 	assert.Positive(t, seen.direct, "direct")
 	assert.GreaterOrEqual(t, seen.stagedChunkings, 3, "staged at several chunkings")
+	assert.Positive(t, seen.batchPackedUp, "a batch's uploads packed")
+	assert.Positive(t, seen.batchPackedRd, "a batch's reads packed")
+	assert.Positive(t, seen.batchStaged, "a batch's upload staged")
+	for _, op := range []sim.Op{sim.OpHostAlloc, sim.OpMemcpyHtoDAsync, sim.OpMemcpyDtoHAsync, sim.OpLaunch, sim.OpModuleLoad, sim.OpStreamSynchronize} {
+		assert.Positive(t, seen.batchFailedBy[op], "a failure of %v failed some batch", op)
+	}
 	// A MemAlloc failure only sends a packed transfer down the per-copy
 	// path, and streams come from a pool warmed by the setup uploads: those
 	// two may never fail a call. Every other phase must have.
@@ -223,6 +265,9 @@ func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]
 		return nil
 	}
 	seen.failedBy[c.fault]++
+	if c.op == xferRunUploads || c.op == xferRunReads {
+		seen.batchFailedBy[c.fault]++
+	}
 	var ce *core.Error
 	if !errors.As(callErr, &ce) {
 		return fmt.Errorf("failure is %T, not *core.Error: %v", callErr, callErr)
@@ -289,6 +334,8 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 			return errors.New("a destination of exactly the needed capacity was not reused")
 		}
 		return nil
+	case xferRunUploads, xferRunReads:
+		return xferRun(r, b, dev, c, hs, old)
 	default: // xferManyInto
 		dst := make([][]byte, len(hs))
 		for i, h := range hs {
@@ -333,6 +380,10 @@ func prefixThenOld(got, want, prior []byte) bool {
 func classifyXfer(c xferCase, before, after map[sim.Op]uint64, seen *xferSeen, chunkings map[uint64]bool) {
 	d := func(op sim.Op) uint64 { return after[op] - before[op] }
 	dmas := d(sim.OpMemcpyHtoDAsync) + d(sim.OpMemcpyDtoHAsync)
+	if c.op == xferRunUploads || c.op == xferRunReads {
+		classifyRun(c, d, seen, chunkings)
+		return
+	}
 	switch {
 	case d(sim.OpLaunch) > 0:
 		if c.op == xferUploadMany && d(sim.OpMemcpyHtoDAsync) > 2 {

@@ -24,6 +24,22 @@ fi
 # signatures and the C function types they call through.
 apiLines() { grep -E '^func [A-Za-z]|^typedef int \(\*vyre_' "$1"; }
 
+# checkOne regenerates and checks the tree copy in $tmp against header $h.
+checkOne() {
+  cd "$tmp"
+  (cd cudaapi && go run ../gen -header "$h" -out . 2> "$tmp/gen.log") || { cat "$tmp/gen.log"; exit 1; }
+  grep -v ' is not declared in this ' "$tmp/gen.log" | grep -v '^gen: warning: enum \|^gen: warning: macro \|^gen: warning: flag enum ' || true
+  if ! diff <(apiLines "$root/cudaapi/zdriver_cgo.go") <(apiLines cudaapi/zdriver_cgo.go); then
+    echo "check-headers: $name changes the Go API or a C signature (lines above: < committed, > $name)"
+    exit 1
+  fi
+  go build ./...
+  go vet ./...
+  go vet -tags gpu ./...
+  CGO_ENABLED=0 go vet ./cudaapi ./core/...
+  CUDA_H="$h" go test -count=1 ./gen ./cudaapi
+}
+
 failed=()
 for h in "${headers[@]}"; do
   name=$(basename "$(dirname "$h")")
@@ -33,21 +49,13 @@ for h in "${headers[@]}"; do
   git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
     [ -e "$f" ] && printf '%s\0' "$f"
   done | tar --null -T - -cf - | tar -xf - -C "$tmp"
-  if ! (
-    set -e
-    cd "$tmp"
-    (cd cudaapi && go run ../gen -header "$h" -out . 2> "$tmp/gen.log") || { cat "$tmp/gen.log"; exit 1; }
-    grep -v ' is not declared in this ' "$tmp/gen.log" | grep -v '^gen: warning: enum \|^gen: warning: macro \|^gen: warning: flag enum ' || true
-    if ! diff <(apiLines "$root/cudaapi/zdriver_cgo.go") <(apiLines cudaapi/zdriver_cgo.go); then
-      echo "check-headers: $name changes the Go API or a C signature (lines above: < committed, > $name)"
-      exit 1
-    fi
-    go build ./...
-    go vet ./...
-    go vet -tags gpu ./...
-    CGO_ENABLED=0 go vet ./cudaapi ./core/...
-    CUDA_H="$h" go test -count=1 ./gen ./cudaapi
-  ); then
+  # errexit does not apply inside a subshell that is an if's condition (that
+  # hid failing builds), so the checks run as a plain command with it on.
+  set +e
+  (set -e; checkOne)
+  rc=$?
+  set -e
+  if [ $rc -ne 0 ]; then
     failed+=("$name")
   fi
   rm -rf "$tmp"

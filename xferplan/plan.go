@@ -278,13 +278,15 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		lo = min(t.PackParts, r.Copies)
 		hi = lo
 	}
+	most := t.mostWorkers(r.Bytes)
+	rates := newRateTable(m, most)
 	var best Plan
 	found := false
 	for k := lo; k <= hi; k++ {
 		c := math.Ceil(n / float64(k))
 		// One copy job packs every part; parts are DMAs queued as they fill.
-		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
-			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k))
+		for w := 1; w <= most; w++ {
+			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k, rates.at(m, w), false))
 			if !found || cost < best.Cost {
 				best, found = Plan{Kind: Packed, Workers: w, Parts: k, Cost: cost}, true
 			}
@@ -301,6 +303,8 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 	}
 	kmin := int(min(ceilDiv(r.Bytes, t.MaxChunk), math.MaxInt32))
 	kmax := int(max(min(r.Bytes/t.MinChunk, int64(kmin)+int64(t.MaxChunks)-1), int64(kmin)))
+	most := t.mostWorkers(r.Bytes)
+	rates := newRateTable(m, most)
 	var best Plan
 	for k := kmin; k <= kmax; k++ {
 		chunk := ceilDiv(r.Bytes, int64(k))
@@ -313,14 +317,42 @@ func chooseStaged(r Request, t Tuning, m *Model) (Plan, bool) {
 		blocks := int(min(int64(t.Blocks), int64(chunks), max(t.MaxStaging/chunk, 2)))
 		// One copy job serves the whole call: its goroutines are chosen for
 		// the whole transfer, not per chunk.
-		for w := 1; w <= t.mostWorkers(r.Bytes); w++ {
-			cost := dur(m.stream(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks))
+		for w := 1; w <= most; w++ {
+			cost := dur(m.stream(r.Dir, float64(r.Bytes), chunks, float64(chunk), w, blocks, rates.at(m, w), true))
 			if (k == kmin && w == 1) || cost < best.Cost {
 				best = Plan{Kind: Staged, Workers: w, Chunk: chunk, Chunks: chunks, Blocks: blocks, Parts: 1, Cost: cost}
 			}
 		}
 	}
 	return best, true
+}
+
+// rateTable holds the host copy rate of 1 to len(r) goroutines, computed
+// once per search: the searches evaluate the model for every chunking at
+// every goroutine count, and interpolating the rate each time made
+// planning one 16 MiB transfer cost about 50 us.
+type rateTable struct {
+	r [rateTableSize]float64
+	n int
+}
+
+const rateTableSize = 64
+
+func newRateTable(m *Model, most int) rateTable {
+	var t rateTable
+	t.n = min(most, rateTableSize)
+	for w := 1; w <= t.n; w++ {
+		t.r[w-1] = m.copyGBps(w)
+	}
+	return t
+}
+
+// at returns the copy rate of w goroutines.
+func (t *rateTable) at(m *Model, w int) float64 {
+	if w >= 1 && w <= t.n {
+		return t.r[w-1]
+	}
+	return m.copyGBps(w)
 }
 
 // chunkAlign aligns chunks of 4 KiB or more.

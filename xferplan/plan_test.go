@@ -249,3 +249,35 @@ func TestPackedPartsCoverTheCopies(t *testing.T) {
 	q.Copies, q.Bytes, q.PackedBytes = 40, 40*1024, 40*1024+40*40
 	assert.LessOrEqual(t, Choose(q, Tuning{}, &m, 16).Parts, 40)
 }
+
+// TestStagedReadbacksPollTheirLastChunk: a staged readback ends when its
+// last chunk's event says it landed, not with a stream synchronization, so
+// a costlier synchronization leaves its cost alone while it raises the
+// per-copy plan's.
+func TestStagedReadbacksPollTheirLastChunk(t *testing.T) {
+	q := Request{Dir: Readback, Copies: 1, Bytes: 4 << 20, Streamable: true}
+	cheap, dear := Reference(), Reference()
+	dear.Wait *= 20
+	only := Tuning{Only: Kinds(Staged)}
+	assert.Equal(t, Choose(q, only, &cheap, 16).Cost, Choose(q, only, &dear, 16).Cost)
+	per := Tuning{StageMin: -1}
+	assert.Greater(t, Choose(q, per, &dear, 16).Cost, Choose(q, per, &cheap, 16).Cost)
+}
+
+// TestStagedUploadsWithoutReuseRecordNoEvents: a staged upload that gives
+// every chunk a block of its own is charged one driver call per chunk (its
+// DMA), not two: a costlier driver call raises its cost by less than two
+// calls per chunk.
+func TestStagedUploadsWithoutReuseRecordNoEvents(t *testing.T) {
+	q := Request{Dir: Upload, Copies: 1, Bytes: 16 << 20, Streamable: true}
+	base := Reference()
+	p := Choose(q, Tuning{Only: Kinds(Staged)}, &base, 1)
+	require.Equal(t, Staged, p.Kind)
+	require.Equal(t, p.Chunks, p.Blocks)
+	dear := base
+	dear.DriverCopy += time.Microsecond
+	fixed := Tuning{Only: Kinds(Staged), MinChunk: p.Chunk, MaxChunk: p.Chunk, MaxWorkers: 1}
+	grew := Choose(q, fixed, &dear, 1).Cost - Choose(q, fixed, &base, 1).Cost
+	assert.Less(t, grew, time.Duration(2*p.Chunks)*time.Microsecond)
+	assert.GreaterOrEqual(t, grew, time.Duration(p.Chunks)*time.Microsecond)
+}

@@ -295,9 +295,14 @@ func TestBenchOnSim(t *testing.T) {
 			assert.Positive(t, w.GBps, w.ID)
 			assert.Positive(t, w.PerRun.HostToDeviceBytes+w.PerRun.DeviceToHostBytes, w.ID)
 			if w.ID == "W2" || w.ID == "W6" {
-				// Staged in chunks: one wait per chunk's DMA.
+				// Staged in chunks: a readback waits for each chunk's DMA;
+				// an upload once at the end, plus once per reused block.
 				assert.GreaterOrEqual(t, w.PerRun.SyncPoints, 1.0, w.ID)
-				assert.InDelta(t, w.PerRun.DeviceCopies, w.PerRun.SyncPoints, 0, w.ID)
+				if w.ID == "W6" {
+					assert.InDelta(t, w.PerRun.DeviceCopies, w.PerRun.SyncPoints, 0, w.ID)
+				} else {
+					assert.LessOrEqual(t, w.PerRun.SyncPoints, w.PerRun.DeviceCopies, w.ID)
+				}
 			} else {
 				assert.InDelta(t, 1, w.PerRun.SyncPoints, 0, "%s: one fence per run", w.ID)
 			}

@@ -1,0 +1,95 @@
+//go:build gpu
+
+// Phase breakdown of single-buffer uploads and readbacks from ordinary Go
+// slices (the bandwidth sweep's calls) on a real GPU, under the default
+// plan and under plans forced by tuning, so the planner's model can be
+// checked against what each plan costs where. Run on a GPU machine:
+//
+//	.gpu/core.test -test.run '^$' -test.bench GPUSinglePhases -test.benchtime 200x
+
+package core_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// singleVariants are the plans the single-transfer phase benchmark runs.
+var singleVariants = []xferPath{
+	{"default", nil},
+	{"nohint", nil}, // the polling loops without their spin-wait hint
+	{"linger50us", core.WithCopyHelperLinger(50 * time.Microsecond)},
+	{"park", core.WithCopyHelperLinger(0)},
+	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
+	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
+}
+
+func openGPUWith(b *testing.B, opt core.Option) *core.Backend {
+	b.Helper()
+	var opts []core.Option
+	if opt != nil {
+		opts = append(opts, opt)
+	}
+	be, err := core.OpenCUDA(0, opts...)
+	if err != nil {
+		b.Fatalf("OpenCUDA: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := be.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	return be
+}
+
+func BenchmarkGPUSinglePhases(b *testing.B) {
+	for _, v := range singleVariants {
+		b.Run(v.name, func(b *testing.B) {
+			if v.name == "nohint" {
+				b.Cleanup(core.SetSpinHint(false))
+			}
+			be := openGPUWith(b, v.opt)
+			for _, n := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
+				for _, dir := range []string{"up", "down"} {
+					b.Run(fmt.Sprintf("%s/%dKiB", dir, n>>10), func(b *testing.B) { benchSingle(b, be, n, dir == "down") })
+				}
+			}
+		})
+	}
+}
+
+// benchSingle times UploadResident or DownloadResidentInto of one n-byte
+// buffer from and into one Go slice, as the sweep does, with each phase's
+// median.
+func benchSingle(b *testing.B, be *core.Backend, n int, down bool) {
+	bufs, ups := xferBuffers(b, be, 1, n)
+	h, data := bufs[0], ups[0].Data
+	call := func() (err error) {
+		if down {
+			data, err = be.DownloadResidentInto(h, data)
+			return err
+		}
+		return be.UploadResident(h, data)
+	}
+	for range 5 {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := newPhaseTimer(b)
+	b.SetBytes(int64(n))
+	b.ResetTimer()
+	for range b.N {
+		p.start()
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+		p.stop()
+	}
+	b.StopTimer()
+	p.report(b)
+}

@@ -1,4 +1,0 @@
-package spinwait
-
-// Pause executes one PAUSE instruction.
-func Pause()

@@ -1,6 +1,0 @@
-#include "textflag.h"
-
-// func Pause()
-TEXT ·Pause(SB), NOSPLIT, $0-0
-	PAUSE
-	RET
