@@ -19,6 +19,11 @@
 // Copy also suits a large destination that will not be read again soon:
 // skipping the read of each destination line before writing it saves
 // memory bandwidth.
+//
+// Evict is the counterpart for memory a device writes by DMA: after the
+// processor has read such a buffer, its lines sit (clean) in the caches of
+// every core that read them, and the next DMA into it has to invalidate
+// each copy. Evict drops them from the caches at once.
 package ntcopy
 
 import "unsafe"

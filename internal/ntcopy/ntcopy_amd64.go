@@ -11,3 +11,28 @@ func copyNT(dst, src *byte, n int)
 
 // sfence orders earlier non-temporal stores before later stores.
 func sfence()
+
+// flush is the instruction Evict uses: CLFLUSHOPT when CPUID leaf 7 says
+// the processor has it, else CLFLUSH (CPUID leaf 1), else none.
+var flush = func() int {
+	maxLeaf, _, _, _ := cpuid(0, 0)
+	_, _, _, edx1 := cpuid(1, 0)
+	if maxLeaf >= 7 {
+		if _, ebx7, _, _ := cpuid(7, 0); ebx7&(1<<23) != 0 {
+			return flushOpt
+		}
+	}
+	if edx1&(1<<19) != 0 {
+		return flushLine
+	}
+	return flushNone
+}()
+
+// cpuid runs CPUID with EAX = leaf and ECX = sub.
+func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+
+// evictLines flushes lines cache lines starting at p-back (a line
+// boundary), with CLFLUSHOPT when opt is set, else CLFLUSH.
+//
+//go:noescape
+func evictLines(p *byte, back, lines int, opt bool)

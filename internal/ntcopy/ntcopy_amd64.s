@@ -27,3 +27,38 @@ done:
 TEXT ·sfence(SB), NOSPLIT, $0-0
 	SFENCE
 	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL	leaf+0(FP), AX
+	MOVL	sub+4(FP), CX
+	CPUID
+	MOVL	AX, eax+8(FP)
+	MOVL	BX, ebx+12(FP)
+	MOVL	CX, ecx+16(FP)
+	MOVL	DX, edx+20(FP)
+	RET
+
+// func evictLines(p *byte, back, lines int, opt bool)
+TEXT ·evictLines(SB), NOSPLIT, $0-25
+	MOVQ	p+0(FP), DI
+	SUBQ	back+8(FP), DI
+	MOVQ	lines+16(FP), CX
+	TESTQ	CX, CX
+	JZ	evdone
+	MOVBLZX	opt+24(FP), AX
+	TESTL	AX, AX
+	JZ	evplain
+evopt:
+	CLFLUSHOPT	(DI)
+	ADDQ	$64, DI
+	DECQ	CX
+	JNZ	evopt
+	RET
+evplain:
+	CLFLUSH	(DI)
+	ADDQ	$64, DI
+	DECQ	CX
+	JNZ	evplain
+evdone:
+	RET

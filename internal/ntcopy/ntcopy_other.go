@@ -8,3 +8,8 @@ const available = false
 func copyNT(dst, src *byte, n int) { panic("ntcopy: no non-temporal copy on this architecture") }
 
 func sfence() {}
+
+// flush: no cache line flushes on this architecture.
+const flush = flushNone
+
+func evictLines(p *byte, back, lines int, opt bool) {}
