@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
 
 // Fill sets every byte of Buf to Value by device memset.
@@ -226,12 +227,14 @@ func (b *Backend) countBatch(pl *batchPlan) {
 }
 
 // packUploads copies the fused uploads' bytes into stage, back to back, in
-// the order queueBatch copies them from.
-func packUploads(stage []byte, fused []fusion.UploadCopy) {
+// the order queueBatch copies them from, as t.stageIn does, fenced.
+func packUploads(t *transferTuning, stage []byte, fused []fusion.UploadCopy) {
 	off := 0
 	for _, c := range fused {
-		off += copy(stage[off:], c.Data)
+		t.stageIn(stage[off:], c.Data)
+		off += len(c.Data)
 	}
+	ntcopy.Fence()
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On

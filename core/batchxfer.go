@@ -1,9 +1,8 @@
 package core
 
 import (
-	"time"
-
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -163,7 +162,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 		return nil, err
 	}
 	if x.up.Kind == xferplan.PerCopy {
-		packUploadsOn(stage, fused, x.up.Workers, x.t.linger)
+		packUploadsOn(&x.t, stage, fused, x.up.Workers)
 	}
 	return stage, nil
 }
@@ -172,19 +171,25 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 func (x *batchXfer) packFill(stage []byte, fused []fusion.UploadCopy) func(lo, hi int) {
 	return func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			copy(stage[x.upLay.offs[i]:], fused[i].Data)
+			if x.t.plainPack {
+				copy(stage[x.upLay.offs[i]:], fused[i].Data)
+			} else {
+				ntcopy.Copy(stage[x.upLay.offs[i]:], fused[i].Data)
+			}
 		}
+		ntcopy.Fence()
 	}
 }
 
 // packUploadsOn is packUploads on up to w goroutines.
-func packUploadsOn(stage []byte, fused []fusion.UploadCopy, w int, linger time.Duration) {
+func packUploadsOn(t *transferTuning, stage []byte, fused []fusion.UploadCopy, w int) {
+	linger := t.linger
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, w, linger)
+		parallelCopy(stage, fused[0].Data, w, linger, t.stageInFenced)
 		return
 	}
 	if w <= 1 {
-		packUploads(stage, fused)
+		packUploads(t, stage, fused)
 		return
 	}
 	offs := make([]int, len(fused)+1)
@@ -193,8 +198,9 @@ func packUploadsOn(stage []byte, fused []fusion.UploadCopy, w int, linger time.D
 	}
 	forParts(len(fused), w, linger, func(i int) int { return offs[i] }, offs[len(fused)], func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			copy(stage[offs[i]:], fused[i].Data)
+			t.stageIn(stage[offs[i]:], fused[i].Data)
 		}
+		ntcopy.Fence()
 	})
 }
 
@@ -253,7 +259,7 @@ func (b *Backend) queueStagedChunks(s Stream, x *batchXfer, c fusion.UploadCopy,
 	pieces := (n + piece - 1) / piece
 	at := func(i int) int { return min(i*piece, n) }
 	err := streamParts(pieces, max(x.up.Chunks, 1), x.up.Workers, x.t.linger, at, n,
-		func(lo, hi int) { copy(stage[at(lo):at(hi)], c.Data[at(lo):at(hi)]) },
+		func(lo, hi int) { x.t.stageIn(stage[at(lo):at(hi)], c.Data[at(lo):at(hi)]); ntcopy.Fence() },
 		func(_, lo, hi int) error {
 			if lo == hi {
 				return nil

@@ -372,19 +372,21 @@ func copyTask(n, w int) int {
 	return max((task+63)&^63, 64)
 }
 
-// parallelCopy copies src into dst (of equal length) on up to w goroutines,
-// the calling one among them; helpers then linger as runTasks says.
-func parallelCopy(dst, src []byte, w int, linger time.Duration) {
+// parallelCopy copies src into dst (of equal length) with cp, in tasks on
+// up to w goroutines, the calling one among them; helpers then linger as
+// runTasks says. cp must finish its own work (fence its non-temporal
+// stores) before it returns: a task counts as done when cp returns.
+func parallelCopy(dst, src []byte, w int, linger time.Duration, cp func(dst, src []byte)) {
 	n := len(src)
 	if w <= 1 || n < 2 {
-		copy(dst, src)
+		cp(dst, src)
 		return
 	}
 	task := copyTask(n, w)
 	runTasks((n+task-1)/task, w, linger, func(i int) {
 		lo := i * task
 		hi := min(lo+task, n)
-		copy(dst[lo:hi], src[lo:hi])
+		cp(dst[lo:hi], src[lo:hi])
 	})
 }
 

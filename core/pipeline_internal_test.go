@@ -1,9 +1,11 @@
 package core
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,16 +49,29 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 	}
 }
 
+// parallelCopy with each staging copy (into upload staging with
+// non-temporal stores or cached ones, out of readback staging evicting it
+// or not) copies exactly its slices, at odd lengths and offsets, and
+// leaves the bytes around both untouched.
 func TestParallelCopy(t *testing.T) {
-	for _, n := range []int{0, 1, 63, 64, 65, 1000, 1 << 16} {
-		for _, w := range []int{1, 2, 3, 16} {
-			src := make([]byte, n)
-			for i := range src {
-				src[i] = byte(i*7 + 1)
+	tunings := []transferTuning{{}, {plainStage: true, keepStaging: true}}
+	for _, tt := range tunings {
+		for name, cp := range map[string]func(dst, src []byte){"in": tt.stageInFenced, "out": tt.stageOut} {
+			for _, n := range []int{0, 1, 63, 64, 65, 1000, 1 << 16, 1<<16 + 333} {
+				for _, w := range []int{1, 2, 3, 16} {
+					src := make([]byte, n+10)
+					for i := range src {
+						src[i] = byte(i*7 + 1)
+					}
+					dst := bytes.Repeat([]byte{0xEE}, n+13)
+					want := slices.Clone(src)
+					parallelCopy(dst[5:5+n], src[3:3+n], w, DefaultCopyHelperLinger, cp)
+					assert.Equal(t, src[3:3+n], dst[5:5+n], "%s %+v n=%d w=%d", name, tt, n, w)
+					assert.Equal(t, bytes.Repeat([]byte{0xEE}, 5), dst[:5], "%s n=%d w=%d: guard before", name, n, w)
+					assert.Equal(t, bytes.Repeat([]byte{0xEE}, 8), dst[5+n:], "%s n=%d w=%d: guard after", name, n, w)
+					assert.Equal(t, want, src, "%s n=%d w=%d: source changed", name, n, w)
+				}
 			}
-			dst := make([]byte, n)
-			parallelCopy(dst, src, w, DefaultCopyHelperLinger)
-			assert.Equal(t, src, dst, "n=%d w=%d", n, w)
 		}
 	}
 }

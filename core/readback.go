@@ -192,7 +192,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	if out == nil {
 		out = output(len(src))
 	}
-	parallelCopy(out, src, g.plan.Workers, g.tune.linger)
+	parallelCopy(out, src, g.plan.Workers, g.tune.linger, g.tune.stageOut)
 	phase("unpack")
 	return out, nil
 }
@@ -359,12 +359,15 @@ const unpackNTBytes = 16 << 20
 func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
 
 // eachFrom is each over requests first..first+n-1, with f given the index
-// relative to first.
+// relative to first. f reads request first+i's staging (bytes); once it
+// has, that staging is evicted from the caches as g.tune says
+// (evictStaging), on the goroutine that read it.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
 	w := g.plan.Workers
 	if w <= 1 || n < 2 {
 		for i := range n {
 			f(i)
+			g.tune.evictStaging(g.bytes(first + i))
 		}
 		ntcopy.Fence()
 		return
@@ -380,6 +383,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f(i)
+			g.tune.evictStaging(g.bytes(first + i))
 		}
 		ntcopy.Fence() // put may have used non-temporal stores
 	})

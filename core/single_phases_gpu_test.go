@@ -21,6 +21,8 @@ import (
 // singleVariants are the plans the single-transfer phase benchmark runs.
 var singleVariants = []xferPath{
 	{"default", nil},
+	{"cached-stores", core.WithStagingCache(core.StagingCache{CachedUploadStores: true})},
+	{"keep-staging", core.WithStagingCache(core.StagingCache{KeepReadbackLines: true})},
 	{"nohint", nil}, // the polling loops without their spin-wait hint
 	{"linger50us", core.WithCopyHelperLinger(50 * time.Microsecond)},
 	{"park", core.WithCopyHelperLinger(0)},

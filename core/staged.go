@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -36,7 +37,8 @@ type stagedRun struct {
 	remain  []atomic.Int32 // per chunk: tasks not yet returned
 	job     *taskJob
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
-	waits   uint64      // host waits on the device, for telemetry
+	t       *transferTuning
+	waits   uint64 // host waits on the device, for telemetry
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -57,7 +59,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	w := max(pl.Workers, 1)
 	task := int64(copyTask(int(pl.Chunk), w))
-	r := &stagedRun{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task,
+	r := &stagedRun{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task, t: t,
 		tasks: (pl.Chunk + task - 1) / task, remain: make([]atomic.Int32, k)}
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
@@ -69,7 +71,9 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 }
 
 // copyTask copies task i between the caller's memory and its chunk's block
-// (into the block for an upload, out of it for a readback).
+// (into the block for an upload, out of it for a readback), leaving the
+// block's lines out of the caches as r.t says (stageIn, stageOut); an
+// upload's non-temporal stores are fenced before the task counts as done.
 func (r *stagedRun) copyTask(i int, up bool) {
 	c := int64(i) / r.tasks
 	if !r.aborted.Load() {
@@ -79,9 +83,10 @@ func (r *stagedRun) copyTask(i int, up bool) {
 		if lo < hi {
 			blk := r.p.blocks[c%int64(len(r.p.blocks))]
 			if up {
-				copy(blk[lo-base:hi-base], r.host[lo:hi])
+				r.t.stageIn(blk[lo-base:hi-base], r.host[lo:hi])
+				ntcopy.Fence()
 			} else {
-				copy(r.host[lo:hi], blk[lo-base:hi-base])
+				r.t.stageOut(r.host[lo:hi], blk[lo-base:hi-base])
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -245,7 +246,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	}
 	phase("staging")
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger)
+		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger, t.stageInFenced)
 	} else {
 		offs := make([]int, len(fused)+1)
 		for i, c := range fused {
@@ -253,8 +254,9 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		}
 		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				copy(stage[offs[i]:], fused[i].Data)
+				t.stageIn(stage[offs[i]:], fused[i].Data)
 			}
+			ntcopy.Fence()
 		})
 	}
 	phase("copy")

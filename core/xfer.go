@@ -78,6 +78,8 @@ type transferTuning struct {
 	prewake     time.Duration   // helpers woken at a many-item call's start poll this long; < 0: none
 	plainPack   bool            // test-only: pack uploads with copy, not non-temporal stores
 	plainUnpack bool            // test-only: unpack readbacks with copy, never non-temporal stores
+	plainStage  bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
+	keepStaging bool            // readback staging is not evicted after it is copied out (StagingCache)
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 

@@ -67,7 +67,8 @@ func (r *runner) expectStaged(call string, got map[sim.Op]uint64, op sim.Op) err
 // xferCase is one drawn case.
 type xferCase struct {
 	tune   xferplan.Tuning
-	op     int // xferOp*
+	cache  core.StagingCache // how staging meets the caches: no plan's bytes may depend on it
+	op     int               // xferOp*
 	lens   []int
 	fault  sim.Op
 	nth    int
@@ -91,6 +92,7 @@ var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate,
 
 func drawXferCase(r *rand.Rand) xferCase {
 	c := xferCase{op: r.Intn(xferOps)}
+	c.cache = core.StagingCache{CachedUploadStores: r.Intn(2) == 0, KeepReadbackLines: r.Intn(2) == 0}
 	chunk := []int64{16, 48, 256, 1000}[r.Intn(4)]
 	c.tune = xferplan.Tuning{
 		PackMinCopies: []int{-1, 2, 6}[r.Intn(3)],
@@ -217,7 +219,8 @@ func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 
 func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]bool) (err error) {
 	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
-	b, err := core.Open(dev, core.WithPlanTuning(c.tune), core.WithPlanModel(xferToyModel), core.WithLogger(slog.New(&logCounter{})))
+	b, err := core.Open(dev, core.WithPlanTuning(c.tune), core.WithPlanModel(xferToyModel), core.WithStagingCache(c.cache),
+		core.WithLogger(slog.New(&logCounter{})))
 	if err != nil {
 		return err
 	}
