@@ -97,6 +97,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 	if pl.nonEmptyReads > 0 {
 		rd.st, rd.staged = newStaging(b.hostPool), true
 		rd.plan, rd.tune = x.rd, x.t
+		rd.tune.evictReads = x.t.evictsReadback(pl.fusedRds.Bytes)
 		if x.rd.Kind == xferplan.Packed {
 			copies := pl.fusedRds.Copies
 			x.rdLay = newPackLayout(len(copies), func(i int) int { return copies[i].Len })

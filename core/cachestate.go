@@ -13,26 +13,68 @@ type StagingCache struct {
 	// instead of non-temporal stores, which send them to memory. A DMA that
 	// reads lines held modified in caches is slower.
 	CachedUploadStores bool
-	// KeepReadbackLines leaves readback staging in the caches of the cores
-	// that copied it out, instead of evicting its lines after the copy. The
-	// next DMA into a block whose lines are cached in many cores has to
-	// invalidate every copy.
-	KeepReadbackLines bool
+	// Evict says when a readback, once its staging is copied out, evicts
+	// that staging's lines from the caches. The next DMA into staging whose
+	// lines are cached in many cores has to invalidate every copy; the
+	// eviction itself costs the copying goroutines time.
+	Evict ReadbackEvict
 }
+
+// ReadbackEvict says which readbacks evict their staging from the caches
+// after copying it out.
+type ReadbackEvict uint8
+
+const (
+	// EvictBySize evicts the staging of readbacks of 1 MiB to 64 MiB: the
+	// default. Measured on the reference H100 host: the fence (gather and
+	// DMA) of a 1024 x 4 KiB readback took 82 us instead of 157 after an
+	// evicting unpack (which took 96 us instead of 49), a 2048-buffer
+	// 52.9 MiB one 1058 us instead of 2185 (unpack 1376 us instead of
+	// 883), and single 4, 16 and 64 MiB readbacks ran at 36, 40-41 and
+	// 43-47 GB/s instead of 22-24, 30-33 and 27-42. Smaller ones lost (64
+	// KiB: 20 us instead of 13-14; 256 KiB: 30 us instead of 24-26; 1 MiB
+	// even) and so did 256 MiB (35 GB/s instead of 49), whose staging
+	// ring is reused within the call long after its lines left the caches.
+	EvictBySize ReadbackEvict = iota
+	// EvictNever leaves readback staging in the caches.
+	EvictNever
+	// EvictAlways evicts the staging of every staged readback.
+	EvictAlways
+)
+
+// The readback sizes EvictBySize evicts the staging of.
+const (
+	evictMinBytes = 1 << 20
+	evictMaxBytes = 64 << 20
+)
 
 // WithStagingCache sets how transfer calls treat the caches around their
 // staging memory (see StagingCache). By default uploads are staged with
-// non-temporal stores and readback staging is evicted from the caches once
-// copied out: on the reference H100 host a 1024 x 4 KiB packed upload
-// packed in 50 us instead of 104 and its DMAs waited 84 us instead of 117.
-// It applies to every plan that stages through pinned memory (per-copy,
-// packed and staged; single calls and batches); Direct transfers of the
-// caller's pinned memory touch no staging.
+// non-temporal stores (on the reference H100 host single uploads of 1, 4
+// and 16 MiB ran at 22, 31-33 and 37-39 GB/s with them against 15-18,
+// 18-24 and 25-26 with ordinary stores; 1024 x 4 KiB packed in 50 us
+// instead of 104, its DMAs waiting 84 us instead of 117), and readbacks of
+// 1 to 64 MiB evict their staging once copied out (EvictBySize). It applies
+// to every plan that stages through pinned memory (per-copy, packed and
+// staged; single calls and batches); Direct transfers of the caller's
+// pinned memory touch no staging.
 func WithStagingCache(s StagingCache) Option {
 	return func(c *config) {
 		c.xfer.plainPack, c.xfer.plainStage = s.CachedUploadStores, s.CachedUploadStores
-		c.xfer.keepStaging = s.KeepReadbackLines
+		c.xfer.evict = s.Evict
 	}
+}
+
+// evictsReadback reports whether a readback of bytes evicts its staging
+// under t's policy.
+func (t *transferTuning) evictsReadback(bytes uint64) bool {
+	switch t.evict {
+	case EvictNever:
+		return false
+	case EvictAlways:
+		return true
+	}
+	return bytes >= evictMinBytes && bytes <= evictMaxBytes
 }
 
 // stageIn copies src into upload staging dst (which a DMA reads next) as t
@@ -51,24 +93,24 @@ func (t *transferTuning) stageIn(dst, src []byte) {
 	ntcopy.Copy(dst, src)
 }
 
+// stageInFenced is stageIn followed by its fence, for one copy task.
+func (t *transferTuning) stageInFenced(dst, src []byte) {
+	t.stageIn(dst, src)
+	ntcopy.Fence()
+}
+
 // stageOut copies readback staging src (which a DMA writes next) into dst
-// and then, unless keepStaging, evicts src's cache lines, so that DMA finds
-// no cached copies to invalidate.
+// and then, when this call evicts (evictReads), evicts src's cache lines,
+// so that DMA finds no cached copies to invalidate.
 func (t *transferTuning) stageOut(dst, src []byte) {
 	copy(dst, src)
 	t.evictStaging(src)
 }
 
-// evictStaging evicts readback staging the caller has read, unless
-// keepStaging.
+// evictStaging evicts readback staging the caller has read, when this
+// call evicts (evictReads).
 func (t *transferTuning) evictStaging(src []byte) {
-	if !t.keepStaging {
+	if t.evictReads {
 		ntcopy.Evict(src)
 	}
-}
-
-// stageInFenced is stageIn followed by its fence, for one copy task.
-func (t *transferTuning) stageInFenced(dst, src []byte) {
-	t.stageIn(dst, src)
-	ntcopy.Fence()
 }

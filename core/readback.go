@@ -445,6 +445,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	}
 	g.views = fused.Views
 	g.ntStores = fused.Bytes >= unpackNTBytes && !g.tune.plainUnpack
+	g.tune.evictReads = g.tune.evictsReadback(fused.Bytes)
 	phase("fuse")
 	t := &g.tune
 	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),

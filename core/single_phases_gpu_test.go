@@ -22,7 +22,8 @@ import (
 var singleVariants = []xferPath{
 	{"default", nil},
 	{"cached-stores", core.WithStagingCache(core.StagingCache{CachedUploadStores: true})},
-	{"keep-staging", core.WithStagingCache(core.StagingCache{KeepReadbackLines: true})},
+	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
+	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"nohint", nil}, // the polling loops without their spin-wait hint
 	{"linger50us", core.WithCopyHelperLinger(50 * time.Microsecond)},
 	{"park", core.WithCopyHelperLinger(0)},

@@ -169,7 +169,8 @@ func BenchmarkTransferW6Download256MiB(b *testing.B)      { benchW6(b, openXferS
 var phaseVariants = []xferPath{
 	{"warmup", nil}, // the first variant of a process runs on a cold host: compare the others
 	{"default", nil},
-	{"keep-staging", core.WithStagingCache(core.StagingCache{KeepReadbackLines: true})},
+	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
+	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
 	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256})},
@@ -265,7 +266,8 @@ func mixedSizes() []int {
 // mixedVariants are the tunings the W7 phase benchmarks compare.
 var mixedVariants = []xferPath{
 	{"default", nil},
-	{"keep-staging", core.WithStagingCache(core.StagingCache{KeepReadbackLines: true})},
+	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
+	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
 }

@@ -16,8 +16,8 @@ import (
 // exactly its buffer's bytes, whatever its length and its alignment inside
 // the caller's storage, reused slots keep their storage, and the bytes
 // around each slot are untouched. Small and large batches take both
-// copies; the plain-copy tuning gives the same result, and so does leaving
-// the staging in the caches instead of evicting it.
+// copies; the plain-copy tuning gives the same result, and so do keeping
+// the staging in the caches and evicting it.
 func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -28,7 +28,8 @@ func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 		{"small", 96, 4100, nil},
 		{"large", 300, 64 << 10, nil},
 		{"large plain", 300, 64 << 10, core.WithTransferTuning(core.TransferTuning{PlainUnpack: true})},
-		{"small staging kept", 96, 4100, core.WithStagingCache(core.StagingCache{KeepReadbackLines: true})},
+		{"small staging kept", 96, 4100, core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
+		{"small staging evicted", 96, 4100, core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []core.Option

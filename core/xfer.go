@@ -79,7 +79,8 @@ type transferTuning struct {
 	plainPack   bool            // test-only: pack uploads with copy, not non-temporal stores
 	plainUnpack bool            // test-only: unpack readbacks with copy, never non-temporal stores
 	plainStage  bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
-	keepStaging bool            // readback staging is not evicted after it is copied out (StagingCache)
+	evict       ReadbackEvict   // when readbacks evict their staging (StagingCache)
+	evictReads  bool            // this call's readback evicts its staging once copied out (evictsReadback)
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 

@@ -92,7 +92,7 @@ var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate,
 
 func drawXferCase(r *rand.Rand) xferCase {
 	c := xferCase{op: r.Intn(xferOps)}
-	c.cache = core.StagingCache{CachedUploadStores: r.Intn(2) == 0, KeepReadbackLines: r.Intn(2) == 0}
+	c.cache = core.StagingCache{CachedUploadStores: r.Intn(2) == 0, Evict: core.ReadbackEvict(r.Intn(3))}
 	chunk := []int64{16, 48, 256, 1000}[r.Intn(4)]
 	c.tune = xferplan.Tuning{
 		PackMinCopies: []int{-1, 2, 6}[r.Intn(3)],
