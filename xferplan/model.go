@@ -97,6 +97,14 @@ type Model struct {
 // rates above halved, pinned DMAs of 16 MiB at 24 GB/s), so figures are
 // compared only within one run.
 //
+// Uploads now copy into staging with non-temporal stores (core's
+// StagingCache). Alone, that copy ran at 11.5, 23.1, 57.7, 89.6 and 63.6
+// GB/s for 8 MiB on 1, 2, 4, 8 and 16 goroutines (the built-in copy in the
+// same run: 13.7, 44.8, 50.8, 55.3 and 88.1), within this host's noise of
+// the rates above, and one goroutine copied 256 KiB to 1 MiB at 15-16 GB/s
+// (built-in: 25-32); the DMA that follows is what gained (a 4 MiB upload
+// 122-125 us against 181-227). The constants were left as they were.
+//
 // Gap, the cost of each further DMA queued behind another on one stream,
 // is what BenchmarkGPUChunkedDMA showed on the same host: 1 MiB H2D in 1, 2,
 // 4, 8 and 16 DMAs on one stream took 33.7, 32.5, 39.1, 48.9 and 73.6 us,
