@@ -110,3 +110,12 @@ func SetSpinHint(on bool) (restore func()) {
 	spinHint = on
 	return func() { spinHint = old }
 }
+
+// SetEvictHookForTest has f called with each part of a readback's staging
+// just before a background eviction evicts it, and returns a function that
+// removes it. Not safe while transfers run.
+func SetEvictHookForTest(f func(part []byte)) (restore func()) {
+	old := evictHook
+	evictHook = f
+	return func() { evictHook = old }
+}

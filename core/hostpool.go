@@ -37,6 +37,10 @@ type hostPool struct {
 	// close (retryUnfreed). Guarded by unfreedMu.
 	unfreedMu sync.Mutex
 	unfreed   [][]byte
+
+	// evictions holds the blocks of readbacks whose staging is still being
+	// evicted from the caches (evictjob.go).
+	evictions
 }
 
 // newHostPool returns an empty pool over drv that caches at most
@@ -58,6 +62,11 @@ func (p *hostPool) get(op string, n int) (pinnedBlock, error) {
 		return pinnedBlock{}, err
 	}
 	buf, state := p.cache.pop(idx, size)
+	for state == cacheMiss && p.awaitEviction(idx) {
+		// A block of this size was being evicted and is back (unless
+		// another call took it first).
+		buf, state = p.cache.pop(idx, size)
+	}
 	switch state {
 	case cacheHit:
 		if p.notify != nil {
@@ -179,8 +188,12 @@ func (p *hostPool) freeBuf(buf []byte, why string) error {
 	return nil
 }
 
-// cachedBytes returns the bytes held in the free lists.
-func (p *hostPool) cachedBytes() uint64 { return p.cache.cached.Load() }
+// cachedBytes returns the bytes held in the free lists, once every block
+// being evicted is back in them.
+func (p *hostPool) cachedBytes() uint64 {
+	p.settleEvictions()
+	return p.cache.cached.Load()
+}
 
 // allocatedBytes returns the bytes obtained from HostAlloc and not yet freed.
 func (p *hostPool) allocatedBytes() uint64 { return p.allocated.Load() }
@@ -192,6 +205,7 @@ func (p *hostPool) allocatedBytes() uint64 { return p.allocated.Load() }
 // Calling it again retries only the kept blocks.
 func (p *hostPool) close() error {
 	const op = "close pinned host pool"
+	p.settleEvictions()
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.closeCache() {
 		if err := p.freeBuf(e.v, "closing the pool"); err != nil {

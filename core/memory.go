@@ -262,6 +262,7 @@ func (b *Backend) Trim() error {
 // or, without room there, is kept for the next trim or close, counted
 // either way. The first failure is returned.
 func (p *hostPool) trim(op string) error {
+	p.settleEvictions()
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.drain() {
 		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {

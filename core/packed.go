@@ -471,7 +471,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	phase("fence")
 	b.launch.giveBack(lease, true)
-	g.stage = stage
+	g.stage, g.landed = stage, lay.dataEnd
 	g.offs = lay.offs
 	b.tel.syncPoints.Add(1)
 	b.tel.d2hBytes.Add(bytes)

@@ -69,6 +69,9 @@ type taskJob struct {
 	next   atomic.Int64
 	left   atomic.Int64
 	done   chan struct{} // closed when the last task has returned
+	// finish, when set, runs on the goroutine that returned the last task,
+	// before done is closed.
+	finish func()
 }
 
 // claim takes the next task, or reports false when none may be taken now.
@@ -96,6 +99,9 @@ func (j *taskJob) step() bool {
 	}
 	j.f(int(i))
 	if j.left.Add(-1) == 0 {
+		if j.finish != nil {
+			j.finish()
+		}
 		close(j.done)
 	}
 	return true

@@ -192,7 +192,8 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	if out == nil {
 		out = output(len(src))
 	}
-	parallelCopy(out, src, g.plan.Workers, g.tune.linger, g.tune.stageOut)
+	parallelCopy(out, src, g.plan.Workers, g.tune.linger, copyOut)
+	g.unpacked = true // release evicts the staging
 	phase("unpack")
 	return out, nil
 }
@@ -277,6 +278,9 @@ func readRangeError(op string, label func(i int) string, i int, r Range, ptr uin
 	return nil
 }
 
+// copyOut copies readback staging out with ordinary loads and stores.
+func copyOut(dst, src []byte) { copy(dst, src) }
+
 // growSlots returns s resliced to n elements, reusing its capacity when it
 // suffices and otherwise a new slice that starts with s's elements (including
 // those past len within cap, so their storage is reused too).
@@ -304,6 +308,16 @@ type gathered struct {
 	plan   xferplan.Plan // Workers unpacks; zero (as built by Run): one thread
 	// ntStores: put writes the caller's slots with non-temporal stores.
 	ntStores bool
+	// landed is how many bytes at the start of stage the device wrote.
+	landed int
+	// evictLater: a readback that evicts its staging (tune.evictReads)
+	// leaves it to release, which evicts it after the call returned
+	// (evictjob.go); set by gather, whose callers release right after
+	// unpacking. Otherwise the unpack evicts each request's bytes itself
+	// (batches, whose staging a graph reuses without release).
+	evictLater bool
+	// unpacked: the staging was copied out, so release may evict it.
+	unpacked bool
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -364,10 +378,14 @@ func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
 // (evictStaging), on the goroutine that read it.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
 	w := g.plan.Workers
+	g.unpacked = true
+	evict := g.tune.evictReads && !g.evictLater
 	if w <= 1 || n < 2 {
 		for i := range n {
 			f(i)
-			g.tune.evictStaging(g.bytes(first + i))
+			if evict {
+				ntcopy.Evict(g.bytes(first + i))
+			}
 		}
 		ntcopy.Fence()
 		return
@@ -383,16 +401,27 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			f(i)
-			g.tune.evictStaging(g.bytes(first + i))
+			if evict {
+				ntcopy.Evict(g.bytes(first + i))
+			}
 		}
 		ntcopy.Fence() // put may have used non-temporal stores
 	})
 }
 
+// release gives the staging back. A readback that evicts its staging
+// later (evictLater) and was unpacked hands its blocks to an eviction job
+// instead, which gives them back once the lines the device wrote are
+// evicted; the call returns meanwhile.
 func (g *gathered) release() {
-	if g.staged {
-		g.st.release()
+	if !g.staged {
+		return
 	}
+	if g.evictLater && g.unpacked && g.tune.evictReads && g.landed > 0 {
+		g.st.pool.evictLater(g.st.detach(), g.stage[:g.landed], g.plan.Workers, g.tune.linger)
+		return
+	}
+	g.st.release()
 }
 
 // gather validates n ranges, then reads them: fused, staged into one pinned
@@ -411,7 +440,7 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	g := &gathered{lens: make([]int, n), tune: b.tuning()}
+	g := &gathered{lens: make([]int, n), tune: b.tuning(), evictLater: true}
 	if n == 0 {
 		return g, nil
 	}
@@ -521,7 +550,7 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 		g.st.release()
 		return err
 	}
-	g.stage = stage
+	g.stage, g.landed = stage, int(bytes)
 	phase("staging")
 	lease, err := b.lease(op, false)
 	if err != nil {

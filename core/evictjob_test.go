@@ -1,0 +1,212 @@
+package core_test
+
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// freeWatch is a simulated device that knows which HostAlloc blocks are
+// live, so a test can tell whether memory was freed under a goroutine
+// still using it. A block counts as freed from the start of its HostFree.
+type freeWatch struct {
+	*sim.Device
+	mu   sync.Mutex
+	live map[uintptr]uintptr // start -> end of each live HostAlloc block
+}
+
+func (w *freeWatch) HostAlloc(n uint64) ([]byte, error) {
+	b, err := w.Device.HostAlloc(n)
+	if err == nil && len(b) > 0 {
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		w.mu.Lock()
+		w.live[start] = start + uintptr(len(b))
+		w.mu.Unlock()
+	}
+	return b, err
+}
+
+func (w *freeWatch) HostFree(p unsafe.Pointer) error {
+	w.mu.Lock()
+	delete(w.live, uintptr(p))
+	w.mu.Unlock()
+	return w.Device.HostFree(p)
+}
+
+// holds reports whether b lies inside one live HostAlloc block.
+func (w *freeWatch) holds(b []byte) bool {
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	hi := lo + uintptr(len(b))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for s, e := range w.live {
+		if lo >= s && hi <= e {
+			return true
+		}
+	}
+	return false
+}
+
+// evictRig is a Backend over a freeWatch holding n buffers of size bytes
+// with known contents, and a hook that watches every part a background
+// eviction evicts: it sleeps in the first part of each readback (so a
+// Close, Trim or next call lands while the eviction runs) and checks the
+// part's memory is still allocated before and after.
+type evictRig struct {
+	b       *core.Backend
+	w       *freeWatch
+	hs      []core.Buffer
+	want    [][]byte
+	evicted atomic.Int64 // bytes evicted
+	parts   atomic.Int64
+	bad     atomic.Int64 // parts that lay in freed memory
+	slow    atomic.Bool  // the next part sleeps
+}
+
+func newEvictRig(t *testing.T, plan xferplan.Kind, n, size int, opts ...core.Option) *evictRig {
+	t.Helper()
+	r := &evictRig{w: &freeWatch{Device: sim.New(sim.Config{TotalMemory: 1 << 30}), live: map[uintptr]uintptr{}}}
+	restore := core.SetEvictHookForTest(func(part []byte) {
+		if !r.w.holds(part) {
+			r.bad.Add(1)
+		}
+		if r.slow.CompareAndSwap(true, false) {
+			time.Sleep(3 * time.Millisecond)
+		}
+		if !r.w.holds(part) {
+			r.bad.Add(1)
+		}
+		r.parts.Add(1)
+		r.evicted.Add(int64(len(part)))
+	})
+	t.Cleanup(restore)
+	opts = append([]core.Option{core.WithLogger(quietLogger),
+		core.WithPlanTuning(xferplan.Tuning{Only: xferplan.Kinds(plan), PackMinCopies: 2}),
+		core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})}, opts...)
+	b, err := core.Open(r.w, opts...)
+	require.NoError(t, err)
+	r.b = b
+	t.Cleanup(func() {
+		_ = b.Close()
+		sim.RequireNoLeaks(t, r.w.Device)
+		assert.Zero(t, r.bad.Load(), "a background eviction touched freed staging")
+	})
+	for i := range n {
+		h, err := b.AllocateResident(size)
+		require.NoError(t, err)
+		data := bytes.Repeat([]byte{byte(i*7 + 1)}, size)
+		require.NoError(t, b.UploadResident(h, data))
+		r.hs, r.want = append(r.hs, h), append(r.want, data)
+	}
+	return r
+}
+
+// read reads every buffer back, the first part of its eviction slow.
+func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
+	t.Helper()
+	r.slow.Store(true)
+	out, err := r.b.DownloadResidentManyInto(r.hs, dst)
+	require.NoError(t, err)
+	for i := range r.want {
+		require.True(t, bytes.Equal(r.want[i], out[i]), "buffer %d", i)
+	}
+	return out
+}
+
+var evictPlans = map[string]xferplan.Kind{"packed": xferplan.Packed, "per-copy": xferplan.PerCopy}
+
+// TestReadbackEvictionHoldsStagingUntilDone: a readback returns before its
+// staging is evicted, yet Close, Trim, the statistics and the next
+// readback right after it all wait for the eviction: no eviction touches
+// freed memory, Trim leaves nothing cached, the statistics count the
+// block, and the next readback reuses the same block instead of
+// allocating another. Every byte the device wrote is evicted once.
+func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
+	const n, size = 64, 16 << 10
+	for name, plan := range evictPlans {
+		t.Run(name+"/close", func(t *testing.T) {
+			r := newEvictRig(t, plan, n, size)
+			r.read(t, nil)
+			require.NoError(t, r.b.Close())
+			assert.Equal(t, int64(n*size), r.evicted.Load(), "bytes evicted")
+		})
+		t.Run(name+"/trim", func(t *testing.T) {
+			r := newEvictRig(t, plan, n, size)
+			r.read(t, nil)
+			require.NoError(t, r.b.Trim())
+			_, pinned := r.b.PoolCachedBytes()
+			assert.Zero(t, pinned, "Trim left pinned staging cached")
+			assert.Equal(t, int64(n*size), r.evicted.Load(), "bytes evicted")
+		})
+		t.Run(name+"/stats", func(t *testing.T) {
+			r := newEvictRig(t, plan, n, size)
+			r.read(t, nil)
+			_, pinned := r.b.PoolCachedBytes()
+			assert.GreaterOrEqual(t, pinned, uint64(n*size), "the evicted staging is back in the cache")
+		})
+		t.Run(name+"/next-readback", func(t *testing.T) {
+			r := newEvictRig(t, plan, n, size)
+			dst := r.read(t, nil)
+			allocs := r.w.Calls(sim.OpHostAlloc)
+			for range 3 {
+				dst = r.read(t, dst)
+			}
+			assert.Equal(t, allocs, r.w.Calls(sim.OpHostAlloc), "a readback allocated staging while the last one's was being evicted")
+			require.NoError(t, r.b.Close())
+			assert.Equal(t, int64(4*n*size), r.evicted.Load(), "bytes evicted")
+		})
+	}
+}
+
+// TestReadbackEvictionOnlyWhenAsked: EvictNever evicts nothing.
+func TestReadbackEvictionOnlyWhenAsked(t *testing.T) {
+	r := newEvictRig(t, xferplan.Packed, 64, 16<<10, core.WithStagingCache(core.StagingCache{Evict: core.EvictNever}))
+	r.read(t, nil)
+	require.NoError(t, r.b.Close())
+	assert.Zero(t, r.parts.Load(), "parts evicted")
+}
+
+// TestReadbackFailsWhileEvicting: a readback that fails while the last
+// one's staging is still being evicted leaves the caller's slots as they
+// were and leaks nothing, whichever driver call fails.
+func TestReadbackFailsWhileEvicting(t *testing.T) {
+	faults := []sim.Op{sim.OpMemcpyDtoHAsync, sim.OpStreamSynchronize, sim.OpHostAlloc}
+	for name, plan := range evictPlans {
+		for _, op := range faults {
+			t.Run(name+"/"+op.String(), func(t *testing.T) {
+				r := newEvictRig(t, plan, 64, 16<<10)
+				dst := r.read(t, nil)
+				before := make([][]byte, len(dst))
+				for i := range dst {
+					before[i] = bytes.Clone(dst[i])
+				}
+				if op == sim.OpHostAlloc {
+					// Only a readback that cannot have its block back
+					// allocates: make the next one larger.
+					h, err := r.b.AllocateResident(4 << 20)
+					require.NoError(t, err)
+					r.hs = append(r.hs, h)
+				}
+				r.w.FailNth(op, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+				r.slow.Store(true)
+				out, err := r.b.DownloadResidentManyInto(r.hs, dst)
+				require.Error(t, err)
+				require.Equal(t, len(dst), len(out))
+				for i := range dst {
+					require.True(t, bytes.Equal(before[i], out[i]), "slot %d changed", i)
+				}
+			})
+		}
+	}
+}
