@@ -88,8 +88,8 @@ func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {
 
 // SetPhaseHook has f called with each packed-transfer phase's name as it
 // ends (upload: pin, validate, fuse, staging, pack, dma, launch, fence;
-// readback: pin, validate, fuse, staging, table, lease, table-dma, launch,
-// dma, fence, unpack) and returns a function that removes it. Not safe
+// readback: pin, validate, fuse, plan, table, lease, table-dma, launch,
+// staging, dma, fence, unpack) and returns a function that removes it. Not safe
 // while transfers run.
 func SetPhaseHook(f func(phase string)) (restore func()) {
 	old := phaseHook

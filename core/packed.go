@@ -103,14 +103,19 @@ func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
 // putEntries writes the table entries of piece i: n bytes between device
 // address addr and the piece's place in the block.
 func (l *packLayout) putEntries(stage []byte, i int, addr uint64, n int) {
-	e := l.table + l.first[i]*kernels.TableEntryBytes
+	l.putTable(stage[l.table:], i, addr, n)
+}
+
+// putTable is putEntries into tab, the table alone.
+func (l *packLayout) putTable(tab []byte, i int, addr uint64, n int) {
+	e := l.first[i] * kernels.TableEntryBytes
 	body := n &^ (packAlign - 1)
 	for k := 0; k < body; k += packEntryBytes {
-		putEntry(stage[e:], addr+uint64(k), l.offs[i]+k, min(packEntryBytes, body-k))
+		putEntry(tab[e:], addr+uint64(k), l.offs[i]+k, min(packEntryBytes, body-k))
 		e += kernels.TableEntryBytes
 	}
 	if body < n {
-		putEntry(stage[e:], addr+uint64(body), l.offs[i]+body, n-body)
+		putEntry(tab[e:], addr+uint64(body), l.offs[i]+body, n-body)
 	}
 }
 
@@ -402,6 +407,13 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 // nothing and nothing is leaked. Like uploadPacked it returns errNoPackRoom,
 // with nothing queued, when the device staging allocation runs out of memory.
 //
+// The table travels from a pinned block of its own, and the block the
+// pieces land in is taken only once the table's DMA and the gather are
+// queued: a block of that size may still be held by the eviction of an
+// earlier readback's staging (evictjob.go), which its take waits for, so
+// the table work overlaps that eviction. (The data block is also only the
+// pieces' size, a smaller pool bucket than pieces and table together.)
+//
 // Telemetry: DeviceToHostBytes counts the payload, DeviceCopies both DMAs,
 // PackedLaunches the gather.
 func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, g *gathered, copies []fusion.ReadbackCopy, bytes uint64, requested int) error {
@@ -418,7 +430,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.st.release()
 		g.staged = false
 	}
-	stage, err := g.st.take(op, lay.total)
+	tab, err := g.st.take(op, lay.total-lay.table)
 	if err != nil {
 		release()
 		return err
@@ -429,9 +441,8 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	phase("staging")
 	for i, c := range copies {
-		lay.putEntries(stage, i, c.Src, c.Len)
+		lay.putTable(tab, i, c.Src, c.Len)
 	}
 	phase("table")
 
@@ -442,12 +453,13 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	s := lease.Stream
 	phase("lease")
-	fail := func(call string, err error) error {
+	abort := func(err error) error {
 		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
-		return driverError(op, call, err)
+		return err
 	}
-	if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), stage[lay.table:], s); err != nil {
+	fail := func(call string, err error) error { return abort(driverError(op, call, err)) }
+	if err := b.drv.MemcpyHtoDAsync(dev.ptr+uint64(lay.table), tab, s); err != nil {
 		return fail("MemcpyHtoDAsync", err)
 	}
 	if err := b.step(t, s, "table-dma"); err != nil {
@@ -460,7 +472,12 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := b.step(t, s, "launch"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	if err := b.drv.MemcpyDtoHAsync(stage[:lay.dataEnd:lay.dataEnd], dev.ptr, s); err != nil {
+	stage, err := g.st.take(op, lay.dataEnd)
+	if err != nil {
+		return abort(err)
+	}
+	phase("staging")
+	if err := b.drv.MemcpyDtoHAsync(stage, dev.ptr, s); err != nil {
 		return fail("MemcpyDtoHAsync", err)
 	}
 	if err := b.step(t, s, "dma"); err != nil {
@@ -471,13 +488,18 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	phase("fence")
 	b.launch.giveBack(lease, true)
-	g.stage, g.landed = stage, lay.dataEnd
-	g.offs = lay.offs
+	g.stage, g.landed, g.offs = stage, lay.dataEnd, lay.offs
+	b.countPackedRead(bytes, requested)
+	return nil
+}
+
+// countPackedRead adds one packed readback of bytes (requested requests)
+// to the telemetry: one fence, two DMAs (table and pieces), one gather.
+func (b *Backend) countPackedRead(bytes uint64, requested int) {
 	b.tel.syncPoints.Add(1)
 	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)
 	b.tel.requested.Add(uint64(requested))
 	b.tel.deviceCopies.Add(2)
 	b.tel.packedLaunches.Add(1)
-	return nil
 }
