@@ -260,7 +260,9 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 }
 
 // PoolCachedBytes reports the bytes currently cached by the device pool and
-// the pinned host staging pool.
+// the pinned host staging pool. It first waits for any readback staging
+// still being evicted from the processor's caches after its call returned
+// (see StagingCache), so that staging is counted.
 func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
 	if b == nil {
 		return 0, 0

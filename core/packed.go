@@ -421,7 +421,11 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	lay := newPackLayout(len(copies), func(i int) int { return copies[i].Len })
+	// offs lives in g until release; first only until the table is built.
+	offs, first := getInts(len(copies)), getInts(len(copies))
+	defer putInts(first)
+	lay := newPackLayoutIn(*offs, *first, func(i int) int { return copies[i].Len })
+	g.ints = append(g.ints, offs)
 	if !lay.packable() {
 		return errNoPackRoom
 	}

@@ -318,6 +318,9 @@ type gathered struct {
 	evictLater bool
 	// unpacked: the staging was copied out, so release may evict it.
 	unpacked bool
+	// ints are pooled slices (lens, offs) release gives back.
+	ints  []*[]int
+	intsA [2]*[]int // backs ints
 }
 
 // bytes returns request i's bytes; they alias staging and are valid until
@@ -414,6 +417,11 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 // instead, which gives them back once the lines the device wrote are
 // evicted; the call returns meanwhile.
 func (g *gathered) release() {
+	for i, p := range g.ints {
+		putInts(p)
+		g.ints[i] = nil
+	}
+	g.ints = g.ints[:0]
 	if !g.staged {
 		return
 	}
@@ -440,7 +448,10 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	g := &gathered{lens: make([]int, n), tune: b.tuning(), evictLater: true}
+	g := &gathered{tune: b.tuning(), evictLater: true}
+	lens := getInts(n)
+	g.ints = append(g.intsA[:0], lens)
+	g.lens = *lens
 	if n == 0 {
 		return g, nil
 	}

@@ -1058,8 +1058,10 @@ func (r *runner) checkGlobal() error {
 	if got := r.b.Telemetry(); got != m.tel {
 		return fmt.Errorf("telemetry %+v, model expects %+v", got, m.tel)
 	}
-	live := r.dev.Live()
+	// PoolCachedBytes first: it waits for staging still being evicted after
+	// a readback returned, which holds its pinned block until then.
 	devCached, hostCached := r.b.PoolCachedBytes()
+	live := r.dev.Live()
 	devWant, err := r.checkReserved(devCached)
 	if err != nil {
 		return err
