@@ -50,6 +50,9 @@ type TransferTuning struct {
 	// PlainUnpack unpacks readbacks with the built-in copy, never with
 	// non-temporal stores.
 	PlainUnpack bool
+	// InlineEvict evicts readback staging inside the unpack, before the
+	// call returns, instead of after it.
+	InlineEvict bool
 }
 
 // toyModel is the reference model with free copy jobs, so the planner
@@ -75,7 +78,8 @@ func WithTransferTuning(t TransferTuning) Option {
 			m = &toyModel
 		}
 		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
-			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack, plainUnpack: t.PlainUnpack}
+			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack, plainUnpack: t.PlainUnpack,
+			inlineEvict: t.InlineEvict}
 	}
 }
 

@@ -448,7 +448,8 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	g := &gathered{tune: b.tuning(), evictLater: true}
+	g := &gathered{tune: b.tuning()}
+	g.evictLater = !g.tune.inlineEvict
 	lens := getInts(n)
 	g.ints = append(g.intsA[:0], lens)
 	g.lens = *lens

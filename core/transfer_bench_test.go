@@ -171,6 +171,7 @@ var phaseVariants = []xferPath{
 	{"default", nil},
 	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
 	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
+	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
 	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256})},
@@ -268,6 +269,7 @@ var mixedVariants = []xferPath{
 	{"default", nil},
 	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
 	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
+	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
 }

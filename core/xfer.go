@@ -81,6 +81,7 @@ type transferTuning struct {
 	plainStage  bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
 	evict       ReadbackEvict   // when readbacks evict their staging (StagingCache)
 	evictReads  bool            // this call's readback evicts its staging once copied out (evictsReadback)
+	inlineEvict bool            // test-only: evict readback staging in the unpack, not after the call
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 
