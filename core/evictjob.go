@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
@@ -76,6 +77,18 @@ func (p *hostPool) evictLater(blocks []pinnedBlock, region []byte, w int, linger
 		}
 		return
 	}
+	// Blocks the device did not write (a packed readback's table) go back
+	// at once: the job holds only what it evicts, so a call taking such a
+	// block does not wait for it.
+	kept := blocks[:0]
+	for _, b := range blocks {
+		if overlaps(b.buf, region) {
+			kept = append(kept, b)
+		} else {
+			p.put(b)
+		}
+	}
+	blocks = kept
 	w = min(max(w-1, 1), maxCopyWorkers)
 	task := max(alignUp((len(region)+w*tasksPerWorker-1)/(w*tasksPerWorker), ntcopy.LineBytes), evictTaskBytes)
 	n := (len(region) + task - 1) / task
@@ -97,6 +110,15 @@ func (p *hostPool) evictLater(blocks []pinnedBlock, region []byte, w int, linger
 	for range helpers {
 		go ej.job.workAll()
 	}
+}
+
+// overlaps reports whether a and b share a byte.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }
 
 // evict evicts task i's part of the region.
