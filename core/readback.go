@@ -376,9 +376,10 @@ const unpackNTBytes = 16 << 20
 func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
 
 // eachFrom is each over requests first..first+n-1, with f given the index
-// relative to first. f reads request first+i's staging (bytes); once it
-// has, that staging is evicted from the caches as g.tune says
-// (evictStaging), on the goroutine that read it.
+// relative to first. f reads request first+i's staging (bytes). When the
+// readback evicts its staging (g.tune.evictReads), release does it after
+// the call (evictLater); otherwise each request's staging is evicted here,
+// once read, on the goroutine that read it.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
 	w := g.plan.Workers
 	g.unpacked = true
