@@ -449,11 +449,7 @@ func (g *gathered) release() {
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
 func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
-	g := &gathered{tune: b.tuning()}
-	g.evictLater = !g.tune.inlineEvict
-	lens := getInts(n)
-	g.ints = append(g.intsA[:0], lens)
-	g.lens = *lens
+	g := newGathered(b.tuning(), n)
 	if n == 0 {
 		return g, nil
 	}
@@ -531,6 +527,18 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return nil, err
 	}
 	return g, nil
+}
+
+// newGathered returns an empty gathered for n requests under tuning t, its
+// lens from the pool (release gives them back). Its callers release it
+// right after unpacking, so it evicts its staging after the call
+// (evictLater) unless a test asks otherwise.
+func newGathered(t transferTuning, n int) *gathered {
+	g := &gathered{tune: t, evictLater: !t.inlineEvict}
+	lens := getInts(n)
+	g.ints = append(g.intsA[:0], lens)
+	g.lens = *lens
+	return g
 }
 
 // fuseReads fuses the requests of a readback. The usual batch (one whole
