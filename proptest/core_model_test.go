@@ -731,6 +731,8 @@ func (r *runner) do(s step) error {
 		r.callsBefore = r.dev.CallCounts()
 		r.q.start = r.b.LaunchResourceCounts().Quarantined
 		r.m.qActive = r.q.start > 0
+	} else if r.cfg.faults == faultsRandom {
+		r.sharedQuarantineStart()
 	}
 	r.q.step, r.q.faulted = nil, false
 	r.allowOOM, r.packable = false, false
@@ -752,6 +754,9 @@ func (r *runner) do(s step) error {
 	}
 	if err == nil && !r.cfg.shared {
 		err = r.checkGlobal()
+	}
+	if r.cfg.shared {
+		r.sharedQuarantineEnd()
 	}
 	if err != nil {
 		r.broken = fmt.Errorf("step %v: %w\nlast calls:\n  %s", s, err, strings.Join(r.trace, "\n  "))
