@@ -2105,7 +2105,7 @@ func (s *optFreeStep) run(r *runner) error {
 	err = o.d.FreeResident(id)
 	if want == 0 && (r.q.start > 0 || r.cfg.shared) && errors.Is(err, core.ErrInFlight) {
 		// Failed transfers of dispatcher buffers leave them to the
-		// quarantine, which the dispatcher does not retry here.
+		// quarantine, whose retry here may fail to synchronize again.
 		return nil
 	}
 	out, verr := r.judge(call, err, want)
