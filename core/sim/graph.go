@@ -122,17 +122,9 @@ func (d *Device) GraphLaunch(x core.GraphExec, s core.Stream) error {
 	if done, err := d.admit(o); done {
 		return err
 	}
-	ex, ok := d.execs[x]
-	if !ok || x == 0 {
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
-	}
-	st, err := d.lookupStream(o, s)
+	ex, st, err := d.execTarget(o, x, s, "launching a graph into")
 	if err != nil {
 		return err
-	}
-	if st.capture != nil {
-		return fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-			"launching a graph into a capturing stream is not simulated")
 	}
 	for _, rec := range ex.ops {
 		d.enqueue(st, &op{kind: rec.kind, cost: rec.cost, run: rec.run})
@@ -169,4 +161,24 @@ func (d *Device) GraphDestroy(g core.DeviceGraph) error {
 	}
 	delete(d.graphs, g)
 	return nil
+}
+
+// execTarget resolves the executable graph x and the stream s that
+// GraphLaunch or GraphUpload (op o) queues it on: an unknown or destroyed
+// graph, an unknown stream and a capturing stream are refused, the last
+// with a message that starts with doing ("launching a graph into").
+func (d *Device) execTarget(o Op, x core.GraphExec, s core.Stream, doing string) (*graphExec, *stream, error) {
+	ex, ok := d.execs[x]
+	if !ok || x == 0 {
+		return nil, nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
+	}
+	st, err := d.lookupStream(o, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.capture != nil {
+		return nil, nil, fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+			"%s a capturing stream is not simulated", doing)
+	}
+	return ex, st, nil
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"github.com/vyre-go/vyrecuda/core"
-	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 var _ core.GraphUploader = (*Device)(nil)
@@ -19,16 +18,9 @@ func (d *Device) GraphUpload(x core.GraphExec, s core.Stream) error {
 	if done, err := d.admit(o); done {
 		return err
 	}
-	if _, ok := d.execs[x]; !ok || x == 0 {
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))
-	}
-	st, err := d.lookupStream(o, s)
+	_, st, err := d.execTarget(o, x, s, "uploading a graph from")
 	if err != nil {
 		return err
-	}
-	if st.capture != nil {
-		return fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-			"uploading a graph from a capturing stream is not simulated")
 	}
 	d.enqueue(st, &op{kind: o, cost: CopyOverhead, run: func(*Device) *Error { return nil }})
 	return nil
