@@ -74,7 +74,7 @@ type evictRig struct {
 	slow    atomic.Bool  // the next part sleeps
 }
 
-func newEvictRig(t *testing.T, plan xferplan.Kind, n, size int, opts ...core.Option) *evictRig {
+func newEvictRig(t *testing.T, plan xferplan.Tuning, n, size int, opts ...core.Option) *evictRig {
 	t.Helper()
 	r := &evictRig{w: &freeWatch{Device: sim.New(sim.Config{TotalMemory: 1 << 30}), live: map[uintptr]uintptr{}}}
 	restore := core.SetEvictHookForTest(func(part []byte) {
@@ -92,7 +92,7 @@ func newEvictRig(t *testing.T, plan xferplan.Kind, n, size int, opts ...core.Opt
 	})
 	t.Cleanup(restore)
 	opts = append([]core.Option{core.WithLogger(quietLogger),
-		core.WithPlanTuning(xferplan.Tuning{Only: xferplan.Kinds(plan), PackMinCopies: 2}),
+		core.WithPlanTuning(plan),
 		core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})}, opts...)
 	b, err := core.Open(r.w, opts...)
 	require.NoError(t, err)
@@ -124,7 +124,13 @@ func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	return out
 }
 
-var evictPlans = map[string]xferplan.Kind{"packed": xferplan.Packed, "per-copy": xferplan.PerCopy}
+// evictPlans are the readback plans the eviction tests run: packed in one
+// DMA, packed in parts copied out as they land, per-copy.
+var evictPlans = map[string]xferplan.Tuning{
+	"packed":       {Only: xferplan.Kinds(xferplan.Packed), PackMinCopies: 2, PackParts: 1},
+	"packed-parts": {Only: xferplan.Kinds(xferplan.Packed), PackMinCopies: 2, PackParts: 3},
+	"per-copy":     {Only: xferplan.Kinds(xferplan.PerCopy), PackMinCopies: 2},
+}
 
 // TestReadbackEvictionHoldsStagingUntilDone: a readback returns before its
 // staging is evicted, yet Close, Trim, the statistics and the next
@@ -171,7 +177,7 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 
 // TestReadbackEvictionOnlyWhenAsked: EvictNever evicts nothing.
 func TestReadbackEvictionOnlyWhenAsked(t *testing.T) {
-	r := newEvictRig(t, xferplan.Packed, 64, 16<<10, core.WithStagingCache(core.StagingCache{Evict: core.EvictNever}))
+	r := newEvictRig(t, evictPlans["packed"], 64, 16<<10, core.WithStagingCache(core.StagingCache{Evict: core.EvictNever}))
 	r.read(t, nil)
 	require.NoError(t, r.b.Close())
 	assert.Zero(t, r.parts.Load(), "parts evicted")
@@ -181,8 +187,13 @@ func TestReadbackEvictionOnlyWhenAsked(t *testing.T) {
 // one's staging is still being evicted leaves the caller's slots as they
 // were and leaks nothing, whichever driver call fails.
 func TestReadbackFailsWhileEvicting(t *testing.T) {
-	faults := []sim.Op{sim.OpMemcpyDtoHAsync, sim.OpStreamSynchronize, sim.OpHostAlloc}
 	for name, plan := range evictPlans {
+		// A readback in parts learns from events, not a stream
+		// synchronization, that its data landed.
+		faults := []sim.Op{sim.OpMemcpyDtoHAsync, sim.OpStreamSynchronize, sim.OpHostAlloc}
+		if plan.PackParts > 1 {
+			faults = []sim.Op{sim.OpMemcpyDtoHAsync, sim.OpEventQuery, sim.OpEventRecord, sim.OpHostAlloc}
+		}
 		for _, op := range faults {
 			t.Run(name+"/"+op.String(), func(t *testing.T) {
 				r := newEvictRig(t, plan, 64, 16<<10)

@@ -402,7 +402,9 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 
 // gatherPacked reads fused readback copies as one packed block: the table
 // goes up with one small DMA, one gather launch packs the pieces into device
-// staging, one DMA brings them into g's pinned staging, one fence. On
+// staging, one DMA brings them into g's pinned staging, one fence; a
+// readback with a drain planned in parts lands them part by part instead
+// and copies them out as they land (packedread.go). On
 // success g holds the staging and the piece offsets; on failure it holds
 // nothing and nothing is leaked. Like uploadPacked it returns errNoPackRoom,
 // with nothing queued, when the device staging allocation runs out of memory.
@@ -481,6 +483,21 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return abort(err)
 	}
 	phase("staging")
+	if g.drain != nil && pl.Parts > 1 && len(copies) > 1 {
+		g.stage, g.offs = stage, lay.offs // the copy-out reads them as parts land
+		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
+		if err != nil {
+			b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			release()
+			return err
+		}
+		for _, l := range append(extra, lease) {
+			b.launch.giveBack(l, true)
+		}
+		g.landed = lay.dataEnd
+		b.countPackedRead(bytes, requested, waits)
+		return nil
+	}
 	if err := b.drv.MemcpyDtoHAsync(stage, dev.ptr, s); err != nil {
 		return fail("MemcpyDtoHAsync", err)
 	}
@@ -493,17 +510,19 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	phase("fence")
 	b.launch.giveBack(lease, true)
 	g.stage, g.landed, g.offs = stage, lay.dataEnd, lay.offs
-	b.countPackedRead(bytes, requested)
+	b.countPackedRead(bytes, requested, 1)
 	return nil
 }
 
 // countPackedRead adds one packed readback of bytes (requested requests)
-// to the telemetry: one fence, two DMAs (table and pieces), one gather.
-func (b *Backend) countPackedRead(bytes uint64, requested int) {
-	b.tel.syncPoints.Add(1)
+// that brought its pieces in parts DMAs to the telemetry: a sync point per
+// part (its fence, or each part's landing), a DMA per part and the
+// table's, one gather.
+func (b *Backend) countPackedRead(bytes uint64, requested int, parts uint64) {
+	b.tel.syncPoints.Add(parts)
 	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)
 	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(2)
+	b.tel.deviceCopies.Add(1 + parts)
 	b.tel.packedLaunches.Add(1)
 }

@@ -33,7 +33,7 @@ var planMemo [planMemoSlots]atomic.Pointer[planMemoEntry]
 // memoSlot hashes a request to its slot.
 func memoSlot(r *xferplan.Request) int {
 	h := uint64(r.Bytes)*0x9e3779b97f4a7c15 ^ uint64(r.Copies)*0xc2b2ae3d27d4eb4f ^ uint64(r.PackedBytes)*0x165667b19e3779f9
-	h ^= uint64(r.Dir) | boolBit(r.Pinned)<<1 | boolBit(r.Streamable)<<2
+	h ^= uint64(r.Dir) | boolBit(r.Pinned)<<1 | boolBit(r.Streamable)<<2 | boolBit(r.Drainable)<<3
 	h ^= h >> 29
 	return int(h & (planMemoSlots - 1))
 }

@@ -63,32 +63,43 @@ func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 		return nil, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil)
+	out := make([][]byte, len(hs))
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
+		&drain{dest: newSlices, res: out})
 	if err != nil {
 		return nil, err
 	}
 	defer g.release()
-	out := make([][]byte, len(hs))
-	g.each(len(hs), func(i int) { out[i] = g.put(make([]byte, 0, hs[i].Len), g.bytes(i)) })
+	g.drainAll()
 	return out, nil
 }
 
 // DownloadResidentManyInto reads every buffer in hs with one fence into the
 // slots of dst: slot i reuses the capacity of dst's i-th slice (and dst's own
 // capacity is reused for the slots), append-style. On failure it returns dst
-// unchanged.
+// unchanged, with every slot's header as it was. The bytes of the slots
+// are unchanged too unless the device fails in the middle of a large
+// readback: those move in parts, each buffer's bytes reaching its slot as
+// soon as their part has landed, so such a failure may leave some slots'
+// storage holding all of their buffer's bytes (the others keep theirs).
+// WithAtomicReadbacks rules that out, at the cost of the overlap.
 func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte, error) {
 	const op = "DownloadResidentManyInto"
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil)
+	res := getSlots(len(hs))
+	defer putSlots(res)
+	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
+		&drain{dest: slotDest(dst), res: *res})
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
-	out := g.fill(dst, 0, len(hs))
+	g.drainAll()
+	out := growSlots(dst, len(hs))
+	copy(out, *res)
 	phase("unpack")
 	return out, nil
 }
@@ -107,19 +118,24 @@ func (b *Backend) DownloadResidentRange(h Buffer, off, n int) ([]byte, error) {
 // DownloadResidentRangesInto reads every range with one fence into the slots
 // of dst, append-style as in DownloadResidentManyInto. Overlapping and
 // touching ranges of one buffer are read once. On failure it returns dst
-// unchanged.
+// unchanged, as DownloadResidentManyInto says.
 func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte, error) {
 	const op = "DownloadResidentRangesInto"
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil, nil)
+	res := getSlots(len(rs))
+	defer putSlots(res)
+	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil, nil, &drain{dest: slotDest(dst), res: *res})
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
-	return g.fill(dst, 0, len(rs)), nil
+	g.drainAll()
+	out := growSlots(dst, len(rs))
+	copy(out, *res)
+	return out, nil
 }
 
 // DownloadResidentBatchesInto reads several batches of ranges with one fence
@@ -153,18 +169,35 @@ func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte)
 		bi := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
 		return fmt.Sprintf("batch %d item %d: ", bi, i-starts[bi])
 	}
-	g, err := b.gather(op, total, func(i int) Range { return flat[i] }, label, nil)
+	res := getSlots(total)
+	defer putSlots(res)
+	g, err := b.gather(op, total, func(i int) Range { return flat[i] }, label, nil,
+		&drain{dest: batchDest(dst, starts), res: *res})
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
+	g.drainAll()
 	out := growSlots(dst, len(batches))
-	first := 0
 	for i, batch := range batches {
-		out[i] = g.fill(out[i], first, len(batch))
-		first += len(batch)
+		out[i] = growSlots(out[i], len(batch))
+		copy(out[i], (*res)[starts[i]:])
 	}
 	return out, nil
+}
+
+// batchDest is the drain dest of DownloadResidentBatchesInto: flat request
+// i, item i-starts[k] of batch k, reuses that slot of dst as slotDest does.
+func batchDest(dst [][][]byte, starts []int) func(i, n int) []byte {
+	batches := dst[:cap(dst)]
+	return func(i, n int) []byte {
+		k := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
+		var slots [][]byte
+		if k < len(batches) {
+			slots = batches[k]
+		}
+		return slotDest(slots)(i-starts[k], n)
+	}
 }
 
 // readOne reads r for the single-range calls: into dst's storage,
@@ -179,7 +212,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 		}
 		return make([]byte, n)
 	}
-	g, err := b.gather(op, 1, func(int) Range { return r }, nil, output)
+	g, err := b.gather(op, 1, func(int) Range { return r }, nil, output, nil)
 	if err != nil {
 		return dst, err
 	}
@@ -318,6 +351,10 @@ type gathered struct {
 	evictLater bool
 	// unpacked: the staging was copied out, so release may evict it.
 	unpacked bool
+	// drain, when set, is where a readback of many requests puts each
+	// request's bytes (packedread.go); drained says they are all there.
+	drain   *drain
+	drained bool
 	// ints are pooled slices (lens, offs) release gives back.
 	ints  []*[]int
 	intsA [2]*[]int // backs ints
@@ -448,8 +485,9 @@ func (g *gathered) release() {
 // destination: gather asks it for the output after validation; a staged
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
-func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte) (*gathered, error) {
+func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte, d *drain) (*gathered, error) {
 	g := newGathered(b.tuning(), n)
+	g.drain = d
 	if n == 0 {
 		return g, nil
 	}
@@ -488,7 +526,8 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	t := &g.tune
 	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),
 		PackedBytes: packedBound(len(fused.Copies), fused.Bytes),
-		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1}
+		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1 && !t.atomicReads,
+		Drainable:   d != nil && !t.atomicReads}
 	var out []byte
 	var reg *pinnedRegion
 	if req.Streamable {

@@ -55,6 +55,19 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 	return func(c *config) { c.xfer.plan = t }
 }
 
+// WithAtomicReadbacks, when on, makes every readback land whole in the
+// Backend's staging before any byte reaches the caller's memory, so a
+// failed readback never leaves a byte of the caller's storage changed. By
+// default large readbacks hand their bytes over as they land, overlapping
+// the copy out with the transfer: a single read staged in chunks, a read
+// straight into memory pinned through this Backend, and a packed read of
+// many buffers in parts may leave part of the caller's storage holding the
+// device's bytes when the device fails mid-transfer (see
+// DownloadResidentInto and DownloadResidentManyInto).
+func WithAtomicReadbacks(on bool) Option {
+	return func(c *config) { c.xfer.atomicReads = on }
+}
+
 // WithPlanModel replaces the planner's cost model (xferplan.Reference, the
 // reference H100 host's measurements) with constants measured on another
 // machine.
@@ -81,6 +94,7 @@ type transferTuning struct {
 	plainStage  bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
 	evict       ReadbackEvict   // when readbacks evict their staging (StagingCache)
 	evictReads  bool            // this call's readback evicts its staging once copied out (evictsReadback)
+	atomicReads bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
 	inlineEvict bool            // test-only: evict readback staging in the unpack, not after the call
 	syncEach    bool            // test-only: fence after every queued packed operation
 }

@@ -11,7 +11,8 @@
 //     a scatter (upload) or gather (readback) kernel putting each piece in
 //     place; a large packed upload moves in Parts DMAs, each queued as soon
 //     as its part is packed, so packing later parts overlaps the DMAs of
-//     earlier ones.
+//     earlier ones; a drainable packed readback (Request.Drainable) moves
+//     in Parts DMAs too, each part copied out as soon as it has landed.
 //   - Staged: one large copy moves in Chunks chunks through Blocks pinned
 //     staging blocks in rotation. Workers goroutines share one copy job
 //     for the whole call (so their start-up is paid once), each chunk's DMA

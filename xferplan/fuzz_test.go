@@ -13,7 +13,8 @@ func FuzzChoose(f *testing.F) {
 	f.Add(uint8(0), 1, int64(1<<40), int64(1<<41), true, true, 64, int64(-1), int64(-5), int64(1<<62), int64(1), -3, -1, 0, uint8(15), -2.0, int64(-1))
 	f.Fuzz(func(t *testing.T, dir uint8, copies int, bytes, packed int64, pinned, streamable bool, procs int,
 		workerBytes, stageMin, minChunk, maxChunk int64, blocks, packMin, parts int, only uint8, copyScale float64, latency int64) {
-		q := Request{Dir: Direction(dir % 2), Copies: copies, Bytes: bytes, PackedBytes: packed, Pinned: pinned, Streamable: streamable}
+		q := Request{Dir: Direction(dir % 2), Copies: copies, Bytes: bytes, PackedBytes: packed, Pinned: pinned, Streamable: streamable,
+			Drainable: dir&2 != 0}
 		tu := Tuning{MaxWorkers: procs % 64, WorkerBytes: workerBytes, StageMin: stageMin, MinChunk: minChunk, MaxChunk: maxChunk,
 			Blocks: blocks, PackMinCopies: packMin, PackParts: parts % 1000, Only: KindSet(only)}
 		m := Reference()

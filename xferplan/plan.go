@@ -74,6 +74,11 @@ type Request struct {
 	// Streamable says a single copy's host side is one contiguous slice
 	// the call may fill or drain chunk by chunk (a Staged plan).
 	Streamable bool
+	// Drainable says a readback of many copies may hand each copy's bytes
+	// to the caller as soon as the DMA carrying them has landed, so a
+	// packed readback may move in several parts whose unpacking overlaps
+	// the DMAs of later ones.
+	Drainable bool
 }
 
 // Tuning bounds the plans Choose may return. Zero fields take DefaultTuning's
@@ -105,9 +110,9 @@ type Tuning struct {
 	// PackMaxBytes bounds the packed block, which is also a device staging
 	// allocation.
 	PackMaxBytes int64
-	// PackParts, when positive, fixes the DMAs of a packed upload (at most
-	// one per copy) instead of letting the model choose. Packed readbacks
-	// always move in one DMA.
+	// PackParts, when positive, fixes the DMAs of a packed upload or of a
+	// drainable packed readback (at most one per copy) instead of letting
+	// the model choose. Other packed readbacks always move in one DMA.
 	PackParts int
 	// Only, when not empty, restricts the plans to these kinds whenever
 	// one of them applies; PerCopy is the fallback when none does. Tests
@@ -270,11 +275,11 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 		fixed += float64(m.DriverCopy) // the table goes up first
 	}
 	lo, hi := 1, int(min(int64(t.MaxChunks), int64(r.Copies), max(r.Bytes/t.MinChunk, 1)))
-	if r.Dir == Readback {
-		// A packed readback lands whole before any piece reaches the
-		// caller's slices, which stay untouched if the transfer fails.
+	switch {
+	case r.Dir == Readback && !r.Drainable:
+		// This readback lands whole before any piece reaches the caller.
 		hi = 1
-	} else if t.PackParts > 0 {
+	case t.PackParts > 0:
 		lo = min(t.PackParts, r.Copies)
 		hi = lo
 	}
@@ -285,8 +290,11 @@ func choosePacked(r Request, t Tuning, m *Model) (Plan, bool) {
 	for k := lo; k <= hi; k++ {
 		c := math.Ceil(n / float64(k))
 		// One copy job packs every part; parts are DMAs queued as they fill.
+		// A readback in parts waits for each part's event, the last one
+		// included, and so ends with no stream synchronization.
+		polled := r.Dir == Readback && k > 1
 		for w := 1; w <= most; w++ {
-			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k, rates.at(m, w), false))
+			cost := dur(fixed + m.stream(r.Dir, n, k, c, w, k, rates.at(m, w), polled))
 			if !found || cost < best.Cost {
 				best, found = Plan{Kind: Packed, Workers: w, Parts: k, Cost: cost}, true
 			}

@@ -44,7 +44,7 @@ func checkPlan(r Request, t Tuning, maxProcs int, p Plan) error {
 		if !d.packable(r) {
 			return fmt.Errorf("packed plan for %+v under %+v", r, d)
 		}
-		if p.Parts > r.Copies || (r.Dir == Readback && p.Parts != 1) {
+		if p.Parts > r.Copies || (r.Dir == Readback && !r.Drainable && p.Parts != 1) {
 			return fmt.Errorf("%d parts for %d copies (%v)", p.Parts, r.Copies, r.Dir)
 		}
 	case Staged:
@@ -248,6 +248,25 @@ func TestPackedPartsCoverTheCopies(t *testing.T) {
 	assert.Greater(t, p.Parts, 1)
 	q.Copies, q.Bytes, q.PackedBytes = 40, 40*1024, 40*1024+40*40
 	assert.LessOrEqual(t, Choose(q, Tuning{}, &m, 16).Parts, 40)
+}
+
+// TestDrainablePackedReadbacksMoveInParts: a packed readback whose
+// caller takes each piece as it lands (W7's 2048 copies, 52.9 MiB) moves in
+// several parts and is predicted faster than the same readback landing
+// whole, which always moves in one DMA; PackParts fixes the parts of a
+// drainable one.
+func TestDrainablePackedReadbacksMoveInParts(t *testing.T) {
+	m := Reference()
+	q := Request{Dir: Readback, Copies: 2048, Bytes: 55 << 20, PackedBytes: 56 << 20}
+	whole := Choose(q, Tuning{}, &m, 16)
+	require.Equal(t, Packed, whole.Kind)
+	assert.Equal(t, 1, whole.Parts)
+	q.Drainable = true
+	parts := Choose(q, Tuning{}, &m, 16)
+	require.Equal(t, Packed, parts.Kind)
+	assert.Greater(t, parts.Parts, 1)
+	assert.Less(t, parts.Cost, whole.Cost)
+	assert.Equal(t, 3, Choose(q, Tuning{PackParts: 3}, &m, 16).Parts)
 }
 
 // TestStagedReadbacksPollTheirLastChunk: a staged readback ends when its

@@ -1,0 +1,304 @@
+package core
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vyre-go/vyrecuda/fusion"
+	"github.com/vyre-go/vyrecuda/internal/ntcopy"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// A readback of many requests (DownloadResidentMany and the *Into calls of
+// many ranges) hands gather a drain: where each request's bytes go. A
+// packed readback planned in several parts (xferplan's Drainable requests)
+// then brings its block over in one DMA per part, each followed by an
+// event, and copies every request out of the staging as soon as the event
+// after its part says the part landed, on the call's copy goroutines, while
+// later parts are still on their way. On the reference H100 host, W7's
+// readback (2048 buffers, 52.9 MiB) spent 1.01 ms waiting for one DMA and
+// then 0.87-1.04 ms unpacking; in parts the unpacking hides behind the DMA
+// but for the last part.
+//
+// The results stay in the drain's own slice until the call succeeds, so the
+// caller's slot headers change only then. The bytes of a caller's slot that
+// is reused as a request's storage, though, are written when that request
+// is copied out: a device failure reported by a later part leaves such
+// slots holding their buffer's whole bytes while the others keep theirs.
+
+// drain is where a readback of many requests puts request i's bytes.
+type drain struct {
+	// dest returns request i's storage of exactly n bytes. It is called
+	// once per request, after validation, on any of the copy goroutines.
+	dest func(i, n int) []byte
+	// res[i] holds request i's storage once it has been copied out.
+	res [][]byte
+}
+
+// newSlices is the drain dest of calls that return new slices.
+func newSlices(_, n int) []byte { return make([]byte, n) }
+
+// slotDest is the drain dest of calls that reuse the storage of the caller's
+// slots, append-style: request i goes into slot i's storage (any slot
+// within dst's capacity) when it is large enough, else into a new slice.
+func slotDest(dst [][]byte) func(i, n int) []byte {
+	slots := dst[:cap(dst)]
+	return func(i, n int) []byte {
+		var s []byte
+		if i < len(slots) {
+			s = slots[i]
+		}
+		if cap(s) >= n {
+			return s[:n]
+		}
+		return make([]byte, n)
+	}
+}
+
+// slotsPool recycles the result slices of drains of the *Into calls.
+var slotsPool = sync.Pool{New: func() any { return new([][]byte) }}
+
+// getSlots returns a pooled slice of n nil slices.
+func getSlots(n int) *[][]byte {
+	p := slotsPool.Get().(*[][]byte)
+	if cap(*p) < n {
+		*p = make([][]byte, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// putSlots clears p (it references caller memory) and gives it back unless
+// it is larger than maxScratchItems.
+func putSlots(p *[][]byte) {
+	clear(*p)
+	if cap(*p) <= maxScratchItems {
+		slotsPool.Put(p)
+	}
+}
+
+// drainOne copies request i out of the staging into its drain storage.
+func (g *gathered) drainOne(i int) {
+	src := g.bytes(i)
+	out := g.drain.dest(i, len(src))
+	if g.ntStores {
+		ntcopy.Copy(out, src)
+	} else {
+		copy(out, src)
+	}
+	g.drain.res[i] = out
+}
+
+// drainAll copies every request not yet copied out (all of them unless a
+// packed readback in parts did it as they landed) into the drain.
+func (g *gathered) drainAll() {
+	if g.drain == nil || g.drained {
+		return
+	}
+	g.each(len(g.drain.res), g.drainOne)
+	g.drained = true
+}
+
+// partRun is the state of a packed readback landing in parts.
+type partRun struct {
+	g       *gathered
+	order   []int // requests by part; nil: request i is at position i
+	tb      []int // task t copies out the requests at positions [tb[t], tb[t+1])
+	partTB  []int // part k's tasks are [partTB[k], partTB[k+1])
+	job     *taskJob
+	aborted atomic.Bool
+	evict   bool // copy-out evicts each request's staging (no eviction after the call)
+}
+
+// at returns the request at position p.
+func (r *partRun) at(p int) int {
+	if r.order == nil {
+		return p
+	}
+	return r.order[p]
+}
+
+// task copies out the requests of task t, unless the run failed.
+func (r *partRun) task(t int) {
+	if r.aborted.Load() {
+		return
+	}
+	for p := r.tb[t]; p < r.tb[t+1]; p++ {
+		i := r.at(p)
+		r.g.drainOne(i)
+		if r.evict {
+			ntcopy.Evict(r.g.bytes(i))
+		}
+	}
+	ntcopy.Fence() // drainOne may have used non-temporal stores
+}
+
+// stop ends the copy job: after a failure the unclaimed tasks copy nothing;
+// either way every task has returned when stop does.
+func (r *partRun) stop(shared, failed bool) {
+	if failed {
+		r.aborted.Store(true)
+	}
+	r.job.gate.Store(r.job.n)
+	r.job.workAll()
+	r.job.wait()
+	if shared {
+		copyHelpers.unshare()
+	}
+}
+
+// partBounds splits the copies of lay into at most parts contiguous parts
+// of about equal bytes: part k is copies [cb[k], cb[k+1]), none empty.
+func partBounds(lay *packLayout, n, parts int) []int {
+	start := func(i int) int { return lay.offs[i] }
+	cb := make([]int, 1, parts+1)
+	for k := 1; k < parts; k++ {
+		if hi := splitAt(start, n, cb[len(cb)-1], lay.dataEnd, k, parts); hi > cb[len(cb)-1] && hi < n {
+			cb = append(cb, hi)
+		}
+	}
+	return append(cb, n)
+}
+
+// newPartRun plans the copy-out of g's requests over the parts cb of a
+// packed block: each request belongs to the part holding its fused copy,
+// and each part's requests are split into tasks of about equal bytes,
+// tasksPerWorker per worker of the plan overall.
+func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, linger time.Duration) *partRun {
+	parts, n := len(cb)-1, len(g.lens)
+	r := &partRun{g: g, evict: g.tune.evictReads && !g.evictLater}
+	// pend[p] is the first position of part p's requests.
+	pend := make([]int, parts+1)
+	if g.views != nil {
+		partOf := make([]int32, len(copies))
+		for k := range parts {
+			for c := cb[k]; c < cb[k+1]; c++ {
+				partOf[c] = int32(k)
+			}
+		}
+		part := func(i int) int32 {
+			if g.lens[i] == 0 {
+				return 0 // an empty request reads nothing
+			}
+			return partOf[g.views[i].Slot]
+		}
+		for i := range n {
+			pend[part(i)+1]++
+		}
+		for k := range parts {
+			pend[k+1] += pend[k]
+		}
+		r.order = make([]int, n)
+		next := append([]int(nil), pend[:parts]...)
+		for i := range n {
+			k := part(i)
+			r.order[next[k]] = i
+			next[k]++
+		}
+	} else {
+		copy(pend, cb)
+	}
+	// cum[p] is the bytes of the requests before position p.
+	cum := make([]int, n+1)
+	for p := range n {
+		cum[p+1] = cum[p] + g.lens[r.at(p)]
+	}
+	per := max(w*tasksPerWorker/parts, 1)
+	r.tb = make([]int, 0, parts*per+1)
+	r.partTB = make([]int, parts+1)
+	for k := range parts {
+		r.partTB[k] = len(r.tb)
+		lo, hi := pend[k], pend[k+1]
+		within := func(p int) int { return cum[p] - cum[lo] }
+		for t, a := 0, lo; t < per && a < hi; t++ {
+			r.tb = append(r.tb, a)
+			// The next task starts at the first request past this one's
+			// share of the part's bytes.
+			a = max(splitAt(within, hi, a, cum[hi]-cum[lo], t+1, per), a+1)
+		}
+	}
+	r.partTB[parts] = len(r.tb)
+	r.tb = append(r.tb, n)
+	r.job = &taskJob{f: r.task, n: int64(len(r.tb) - 1), linger: linger, gated: true, done: make(chan struct{})}
+	r.job.left.Store(r.job.n)
+	return r
+}
+
+// landPackedParts brings a packed readback's pieces (lay's data, already
+// gathered on the device at dev by the work queued on lease's stream) into
+// stage in the plan's parts, one DMA and one event each, and copies each
+// request into g's drain as soon as its part has landed. Events come from
+// up to maxStageEvents leases, lease's own among them, used in rotation: a
+// part's DMA is queued once the part that last used its event slot has
+// been seen landing. It returns the leases it took besides lease, which a
+// failed caller drains with it, and the number of landings it waited for.
+// Every copy-out task has returned when it does, failed or not.
+func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Plan, g *gathered, lay *packLayout,
+	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *launchLease) ([]*launchLease, uint64, error) {
+	cb := partBounds(lay, len(copies), max(pl.Parts, 1))
+	parts := len(cb) - 1
+	leases := []*launchLease{lease}
+	for len(leases) < min(parts, maxStageEvents) {
+		l, err := b.lease(op, false)
+		if err != nil {
+			return leases[1:], 0, err
+		}
+		leases = append(leases, l)
+	}
+	events := len(leases)
+	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
+	s := lease.Stream
+	queue := func(k int) error {
+		lo := lay.offs[cb[k]]
+		hi := lay.dataEnd
+		if k+1 < parts {
+			hi = lay.offs[cb[k+1]]
+		}
+		if err := b.drv.MemcpyDtoHAsync(stage[lo:hi:hi], dev+uint64(lo), s); err != nil {
+			return driverError(op, "MemcpyDtoHAsync", err)
+		}
+		if err := b.drv.EventRecord(leases[k%events].Done, s); err != nil {
+			return driverError(op, "EventRecord", err)
+		}
+		return nil
+	}
+	queued := 0
+	for ; queued < events; queued++ {
+		if err := queue(queued); err != nil {
+			return leases[1:], 0, err
+		}
+	}
+	phase("dma")
+	shared := startJob(r.job, pl.Workers)
+	var sp spinner
+	for opened := 0; opened < parts; {
+		if queued < parts && queued-opened < events {
+			// The part that last used this event slot has landed.
+			if err := queue(queued); err != nil {
+				r.stop(shared, true)
+				return leases[1:], uint64(opened), err
+			}
+			queued++
+			continue
+		}
+		done, err := b.drv.EventQuery(leases[opened%events].Done)
+		if err != nil {
+			r.stop(shared, true)
+			return leases[1:], uint64(opened), driverError(op, "EventQuery", err)
+		}
+		if done {
+			if opened == 0 {
+				phase("first-landed")
+			}
+			opened++
+			r.job.gate.Store(int64(r.partTB[opened]))
+		} else if !r.job.step() {
+			sp.pause()
+		}
+	}
+	phase("landed")
+	r.stop(shared, false)
+	g.drained, g.unpacked = true, true
+	return leases[1:], uint64(parts), nil
+}
