@@ -167,7 +167,10 @@ func partBounds(lay *packLayout, n, parts int) []int {
 // tasksPerWorker per worker of the plan overall.
 func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, linger time.Duration) *partRun {
 	parts, n := len(cb)-1, len(g.lens)
-	r := &partRun{g: g, evict: g.tune.evictReads && !g.evictLater}
+	// The copy-out evicts each request's staging as it reads it: it runs
+	// while later parts are still landing, so the eviction costs the call
+	// nothing, where one after the call would slow the next call's start.
+	r := &partRun{g: g, evict: g.tune.evictReads}
 	// pend[p] is the first position of part p's requests.
 	pend := make([]int, parts+1)
 	if g.views != nil {
@@ -238,17 +241,8 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *launchLease) ([]*launchLease, uint64, error) {
 	cb := partBounds(lay, len(copies), max(pl.Parts, 1))
 	parts := len(cb) - 1
-	leases := []*launchLease{lease}
-	for len(leases) < min(parts, maxStageEvents) {
-		l, err := b.lease(op, false)
-		if err != nil {
-			return leases[1:], 0, err
-		}
-		leases = append(leases, l)
-	}
-	events := len(leases)
-	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
 	s := lease.Stream
+	leases := []*launchLease{lease}
 	queue := func(k int) error {
 		lo := lay.offs[cb[k]]
 		hi := lay.dataEnd
@@ -258,12 +252,27 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 		if err := b.drv.MemcpyDtoHAsync(stage[lo:hi:hi], dev+uint64(lo), s); err != nil {
 			return driverError(op, "MemcpyDtoHAsync", err)
 		}
-		if err := b.drv.EventRecord(leases[k%events].Done, s); err != nil {
+		if err := b.drv.EventRecord(leases[k%len(leases)].Done, s); err != nil {
 			return driverError(op, "EventRecord", err)
 		}
 		return nil
 	}
-	queued := 0
+	// The first part goes at once, on lease's own event; the other
+	// events' leases and the copy-out's tasks are set up during its DMA.
+	if err := queue(0); err != nil {
+		return nil, 0, err
+	}
+	for len(leases) < min(parts, maxStageEvents) {
+		l, err := b.lease(op, false)
+		if err != nil {
+			return leases[1:], 0, err
+		}
+		leases = append(leases, l)
+	}
+	events := len(leases)
+	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
+	phase("parts-setup")
+	queued := 1
 	for ; queued < events; queued++ {
 		if err := queue(queued); err != nil {
 			return leases[1:], 0, err
@@ -300,5 +309,6 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	phase("landed")
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
+	g.evictLater = false // the copy-out evicted the staging
 	return leases[1:], uint64(parts), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // Transfer-path benchmarks: W1, W3 (1024 x 4 KiB, packed against per-copy)
@@ -272,6 +273,8 @@ var mixedVariants = []xferPath{
 	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
+	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
+	{"one-part", core.WithTransferTuning(core.TransferTuning{PackParts: 1})},
 }
 
 func benchPhasesOf(b *testing.B, open xferOpener, download bool, variants []xferPath, sizes []int) {

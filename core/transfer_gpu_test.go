@@ -164,3 +164,67 @@ func BenchmarkGPUW7UPhases(b *testing.B) {
 func BenchmarkGPUW7DPhases(b *testing.B) {
 	benchPhasesOf(b, openXferGPUBench, true, mixedVariants, mixedSizes())
 }
+
+// TestGPUTransferPackedReadbackInParts reads W7's 2048 buffers (16 B-256
+// KiB, log-uniform, 52.9 MiB) of random bytes back with the default plan
+// (a packed readback in parts, each copied out as it lands), with a fixed
+// odd number of parts, and as overlapping ranges out of order, and under
+// WithAtomicReadbacks, checking every byte.
+func TestGPUTransferPackedReadbackInParts(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	sizes := mixedSizes()
+	variants := []struct {
+		name string
+		opt  core.Option
+	}{
+		{"default", nil},
+		{"parts13", core.WithTransferTuning(core.TransferTuning{PackParts: 13})},
+		{"atomic", core.WithAtomicReadbacks(true)},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			be := openXferGPU(t, v.opt)
+			hs := make([]core.Buffer, len(sizes))
+			want := make([][]byte, len(sizes))
+			ups := make([]core.Upload, len(sizes))
+			for i, n := range sizes {
+				var err error
+				hs[i], err = be.AllocateResident(n)
+				require.NoError(t, err)
+				want[i] = make([]byte, n)
+				r.Read(want[i])
+				ups[i] = core.Upload{Buf: hs[i], Data: want[i]}
+			}
+			require.NoError(t, be.UploadResidentMany(ups))
+			tel0 := be.Telemetry()
+			dst := make([][]byte, len(hs))
+			for i := range dst {
+				if i%2 == 0 {
+					dst[i] = make([]byte, 0, sizes[i])
+				}
+			}
+			got, err := be.DownloadResidentManyInto(hs, dst)
+			require.NoError(t, err)
+			for i := range hs {
+				require.True(t, bytes.Equal(want[i], got[i]), "buffer %d", i)
+			}
+			copies := be.Telemetry().DeviceCopies - tel0.DeviceCopies
+			if v.name == "atomic" {
+				assert.Equal(t, uint64(2), copies, "table and one DMA")
+			} else {
+				assert.Greater(t, copies, uint64(2), "the pieces moved in parts")
+			}
+			var rs []core.Range
+			for i := len(hs) - 1; i >= 0; i -= 3 {
+				n := hs[i].Len
+				rs = append(rs, core.Range{Buf: hs[i], Offset: n / 3, Len: n - n/3}, core.Range{Buf: hs[i], Len: n / 2})
+			}
+			back, err := be.DownloadResidentRangesInto(rs, nil)
+			require.NoError(t, err)
+			for j, rg := range rs {
+				i := indexOf(hs, rg.Buf)
+				require.True(t, bytes.Equal(want[i][rg.Offset:rg.Offset+rg.Len], back[j]), "range %d", j)
+			}
+		})
+	}
+}
