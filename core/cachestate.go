@@ -88,6 +88,26 @@ func (t *transferTuning) evictsReadback(bytes uint64) bool {
 	return bytes >= evictMinBytes && bytes <= evictMaxBytes
 }
 
+// evictOverlapMaxBytes is the largest readback in parts (packedread.go)
+// that EvictBySize evicts, while copying it out, once it has landed. On the
+// reference H100 host (core's BenchmarkGPUW3Phases and W7DPhases, variants
+// default and keep-staging) 1024 x 4 KiB in 5 parts landed in 64 us after
+// its first part with eviction and 151 without (304 against 358 us in
+// all), while 2048 buffers of 52.9 MiB in 18 parts landed in 1238 and
+// 1198 us with it against 977 and 997 without, and its copy-out ended 313
+// and 2304 us later against 104 and 152: past the caches' size the
+// eviction only takes memory bandwidth from the DMA and the copy-out.
+const evictOverlapMaxBytes = 16 << 20
+
+// evictsOverlapped reports whether a readback of bytes in parts evicts its
+// staging as it copies each part out, under t's policy.
+func (t *transferTuning) evictsOverlapped(bytes uint64) bool {
+	if t.evict == EvictBySize {
+		return t.evictsReadback(bytes) && bytes <= evictOverlapMaxBytes
+	}
+	return t.evictsReadback(bytes)
+}
+
 // stageIn copies src into upload staging dst (which a DMA reads next) as t
 // says: with non-temporal stores unless plainStage. The goroutine that
 // called it must call ntcopy.Fence before it signals that the copy is done:

@@ -167,10 +167,10 @@ func partBounds(lay *packLayout, n, parts int) []int {
 // tasksPerWorker per worker of the plan overall.
 func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, linger time.Duration) *partRun {
 	parts, n := len(cb)-1, len(g.lens)
-	// The copy-out evicts each request's staging as it reads it: it runs
-	// while later parts are still landing, so the eviction costs the call
-	// nothing, where one after the call would slow the next call's start.
-	r := &partRun{g: g, evict: g.tune.evictReads}
+	// The copy-out evicts each request's staging as it reads it, while
+	// later parts are still landing (evictsOverlapped says when), rather
+	// than after the call, where it would slow the next call's start.
+	r := &partRun{g: g, evict: g.tune.evictsOverlapped(uint64(len(g.stage)))}
 	// pend[p] is the first position of part p's requests.
 	pend := make([]int, parts+1)
 	if g.views != nil {
@@ -262,6 +262,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	if err := queue(0); err != nil {
 		return nil, 0, err
 	}
+	t.prewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
 		l, err := b.lease(op, false)
 		if err != nil {

@@ -167,6 +167,14 @@ func (t *transferTuning) prewakeFor(n, first int) {
 	copyHelpers.prewake(helpers, t.prewake)
 }
 
+// prewakeHelpers wakes the w-1 helpers a copy job of w workers will want,
+// when t says so, as prewakeFor does once the plan is known.
+func (t *transferTuning) prewakeHelpers(w int) {
+	if t.prewake > 0 && w > 1 {
+		copyHelpers.prewake(min(w, runtime.GOMAXPROCS(0))-1, t.prewake)
+	}
+}
+
 // choose plans one call.
 func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
 	p := choosePlan(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
