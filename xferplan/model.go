@@ -67,12 +67,6 @@ type Model struct {
 	// PackItem is the host cost per piece of a packed transfer beyond its
 	// bytes (its table entry and its share of the split into tasks).
 	PackItem time.Duration
-	// DMASlowdown is how much slower an upload's DMAs run, as a fraction
-	// per GB/s, while the host copies the transfer's later chunks or parts
-	// faster than the link takes them: the copying and the DMA share the
-	// host's memory bandwidth, and copying that outruns the link only
-	// takes bandwidth from it.
-	DMASlowdown float64
 }
 
 // Reference is the model measured on the reference machine: an NVIDIA
@@ -111,13 +105,6 @@ type Model struct {
 // (built-in: 25-32); the DMA that follows is what gained (a 4 MiB upload
 // 122-125 us against 181-227). The constants were left as they were.
 //
-// DMASlowdown comes from W7's upload (2048 buffers, 52.9 MiB, packed in
-// 18 parts; core's BenchmarkGPUW7UPhases): 16 goroutines (71.5 GB/s, 16.8
-// past the link's peak) packed it in 618 us and the DMAs ended 817 us
-// later, 1543 us in all; 8 goroutines (55.4 GB/s) packed it in 821 us and
-// the DMAs ended 536 us later, 1466 us in all. Charging the DMAs 0.55% per
-// GB/s of copying past the link reproduces the difference.
-//
 // Gap, the cost of each further DMA queued behind another on one stream,
 // is what BenchmarkGPUChunkedDMA showed on the same host: 1 MiB H2D in 1, 2,
 // 4, 8 and 16 DMAs on one stream took 33.7, 32.5, 39.1, 48.9 and 73.6 us,
@@ -131,15 +118,14 @@ func Reference() Model {
 			{Threads: 1, GBps: 12.3}, {Threads: 2, GBps: 23.6}, {Threads: 4, GBps: 41.4},
 			{Threads: 8, GBps: 55.4}, {Threads: 16, GBps: 71.5},
 		},
-		CacheBytes:  512 << 10,
-		CacheGBps:   28.6,
-		CopyJob:     200 * time.Nanosecond,
-		DriverCopy:  1650 * time.Nanosecond,
-		Wait:        1840 * time.Nanosecond,
-		Launch:      3700 * time.Nanosecond,
-		KernelGBps:  1000,
-		PackItem:    40 * time.Nanosecond,
-		DMASlowdown: 0.0055,
+		CacheBytes: 512 << 10,
+		CacheGBps:  28.6,
+		CopyJob:    200 * time.Nanosecond,
+		DriverCopy: 1650 * time.Nanosecond,
+		Wait:       1840 * time.Nanosecond,
+		Launch:     3700 * time.Nanosecond,
+		KernelGBps: 1000,
+		PackItem:   40 * time.Nanosecond,
 	}
 }
 
@@ -219,9 +205,6 @@ func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int
 	fixed := float64(w-1)*float64(m.CopyJob) + float64(l.Latency) + wait + per
 	copySide := n/r + float64(k)*per/float64(w)
 	dmaSide := n/l.PeakGBps + float64(k-1)*float64(l.Gap)
-	if dir == Upload && blocks >= 2 && k > 1 && r > l.PeakGBps {
-		dmaSide *= 1 + m.DMASlowdown*(r-l.PeakGBps)
-	}
 	if blocks < 2 || k == 1 {
 		return fixed + copySide + dmaSide + float64(k-1)*(float64(l.Latency)+float64(m.Wait))
 	}
