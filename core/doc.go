@@ -76,6 +76,11 @@
 // accepts a null handle or pointer reported with success, and never leaks a
 // driver object on any failure path. Budget, pooling, fusion and concurrency
 // policy live here, above the Driver; a Driver only performs raw operations.
+// One documented exception concerns bytes, not state: a readback that hands
+// its bytes to the caller as they land may leave part of the caller's
+// storage holding the device's bytes when the device fails mid-transfer
+// (DownloadResidentInto, DownloadResidentManyInto); WithAtomicReadbacks
+// rules that out.
 //
 // A Backend is safe for use by many goroutines at once.
 //
