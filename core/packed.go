@@ -423,35 +423,15 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	// offs lives in g until release; first only until the table is built.
-	offs, first := getInts(len(copies)), getInts(len(copies))
-	defer putInts(first)
-	lay := newPackLayoutIn(*offs, *first, func(i int) int { return copies[i].Len })
-	g.ints = append(g.ints, offs)
-	if !lay.packable() {
-		return errNoPackRoom
+	lay, tab, dev, err := b.gatherTable(op, g, copies)
+	if err != nil {
+		return err
 	}
-	g.st, g.staged = newStaging(b.hostPool), true
+	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	release := func() {
 		g.st.release()
 		g.staged = false
 	}
-	tab, err := g.st.take(op, lay.total-lay.table)
-	if err != nil {
-		release()
-		return err
-	}
-	dev, err := b.devPool.get(op, lay.total, true)
-	if err != nil {
-		release()
-		return noPackRoom(err)
-	}
-	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	for i, c := range copies {
-		lay.putTable(tab, i, c.Src, c.Len)
-	}
-	phase("table")
-
 	lease, err := b.lease(op, false)
 	if err != nil {
 		release()
@@ -512,6 +492,39 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	g.stage, g.landed, g.offs = stage, lay.dataEnd, lay.offs
 	b.countPackedRead(bytes, requested, 1)
 	return nil
+}
+
+// gatherTable lays copies out in one packed block, takes g's staging with
+// a pinned block for the table alone and the device staging for the whole
+// block, and writes the table. On failure it holds nothing (errNoPackRoom
+// when the device has no memory for the staging).
+func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCopy) (packLayout, []byte, deviceAlloc, error) {
+	// offs lives in g until release; first only until the table is built.
+	offs, first := getInts(len(copies)), getInts(len(copies))
+	defer putInts(first)
+	lay := newPackLayoutIn(*offs, *first, func(i int) int { return copies[i].Len })
+	g.ints = append(g.ints, offs)
+	if !lay.packable() {
+		return lay, nil, deviceAlloc{}, errNoPackRoom
+	}
+	g.st, g.staged = newStaging(b.hostPool), true
+	tab, err := g.st.take(op, lay.total-lay.table)
+	if err != nil {
+		g.st.release()
+		g.staged = false
+		return lay, nil, deviceAlloc{}, err
+	}
+	dev, err := b.devPool.get(op, lay.total, true)
+	if err != nil {
+		g.st.release()
+		g.staged = false
+		return lay, nil, deviceAlloc{}, noPackRoom(err)
+	}
+	for i, c := range copies {
+		lay.putTable(tab, i, c.Src, c.Len)
+	}
+	phase("table")
+	return lay, tab, dev, nil
 }
 
 // countPackedRead adds one packed readback of bytes (requested requests)

@@ -548,32 +548,37 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if reg != nil && g.plan.Kind != xferplan.Direct {
 		b.unpendRegion(reg)
 	}
+	if err := b.moveReads(op, g, ents, &fused, out, reg, nonEmpty); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// moveReads moves the fused readback copies as g's plan says: straight
+// into out (direct, staged), or into g's staging (packed, else per-copy).
+func (b *Backend) moveReads(op string, g *gathered, ents []*residentEntry, fused *fusion.FusedReadbacks,
+	out []byte, reg *pinnedRegion, nonEmpty int) error {
+	t := &g.tune
 	switch g.plan.Kind {
 	case xferplan.Direct, xferplan.Staged:
+		var err error
 		if g.plan.Kind == xferplan.Direct {
 			err = b.downloadDirect(op, ents, reg, out, fused.Copies[0].Src)
 		} else {
 			err = b.downloadPipelined(op, t, &g.plan, ents, out, fused.Copies[0].Src)
 		}
-		if err != nil {
-			return nil, err
+		if err == nil {
+			g.direct = out
 		}
-		g.direct = out
-		return g, nil
+		return err
 	case xferplan.Packed:
 		err := b.gatherPacked(op, t, &g.plan, ents, g, fused.Copies, fused.Bytes, nonEmpty)
-		if err == nil {
-			return g, nil
-		}
 		if err != errNoPackRoom {
-			return nil, err
+			return err
 		}
 		// No device memory for packed staging: the per-copy path below needs none.
 	}
-	if err := b.gatherPerCopy(op, ents, g, fused.Copies, fused.Bytes, nonEmpty); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return b.gatherPerCopy(op, ents, g, fused.Copies, fused.Bytes, nonEmpty)
 }
 
 // newGathered returns an empty gathered for n requests under tuning t, its
