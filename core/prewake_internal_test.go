@@ -40,6 +40,7 @@ func TestPrewakeStartsHelpersThatTakeTheNextJobAndExit(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	j.left.Store(j.n)
+	j.seats.Store(3)
 	require.True(t, h.cur.CompareAndSwap(nil, j), "share without waking anyone")
 	deadline := time.Now().Add(time.Second)
 	for !helped.Load() && time.Now().Before(deadline) {
@@ -55,4 +56,33 @@ func TestPrewakeStartsHelpersThatTakeTheNextJobAndExit(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	assert.Zero(t, h.live.Load(), "helpers exit when idle")
+}
+
+// A shared job takes no more helpers than it asked for: with four helpers
+// polling, a job shared with one seat never runs more than two tasks at
+// once (the caller's and one helper's), and still runs each task once.
+func TestSharedJobTakesOnlyItsSeats(t *testing.T) {
+	h := newHelperSet(50 * time.Millisecond)
+	h.prewake(4, 200*time.Millisecond)
+	require.Equal(t, int32(4), h.live.Load())
+	for len(h.wake) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var running, most, ran atomic.Int32
+	j := &taskJob{n: 200, linger: -1, done: make(chan struct{})}
+	j.f = func(int) {
+		now := running.Add(1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		time.Sleep(50 * time.Microsecond)
+		running.Add(-1)
+		ran.Add(1)
+	}
+	j.left.Store(j.n)
+	require.True(t, h.share(j, 1))
+	j.workAll()
+	j.wait()
+	h.unshare()
+	assert.Equal(t, int32(200), ran.Load())
+	assert.LessOrEqual(t, most.Load(), int32(2), "tasks running at once")
 }
