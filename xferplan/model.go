@@ -67,6 +67,12 @@ type Model struct {
 	// PackItem is the host cost per piece of a packed transfer beyond its
 	// bytes (its table entry and its share of the split into tasks).
 	PackItem time.Duration
+	// DMASlowdown is how much an upload's DMAs slow, as a fraction per
+	// GB/s by which the host copying that runs beside them (the copy of
+	// later chunks or parts) outruns the link: the copying and the DMAs
+	// share the host's memory bandwidth, so copying faster than the link
+	// takes the data away only delays the DMAs.
+	DMASlowdown float64
 }
 
 // Reference is the model measured on the reference machine: an NVIDIA
@@ -105,6 +111,19 @@ type Model struct {
 // (built-in: 25-32); the DMA that follows is what gained (a 4 MiB upload
 // 122-125 us against 181-227). The constants were left as they were.
 //
+// DMASlowdown comes from W7's upload (2048 buffers, 52.9 MiB, packed in
+// parts; `vyrecuda bench -workloads W7U -plan-workers N`, 50 runs each,
+// the worker counts alternated three times in one command): 16 goroutines
+// took 1.516, 1.557 and 1.600 ms, 12 took 1.474, 1.515 and 1.459, 8 took
+// 1.447, 1.417 and 1.451, while the DMA of its bytes alone took 1.01-1.07
+// ms. The DMAs ran at about 24 GB/s while 16 goroutines packed. Slowing
+// the DMAs by 1% per GB/s of copying past the link, for as long as the
+// copying lasts, reproduces most of the difference. In an A/B of the whole
+// term (`-plan-dma-slowdown 0` against the default, alternated three
+// times) it took W7U from 1.543-1.581 ms to 1.462-1.544, 64 MiB uploads
+// from 38.5-39.9 to 41.1-43.4 GB/s and CPU time per GB of W7U from
+// 376-393 to 273-301 ms, and left W1, 256 KiB to 16 MiB within noise.
+//
 // Gap, the cost of each further DMA queued behind another on one stream,
 // is what BenchmarkGPUChunkedDMA showed on the same host: 1 MiB H2D in 1, 2,
 // 4, 8 and 16 DMAs on one stream took 33.7, 32.5, 39.1, 48.9 and 73.6 us,
@@ -118,15 +137,30 @@ func Reference() Model {
 			{Threads: 1, GBps: 12.3}, {Threads: 2, GBps: 23.6}, {Threads: 4, GBps: 41.4},
 			{Threads: 8, GBps: 55.4}, {Threads: 16, GBps: 71.5},
 		},
-		CacheBytes: 512 << 10,
-		CacheGBps:  28.6,
-		CopyJob:    200 * time.Nanosecond,
-		DriverCopy: 1650 * time.Nanosecond,
-		Wait:       1840 * time.Nanosecond,
-		Launch:     3700 * time.Nanosecond,
-		KernelGBps: 1000,
-		PackItem:   40 * time.Nanosecond,
+		CacheBytes:  512 << 10,
+		CacheGBps:   28.6,
+		CopyJob:     200 * time.Nanosecond,
+		DriverCopy:  1650 * time.Nanosecond,
+		Wait:        1840 * time.Nanosecond,
+		Launch:      3700 * time.Nanosecond,
+		KernelGBps:  1000,
+		PackItem:    40 * time.Nanosecond,
+		DMASlowdown: 0.01,
 	}
+}
+
+// slowedDMA is the time of an upload's DMAs that take dma at full speed
+// when, for the first overlap of it, host copying outruns the link by
+// excess GB/s (DMASlowdown).
+func (m *Model) slowedDMA(dma, overlap, excess float64) float64 {
+	if m.DMASlowdown <= 0 || excess <= 0 || overlap <= 0 {
+		return dma
+	}
+	f := 1 + m.DMASlowdown*excess
+	if dma*f <= overlap {
+		return dma * f
+	}
+	return overlap + dma - overlap/f
 }
 
 // copyGBps is the host copy rate on w threads.
@@ -212,5 +246,12 @@ func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int
 	// chunk before it (measured: about half a chunk's DMA per reuse at
 	// 16 MiB, more at small chunks).
 	reuse := float64(k-blocks) * (c/l.PeakGBps/2 + float64(m.Wait))
+	if dir == Upload && blocks >= k {
+		// Copying that never waits for a block to come free runs beside
+		// the DMAs for as long as it lasts. (Measured: with blocks reused,
+		// as W2's 256 MiB in 32 chunks through 8 blocks, 8 goroutines
+		// were slower than 16: 33.5-39.5 GB/s against 39.1-41.2.)
+		dmaSide = m.slowedDMA(dmaSide, copySide-c/r, r-l.PeakGBps)
+	}
 	return fixed + reuse + max(copySide+c/l.PeakGBps, c/r+dmaSide)
 }

@@ -269,6 +269,28 @@ func TestDrainablePackedReadbacksMoveInParts(t *testing.T) {
 	assert.Equal(t, 3, Choose(q, Tuning{PackParts: 3}, &m, 16).Parts)
 }
 
+// TestUploadCopyingKeepsNearTheLink: with DMASlowdown, an upload whose
+// copying runs beside its DMAs (W7's packed upload, a 64 MiB staged one)
+// uses fewer goroutines than without it, copying not much faster than the
+// link takes the bytes; one whose copying waits for reused blocks (256
+// MiB through a ring of blocks) is planned as without it.
+func TestUploadCopyingKeepsNearTheLink(t *testing.T) {
+	with, without := Reference(), Reference()
+	without.DMASlowdown = 0
+	for _, q := range []Request{
+		{Dir: Upload, Copies: 2048, Bytes: 55 << 20, PackedBytes: 56 << 20},
+		{Dir: Upload, Copies: 1, Bytes: 64 << 20, Streamable: true},
+	} {
+		p, base := Choose(q, Tuning{}, &with, 16), Choose(q, Tuning{}, &without, 16)
+		assert.Less(t, p.Workers, base.Workers, "%+v", q)
+		assert.LessOrEqual(t, with.copyGBps(p.Workers), with.H2D.PeakGBps*1.1, "%+v: %d goroutines", q, p.Workers)
+	}
+	ring := Request{Dir: Upload, Copies: 1, Bytes: 256 << 20, Streamable: true}
+	p, base := Choose(ring, Tuning{}, &with, 16), Choose(ring, Tuning{}, &without, 16)
+	require.Less(t, p.Blocks, p.Chunks)
+	assert.Equal(t, base, p)
+}
+
 // TestStagedReadbacksPollTheirLastChunk: a staged readback ends when its
 // last chunk's event says it landed, not with a stream synchronization, so
 // a costlier synchronization leaves its cost alone while it raises the

@@ -39,8 +39,10 @@ type benchConfig struct {
 	// CopyJob and Linger, when set, replace the transfer planner's
 	// per-helper copy-job cost and the copy helpers' linger (experiments).
 	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
-	Linger  time.Duration `json:"helper_linger_ns,omitempty"`
-	Workers int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
+	// DMASlowdown, when not negative, replaces the planner's DMASlowdown.
+	DMASlowdown float64       `json:"plan_dma_slowdown"`
+	Linger      time.Duration `json:"helper_linger_ns,omitempty"`
+	Workers     int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
 	// NoPDL turns programmatic dependent launch off (-pdl=false).
 	NoPDL bool   `json:"no_pdl,omitempty"`
 	Out   string `json:"-"`
@@ -53,7 +55,7 @@ func defaultBenchConfig() benchConfig {
 		Count: 1024, Small: 4 << 10, Large: 256 << 20,
 		Allocs: 1000, AllocSize: 4 << 10, ChurnSteps: churn.DefaultSteps, Launches: 100,
 		MixedCount: 2048, MixedMin: 16, MixedMax: 256 << 10,
-		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all",
+		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all", DMASlowdown: -1,
 	}
 }
 
@@ -80,6 +82,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
 	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
 	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
+	fs.Float64Var(&cfg.DMASlowdown, "plan-dma-slowdown", -1, "transfer planner: upload DMA slowdown per GB/s of host copying past the link beside it (negative: the reference model's)")
 	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
 	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
@@ -185,9 +188,14 @@ func (c *benchConfig) validate() ([]string, error) {
 // options are the Backend options the experiment flags ask for.
 func (c *benchConfig) options() []core.Option {
 	var opts []core.Option
-	if c.CopyJob > 0 {
+	if c.CopyJob > 0 || c.DMASlowdown >= 0 {
 		m := xferplan.Reference()
-		m.CopyJob = c.CopyJob
+		if c.CopyJob > 0 {
+			m.CopyJob = c.CopyJob
+		}
+		if c.DMASlowdown >= 0 {
+			m.DMASlowdown = c.DMASlowdown
+		}
 		opts = append(opts, core.WithPlanModel(m))
 	}
 	if c.Linger != 0 {
