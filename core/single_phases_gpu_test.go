@@ -28,9 +28,6 @@ var singleVariants = []xferPath{
 	{"linger50us", core.WithCopyHelperLinger(50 * time.Microsecond)},
 	{"park", core.WithCopyHelperLinger(0)},
 	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
-	{"workers1", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 1})},
-	{"workers2", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 2})},
-	{"one-chunk", core.WithPlanTuning(xferplan.Tuning{MinChunk: 64 << 20})},
 	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
 }
 
