@@ -55,22 +55,28 @@ func (r *runner) expectStaged(call string, got map[sim.Op]uint64, op sim.Op) err
 //   - without a fault the call succeeds, the device (uploads) or the
 //     result (readbacks) holds exactly the bytes, and a destination of
 //     exactly the needed capacity is reused, not reallocated;
-//   - with a fault the call may fail, with a *core.Error; a failed batched
-//     readback leaves every caller slot, header and byte as it was; a
-//     failed single readback into the caller's storage returns that
-//     storage unchanged as a slice, and its bytes hold a prefix of the
-//     buffer's bytes followed by what was there before (what the staged
-//     and direct plans may write before the failure);
+//   - with a fault the call may fail, with a *core.Error; a failed
+//     readback of many buffers leaves every caller slot header as it was,
+//     and each slot's bytes either as they were or holding all of its
+//     buffer's bytes (a packed readback in parts hands each buffer over as
+//     its part lands); a failed single readback into the caller's storage
+//     returns that storage unchanged as a slice, and its bytes hold a
+//     prefix of the buffer's bytes followed by what was there before (what
+//     the staged and direct plans may write before the failure); under
+//     WithAtomicReadbacks (drawn a quarter of the time) either leaves every
+//     byte as it was;
 //   - either way the Backend keeps working (the same call without the fault
 //     then succeeds), and Close leaves nothing on the device.
 //
 // Liveness: over the run every plan kind ran: per-copy, packed in one and
-// in several parts, staged at several chunkings, direct.
+// in several parts (uploads and readbacks), staged at several chunkings,
+// direct.
 
 // xferCase is one drawn case.
 type xferCase struct {
 	tune   xferplan.Tuning
 	cache  core.StagingCache // how staging meets the caches: no plan's bytes may depend on it
+	atomic bool              // WithAtomicReadbacks: a failed readback changes no byte of the caller's
 	op     int               // xferOp*
 	lens   []int
 	fault  sim.Op
@@ -96,6 +102,7 @@ var xferFaultOps = []sim.Op{sim.OpHostAlloc, sim.OpMemAlloc, sim.OpStreamCreate,
 func drawXferCase(r *rand.Rand) xferCase {
 	c := xferCase{op: r.Intn(xferOps)}
 	c.cache = core.StagingCache{CachedUploadStores: r.Intn(2) == 0, Evict: core.ReadbackEvict(r.Intn(3))}
+	c.atomic = r.Intn(4) == 0
 	chunk := []int64{16, 48, 256, 1000}[r.Intn(4)]
 	c.tune = xferplan.Tuning{
 		PackMinCopies: []int{-1, 2, 6}[r.Intn(3)],
@@ -233,6 +240,7 @@ func TestCoreTransferPlansUnderDrawnTunings(t *testing.T) {
 func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]bool) (err error) {
 	dev := sim.New(sim.Config{TotalMemory: 64 << 20})
 	b, err := core.Open(dev, core.WithPlanTuning(c.tune), core.WithPlanModel(xferToyModel), core.WithStagingCache(c.cache),
+		core.WithAtomicReadbacks(c.atomic),
 		core.WithLogger(slog.New(&logCounter{})))
 	if err != nil {
 		return err
@@ -341,6 +349,9 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 			if !prefixThenOld(full, old[0], prior) {
 				return errors.Join(err, errors.New("a failed DownloadResidentInto left dst holding more than a prefix of the buffer"))
 			}
+			if c.atomic && !bytes.Equal(full, prior) {
+				return errors.Join(err, errors.New("a failed DownloadResidentInto under WithAtomicReadbacks changed dst's bytes"))
+			}
 			return err
 		}
 		if !bytes.Equal(out, old[0]) {
@@ -362,6 +373,9 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 		if err != nil {
 			if !wholeOrOld(snap2(dst), before, old) || unsafe.SliceData(out) != unsafe.SliceData(dst) {
 				return errors.Join(err, errors.New("a failed DownloadResidentManyInto changed the caller's slots"))
+			}
+			if c.atomic && !snap2(dst).equal(before) {
+				return errors.Join(err, errors.New("a failed DownloadResidentManyInto under WithAtomicReadbacks changed the caller's slots"))
 			}
 			return err
 		}
