@@ -44,16 +44,20 @@ func newSlices(_, n int) []byte { return make([]byte, n) }
 // within dst's capacity) when it is large enough, else into a new slice.
 func slotDest(dst [][]byte) func(i, n int) []byte {
 	slots := dst[:cap(dst)]
-	return func(i, n int) []byte {
-		var s []byte
-		if i < len(slots) {
-			s = slots[i]
-		}
-		if cap(s) >= n {
-			return s[:n]
-		}
-		return make([]byte, n)
+	return func(i, n int) []byte { return reuseSlot(slots, i, n) }
+}
+
+// reuseSlot returns n bytes of slot i's storage (slots holds every slot
+// within the caller's capacity) when it is large enough, else a new slice.
+func reuseSlot(slots [][]byte, i, n int) []byte {
+	var s []byte
+	if i < len(slots) {
+		s = slots[i]
 	}
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]byte, n)
 }
 
 // slotsPool recycles the result slices of drains of the *Into calls.
@@ -310,6 +314,6 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	phase("landed")
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
-	g.evictLater = false // the copy-out evicted the staging
+	g.evictLater = false // the copy-out evicted the staging, or nothing is to evict it
 	return leases[1:], uint64(parts), nil
 }

@@ -194,9 +194,9 @@ func batchDest(dst [][][]byte, starts []int) func(i, n int) []byte {
 		k := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
 		var slots [][]byte
 		if k < len(batches) {
-			slots = batches[k]
+			slots = batches[k][:cap(batches[k])]
 		}
-		return slotDest(slots)(i-starts[k], n)
+		return reuseSlot(slots, i-starts[k], n)
 	}
 }
 
