@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Memory Close fails to free.
@@ -14,6 +15,49 @@ import (
 // them all in one ErrDriver; a later Close retries exactly those frees.
 // The Backend's own driver (io.Closer) is closed only once nothing is left,
 // so the retry can still reach it.
+
+// unfreedList keeps blocks whose free failed, still allocated and counted,
+// for the next trim or close to free again. It is safe for concurrent use.
+type unfreedList[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// keep keeps x for a retry.
+func (u *unfreedList[T]) keep(x T) {
+	u.mu.Lock()
+	u.items = append(u.items, x)
+	u.mu.Unlock()
+}
+
+// retry calls free on every kept block, without holding the list's lock,
+// and keeps those whose free fails again. It returns the first failure.
+func (u *unfreedList[T]) retry(free func(T) error) error {
+	u.mu.Lock()
+	left := u.items
+	u.items = nil
+	u.mu.Unlock()
+	var first error
+	for _, x := range left {
+		if err := free(x); err != nil {
+			u.keep(x)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// count returns how many blocks are kept and their bytes, as size says.
+func (u *unfreedList[T]) count(size func(T) uint64) (n int, bytes uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, x := range u.items {
+		bytes += size(x)
+	}
+	return len(u.items), bytes
+}
 
 // closeLeft is what Close could not free, for its report.
 type closeLeft struct {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"sync"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
@@ -34,9 +33,8 @@ type hostPool struct {
 
 	// unfreed holds blocks HostFree failed on that found no room in the
 	// cache: still allocated and counted, freed again by the next trim or
-	// close (retryUnfreed). Guarded by unfreedMu.
-	unfreedMu sync.Mutex
-	unfreed   [][]byte
+	// close (retryUnfreed).
+	unfreed unfreedList[[]byte]
 
 	// evictions holds the blocks of readbacks whose staging is still being
 	// evicted from the caches (evictjob.go).
@@ -141,42 +139,24 @@ func (p *hostPool) release(buf []byte, why string) {
 }
 
 // keepUnfreed keeps a block HostFree failed on, still counted in allocated.
-func (p *hostPool) keepUnfreed(buf []byte) {
-	p.unfreedMu.Lock()
-	p.unfreed = append(p.unfreed, buf)
-	p.unfreedMu.Unlock()
-}
+func (p *hostPool) keepUnfreed(buf []byte) { p.unfreed.keep(buf) }
 
 // retryUnfreed frees the blocks an earlier HostFree failed on and returns
 // the first failure; blocks that fail again stay kept.
 func (p *hostPool) retryUnfreed(op string) error {
-	p.unfreedMu.Lock()
-	left := p.unfreed
-	p.unfreed = nil
-	p.unfreedMu.Unlock()
-	var first error
-	for _, buf := range left {
+	return p.unfreed.retry(func(buf []byte) error {
 		if err := p.freeBuf(buf, "retrying a failed free"); err != nil {
-			p.keepUnfreed(buf)
-			if first == nil {
-				first = driverError(op, "HostFree", err)
-			}
-			continue
+			return driverError(op, "HostFree", err)
 		}
 		subOrRepair(&p.allocated, uint64(len(buf)), p.log, "pinned host pool allocated bytes")
-	}
-	return first
+		return nil
+	})
 }
 
 // unfreedBlocks returns how many blocks, and bytes, HostFree failed on and
 // are kept for a retry.
 func (p *hostPool) unfreedBlocks() (n int, bytes uint64) {
-	p.unfreedMu.Lock()
-	defer p.unfreedMu.Unlock()
-	for _, buf := range p.unfreed {
-		bytes += uint64(len(buf))
-	}
-	return len(p.unfreed), bytes
+	return p.unfreed.count(func(buf []byte) uint64 { return uint64(len(buf)) })
 }
 
 // freeBuf calls HostFree on buf's first byte and logs a failure.

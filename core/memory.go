@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/cudaapi"
@@ -30,10 +29,8 @@ type devicePool struct {
 
 	// unfreed holds staging and scratch blocks whose free failed in put
 	// (no caller to hand the failure to): still allocated and counted as
-	// live by the cache, freed again by the next trim or close. Guarded by
-	// unfreedMu.
-	unfreedMu sync.Mutex
-	unfreed   []deviceAlloc
+	// live by the cache, freed again by the next trim or close.
+	unfreed unfreedList[deviceAlloc]
 }
 
 // poolDevice adapts a Driver to the allocator's Device and FreeMemoryReader.
@@ -117,42 +114,20 @@ func (p *devicePool) free(op string, a deviceAlloc) error {
 // next trim or close to free.
 func (p *devicePool) put(a deviceAlloc) {
 	if p.free("release device staging", a) != nil {
-		p.unfreedMu.Lock()
-		p.unfreed = append(p.unfreed, a)
-		p.unfreedMu.Unlock()
+		p.unfreed.keep(a)
 	}
 }
 
 // retryUnfreed frees the blocks an earlier put failed to free and returns
 // the first failure; blocks that fail again stay kept.
 func (p *devicePool) retryUnfreed(op string) error {
-	p.unfreedMu.Lock()
-	left := p.unfreed
-	p.unfreed = nil
-	p.unfreedMu.Unlock()
-	var first error
-	for _, a := range left {
-		if err := p.free(op, a); err != nil {
-			p.unfreedMu.Lock()
-			p.unfreed = append(p.unfreed, a)
-			p.unfreedMu.Unlock()
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
+	return p.unfreed.retry(func(a deviceAlloc) error { return p.free(op, a) })
 }
 
 // unfreedBlocks returns how many blocks, and bytes, put failed to free and
 // keeps for a retry.
 func (p *devicePool) unfreedBlocks() (n int, bytes uint64) {
-	p.unfreedMu.Lock()
-	defer p.unfreedMu.Unlock()
-	for _, a := range p.unfreed {
-		bytes += a.blk.Size
-	}
-	return len(p.unfreed), bytes
+	return p.unfreed.count(func(a deviceAlloc) uint64 { return a.blk.Size })
 }
 
 // cachedBytes returns the bytes of freed blocks the pool keeps.
