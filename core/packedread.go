@@ -86,11 +86,7 @@ func putSlots(p *[][]byte) {
 func (g *gathered) drainOne(i int) {
 	src := g.bytes(i)
 	out := g.drain.dest(i, len(src))
-	if g.ntStores {
-		ntcopy.Copy(out, src)
-	} else {
-		copy(out, src)
-	}
+	g.copyOut(out, src)
 	g.drain.res[i] = out
 }
 
@@ -138,19 +134,9 @@ func (r *partRun) task(t int) {
 	ntcopy.Fence() // drainOne may have used non-temporal stores
 }
 
-// stop ends the copy job: after a failure the unclaimed tasks copy nothing;
-// either way every task has returned when stop does.
-func (r *partRun) stop(shared, failed bool) {
-	if failed {
-		r.aborted.Store(true)
-	}
-	r.job.gate.Store(r.job.n)
-	r.job.workAll()
-	r.job.wait()
-	if shared {
-		copyHelpers.unshare()
-	}
-}
+// stop ends the copy job (taskJob.stop): every task has returned when it
+// does, and after a failure the unclaimed ones copied nothing.
+func (r *partRun) stop(shared, failed bool) { r.job.stop(&r.aborted, shared, failed) }
 
 // partBounds splits the copies of lay into at most parts contiguous parts
 // of about equal bytes: part k is copies [cb[k], cb[k+1]), none empty.

@@ -393,12 +393,18 @@ func (g *gathered) put(dst, src []byte) []byte {
 		return append(dst[:0], src...)
 	}
 	dst = dst[:len(src)]
+	g.copyOut(dst, src)
+	return dst
+}
+
+// copyOut copies src into dst (of its length), with non-temporal stores
+// when g.ntStores says so; callers fence afterwards.
+func (g *gathered) copyOut(dst, src []byte) {
 	if g.ntStores {
 		ntcopy.Copy(dst, src)
 	} else {
 		copy(dst, src)
 	}
-	return dst
 }
 
 // unpackNTBytes is the readback size from which unpacking writes the

@@ -141,17 +141,7 @@ func (r *stagedRun) landed(c int) (bool, error) {
 // stop ends the copy job: after a failure the unclaimed tasks copy nothing;
 // either way every task has returned when stop does, so nothing touches
 // the caller's memory or the blocks afterwards.
-func (r *stagedRun) stop(shared, failed bool) {
-	if failed {
-		r.aborted.Store(true)
-	}
-	r.job.gate.Store(r.job.n)
-	r.job.workAll()
-	r.job.wait()
-	if shared {
-		copyHelpers.unshare()
-	}
-}
+func (r *stagedRun) stop(shared, failed bool) { r.job.stop(&r.aborted, shared, failed) }
 
 // uploadPipelined copies data to device address dst as the Staged plan pl
 // says. Telemetry counts each chunk as a device copy and each wait for a
@@ -352,7 +342,6 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 		if remain[q].Load() == 0 {
 			// A part with no task (empty: more parts than splits) is ready too.
 			if err = ready(q, bounds[first[q]], bounds[first[q+1]]); err != nil {
-				aborted.Store(true)
 				break
 			}
 			q++
@@ -360,11 +349,7 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 			sp.pause()
 		}
 	}
-	job.workAll()
-	job.wait()
-	if shared {
-		copyHelpers.unshare()
-	}
+	job.stop(&aborted, shared, err != nil)
 	return err
 }
 

@@ -163,12 +163,11 @@ func (t *transferTuning) prewakeFor(n, first int) {
 	if int64(n) <= math.MaxInt64/int64(first) {
 		est = int64(n) * int64(first)
 	}
-	helpers := int(min(int64(min(runtime.GOMAXPROCS(0), w)), est/per)) - 1
-	copyHelpers.prewake(helpers, t.prewake)
+	t.prewakeHelpers(int(min(int64(w), est/per)))
 }
 
-// prewakeHelpers wakes the w-1 helpers a copy job of w workers will want,
-// when t says so, as prewakeFor does once the plan is known.
+// prewakeHelpers wakes the helpers a copy job of w workers will want (w-1,
+// at most GOMAXPROCS-1), when t says so.
 func (t *transferTuning) prewakeHelpers(w int) {
 	if t.prewake > 0 && w > 1 {
 		copyHelpers.prewake(min(w, runtime.GOMAXPROCS(0))-1, t.prewake)
