@@ -1,7 +1,6 @@
 package core
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,26 +60,13 @@ func reuseSlot(slots [][]byte, i, n int) []byte {
 }
 
 // slotsPool recycles the result slices of drains of the *Into calls.
-var slotsPool = sync.Pool{New: func() any { return new([][]byte) }}
+var slotsPool slicePool[[]byte]
 
 // getSlots returns a pooled slice of n nil slices.
-func getSlots(n int) *[][]byte {
-	p := slotsPool.Get().(*[][]byte)
-	if cap(*p) < n {
-		*p = make([][]byte, n)
-	}
-	*p = (*p)[:n]
-	return p
-}
+func getSlots(n int) *[][]byte { return slotsPool.get(n) }
 
-// putSlots clears p (it references caller memory) and gives it back unless
-// it is larger than maxScratchItems.
-func putSlots(p *[][]byte) {
-	clear(*p)
-	if cap(*p) <= maxScratchItems {
-		slotsPool.Put(p)
-	}
-}
+// putSlots clears p (it references caller memory) and gives it back.
+func putSlots(p *[][]byte) { slotsPool.put(p) }
 
 // drainOne copies request i out of the staging into its drain storage.
 func (g *gathered) drainOne(i int) {

@@ -333,21 +333,35 @@ func putScratch(sc *scratch) {
 // maxScratchItems bounds the scratch kept for reuse (about 256 KiB).
 const maxScratchItems = 4096
 
-var intsPool = sync.Pool{New: func() any { return new([]int) }}
+// slicePool recycles slices of T for the calls' scratch.
+type slicePool[T any] struct{ p sync.Pool }
+
+// get returns a pooled slice of n elements (contents unspecified).
+func (sp *slicePool[T]) get(n int) *[]T {
+	v, _ := sp.p.Get().(*[]T)
+	if v == nil {
+		v = new([]T)
+	}
+	if cap(*v) < n {
+		*v = make([]T, n)
+	}
+	*v = (*v)[:n]
+	return v
+}
+
+// put clears v (it may reference caller memory) and gives it back unless
+// it is larger than maxScratchItems.
+func (sp *slicePool[T]) put(v *[]T) {
+	clear(*v)
+	if cap(*v) <= maxScratchItems {
+		sp.p.Put(v)
+	}
+}
+
+var intsPool slicePool[int]
 
 // getInts returns a pooled slice of n ints (contents unspecified).
-func getInts(n int) *[]int {
-	p := intsPool.Get().(*[]int)
-	if cap(*p) < n {
-		*p = make([]int, n)
-	}
-	*p = (*p)[:n]
-	return p
-}
+func getInts(n int) *[]int { return intsPool.get(n) }
 
 // putInts gives p back unless it is larger than maxScratchItems.
-func putInts(p *[]int) {
-	if cap(*p) <= maxScratchItems {
-		intsPool.Put(p)
-	}
-}
+func putInts(p *[]int) { intsPool.put(p) }
