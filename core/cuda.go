@@ -81,6 +81,10 @@ type cudaDriver struct {
 	// launchBufs holds C parameter buffers for reuse by Launch and
 	// LaunchBatch; Close frees them.
 	launchBufs launchBuffers
+
+	// marks are the completion marks StreamSynchronize polls (cuda_marks.go);
+	// nil when the driver could not give their page. Close frees them.
+	marks *marks
 }
 
 // Sentinel-like results for the adapter's own refusals; errors.As finds the
@@ -190,6 +194,7 @@ func newCUDADriver(op string, ordinal int, log *slog.Logger) (*cudaDriver, error
 		d.releaseContext()
 		return nil, openError(op, "cuCtxSetCurrent", err)
 	}
+	d.marks = openMarks(log)
 	d.end()
 	trackCUDADriver(d) // peers may use its pinned memory (cuda_peer.go)
 	return d, nil
@@ -224,10 +229,20 @@ func (d *cudaDriver) begin() error {
 			Detail: "the CUDA driver was closed", Err: cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED,
 			Fix: "open a new Backend with core.OpenCUDA"}
 	}
+	if err := d.bind(); err != nil {
+		d.life.RUnlock()
+		return err
+	}
+	return nil
+}
+
+// bind pins the calling goroutine to its OS thread and makes the context
+// current there; the caller holds life shared and undoes the pinning with
+// runtime.UnlockOSThread. On failure nothing is pinned.
+func (d *cudaDriver) bind() error {
 	runtime.LockOSThread()
 	if err := cudaapi.CtxSetCurrent(d.ctx); err != nil {
 		runtime.UnlockOSThread()
-		d.life.RUnlock()
 		return fmt.Errorf("cuCtxSetCurrent: %w", err)
 	}
 	return nil
@@ -284,6 +299,9 @@ func (d *cudaDriver) Close() error {
 		left := d.host
 		d.host = nil
 		d.hostMu.Unlock()
+		if err := d.marks.close(); err != nil {
+			keep(callError("cuMemFreeHost", err))
+		}
 		for _, r := range left {
 			d.log.Warn("freeing page-locked host memory left at Close", "ordinal", d.info.Ordinal,
 				"addr", fmt.Sprintf("%#x", r.start), "bytes", r.end-r.start, "registered", r.registered)
@@ -480,8 +498,15 @@ func (d *cudaDriver) StreamDestroy(s Stream) error {
 	return d.onStream("cuStreamDestroy", s, cudaapi.StreamDestroy)
 }
 
-// StreamSynchronize waits for all work queued on s.
+// StreamSynchronize waits for all work queued on s. It polls a completion
+// mark queued behind that work where it can (cuda_marks.go), and otherwise
+// blocks in cuStreamSynchronize.
 func (d *cudaDriver) StreamSynchronize(s Stream) error {
+	if m := d.marks; m != nil && s != 0 && !m.off.Load() {
+		if handled, err := d.syncByMark(m, s); handled {
+			return err
+		}
+	}
 	return d.onStream("cuStreamSynchronize", s, cudaapi.StreamSynchronize)
 }
 

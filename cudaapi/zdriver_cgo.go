@@ -131,6 +131,11 @@ static int vyre_MemHostUnregister(uintptr_t fn, void* p0) {
 	return ((vyre_MemHostUnregister_fn)fn)(p0);
 }
 
+typedef int (*vyre_MemHostGetDevicePointer_fn)(unsigned long long*, void*, unsigned int);
+static int vyre_MemHostGetDevicePointer(uintptr_t fn, unsigned long long* p0, void* p1, unsigned int p2) {
+	return ((vyre_MemHostGetDevicePointer_fn)fn)(p0, p1, p2);
+}
+
 typedef int (*vyre_MemcpyHtoD_fn)(unsigned long long, void*, size_t);
 static int vyre_MemcpyHtoD(uintptr_t fn, unsigned long long p0, void* p1, size_t p2) {
 	return ((vyre_MemcpyHtoD_fn)fn)(p0, p1, p2);
@@ -279,6 +284,11 @@ static int vyre_StreamQuery(uintptr_t fn, uintptr_t p0) {
 typedef int (*vyre_StreamWaitEvent_fn)(void*, void*, unsigned int);
 static int vyre_StreamWaitEvent(uintptr_t fn, uintptr_t p0, uintptr_t p1, unsigned int p2) {
 	return ((vyre_StreamWaitEvent_fn)fn)((void*)p0, (void*)p1, p2);
+}
+
+typedef int (*vyre_StreamWriteValue32_fn)(void*, unsigned long long, unsigned int, unsigned int);
+static int vyre_StreamWriteValue32(uintptr_t fn, uintptr_t p0, unsigned long long p1, unsigned int p2, unsigned int p3) {
+	return ((vyre_StreamWriteValue32_fn)fn)((void*)p0, p1, p2, p3);
 }
 
 typedef int (*vyre_launchHostFunc_fn)(void*, void*, void*);
@@ -432,6 +442,7 @@ var (
 	procMemFreeHost                               = driver.NewProc(2000, "cuMemFreeHost")
 	procMemHostRegister                           = driver.NewProc(6050, "cuMemHostRegister_v2")
 	procMemHostUnregister                         = driver.NewProc(4000, "cuMemHostUnregister")
+	procMemHostGetDevicePointer                   = driver.NewProc(3020, "cuMemHostGetDevicePointer_v2")
 	procMemcpyHtoD                                = driver.NewProc(3020, "cuMemcpyHtoD_v2")
 	procMemcpyDtoH                                = driver.NewProc(3020, "cuMemcpyDtoH_v2")
 	procMemcpyHtoDAsync                           = driver.NewProc(3020, "cuMemcpyHtoDAsync_v2")
@@ -462,6 +473,7 @@ var (
 	procStreamSynchronize                         = driver.NewProc(2000, "cuStreamSynchronize")
 	procStreamQuery                               = driver.NewProc(2000, "cuStreamQuery")
 	procStreamWaitEvent                           = driver.NewProc(3020, "cuStreamWaitEvent")
+	procStreamWriteValue32                        = driver.NewProc(8000, "cuStreamWriteValue32_v2", "cuStreamWriteValue32")
 	procLaunchHostFunc                            = driver.NewProc(10000, "cuLaunchHostFunc")
 	procEventCreate                               = driver.NewProc(2000, "cuEventCreate")
 	procEventRecord                               = driver.NewProc(2000, "cuEventRecord")
@@ -807,6 +819,19 @@ func MemHostUnregister(p unsafe.Pointer) (err error) {
 		return r
 	}
 	return nil
+}
+
+// MemHostGetDevicePointer calls cuMemHostGetDevicePointer_v2 (cuMemHostGetDevicePointer in cuda.h).
+// It needs a driver for CUDA 3.2 or newer.
+func MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (pdptr DevicePtr, err error) {
+	fn, err := procMemHostGetDevicePointer.Find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_MemHostGetDevicePointer(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&pdptr)), p, C.uint(flags))); r != CUDA_SUCCESS {
+		return 0, r
+	}
+	return pdptr, nil
 }
 
 // MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h).
@@ -1200,6 +1225,20 @@ func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamWaitEvent(C.uintptr_t(fn), C.uintptr_t(hStream), C.uintptr_t(hEvent), C.uint(flags))); r != CUDA_SUCCESS {
+		return r
+	}
+	return nil
+}
+
+// StreamWriteValue32 calls cuStreamWriteValue32_v2 (cuStreamWriteValue32 in cuda.h),
+// or cuStreamWriteValue32, which has the same C signature, on drivers without it.
+// It needs a driver for CUDA 8.0 or newer.
+func StreamWriteValue32(stream Stream, addr DevicePtr, value uint32, flags uint32) (err error) {
+	fn, err := procStreamWriteValue32.Find()
+	if err != nil {
+		return err
+	}
+	if r := Result(C.vyre_StreamWriteValue32(C.uintptr_t(fn), C.uintptr_t(stream), C.ulonglong(addr), C.uint(value), C.uint(flags))); r != CUDA_SUCCESS {
 		return r
 	}
 	return nil

@@ -155,6 +155,12 @@ func MemHostUnregister(p unsafe.Pointer) (err error) {
 	return ErrDriverNotFound
 }
 
+// MemHostGetDevicePointer calls cuMemHostGetDevicePointer_v2 (cuMemHostGetDevicePointer in cuda.h).
+// It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
+func MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (pdptr DevicePtr, err error) {
+	return 0, ErrDriverNotFound
+}
+
 // MemcpyHtoD calls cuMemcpyHtoD_v2 (cuMemcpyHtoD in cuda.h).
 // It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (err error) {
@@ -332,6 +338,13 @@ func StreamQuery(hStream Stream) (err error) {
 // StreamWaitEvent calls cuStreamWaitEvent.
 // It needs a driver for CUDA 3.2 or newer. Built without cgo, it returns ErrDriverNotFound.
 func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
+	return ErrDriverNotFound
+}
+
+// StreamWriteValue32 calls cuStreamWriteValue32_v2 (cuStreamWriteValue32 in cuda.h),
+// or cuStreamWriteValue32, which has the same C signature, on drivers without it.
+// It needs a driver for CUDA 8.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func StreamWriteValue32(stream Stream, addr DevicePtr, value uint32, flags uint32) (err error) {
 	return ErrDriverNotFound
 }
 

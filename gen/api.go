@@ -37,6 +37,7 @@ var driverEntries = []entry{
 	{name: "cuMemFreeHost", since: 2000},
 	{name: "cuMemHostRegister", since: 6050},
 	{name: "cuMemHostUnregister", since: 4000},
+	{name: "cuMemHostGetDevicePointer", since: 3020},
 	{name: "cuMemcpyHtoD", since: 3020},
 	{name: "cuMemcpyDtoH", since: 3020},
 	{name: "cuMemcpyHtoDAsync", since: 3020},
@@ -72,6 +73,9 @@ var driverEntries = []entry{
 	{name: "cuStreamSynchronize", since: 2000},
 	{name: "cuStreamQuery", since: 2000},
 	{name: "cuStreamWaitEvent", since: 3020},
+	// Stream memory operations: a write of a 32-bit word queued behind a
+	// stream's work (completion marks in host memory the device can reach).
+	{name: "cuStreamWriteValue32", symbol: "cuStreamWriteValue32_v2", fallback: "cuStreamWriteValue32", since: 8000},
 	{name: "cuLaunchHostFunc", goName: "launchHostFunc", since: 10000},
 	{name: "cuEventCreate", since: 2000},
 	{name: "cuEventRecord", since: 2000},
@@ -103,7 +107,7 @@ var driverEntries = []entry{
 
 // constantEnums are C enums whose enumerators are flag values passed as plain
 // integers (unsigned int Flags); they become untyped Go constants.
-var constantEnums = []string{"CUevent_flags", "CUstream_flags"}
+var constantEnums = []string{"CUevent_flags", "CUstream_flags", "CUstreamWriteValue_flags"}
 
 // constantMacros are object-like macros holding one integer literal, emitted as
 // untyped Go constants under the same name.
