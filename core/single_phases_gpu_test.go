@@ -29,13 +29,28 @@ var singleVariants = []xferPath{
 	{"park", core.WithCopyHelperLinger(0)},
 	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
 	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
+	{"cache16k", core.WithPlanModel(smallCacheModel())}, // helpers share copies above 16 KiB
+	{"percopy-cache16k", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})}, // and singleExtra's model
 }
 
-func openGPUWith(b *testing.B, opt core.Option) *core.Backend {
+// singleExtra holds a second option of the variants that take two.
+var singleExtra = map[string]core.Option{"percopy-cache16k": core.WithPlanModel(smallCacheModel())}
+
+// smallCacheModel is the reference model with copies above 16 KiB no
+// longer treated as cache-bound, so the planner spreads them over helpers.
+func smallCacheModel() xferplan.Model {
+	m := xferplan.Reference()
+	m.CacheBytes = 16 << 10
+	return m
+}
+
+func openGPUWith(b *testing.B, with ...core.Option) *core.Backend {
 	b.Helper()
 	var opts []core.Option
-	if opt != nil {
-		opts = append(opts, opt)
+	for _, opt := range with {
+		if opt != nil {
+			opts = append(opts, opt)
+		}
 	}
 	be, err := core.OpenCUDA(0, opts...)
 	if err != nil {
@@ -55,7 +70,7 @@ func BenchmarkGPUSinglePhases(b *testing.B) {
 			if v.name == "nohint" {
 				b.Cleanup(core.SetSpinHint(false))
 			}
-			be := openGPUWith(b, v.opt)
+			be := openGPUWith(b, v.opt, singleExtra[v.name])
 			for _, n := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20} {
 				for _, dir := range []string{"up", "down"} {
 					b.Run(fmt.Sprintf("%s/%dKiB", dir, n>>10), func(b *testing.B) { benchSingle(b, be, n, dir == "down") })

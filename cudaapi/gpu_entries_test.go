@@ -204,3 +204,24 @@ func TestGPUCaptureStatusAndUpload(t *testing.T) {
 	require.NoError(t, cudaapi.MemcpyDtoH(unsafe.Pointer(&out[0]), d, 4096))
 	assert.Equal(t, byte(0x11), out[4095])
 }
+
+func TestGPUStreamWriteValueIntoMappedHostMemory(t *testing.T) {
+	gpuContext(t)
+	p, err := cudaapi.MemHostAlloc(4096, cudaapi.CU_MEMHOSTALLOC_DEVICEMAP)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, cudaapi.MemFreeHost(p)) }()
+	words := unsafe.Slice((*uint32)(p), 1024)
+	dev, err := cudaapi.MemHostGetDevicePointer(p, 0)
+	require.NoError(t, err)
+	require.NotZero(t, dev)
+	s, err := cudaapi.StreamCreate(cudaapi.CU_STREAM_NON_BLOCKING)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, cudaapi.StreamDestroy(s)) }()
+	for i, v := range []uint32{0xdeadbeef, 7, 0} {
+		atomic.StoreUint32(&words[i+1], 0x55555555)
+		require.NoError(t, cudaapi.StreamWriteValue32(s, dev+cudaapi.DevicePtr(4*(i+1)), v, cudaapi.CU_STREAM_WRITE_VALUE_DEFAULT))
+		require.NoError(t, cudaapi.StreamSynchronize(s))
+		assert.Equal(t, v, atomic.LoadUint32(&words[i+1]), "word %d after the stream wrote it", i+1)
+	}
+	assert.Zero(t, atomic.LoadUint32(&words[0]), "the write lands only where it was aimed")
+}

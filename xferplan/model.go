@@ -59,6 +59,11 @@ type Model struct {
 	// Wait is the host cost of one stream synchronization beyond the work
 	// it waits for.
 	Wait time.Duration
+	// EventLag is how much later polling an event recorded behind a DMA
+	// reports it landed than a stream synchronization does: a plan that
+	// ends on such an event (a staged readback, a packed readback in
+	// parts) pays it once.
+	EventLag time.Duration
 	// Launch is the host cost of queueing one kernel launch.
 	Launch time.Duration
 	// KernelGBps is the rate at which the scatter and gather kernels move
@@ -137,11 +142,12 @@ func Reference() Model {
 			{Threads: 1, GBps: 12.3}, {Threads: 2, GBps: 23.6}, {Threads: 4, GBps: 41.4},
 			{Threads: 8, GBps: 55.4}, {Threads: 16, GBps: 71.5},
 		},
-		CacheBytes:  512 << 10,
+		CacheBytes:  64 << 10,
 		CacheGBps:   28.6,
 		CopyJob:     200 * time.Nanosecond,
 		DriverCopy:  1650 * time.Nanosecond,
 		Wait:        1840 * time.Nanosecond,
+		EventLag:    2300 * time.Nanosecond,
 		Launch:      3700 * time.Nanosecond,
 		KernelGBps:  1000,
 		PackItem:    40 * time.Nanosecond,
@@ -234,7 +240,7 @@ func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int
 		per = float64(m.DriverCopy)
 	}
 	if staged && dir == Readback {
-		wait = 0
+		wait = float64(m.EventLag)
 	}
 	fixed := float64(w-1)*float64(m.CopyJob) + float64(l.Latency) + wait + per
 	copySide := n/r + float64(k)*per/float64(w)
