@@ -114,7 +114,22 @@ type Model struct {
 // same run: 13.7, 44.8, 50.8, 55.3 and 88.1), within this host's noise of
 // the rates above, and one goroutine copied 256 KiB to 1 MiB at 15-16 GB/s
 // (built-in: 25-32); the DMA that follows is what gained (a 4 MiB upload
-// 122-125 us against 181-227). The constants were left as they were.
+// 122-125 us against 181-227). The constants were left as they were then.
+//
+// CacheBytes was 512 KiB until stream waits polled completion marks (core's
+// cuda_marks.go). In core's BenchmarkGPUSinglePhases a 256 KiB upload's
+// staging copy then took 15.7-16.1 us on one goroutine and 5.2-5.7 us on 8,
+// and a 256 KiB readback's copy out 10.2 us on one and 6.9-7.5 on 8, while
+// at 64 KiB 2 goroutines gained 0.4 us at most (3.0-3.2 against 3.4-3.7):
+// only copies up to 64 KiB stay on the caller.
+//
+// EventLag: in one C program on the same host, an event recorded right
+// behind a pinned DMA (4 KiB to 1 MiB, either way) reported it done
+// 2.23-2.30 us after a 32-bit write queued behind the same DMA had landed
+// in host memory, and fencing the DMA by polling that write instead of
+// cuStreamSynchronize ended it 0.8-0.9 us sooner, queueing the write (1.4
+// us) included. Wait stays the cost of one synchronization, now the
+// write's; Latency is still the older measurement's.
 //
 // DMASlowdown comes from W7's upload (2048 buffers, 52.9 MiB, packed in
 // parts; `vyrecuda bench -workloads W7U -plan-workers N`, 50 runs each,
@@ -222,11 +237,14 @@ func (m *Model) link(dir Direction) Link {
 // A staged call (staged set) does less: an upload that gives every chunk a
 // block of its own records no event (1 DriverCopy per chunk), and a staged
 // readback ends when its last chunk's event says it landed, with no stream
-// synchronization. Charging those made the model prefer one staging copy
-// and one DMA at 256 KiB, where on the reference host (core's
+// synchronization but the event's lag (EventLag). Before stream waits
+// polled completion marks, charging nothing there made the model prefer
+// staging at 256 KiB, where on the reference host (core's
 // BenchmarkGPUSinglePhases, medians of 200 calls) the staged plan took
 // 27.1 us against 31.9 us for the upload and 23.9 against 27.4 for the
-// readback.
+// readback; with marks and helpers sharing copies above CacheBytes, one
+// DMA took 20.5-22.8 us against 22.5-24.3 staged for the upload and
+// 24.4-26.0 against 27.9-29.2 for the readback.
 func (m *Model) stream(dir Direction, n float64, k int, c float64, w, blocks int, r float64, staged bool) float64 {
 	l := m.link(dir)
 	if n <= float64(m.CacheBytes) {

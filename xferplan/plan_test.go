@@ -305,6 +305,42 @@ func TestStagedReadbacksPollTheirLastChunk(t *testing.T) {
 	assert.Greater(t, Choose(q, per, &dear, 16).Cost, Choose(q, per, &cheap, 16).Cost)
 }
 
+// TestPlansEndingOnAnEventPayItsLag: a staged readback and a packed
+// readback in parts learn that their last DMA landed from an event, which
+// reports it EventLag later than a stream synchronization would: their
+// cost grows by exactly the lag, the per-copy plan's not at all, and a
+// lag large enough makes one DMA and one synchronization the cheaper way.
+func TestPlansEndingOnAnEventPayItsLag(t *testing.T) {
+	base := Reference()
+	slow := base
+	slow.EventLag += 5 * time.Microsecond
+	staged := Request{Dir: Readback, Copies: 1, Bytes: 4 << 20, Streamable: true}
+	only := Tuning{Only: Kinds(Staged)}
+	assert.Equal(t, 5*time.Microsecond, Choose(staged, only, &slow, 16).Cost-Choose(staged, only, &base, 16).Cost)
+	per := Tuning{StageMin: -1}
+	assert.Equal(t, Choose(staged, per, &base, 16).Cost, Choose(staged, per, &slow, 16).Cost)
+	parts := Request{Dir: Readback, Copies: 1024, Bytes: 4 << 20, PackedBytes: 4<<20 + 24<<10, Drainable: true}
+	three := Tuning{PackParts: 3}
+	assert.Equal(t, 5*time.Microsecond, Choose(parts, three, &slow, 16).Cost-Choose(parts, three, &base, 16).Cost)
+	huge := base
+	huge.EventLag = time.Second
+	assert.Equal(t, PerCopy, Choose(staged, Tuning{}, &huge, 16).Kind)
+	assert.Equal(t, 1, Choose(parts, Tuning{}, &huge, 16).Parts)
+}
+
+// TestCopiesBeyondTheCacheUseHelpers: a copy of at most CacheBytes runs on
+// one goroutine at CacheGBps; a larger one is spread over helpers when the
+// model's rates make that faster.
+func TestCopiesBeyondTheCacheUseHelpers(t *testing.T) {
+	m := Reference()
+	small := Request{Dir: Upload, Copies: 1, Bytes: m.CacheBytes, Streamable: true}
+	assert.Equal(t, 1, Choose(small, Tuning{}, &m, 16).Workers)
+	big := Request{Dir: Upload, Copies: 1, Bytes: 4 * m.CacheBytes, Streamable: true}
+	assert.Greater(t, Choose(big, Tuning{StageMin: -1}, &m, 16).Workers, 1)
+	m.CacheBytes = 8 * big.Bytes
+	assert.Equal(t, 1, Choose(big, Tuning{StageMin: -1}, &m, 16).Workers, "within the cache, helpers gain nothing")
+}
+
 // TestStagedUploadsWithoutReuseRecordNoEvents: a staged upload that gives
 // every chunk a block of its own is charged one driver call per chunk (its
 // DMA), not two: a costlier driver call raises its cost by less than two
