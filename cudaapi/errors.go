@@ -10,6 +10,20 @@ import (
 // (no NVIDIA driver, a bad $VYRECUDA_LIBCUDA, or a build without cgo).
 var ErrDriverNotFound = errors.New("cudaapi: CUDA driver library not found")
 
+// notReady is CUDA_ERROR_NOT_READY as an error, boxed once: polling loops
+// get it from cuEventQuery and cuStreamQuery over and over, and turning a
+// Result of 256 or more into an error allocates.
+var notReady error = CUDA_ERROR_NOT_READY
+
+// statusError returns a failed status as the error a wrapper returns,
+// without allocating for CUDA_ERROR_NOT_READY.
+func statusError(r Result) error {
+	if r == CUDA_ERROR_NOT_READY {
+		return notReady
+	}
+	return r
+}
+
 // ErrMissingSymbol matches, through errors.Is, every *MissingSymbolError.
 var ErrMissingSymbol = errors.New("cudaapi: driver entry point missing")
 

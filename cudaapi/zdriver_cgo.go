@@ -512,7 +512,7 @@ func GetErrorName(errorArg Result) (pStr string, err error) {
 	}
 	var pStrC *C.char
 	if r := Result(C.vyre_GetErrorName(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
-		return "", r
+		return "", statusError(r)
 	}
 	pStr = C.GoString(pStrC)
 	return pStr, nil
@@ -527,7 +527,7 @@ func GetErrorString(errorArg Result) (pStr string, err error) {
 	}
 	var pStrC *C.char
 	if r := Result(C.vyre_GetErrorString(C.uintptr_t(fn), C.int(errorArg), &pStrC)); r != CUDA_SUCCESS {
-		return "", r
+		return "", statusError(r)
 	}
 	pStr = C.GoString(pStrC)
 	return pStr, nil
@@ -541,7 +541,7 @@ func Init(flags uint32) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_Init(C.uintptr_t(fn), C.uint(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -554,7 +554,7 @@ func DriverGetVersion() (driverVersion int32, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DriverGetVersion(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&driverVersion)))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return driverVersion, nil
 }
@@ -567,7 +567,7 @@ func DeviceGetCount() (count int32, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceGetCount(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&count)))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return count, nil
 }
@@ -580,7 +580,7 @@ func DeviceGet(ordinal int32) (device Device, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceGet(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&device)), C.int(ordinal))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return device, nil
 }
@@ -594,7 +594,7 @@ func DeviceGetName(dev Device) (name string, err error) {
 	}
 	var nameBuf [256]C.char
 	if r := Result(C.vyre_DeviceGetName(C.uintptr_t(fn), &nameBuf[0], C.int(len(nameBuf)), C.int(dev))); r != CUDA_SUCCESS {
-		return "", r
+		return "", statusError(r)
 	}
 	name = C.GoString(&nameBuf[0])
 	return name, nil
@@ -608,7 +608,7 @@ func DeviceTotalMem(dev Device) (bytes uint64, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceTotalMem(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&bytes)), C.int(dev))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return bytes, nil
 }
@@ -621,7 +621,7 @@ func DeviceGetAttribute(attrib DeviceAttribute, dev Device) (pi int32, err error
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.int(dev))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pi, nil
 }
@@ -634,7 +634,7 @@ func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err e
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceCanAccessPeer(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&canAccessPeer)), C.int(dev), C.int(peerDev))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return canAccessPeer, nil
 }
@@ -647,7 +647,7 @@ func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DevicePrimaryCtxRetain(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)), C.int(dev))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pctx, nil
 }
@@ -660,7 +660,7 @@ func DevicePrimaryCtxRelease(dev Device) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_DevicePrimaryCtxRelease(C.uintptr_t(fn), C.int(dev))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -673,7 +673,7 @@ func CtxSetCurrent(ctx Context) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_CtxSetCurrent(C.uintptr_t(fn), C.uintptr_t(ctx))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -686,7 +686,7 @@ func CtxGetCurrent() (pctx Context, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_CtxGetCurrent(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pctx)))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pctx, nil
 }
@@ -699,7 +699,7 @@ func CtxSynchronize() (err error) {
 		return err
 	}
 	if r := Result(C.vyre_CtxSynchronize(C.uintptr_t(fn))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -712,7 +712,7 @@ func CtxEnablePeerAccess(peerContext Context, flags uint32) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_CtxEnablePeerAccess(C.uintptr_t(fn), C.uintptr_t(peerContext), C.uint(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -725,7 +725,7 @@ func CtxDisablePeerAccess(peerContext Context) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_CtxDisablePeerAccess(C.uintptr_t(fn), C.uintptr_t(peerContext))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -738,7 +738,7 @@ func MemGetInfo() (free uint64, total uint64, err error) {
 		return 0, 0, err
 	}
 	if r := Result(C.vyre_MemGetInfo(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&free)), (*C.size_t)(unsafe.Pointer(&total)))); r != CUDA_SUCCESS {
-		return 0, 0, r
+		return 0, 0, statusError(r)
 	}
 	return free, total, nil
 }
@@ -751,7 +751,7 @@ func MemAlloc(bytesize uint64) (dptr DevicePtr, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_MemAlloc(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return dptr, nil
 }
@@ -764,7 +764,7 @@ func MemFree(dptr DevicePtr) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemFree(C.uintptr_t(fn), C.ulonglong(dptr))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -777,7 +777,7 @@ func MemHostAlloc(bytesize uint64, flags uint32) (pp unsafe.Pointer, err error) 
 		return nil, err
 	}
 	if r := Result(C.vyre_MemHostAlloc(C.uintptr_t(fn), &pp, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
-		return nil, r
+		return nil, statusError(r)
 	}
 	return pp, nil
 }
@@ -790,7 +790,7 @@ func MemFreeHost(p unsafe.Pointer) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemFreeHost(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -803,7 +803,7 @@ func MemHostRegister(p unsafe.Pointer, bytesize uint64, flags uint32) (err error
 		return err
 	}
 	if r := Result(C.vyre_MemHostRegister(C.uintptr_t(fn), p, C.size_t(bytesize), C.uint(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -816,7 +816,7 @@ func MemHostUnregister(p unsafe.Pointer) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemHostUnregister(C.uintptr_t(fn), p)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -829,7 +829,7 @@ func MemHostGetDevicePointer(p unsafe.Pointer, flags uint32) (pdptr DevicePtr, e
 		return 0, err
 	}
 	if r := Result(C.vyre_MemHostGetDevicePointer(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&pdptr)), p, C.uint(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pdptr, nil
 }
@@ -842,7 +842,7 @@ func MemcpyHtoD(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint64) (
 		return err
 	}
 	if r := Result(C.vyre_MemcpyHtoD(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -855,7 +855,7 @@ func MemcpyDtoH(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint64) (
 		return err
 	}
 	if r := Result(C.vyre_MemcpyDtoH(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -868,7 +868,7 @@ func MemcpyHtoDAsync(dstDevice DevicePtr, srcHost unsafe.Pointer, byteCount uint
 		return err
 	}
 	if r := Result(C.vyre_MemcpyHtoDAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), srcHost, C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -881,7 +881,7 @@ func MemcpyDtoHAsync(dstHost unsafe.Pointer, srcDevice DevicePtr, byteCount uint
 		return err
 	}
 	if r := Result(C.vyre_MemcpyDtoHAsync(C.uintptr_t(fn), dstHost, C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -894,7 +894,7 @@ func MemcpyDtoDAsync(dstDevice DevicePtr, srcDevice DevicePtr, byteCount uint64,
 		return err
 	}
 	if r := Result(C.vyre_MemcpyDtoDAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), C.ulonglong(srcDevice), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -907,7 +907,7 @@ func MemcpyPeerAsync(dstDevice DevicePtr, dstContext Context, srcDevice DevicePt
 		return err
 	}
 	if r := Result(C.vyre_MemcpyPeerAsync(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uintptr_t(dstContext), C.ulonglong(srcDevice), C.uintptr_t(srcContext), C.size_t(byteCount), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -920,7 +920,7 @@ func MemsetD8Async(dstDevice DevicePtr, uc uint8, n uint64, hStream Stream) (err
 		return err
 	}
 	if r := Result(C.vyre_MemsetD8Async(C.uintptr_t(fn), C.ulonglong(dstDevice), C.uchar(uc), C.size_t(n), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -939,7 +939,7 @@ func MemcpyBatchAsync(dsts []DevicePtr, srcs []DevicePtr, sizes []uint64, attrs 
 		return err
 	}
 	if r := Result(C.vyre_MemcpyBatchAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(dsts))), (*C.ulonglong)(unsafe.Pointer(unsafe.SliceData(srcs))), (*C.size_t)(unsafe.Pointer(unsafe.SliceData(sizes))), C.size_t(len(dsts)), attrs, (*C.size_t)(unsafe.Pointer(unsafe.SliceData(attrsIdxs))), C.size_t(len(attrsIdxs)), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -952,7 +952,7 @@ func MemAllocAsync(bytesize uint64, hStream Stream) (dptr DevicePtr, err error) 
 		return 0, err
 	}
 	if r := Result(C.vyre_MemAllocAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return dptr, nil
 }
@@ -965,7 +965,7 @@ func MemFreeAsync(dptr DevicePtr, hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemFreeAsync(C.uintptr_t(fn), C.ulonglong(dptr), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -978,7 +978,7 @@ func MemAllocFromPoolAsync(bytesize uint64, pool MemoryPool, hStream Stream) (dp
 		return 0, err
 	}
 	if r := Result(C.vyre_MemAllocFromPoolAsync(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&dptr)), C.size_t(bytesize), C.uintptr_t(pool), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return dptr, nil
 }
@@ -991,7 +991,7 @@ func DeviceGetDefaultMemPool(dev Device) (poolOut MemoryPool, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_DeviceGetDefaultMemPool(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&poolOut)), C.int(dev))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return poolOut, nil
 }
@@ -1004,7 +1004,7 @@ func MemPoolCreate(poolProps unsafe.Pointer) (pool MemoryPool, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_MemPoolCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&pool)), poolProps)); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pool, nil
 }
@@ -1017,7 +1017,7 @@ func MemPoolDestroy(pool MemoryPool) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemPoolDestroy(C.uintptr_t(fn), C.uintptr_t(pool))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1030,7 +1030,7 @@ func MemPoolSetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Po
 		return err
 	}
 	if r := Result(C.vyre_MemPoolSetAttribute(C.uintptr_t(fn), C.uintptr_t(pool), C.int(attr), value)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1043,7 +1043,7 @@ func MemPoolGetAttribute(pool MemoryPool, attr MemPoolAttribute, value unsafe.Po
 		return err
 	}
 	if r := Result(C.vyre_MemPoolGetAttribute(C.uintptr_t(fn), C.uintptr_t(pool), C.int(attr), value)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1056,7 +1056,7 @@ func MemPoolTrimTo(pool MemoryPool, minBytesToKeep uint64) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemPoolTrimTo(C.uintptr_t(fn), C.uintptr_t(pool), C.size_t(minBytesToKeep))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1069,7 +1069,7 @@ func MemAddressReserve(size uint64, alignment uint64, addr DevicePtr, flags uint
 		return 0, err
 	}
 	if r := Result(C.vyre_MemAddressReserve(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&ptr)), C.size_t(size), C.size_t(alignment), C.ulonglong(addr), C.ulonglong(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return ptr, nil
 }
@@ -1082,7 +1082,7 @@ func MemAddressFree(ptr DevicePtr, size uint64) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemAddressFree(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1095,7 +1095,7 @@ func MemCreate(size uint64, prop unsafe.Pointer, flags uint64) (handle MemGeneri
 		return 0, err
 	}
 	if r := Result(C.vyre_MemCreate(C.uintptr_t(fn), (*C.ulonglong)(unsafe.Pointer(&handle)), C.size_t(size), prop, C.ulonglong(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return handle, nil
 }
@@ -1108,7 +1108,7 @@ func MemRelease(handle MemGenericAllocationHandle) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemRelease(C.uintptr_t(fn), C.ulonglong(handle))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1121,7 +1121,7 @@ func MemMap(ptr DevicePtr, size uint64, offset uint64, handle MemGenericAllocati
 		return err
 	}
 	if r := Result(C.vyre_MemMap(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size), C.size_t(offset), C.ulonglong(handle), C.ulonglong(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1134,7 +1134,7 @@ func MemUnmap(ptr DevicePtr, size uint64) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_MemUnmap(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1147,7 +1147,7 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc unsafe.Pointer, count uint64)
 		return err
 	}
 	if r := Result(C.vyre_MemSetAccess(C.uintptr_t(fn), C.ulonglong(ptr), C.size_t(size), desc, C.size_t(count))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1160,7 +1160,7 @@ func MemGetAllocationGranularity(prop unsafe.Pointer, option int32) (granularity
 		return 0, err
 	}
 	if r := Result(C.vyre_MemGetAllocationGranularity(C.uintptr_t(fn), (*C.size_t)(unsafe.Pointer(&granularity)), prop, C.int(option))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return granularity, nil
 }
@@ -1173,7 +1173,7 @@ func StreamCreate(flags uint32) (phStream Stream, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_StreamCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phStream)), C.uint(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return phStream, nil
 }
@@ -1186,7 +1186,7 @@ func StreamDestroy(hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamDestroy(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1199,7 +1199,7 @@ func StreamSynchronize(hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamSynchronize(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1212,7 +1212,7 @@ func StreamQuery(hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamQuery(C.uintptr_t(fn), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1225,7 +1225,7 @@ func StreamWaitEvent(hStream Stream, hEvent Event, flags uint32) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamWaitEvent(C.uintptr_t(fn), C.uintptr_t(hStream), C.uintptr_t(hEvent), C.uint(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1239,7 +1239,7 @@ func StreamWriteValue32(stream Stream, addr DevicePtr, value uint32, flags uint3
 		return err
 	}
 	if r := Result(C.vyre_StreamWriteValue32(C.uintptr_t(fn), C.uintptr_t(stream), C.ulonglong(addr), C.uint(value), C.uint(flags))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1252,7 +1252,7 @@ func launchHostFunc(hStream Stream, fnArg unsafe.Pointer, userData unsafe.Pointe
 		return err
 	}
 	if r := Result(C.vyre_launchHostFunc(C.uintptr_t(fn), C.uintptr_t(hStream), fnArg, userData)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1265,7 +1265,7 @@ func EventCreate(flags uint32) (phEvent Event, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_EventCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phEvent)), C.uint(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return phEvent, nil
 }
@@ -1278,7 +1278,7 @@ func EventRecord(hEvent Event, hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_EventRecord(C.uintptr_t(fn), C.uintptr_t(hEvent), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1291,7 +1291,7 @@ func EventQuery(hEvent Event) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_EventQuery(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1304,7 +1304,7 @@ func EventSynchronize(hEvent Event) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_EventSynchronize(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1318,7 +1318,7 @@ func EventElapsedTime(hStart Event, hEnd Event) (pMilliseconds float32, err erro
 		return 0, err
 	}
 	if r := Result(C.vyre_EventElapsedTime(C.uintptr_t(fn), (*C.float)(unsafe.Pointer(&pMilliseconds)), C.uintptr_t(hStart), C.uintptr_t(hEnd))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pMilliseconds, nil
 }
@@ -1331,7 +1331,7 @@ func EventDestroy(hEvent Event) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_EventDestroy(C.uintptr_t(fn), C.uintptr_t(hEvent))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1344,7 +1344,7 @@ func ModuleLoadData(image unsafe.Pointer) (module Module, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_ModuleLoadData(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&module)), image)); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return module, nil
 }
@@ -1357,7 +1357,7 @@ func ModuleUnload(hmod Module) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_ModuleUnload(C.uintptr_t(fn), C.uintptr_t(hmod))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1372,7 +1372,7 @@ func ModuleGetFunction(hmod Module, name string) (hfunc Function, err error) {
 	cName := C.CString(name)
 	defer C.free(unsafe.Pointer(cName))
 	if r := Result(C.vyre_ModuleGetFunction(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&hfunc)), C.uintptr_t(hmod), cName)); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return hfunc, nil
 }
@@ -1385,7 +1385,7 @@ func FuncGetAttribute(attrib FunctionAttribute, hfunc Function) (pi int32, err e
 		return 0, err
 	}
 	if r := Result(C.vyre_FuncGetAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&pi)), C.int(attrib), C.uintptr_t(hfunc))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return pi, nil
 }
@@ -1398,7 +1398,7 @@ func LaunchKernel(f Function, gridDimX uint32, gridDimY uint32, gridDimZ uint32,
 		return err
 	}
 	if r := Result(C.vyre_LaunchKernel(C.uintptr_t(fn), C.uintptr_t(f), C.uint(gridDimX), C.uint(gridDimY), C.uint(gridDimZ), C.uint(blockDimX), C.uint(blockDimY), C.uint(blockDimZ), C.uint(sharedMemBytes), C.uintptr_t(hStream), kernelParams, extra)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1411,7 +1411,7 @@ func LaunchKernelEx(config unsafe.Pointer, f Function, kernelParams unsafe.Point
 		return err
 	}
 	if r := Result(C.vyre_LaunchKernelEx(C.uintptr_t(fn), config, C.uintptr_t(f), kernelParams, extra)); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1424,7 +1424,7 @@ func OccupancyMaxActiveBlocksPerMultiprocessor(funcArg Function, blockSize int32
 		return 0, err
 	}
 	if r := Result(C.vyre_OccupancyMaxActiveBlocksPerMultiprocessor(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&numBlocks)), C.uintptr_t(funcArg), C.int(blockSize), C.size_t(dynamicSMemSize))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return numBlocks, nil
 }
@@ -1437,7 +1437,7 @@ func OccupancyMaxPotentialBlockSize(funcArg Function, blockSizeToDynamicSMemSize
 		return 0, 0, err
 	}
 	if r := Result(C.vyre_OccupancyMaxPotentialBlockSize(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&minGridSize)), (*C.int)(unsafe.Pointer(&blockSize)), C.uintptr_t(funcArg), blockSizeToDynamicSMemSize, C.size_t(dynamicSMemSize), C.int(blockSizeLimit))); r != CUDA_SUCCESS {
-		return 0, 0, r
+		return 0, 0, statusError(r)
 	}
 	return minGridSize, blockSize, nil
 }
@@ -1450,7 +1450,7 @@ func StreamBeginCapture(hStream Stream, mode StreamCaptureMode) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_StreamBeginCapture(C.uintptr_t(fn), C.uintptr_t(hStream), C.int(mode))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1463,7 +1463,7 @@ func StreamEndCapture(hStream Stream) (phGraph Graph, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_StreamEndCapture(C.uintptr_t(fn), C.uintptr_t(hStream), (*C.uintptr_t)(unsafe.Pointer(&phGraph)))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return phGraph, nil
 }
@@ -1476,7 +1476,7 @@ func StreamIsCapturing(hStream Stream) (captureStatus StreamCaptureStatus, err e
 		return 0, err
 	}
 	if r := Result(C.vyre_StreamIsCapturing(C.uintptr_t(fn), C.uintptr_t(hStream), (*C.int)(unsafe.Pointer(&captureStatus)))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return captureStatus, nil
 }
@@ -1489,7 +1489,7 @@ func GraphCreate(flags uint32) (phGraph Graph, err error) {
 		return 0, err
 	}
 	if r := Result(C.vyre_GraphCreate(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phGraph)), C.uint(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return phGraph, nil
 }
@@ -1502,7 +1502,7 @@ func GraphDestroy(hGraph Graph) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_GraphDestroy(C.uintptr_t(fn), C.uintptr_t(hGraph))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1515,7 +1515,7 @@ func GraphInstantiateWithFlags(hGraph Graph, flags uint64) (phGraphExec GraphExe
 		return 0, err
 	}
 	if r := Result(C.vyre_GraphInstantiateWithFlags(C.uintptr_t(fn), (*C.uintptr_t)(unsafe.Pointer(&phGraphExec)), C.uintptr_t(hGraph), C.ulonglong(flags))); r != CUDA_SUCCESS {
-		return 0, r
+		return 0, statusError(r)
 	}
 	return phGraphExec, nil
 }
@@ -1528,7 +1528,7 @@ func GraphUpload(hGraphExec GraphExec, hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_GraphUpload(C.uintptr_t(fn), C.uintptr_t(hGraphExec), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1541,7 +1541,7 @@ func GraphLaunch(hGraphExec GraphExec, hStream Stream) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_GraphLaunch(C.uintptr_t(fn), C.uintptr_t(hGraphExec), C.uintptr_t(hStream))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }
@@ -1554,7 +1554,7 @@ func GraphExecDestroy(hGraphExec GraphExec) (err error) {
 		return err
 	}
 	if r := Result(C.vyre_GraphExecDestroy(C.uintptr_t(fn), C.uintptr_t(hGraphExec))); r != CUDA_SUCCESS {
-		return r
+		return statusError(r)
 	}
 	return nil
 }

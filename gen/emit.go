@@ -268,7 +268,11 @@ func emitWrapper(b *bytes.Buffer, a *api, f *function) {
 		args = append(args, p.arg)
 	}
 	st := a.lib.status.goTyp
-	fmt.Fprintf(b, "\tif r := %s(C.vyre_%s(%s)); r != %s {\n\t\treturn %s\n\t}\n", st, f.goName, strings.Join(args, ", "), a.lib.success, zeros(f, "r"))
+	failed := "r"
+	if a.lib.statusErr != "" {
+		failed = a.lib.statusErr + "(r)"
+	}
+	fmt.Fprintf(b, "\tif r := %s(C.vyre_%s(%s)); r != %s {\n\t\treturn %s\n\t}\n", st, f.goName, strings.Join(args, ", "), a.lib.success, zeros(f, failed))
 	var rets []string
 	for _, p := range f.params {
 		if p.post != "" {

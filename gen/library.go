@@ -25,6 +25,11 @@ type library struct {
 	// enumerators become the Go error type's constants.
 	status  typeRule
 	success string // the status enumerator meaning success, e.g. CUDA_SUCCESS
+	// statusErr, when set, is the output package's function that turns a
+	// failed status into the error a wrapper returns (cudaapi's statusError
+	// boxes CUDA_ERROR_NOT_READY once, so polling loops do not allocate);
+	// empty returns the status itself.
+	statusErr string
 
 	entries        []entry
 	types          []typeRule // C-to-Go type table (status first)
@@ -95,6 +100,7 @@ var driverLibrary = library{
 	versionConst: "HeaderVersion",
 	status:       driverTypes[0],
 	success:      "CUDA_SUCCESS",
+	statusErr:    "statusError",
 
 	entries:        driverEntries,
 	types:          driverTypes,
