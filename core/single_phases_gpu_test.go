@@ -29,7 +29,7 @@ var singleVariants = []xferPath{
 	{"park", core.WithCopyHelperLinger(0)},
 	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},
 	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
-	{"cache16k", core.WithPlanModel(smallCacheModel())}, // helpers share copies above 16 KiB
+	{"cache16k", core.WithPlanModel(smallCacheModel())},                      // helpers share copies above 16 KiB
 	{"percopy-cache16k", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})}, // and singleExtra's model
 }
 
