@@ -4,7 +4,9 @@ package core
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -51,4 +53,76 @@ func TestGPUStreamSynchronizeByMark(t *testing.T) {
 		require.NoError(t, d.HostFree(unsafe.Pointer(&host[0])))
 		require.NoError(t, d.MemFree(dev))
 	}
+}
+
+// TestGPUStreamSynchronizeByMarkConcurrently: goroutines waiting at once,
+// on streams of their own and on one shared stream, each return only after
+// their own readback landed, and every word comes back.
+func TestGPUStreamSynchronizeByMarkConcurrently(t *testing.T) {
+	d, err := newCUDADriver("test", 0, slog.Default())
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.Close()) }()
+	require.NotNil(t, d.marks)
+	shared, err := d.StreamCreate()
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.StreamDestroy(shared)) }()
+	const workers, n, rounds = 8, 1 << 20, 20
+	dev, err := d.MemAlloc(workers * n)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.MemFree(dev)) }()
+	fill, err := d.HostAlloc(workers * n)
+	require.NoError(t, err)
+	for i := range fill {
+		fill[i] = byte(i/n*31 + i%251)
+	}
+	require.NoError(t, d.MemcpyHtoDAsync(dev, fill, shared))
+	require.NoError(t, d.StreamSynchronize(shared))
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := shared
+			if w%2 == 0 {
+				own, err := d.StreamCreate()
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer func() { _ = d.StreamDestroy(own) }()
+				s = own
+			}
+			host := fill[w*n : (w+1)*n]
+			out, err := d.HostAlloc(n)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer func() { _ = d.HostFree(unsafe.Pointer(&out[0])) }()
+			for range rounds {
+				clear(out)
+				if err := d.MemcpyDtoHAsync(out, dev+uint64(w*n), s); err != nil {
+					errs <- err
+					return
+				}
+				if err := d.StreamSynchronize(s); err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(out, host) {
+					errs <- fmt.Errorf("worker %d: the readback had not landed when its wait returned", w)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	assert.False(t, d.marks.off.Load())
+	assert.Len(t, d.marks.free, markWords, "every word came back")
+	require.NoError(t, d.HostFree(unsafe.Pointer(&fill[0])))
 }
