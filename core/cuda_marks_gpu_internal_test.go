@@ -78,7 +78,7 @@ func TestGPUStreamSynchronizeByMarkConcurrently(t *testing.T) {
 	require.NoError(t, d.MemcpyHtoDAsync(dev, fill, shared))
 	require.NoError(t, d.StreamSynchronize(shared))
 	var wg sync.WaitGroup
-	errs := make(chan error, workers*rounds)
+	errs := make(chan error, workers*(rounds+2))
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -90,7 +90,11 @@ func TestGPUStreamSynchronizeByMarkConcurrently(t *testing.T) {
 					errs <- err
 					return
 				}
-				defer func() { _ = d.StreamDestroy(own) }()
+				defer func() {
+					if err := d.StreamDestroy(own); err != nil {
+						errs <- err
+					}
+				}()
 				s = own
 			}
 			host := fill[w*n : (w+1)*n]
@@ -99,7 +103,11 @@ func TestGPUStreamSynchronizeByMarkConcurrently(t *testing.T) {
 				errs <- err
 				return
 			}
-			defer func() { _ = d.HostFree(unsafe.Pointer(&out[0])) }()
+			defer func() {
+				if err := d.HostFree(unsafe.Pointer(&out[0])); err != nil {
+					errs <- err
+				}
+			}()
 			for range rounds {
 				clear(out)
 				if err := d.MemcpyDtoHAsync(out, dev+uint64(w*n), s); err != nil {

@@ -127,8 +127,8 @@ type Model struct {
 // behind a pinned DMA (4 KiB to 1 MiB, either way) reported it done
 // 2.23-2.30 us after a 32-bit write queued behind the same DMA had landed
 // in host memory, and fencing the DMA by polling that write instead of
-// cuStreamSynchronize ended it 0.8-0.9 us sooner, queueing the write (1.4
-// us) included. Wait stays the cost of one synchronization, now the
+// cuStreamSynchronize ended it 0.8-0.9 us sooner from 64 KiB up (0.4-0.6
+// us for a 4 KiB upload), queueing the write (1.4 us) included. Wait stays the cost of one synchronization, now the
 // write's; Latency is still the older measurement's.
 //
 // DMASlowdown comes from W7's upload (2048 buffers, 52.9 MiB, packed in
