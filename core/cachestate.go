@@ -17,9 +17,14 @@ type StagingCache struct {
 	// that staging's lines from the caches. The next DMA into staging whose
 	// lines are cached in many cores has to invalidate every copy; the
 	// eviction itself costs processor time. DownloadResident* calls leave
-	// it to the copy helpers after they return (the next transfer that
-	// needs that staging waits for it, as do Trim, Close and the pool
-	// statistics); batch reads and staged chunks evict inside their unpack.
+	// it to the copy helpers after they return, which do it when no call's
+	// copying needs them. A transfer that needs that staging meanwhile
+	// waits for it, until readbacks of its size have waited twice; from
+	// then on they keep a second set of staging (within the pinned cache's
+	// cap), so back-to-back readbacks alternate between an evicted set and
+	// one being evicted. Trim, Close and the pool statistics wait for every
+	// eviction. Batch reads, and staged chunks whose block the same call
+	// reuses, evict inside their unpack.
 	Evict ReadbackEvict
 }
 
@@ -28,24 +33,22 @@ type StagingCache struct {
 type ReadbackEvict uint8
 
 const (
-	// EvictBySize evicts the staging of readbacks of 1 MiB to 64 MiB: the
-	// default. Measured on the reference H100 host: the fence (gather and
-	// DMA) of a 1024 x 4 KiB readback took 82 us instead of 157 after an
-	// evicting unpack (which took 96 us instead of 49), a 2048-buffer
-	// 52.9 MiB one 1058 us instead of 2185 (unpack 1376 us instead of
-	// 883), and single 4, 16 and 64 MiB readbacks ran at 36, 40-41 and
-	// 43-47 GB/s instead of 22-24, 30-33 and 27-42. Smaller ones lost (64
-	// KiB: 20 us instead of 13-14; 256 KiB: 30 us instead of 24-26; 1 MiB
-	// even) and so did 256 MiB (35 GB/s instead of 49), whose staging
-	// ring is reused within the call long after its lines left the caches.
-	// With the window, 64 KiB, 256 KiB and 256 MiB matched the built-in
-	// copy again (13.9, 24.6 us; 49.6 GB/s) while 4 and 16 MiB kept their
-	// gain (33.5 and 41.2 GB/s). A 2048-buffer readback is bimodal on that
-	// host: its fence halved with eviction in both runs, its total went
-	// either way (2.6 ms against 3.3, then 3.1 against 2.2). Those figures
-	// evicted inside the unpack; evicting after the call returned, W3's
-	// unpack took 50-55 us instead of 88 and its call 196-212 us instead
-	// of 229, and W7D's call 2.32 ms instead of 2.48.
+	// EvictBySize evicts the staging of readbacks of 256 KiB to 64 MiB:
+	// the default. Measured on the reference H100 host: a DMA into
+	// staging whose lines the last copy out left cached is slower (1 MiB:
+	// 47-58 us against 26-27 into evicted lines; 256 KiB: 15-19 against
+	// 12), and since the eviction runs on the copy helpers after the call
+	// returned, while the next call uses a second set of staging
+	// (hostPool.spareAllowed), single readbacks of 1, 4 and 16 MiB took
+	// 46-50, 117-127 and 388-399 us instead of 51-70, 121-196 and 436-474,
+	// and 256 KiB ones 21-26 us instead of 24-28. 64 KiB ones lost (15-18
+	// us against 14-15: the eviction costs more than the DMA gains), and
+	// so did 256 MiB (35 GB/s instead of 49), whose staging ring is reused
+	// within the call long after its lines left the caches. Earlier, with
+	// the eviction inside the unpack, the fence of a 1024 x 4 KiB readback
+	// took 82 us instead of 157 and a 2048-buffer 52.9 MiB one 1058 us
+	// instead of 2185; evicting after the call returned, W3's unpack took
+	// 50-55 us instead of 88 and W7D's call 2.32 ms instead of 2.48.
 	EvictBySize ReadbackEvict = iota
 	// EvictNever leaves readback staging in the caches.
 	EvictNever
@@ -55,7 +58,7 @@ const (
 
 // The readback sizes EvictBySize evicts the staging of.
 const (
-	evictMinBytes = 1 << 20
+	evictMinBytes = 256 << 10
 	evictMaxBytes = 64 << 20
 )
 
@@ -65,7 +68,7 @@ const (
 // and 16 MiB ran at 22, 31-33 and 37-39 GB/s with them against 15-18,
 // 18-24 and 25-26 with ordinary stores; 1024 x 4 KiB packed in 50 us
 // instead of 104, its DMAs waiting 84 us instead of 117), and readbacks of
-// 1 to 64 MiB evict their staging once copied out (EvictBySize). It applies
+// 256 KiB to 64 MiB evict their staging once copied out (EvictBySize). It applies
 // to every plan that stages through pinned memory (per-copy, packed and
 // staged; single calls and batches); Direct transfers of the caller's
 // pinned memory touch no staging.

@@ -12,11 +12,17 @@ import (
 )
 
 // A readback that evicts its staging from the caches (StagingCache) does so
-// after its call returned: the unpack copies the caller's bytes out, the
-// call hands the staging blocks to an evictJob and returns, and the copy
-// helpers evict the lines the DMA wrote while the caller goes on. On the
-// reference H100 host evicting 4 MiB inside the unpack cost a 1024 x 4 KiB
-// readback about 40 us of its 90 us unpack.
+// after its call returned: the copy out reads the staging into the
+// caller's memory, the call hands the staging blocks to an evictJob and
+// returns, and the copy helpers evict the lines the DMA wrote while the
+// caller goes on. The job is a background one (helperSet.addBackground):
+// helpers take its tasks only when no call's copying has one for them, so
+// a next readback's own copy out comes first and the eviction fills the
+// time its first DMA is in flight. On the reference H100 host evicting 4
+// MiB inside the unpack cost a 1024 x 4 KiB readback about 40 us of its 90
+// us unpack, and a staged 1 MiB readback copied out in 23-25 us after its
+// first chunk landed with the eviction after the call, against 31-45 with
+// it in the copy out.
 //
 // How it is ordered:
 //   - The job holds the blocks from the moment the call lets go of them
@@ -27,9 +33,11 @@ import (
 //     only) and no other call can take it.
 //   - The pool lists its jobs (hostPool.evicting). A get that misses its
 //     bucket while a job holds a block of that bucket helps that job and
-//     waits for it, then looks again: the next readback of the same size
-//     finds its staging back, evicted, instead of allocating another block
-//     (a HostAlloc of megabytes takes milliseconds).
+//     waits for it, then looks again: a sporadic readback finds its staging
+//     back, evicted, instead of allocating another block (a HostAlloc of
+//     megabytes takes milliseconds). Once gets of a bucket have waited
+//     twice, readbacks of that size follow one another, and the bucket's
+//     gets allocate a second set instead of waiting (hostPool.spareAllowed).
 //   - trim, close and cachedBytes wait for every job first (settleEvictions),
 //     so Trim and Close free the blocks and the statistics count them.
 //     Backend.Close returns only after every call has, so no job can start
@@ -39,77 +47,101 @@ import (
 // later user of the block writes would be harmless; the ordering above is
 // what keeps the memory mapped and the next DMA's lines out of the caches.
 
-// evictTaskBytes is the least a task of an evictJob evicts: a few
-// microseconds of CLFLUSHOPT on the reference host (4 MiB took about 40 us
-// on 16 goroutines).
-const evictTaskBytes = 64 << 10
+// evictTaskBytes is what one task of an evictJob evicts: about 1.6 us of
+// CLFLUSHOPT on one core of the reference H100 host (clean lines went at
+// about 10 GB/s per thread). Helpers run such tasks between the tasks of
+// calls' own copying, so a short task keeps a helper's answer to a
+// landed chunk prompt.
+const evictTaskBytes = 16 << 10
 
 // evictHook, when set (tests only), is called with each part of a staging
 // region just before a job evicts it.
 var evictHook func(part []byte)
 
-// evictJob evicts one readback's staging region in tasks on the copy
-// helpers and then gives the blocks holding it back to their pool.
+// evictJob evicts one readback's staging regions in tasks on the copy
+// helpers and then gives the blocks holding them back to their pool.
 type evictJob struct {
 	job     taskJob
 	pool    *hostPool
-	region  []byte        // the bytes the device wrote, inside blocks
-	task    int           // bytes per task, a multiple of ntcopy.LineBytes
+	regions [][]byte      // the bytes the device wrote, inside blocks
+	starts  []int         // the first task of each region, then the task count
 	blocks  []pinnedBlock // held until the eviction ends
 	buckets uint64        // bit i: a block of pool bucket i is held
 	settled atomic.Bool   // the blocks are back in the pool
+	// Inline storage for the usual few blocks: a staged readback of 4 MiB
+	// spent 4-5 us on the reference host allocating its per-task slices.
+	regionsA [evictInline][]byte
+	startsA  [evictInline + 1]int
+	blocksA  [evictInline]pinnedBlock
 }
 
-// evictLater evicts region (inside blocks, which the caller gives up) on up
-// to w-1 goroutines other than the caller's (the helpers the call's own
-// copying used, so the caller keeps a processor for its next call) and
-// returns at once; the blocks
-// go back to p once region is evicted. Helpers linger after it as runTasks
-// says. Nothing is evicted when ntcopy cannot evict: the blocks go back at
-// once.
-func (p *hostPool) evictLater(blocks []pinnedBlock, region []byte, w int, linger time.Duration) {
+// evictInline is how many blocks and regions an evictJob holds without
+// allocating: a staged readback's blocks (at most 16 up to the largest
+// size EvictBySize evicts) and a per-copy or packed one's single block.
+const evictInline = 16
+
+// evictLater evicts regions (inside blocks, which the caller gives up; the
+// job keeps copies of both slices' elements) on the copy helpers and
+// returns at once; the blocks go back to p once every region is evicted.
+// The job is a background one (helperSet.addBackground): helpers run its
+// tasks when no call's copying needs them, waking up to w-1 of them if
+// none is polling, and then linger as runTasks says. Nothing is evicted
+// when ntcopy cannot evict: the blocks go back at once.
+func (p *hostPool) evictLater(blocks []pinnedBlock, regions [][]byte, w int, linger time.Duration) {
 	if len(blocks) == 0 {
 		return
 	}
-	if len(region) == 0 || !ntcopy.EvictAvailable() && evictHook == nil {
+	for _, b := range blocks {
+		p.checkIn(b) // the call is done with them
+	}
+	total := 0
+	for _, r := range regions {
+		total += len(r)
+	}
+	if total == 0 || !ntcopy.EvictAvailable() && evictHook == nil {
 		for _, b := range blocks {
-			p.put(b)
+			p.keep(b)
 		}
 		return
 	}
+	ej := &evictJob{pool: p}
+	ej.blocks, ej.regions, ej.starts = ej.blocksA[:0], ej.regionsA[:0], append(ej.startsA[:0], 0)
 	// Blocks the device did not write (a packed readback's table) go back
 	// at once: the job holds only what it evicts, so a call taking such a
 	// block does not wait for it.
-	kept := blocks[:0]
 	for _, b := range blocks {
-		if overlaps(b.buf, region) {
-			kept = append(kept, b)
+		if overlapsAny(b.buf, regions) {
+			ej.blocks = append(ej.blocks, b)
+			ej.buckets |= 1 << bits.TrailingZeros(uint(len(b.buf)))
 		} else {
-			p.put(b)
+			p.keep(b)
 		}
 	}
-	blocks = kept
-	w = min(max(w-1, 1), maxCopyWorkers)
-	task := max(alignUp((len(region)+w*tasksPerWorker-1)/(w*tasksPerWorker), ntcopy.LineBytes), evictTaskBytes)
-	n := (len(region) + task - 1) / task
-	ej := &evictJob{pool: p, region: region, task: task, blocks: blocks}
-	for _, b := range blocks {
-		ej.buckets |= 1 << bits.TrailingZeros(uint(len(b.buf)))
+	n := 0
+	for _, r := range regions {
+		if len(r) > 0 {
+			n += (len(r) + evictTaskBytes - 1) / evictTaskBytes
+			ej.regions, ej.starts = append(ej.regions, r), append(ej.starts, n)
+		}
 	}
 	ej.job = taskJob{f: ej.evict, n: int64(n), linger: linger, done: make(chan struct{}), finish: ej.done}
 	ej.job.left.Store(int64(n))
 	p.evictMu.Lock()
 	p.evicting = append(p.evicting, ej)
 	p.evictMu.Unlock()
-	helpers := min(w, n)
-	if copyHelpers.share(&ej.job, helpers) {
-		return // ej.done unshares it
+	// A background job: the helpers evict when no call's copying needs
+	// them, such as while the next call's first DMA is in flight.
+	copyHelpers.addBackground(&ej.job, min(min(max(w-1, 1), maxCopyWorkers), n))
+}
+
+// overlapsAny reports whether a shares a byte with one of rs.
+func overlapsAny(a []byte, rs [][]byte) bool {
+	for _, r := range rs {
+		if overlaps(a, r) {
+			return true
+		}
 	}
-	// Another job is being shared (a concurrent call's copying): goroutines
-	// of its own, as startJob does.
-	for range helpers {
-		go ej.job.workAll()
-	}
+	return false
 }
 
 // overlaps reports whether a and b share a byte.
@@ -121,26 +153,29 @@ func overlaps(a, b []byte) bool {
 	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }
 
-// evict evicts task i's part of the region.
+// evict evicts task i's part: evictTaskBytes of one region.
 func (ej *evictJob) evict(i int) {
-	lo := i * ej.task
-	part := ej.region[lo:min(lo+ej.task, len(ej.region))]
+	r := 0
+	for ej.starts[r+1] <= i {
+		r++
+	}
+	lo := (i - ej.starts[r]) * evictTaskBytes
+	part := ej.regions[r][lo:min(lo+evictTaskBytes, len(ej.regions[r]))]
 	if h := evictHook; h != nil {
 		h(part)
 	}
 	ntcopy.Evict(part)
 }
 
-// done runs once, after the last task: it stops sharing the job with the
-// helpers (when it was shared), puts the blocks back into the pool and then
+// done runs once, after the last task: it puts the blocks back into the pool and then
 // takes the job off the pool's list, so a get that found the job listed
 // finds the blocks cached once the job is settled.
 func (ej *evictJob) done() {
-	copyHelpers.cur.CompareAndSwap(&ej.job, nil)
 	p := ej.pool
 	for _, b := range ej.blocks {
-		p.put(b)
+		p.keep(b)
 	}
+	clear(ej.blocks)
 	ej.blocks = nil
 	p.evictMu.Lock()
 	if i := slices.Index(p.evicting, ej); i >= 0 {

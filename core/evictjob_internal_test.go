@@ -19,7 +19,7 @@ func TestEvictLaterHoldsOnlyWrittenBlocks(t *testing.T) {
 	old := evictHook
 	evictHook = func([]byte) { <-gate }
 	defer func() { evictHook = old }()
-	p.evictLater([]pinnedBlock{{buf: tab}, {buf: data}}, data[:300<<10], 4, -1)
+	p.evictLater([]pinnedBlock{{buf: tab}, {buf: data}}, [][]byte{data[:300<<10]}, 4, -1)
 	assert.Equal(t, uint64(len(tab)), p.cache.cached.Load(), "cached while the eviction runs")
 	close(gate)
 	p.settleEvictions()

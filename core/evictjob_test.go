@@ -124,16 +124,27 @@ func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	return out
 }
 
-// rereadAllocs reads the rig's buffers once, then three more times into the
-// same slots right after one another, and returns how many staging blocks
-// those three allocated.
-func (r *evictRig) rereadAllocs(t *testing.T) uint64 {
+// rereadAllocs reads the rig's buffers once, then reads more times into
+// the same slots right after one another, and returns how many staging
+// blocks the first read allocated and how many each later one did.
+func (r *evictRig) rereadAllocs(t *testing.T, reads int) (first uint64, later []uint64) {
+	start := r.w.Calls(sim.OpHostAlloc)
 	dst := r.read(t, nil)
-	allocs := r.w.Calls(sim.OpHostAlloc)
-	for range 3 {
+	first = r.w.Calls(sim.OpHostAlloc) - start
+	for range reads {
+		before := r.w.Calls(sim.OpHostAlloc)
 		dst = r.read(t, dst)
+		later = append(later, r.w.Calls(sim.OpHostAlloc)-before)
 	}
-	return r.w.Calls(sim.OpHostAlloc) - allocs
+	return first, later
+}
+
+// sum adds up xs.
+func sum(xs []uint64) (n uint64) {
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }
 
 // evictPlans are the readback plans the eviction tests run: packed in one
@@ -177,10 +188,16 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 			assert.GreaterOrEqual(t, pinned, uint64(n*size), "the evicted staging is back in the cache")
 		})
 		t.Run(name+"/next-readback", func(t *testing.T) {
+			// The first readbacks after another wait for its staging;
+			// from then on the bucket holds a second set, however many
+			// readbacks follow.
 			r := newEvictRig(t, plan, n, size)
-			assert.Zero(t, r.rereadAllocs(t), "a readback allocated staging while the last one's was being evicted")
+			first, later := r.rereadAllocs(t, 6)
+			assert.Equal(t, []uint64{0, 0}, later[:2], "a readback allocated staging before its bucket had waited twice")
+			assert.Positive(t, sum(later), "back-to-back readbacks whose staging is still being evicted got no spare")
+			assert.LessOrEqual(t, sum(later), first, "back-to-back readbacks allocated more than one spare set")
 			require.NoError(t, r.b.Close())
-			assert.Equal(t, int64(4*n*size), r.evicted.Load(), "bytes evicted")
+			assert.Equal(t, int64(7*n*size), r.evicted.Load(), "bytes evicted")
 		})
 	}
 }
@@ -190,7 +207,8 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 // returns and the next readback finds the staging free at once.
 func TestPackedPartsEvictAsTheyCopyOut(t *testing.T) {
 	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10)
-	assert.Zero(t, r.rereadAllocs(t), "a readback allocated staging")
+	_, later := r.rereadAllocs(t, 3)
+	assert.Zero(t, sum(later), "a readback allocated staging")
 	require.NoError(t, r.b.Close())
 	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 	assert.Zero(t, r.bad.Load())
@@ -241,4 +259,48 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStagedReadbackEvictsAfterReturning: a staged single readback copies
+// its chunks out and returns before any of its staging is evicted; the
+// eviction then covers exactly the bytes the device wrote, in memory that
+// is still allocated, and Close waits for it.
+func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
+	const size, chunk = 64 << 10, 16 << 10
+	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	r := newEvictRig(t, plan, 1, size)
+	gate := make(chan struct{})
+	var evicted, bad atomic.Int64
+	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
+		<-gate
+		if !r.w.holds(part) {
+			bad.Add(1)
+		}
+		evicted.Add(int64(len(part)))
+	}))
+	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+		done <- result{out, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("the readback waited for the eviction of its staging")
+	}
+	require.NoError(t, res.err)
+	assert.Equal(t, r.want[0], res.out)
+	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpMemcpyDtoHAsync)-dmas, "the readback was not staged in chunks")
+	assert.Zero(t, evicted.Load(), "evicted before the gate opened")
+	close(gate)
+	require.NoError(t, r.b.Close())
+	assert.Equal(t, int64(size), evicted.Load(), "bytes evicted")
+	assert.Zero(t, bad.Load(), "evicted freed memory")
 }

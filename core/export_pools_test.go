@@ -43,11 +43,24 @@ func NewHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *HostPool 
 
 func (p *hostPool) Get(op string, n int) (PinnedBlock, error) { return p.get(op, n) }
 func (p *hostPool) Put(b PinnedBlock)                         { p.put(b) }
-func (p *hostPool) CachedBytes() uint64                       { return p.cachedBytes() }
-func (p *hostPool) AllocatedBytes() uint64                    { return p.allocatedBytes() }
-func (p *hostPool) Close() error                              { return p.close() }
-func (p *hostPool) Cached(bucket int) int                     { return p.cache.count(bucket) }
-func (p *hostPool) SetCachedBytes(v uint64)                   { p.cache.cached.Store(v) }
+
+// EvictLater hands blocks to an eviction job that evicts all of each block
+// (tests block it through SetEvictHookForTest).
+func (p *hostPool) EvictLater(blocks ...PinnedBlock) {
+	regions := make([][]byte, len(blocks))
+	for i, b := range blocks {
+		regions[i] = b.buf
+	}
+	p.evictLater(blocks, regions, 2, -1)
+}
+
+// SettleEvictions waits for every eviction job of the pool.
+func (p *hostPool) SettleEvictions()        { p.settleEvictions() }
+func (p *hostPool) CachedBytes() uint64     { return p.cachedBytes() }
+func (p *hostPool) AllocatedBytes() uint64  { return p.allocatedBytes() }
+func (p *hostPool) Close() error            { return p.close() }
+func (p *hostPool) Cached(bucket int) int   { return p.cache.count(bucket) }
+func (p *hostPool) SetCachedBytes(v uint64) { p.cache.cached.Store(v) }
 
 func (b pinnedBlock) Buf() []byte { return b.buf }
 

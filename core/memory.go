@@ -249,7 +249,7 @@ func (p *hostPool) trim(op string) error {
 			}
 			continue
 		}
-		subOrRepair(&p.allocated, e.size, p.log, "pinned host pool allocated bytes")
+		p.freed(e.v)
 	}
 	return first
 }

@@ -2,6 +2,8 @@ package core
 
 import (
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -255,6 +257,57 @@ type helperSet struct {
 	// awake is how long a helper woken without a job (prewake) polls for
 	// one before it parks again, in nanoseconds.
 	awake atomic.Int64
+	// Background jobs (evictions of readback staging after their call
+	// returned, evictjob.go) are listed in bg, oldest first, until every
+	// task of theirs is claimed; bgHead is the first of them, read without
+	// the lock. Helpers run their tasks one at a time, and only when the
+	// shared job has none to hand out (it is gated, or has its helpers), so
+	// a call's own copying always comes first.
+	bgMu   sync.Mutex
+	bg     []*taskJob
+	bgHead atomic.Pointer[taskJob]
+	// polling counts the helpers polling for work (not parked).
+	polling atomic.Int32
+}
+
+// addBackground lists j (not gated) as a background job and wakes up to n
+// helpers for it.
+func (h *helperSet) addBackground(j *taskJob, n int) {
+	h.bgMu.Lock()
+	h.bg = append(h.bg, j)
+	h.bgHead.CompareAndSwap(nil, j)
+	h.bgMu.Unlock()
+	// Helpers still polling after the call's copying take it without a
+	// wake-up; waking one that polls would only leave a token behind,
+	// and the caller pays for every wake-up it makes.
+	if n -= int(h.polling.Load()); n > 0 {
+		h.wakeUp(n)
+	}
+}
+
+// bgStep runs one task of the oldest background job with one left, and
+// returns that job, or nil when there was none.
+func (h *helperSet) bgStep() *taskJob {
+	for {
+		j := h.bgHead.Load()
+		if j == nil {
+			return nil
+		}
+		if j.step() {
+			return j
+		}
+		// Every task of j is claimed: drop the jobs that are so.
+		h.bgMu.Lock()
+		if h.bgHead.Load() == j {
+			h.bg = slices.DeleteFunc(h.bg, func(x *taskJob) bool { return !x.unclaimed() })
+			var head *taskJob
+			if len(h.bg) > 0 {
+				head = h.bg[0]
+			}
+			h.bgHead.Store(head)
+		}
+		h.bgMu.Unlock()
+	}
 }
 
 // copyHelpers serves every Backend: one job at a time is shared with them;
@@ -349,6 +402,7 @@ func (h *helperSet) helper() {
 	var last, skip *taskJob
 	for {
 		var sp spinner
+		h.polling.Add(1)
 		for {
 			if j := h.cur.Load(); j != nil && j != skip && j.unclaimed() {
 				if j != last && !j.takeSeat() {
@@ -367,9 +421,13 @@ func (h *helperSet) helper() {
 				// execution resources from the hardware thread beside them.
 				if j.work() || j != last {
 					until, last = time.Now().Add(j.linger), j
-				} else {
+				} else if h.bgStep() == nil {
 					sp.pause() // gated: its owner raises the gate
 				}
+				continue
+			}
+			if bj := h.bgStep(); bj != nil {
+				until = time.Now().Add(bj.linger)
 				continue
 			}
 			if until.IsZero() {
@@ -379,6 +437,7 @@ func (h *helperSet) helper() {
 				break
 			}
 		}
+		h.polling.Add(-1)
 		timer.Reset(h.idle)
 		select {
 		case <-h.wake:

@@ -470,7 +470,8 @@ func (g *gathered) release() {
 		return
 	}
 	if g.evictLater && g.unpacked && g.tune.evictReads && g.landed > 0 {
-		g.st.pool.evictLater(g.st.detach(), g.stage[:g.landed], g.plan.Workers, g.tune.linger)
+		g.st.pool.evictLater(g.st.blocks, [][]byte{g.stage[:g.landed]}, g.plan.Workers, g.tune.linger)
+		g.st.forget()
 		return
 	}
 	g.st.release()

@@ -39,6 +39,10 @@ type stagedRun struct {
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
+	// deferEvict: a readback that evicts its staging (t.evictReads) leaves
+	// each block's last chunk to an eviction job after the call
+	// (finishRead) instead of evicting it in the copy out.
+	deferEvict bool
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -64,6 +68,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
+	r.deferEvict = !up && t.evictReads && !t.inlineEvict
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
 		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
 	r.job.left.Store(r.job.n)
@@ -82,10 +87,15 @@ func (r *stagedRun) copyTask(i int, up bool) {
 		hi := min(lo+r.task, base+r.pl.Chunk, r.n)
 		if lo < hi {
 			blk := r.p.blocks[c%int64(len(r.p.blocks))]
-			if up {
+			switch {
+			case up:
 				r.t.stageIn(blk[lo-base:hi-base], r.host[lo:hi])
 				ntcopy.Fence()
-			} else {
+			case r.deferEvict && c+int64(len(r.p.blocks)) >= int64(len(r.remain)):
+				// The block's last chunk of the call: finishRead leaves
+				// its eviction to the helpers after the call.
+				copy(r.host[lo:hi], blk[lo-base:hi-base])
+			default:
 				r.t.stageOut(r.host[lo:hi], blk[lo-base:hi-base])
 			}
 		}
@@ -267,13 +277,45 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	}
 	phase("copied")
 	r.stop(shared, false)
-	r.p.finish(true)
+	r.finishRead()
 	b.tel.syncPoints.Add(r.waits)
 	b.tel.d2hBytes.Add(uint64(len(out)))
 	b.tel.readbackOps.Add(1)
 	b.tel.requested.Add(1)
 	b.tel.deviceCopies.Add(uint64(k))
 	return nil
+}
+
+// finishRead ends a readback whose chunks are all copied out: the streams
+// go back, and so do the staging blocks, through an eviction job that
+// evicts what each block's last chunk wrote when the run defers that
+// (deferEvict); the call returns meanwhile.
+func (r *stagedRun) finishRead() {
+	if !r.deferEvict {
+		r.p.finish(true)
+		return
+	}
+	for _, l := range r.p.leases {
+		r.p.b.launch.giveBack(l, true)
+	}
+	r.p.leases = nil
+	blocks := r.p.blocks
+	var regions [evictInline][]byte
+	for c := range r.remain {
+		lo, hi := r.bounds(c)
+		j := c % len(blocks)
+		if j < len(regions) && int(hi-lo) > len(regions[j]) {
+			regions[j] = blocks[j][:hi-lo]
+		}
+	}
+	if len(blocks) > len(regions) {
+		// More blocks than EvictBySize ever stages: evict them here.
+		for j := len(regions); j < len(blocks); j++ {
+			ntcopy.Evict(blocks[j])
+		}
+	}
+	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:min(len(blocks), len(regions))], r.pl.Workers, r.t.linger)
+	r.p.st.forget()
 }
 
 // streamParts fills items [0, n), split into parts contiguous parts of

@@ -81,6 +81,13 @@ func (s *staging) detach() []pinnedBlock {
 	return out
 }
 
+// forget empties s without giving its blocks back: for blocks the caller
+// handed to an eviction job (evictLater), which keeps copies of them.
+func (s *staging) forget() {
+	clear(s.blocks)
+	s.blocks = s.blocks[:0]
+}
+
 // release gives every block back to the pool. It is idempotent: a second
 // call finds nothing to give back.
 func (s *staging) release() {
