@@ -23,8 +23,8 @@ type StagingCache struct {
 	// then on they keep a second set of staging (within the pinned cache's
 	// cap), so back-to-back readbacks alternate between an evicted set and
 	// one being evicted. Trim, Close and the pool statistics wait for every
-	// eviction. Batch reads, and staged chunks whose block the same call
-	// reuses, evict inside their unpack.
+	// eviction. Batch reads, staged single readbacks past 2 MiB and staged
+	// chunks whose block the same call reuses evict inside their unpack.
 	Evict ReadbackEvict
 }
 
@@ -33,22 +33,21 @@ type StagingCache struct {
 type ReadbackEvict uint8
 
 const (
-	// EvictBySize evicts the staging of readbacks of 256 KiB to 64 MiB:
-	// the default. Measured on the reference H100 host: a DMA into
-	// staging whose lines the last copy out left cached is slower (1 MiB:
-	// 47-58 us against 26-27 into evicted lines; 256 KiB: 15-19 against
-	// 12), and since the eviction runs on the copy helpers after the call
-	// returned, while the next call uses a second set of staging
-	// (hostPool.spareAllowed), single readbacks of 1, 4 and 16 MiB took
-	// 46-50, 117-127 and 388-399 us instead of 51-70, 121-196 and 436-474,
-	// and 256 KiB ones 21-26 us instead of 24-28. 64 KiB ones lost (15-18
-	// us against 14-15: the eviction costs more than the DMA gains), and
-	// so did 256 MiB (35 GB/s instead of 49), whose staging ring is reused
-	// within the call long after its lines left the caches. Earlier, with
-	// the eviction inside the unpack, the fence of a 1024 x 4 KiB readback
-	// took 82 us instead of 157 and a 2048-buffer 52.9 MiB one 1058 us
-	// instead of 2185; evicting after the call returned, W3's unpack took
-	// 50-55 us instead of 88 and W7D's call 2.32 ms instead of 2.48.
+	// EvictBySize evicts the staging of readbacks of 1 MiB to 64 MiB: the
+	// default. Measured on the reference H100 host: a DMA into staging
+	// whose lines the last copy out left cached is slower (1 MiB: 47-58 us
+	// against 26-27 into evicted lines, in a C program), and with the
+	// eviction inside the unpack the fence of a 1024 x 4 KiB readback took
+	// 82 us instead of 157, a 2048-buffer 52.9 MiB one 1058 us instead of
+	// 2185, and single 4, 16 and 64 MiB readbacks ran at 36, 40-41 and
+	// 43-47 GB/s instead of 22-24, 30-33 and 27-42. Smaller readbacks lost
+	// (64 KiB: 15-18 us against 14-15 even with the eviction after the
+	// call; 256 KiB gained 2 us in a long run of calls but lost 4-10 us in
+	// the bench's ten, which pay for its second set of staging), and so
+	// did 256 MiB (35 GB/s instead of 49), whose staging ring is reused
+	// within the call long after its lines left the caches. Evicting after
+	// the call returned, W3's unpack took 50-55 us instead of 88 and W7D's
+	// call 2.32 ms instead of 2.48.
 	EvictBySize ReadbackEvict = iota
 	// EvictNever leaves readback staging in the caches.
 	EvictNever
@@ -58,7 +57,7 @@ const (
 
 // The readback sizes EvictBySize evicts the staging of.
 const (
-	evictMinBytes = 256 << 10
+	evictMinBytes = 1 << 20
 	evictMaxBytes = 64 << 20
 )
 
@@ -68,7 +67,7 @@ const (
 // and 16 MiB ran at 22, 31-33 and 37-39 GB/s with them against 15-18,
 // 18-24 and 25-26 with ordinary stores; 1024 x 4 KiB packed in 50 us
 // instead of 104, its DMAs waiting 84 us instead of 117), and readbacks of
-// 256 KiB to 64 MiB evict their staging once copied out (EvictBySize). It applies
+// 1 to 64 MiB evict their staging once copied out (EvictBySize). It applies
 // to every plan that stages through pinned memory (per-copy, packed and
 // staged; single calls and batches); Direct transfers of the caller's
 // pinned memory touch no staging.
@@ -101,6 +100,20 @@ func (t *transferTuning) evictsReadback(bytes uint64) bool {
 // and 2304 us later against 104 and 152: past the caches' size the
 // eviction only takes memory bandwidth from the DMA and the copy-out.
 const evictOverlapMaxBytes = 16 << 20
+
+// evictLaterMaxBytes is the largest staged single readback that leaves
+// its eviction to the helpers after the call (using a second set of
+// staging when readbacks follow one another); larger ones evict each
+// chunk as they copy it out. On the reference H100 host, 300 calls in a
+// row (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took
+// 46-50, 117-127 and 388-399 us with the eviction after the call against
+// 51-70, 121-196 and 436-474 in the copy out. In ten calls after two
+// (vyrecuda bench), 1 MiB still gained (45-53 us against 47-58) but 4 and
+// 16 MiB did not: their second set is 5 and 20 MiB of pinned memory, whose
+// HostAllocs take 4-13 ms and stall the driver calls beside them, so the
+// calls that follow wait for evictions meanwhile; and 64 MiB took 4.1-4.7
+// ms against 1.5-2.1.
+const evictLaterMaxBytes = 2 << 20
 
 // evictsOverlapped reports whether a readback of bytes in parts evicts its
 // staging as it copies each part out, under t's policy.

@@ -6,11 +6,11 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// The default evicts readback staging from 256 KiB to 64 MiB inclusive, and
+// The default evicts readback staging from 1 MiB to 64 MiB inclusive, and
 // the two forced policies hold at every size, zero included.
 func TestReadbackEvictPolicy(t *testing.T) {
-	sizes := []uint64{0, 1, 64 << 10, 256<<10 - 1, 256 << 10, 1 << 20, 4 << 20, 64 << 20, 64<<20 + 1, 256 << 20}
-	want := []bool{false, false, false, false, true, true, true, true, false, false}
+	sizes := []uint64{0, 1, 64 << 10, 256 << 10, 1<<20 - 1, 1 << 20, 4 << 20, 64 << 20, 64<<20 + 1, 256 << 20}
+	want := []bool{false, false, false, false, false, true, true, true, false, false}
 	for i, n := range sizes {
 		def := transferTuning{}
 		assert.Equal(t, want[i], def.evictsReadback(n), "by size, %d bytes", n)

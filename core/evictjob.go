@@ -36,8 +36,8 @@ import (
 //     waits for it, then looks again: a sporadic readback finds its staging
 //     back, evicted, instead of allocating another block (a HostAlloc of
 //     megabytes takes milliseconds). Once gets of a bucket have waited
-//     twice, readbacks of that size follow one another, and the bucket's
-//     gets allocate a second set instead of waiting (hostPool.spareAllowed).
+//     twice, readbacks of that size follow one another, and the bucket
+//     gets a second set, allocated in the background (hostPool.orderSpares).
 //   - trim, close and cachedBytes wait for every job first (settleEvictions),
 //     so Trim and Close free the blocks and the statistics count them.
 //     Backend.Close returns only after every call has, so no job can start
@@ -209,23 +209,23 @@ type evictions struct {
 	evicting []*evictJob // guarded by evictMu
 }
 
-// awaitEviction waits for a job holding a block of bucket idx, if there is
-// one, and reports whether there was.
-func (p *hostPool) awaitEviction(idx int) bool {
+// evictionOf returns a job holding a block of bucket idx, and how many
+// blocks of that bucket it holds, or nil.
+func (p *hostPool) evictionOf(idx int) (*evictJob, int) {
 	p.evictMu.Lock()
-	var ej *evictJob
+	defer p.evictMu.Unlock()
 	for _, e := range p.evicting {
 		if e.buckets&(1<<idx) != 0 {
-			ej = e
-			break
+			n := 0
+			for _, b := range e.blocks {
+				if bits.TrailingZeros(uint(len(b.buf))) == idx {
+					n++
+				}
+			}
+			return e, n
 		}
 	}
-	p.evictMu.Unlock()
-	if ej == nil {
-		return false
-	}
-	ej.await()
-	return true
+	return nil, 0
 }
 
 // settleEvictions waits for every eviction job of p, so that every block

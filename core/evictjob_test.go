@@ -304,3 +304,19 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	assert.Equal(t, int64(size), evicted.Load(), "bytes evicted")
 	assert.Zero(t, bad.Load(), "evicted freed memory")
 }
+
+// TestLargeStagedReadbackEvictsInItsCopyOut: a staged single readback past
+// 2 MiB evicts each chunk as it copies it out, so nothing is left to evict
+// after it returns.
+func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
+	const size, chunk = 3 << 20, 512 << 10
+	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	r := newEvictRig(t, plan, 1, size)
+	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
+	out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+	require.NoError(t, err)
+	assert.Equal(t, r.want[0], out)
+	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpMemcpyDtoHAsync)-dmas, "the readback was not staged in chunks")
+	require.NoError(t, r.b.Close())
+	assert.Zero(t, r.parts.Load(), "parts evicted after the call")
+}

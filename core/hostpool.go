@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -41,8 +42,47 @@ type hostPool struct {
 	// evicted from the caches (evictjob.go).
 	evictions
 
-	// use tracks each bucket's blocks for the spare rule (spareAllowed).
+	// use tracks each bucket's blocks for the spare rule (orderSpares).
 	use [64]bucketUse
+	// spares counts spare allocations running in the background; trim,
+	// close and cachedBytes wait for them.
+	spares inflight
+}
+
+// inflight counts background work that others wait for; unlike a
+// sync.WaitGroup, work may start while someone waits.
+type inflight struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	n    int
+}
+
+// add counts one more piece of work.
+func (f *inflight) add() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+// done counts one piece of work as ended.
+func (f *inflight) done() {
+	f.mu.Lock()
+	if f.n--; f.n == 0 && f.cond.L != nil {
+		f.cond.Broadcast()
+	}
+	f.mu.Unlock()
+}
+
+// wait returns once no work is counted.
+func (f *inflight) wait() {
+	f.mu.Lock()
+	if f.cond.L == nil {
+		f.cond.L = &f.mu
+	}
+	for f.n > 0 {
+		f.cond.Wait()
+	}
+	f.mu.Unlock()
 }
 
 // bucketUse is how the blocks of one bucket are used.
@@ -51,6 +91,8 @@ type bucketUse struct {
 	out   atomic.Int32  // blocks calls hold (got and not yet given back)
 	peak  atomic.Int32  // the most blocks calls held at once
 	live  atomic.Int32  // blocks allocated and not freed
+	// pending counts spare blocks being allocated (orderSpares).
+	pending atomic.Int32
 }
 
 // checkOut counts a block of u's bucket handed to a call.
@@ -61,29 +103,66 @@ func (u *bucketUse) checkOut() {
 }
 
 // spareAfterWaits is how many times gets of one bucket wait for an
-// eviction before the bucket's gets allocate instead. Readbacks that
-// evict their staging after returning (evictjob.go) and follow one
-// another leave the next call waiting for the last one's staging: on the
-// reference H100 host a 1 MiB DMA into staging just evicted took 26-27 us
-// and into staging still cached 47-58 us, while evicting 1 MiB took 13 us
-// on 8 threads. A bucket that waited twice has readbacks back to back: it
-// gets a second set of blocks, evicted while the other set is in use, and
-// keeps it (the cache holds it) until Trim or Close. Sporadic readbacks
-// never wait, so never pay a HostAlloc of megabytes (milliseconds) for a
-// block a wait of microseconds would have given back.
+// eviction before the bucket gets spare blocks. Readbacks that evict their
+// staging after returning (evictjob.go) and follow one another leave the
+// next call waiting for the last one's staging: on the reference H100
+// host a 1 MiB DMA into staging just evicted took 26-27 us and into
+// staging still cached 47-58 us, while evicting 1 MiB took 13 us on 8
+// threads. A bucket that waited twice has readbacks back to back: it gets
+// a second set of blocks, evicted while the other set is in use, and keeps
+// it (the cache holds it) until Trim or Close. Sporadic readbacks never
+// wait, so never cost a second set.
 const spareAfterWaits = 2
 
-// spareAllowed reports whether a get of bucket idx (size bytes) that
-// missed the cache should allocate rather than wait for an eviction: the
-// bucket waited spareAfterWaits times, it has fewer than twice the most
-// blocks calls held at once (one set in use, one being evicted), and the
-// pool's allocated bytes stay within the cache's cap with the new block
-// (so it is cached, not freed, when it comes back). Concurrent gets may
-// pass the check together and overshoot by a block each.
-func (p *hostPool) spareAllowed(idx, size int) bool {
+// orderSpares starts the allocation of up to n spare blocks of bucket idx
+// (size bytes) in the background, for a get about to wait for an eviction
+// job that holds n blocks of it, when the bucket waited spareAfterWaits
+// times. The spares stay within twice the most blocks calls held at once
+// (one set in use, one being evicted) and keep the pool's allocated bytes
+// within the cache's cap (so they are cached, not freed, when they come
+// back). They are allocated off the call: a HostAlloc of megabytes takes
+// milliseconds, which the call would pay where waiting costs
+// microseconds; they go into the cache, for the calls after it.
+func (p *hostPool) orderSpares(idx, size, n int) {
 	u := &p.use[idx]
-	return u.waits.Load() >= spareAfterWaits && u.live.Load() < 2*u.peak.Load() &&
-		p.allocated.Load()+uint64(size) <= p.cache.max
+	if u.waits.Load() < spareAfterWaits {
+		return
+	}
+	for range n {
+		pend := u.pending.Load()
+		if u.live.Load()+pend >= 2*u.peak.Load() ||
+			p.allocated.Load()+uint64(pend+1)*uint64(size) > p.cache.max {
+			return
+		}
+		if !u.pending.CompareAndSwap(pend, pend+1) {
+			continue
+		}
+		p.spares.add()
+		go p.allocSpare(idx, size)
+	}
+}
+
+// allocSpare allocates one spare block of bucket idx (size bytes) and
+// caches it. A failure is logged and leaves nothing behind: spares are an
+// optimization.
+func (p *hostPool) allocSpare(idx, size int) {
+	defer p.spares.done()
+	u := &p.use[idx]
+	defer u.pending.Add(-1)
+	buf, err := p.drv.HostAlloc(uint64(size))
+	if err != nil || len(buf) != size {
+		if len(buf) > 0 {
+			_ = p.freeBuf(buf, "a spare HostAlloc returned the wrong length")
+		}
+		p.log.Warn("pinned host pool: allocating a spare staging block failed", "len", size, "got", len(buf), "err", err)
+		return
+	}
+	if err := p.allocated.Add(uint64(size)); err != nil {
+		_ = p.freeBuf(buf, "after the allocated-bytes count overflowed")
+		return
+	}
+	u.live.Add(1)
+	p.keep(pinnedBlock{buf: buf})
 }
 
 // newHostPool returns an empty pool over drv that caches at most
@@ -105,9 +184,16 @@ func (p *hostPool) get(op string, n int) (pinnedBlock, error) {
 		return pinnedBlock{}, err
 	}
 	buf, state := p.cache.pop(idx, size)
-	for state == cacheMiss && !p.spareAllowed(idx, size) && p.awaitEviction(idx) {
-		// A block of this size was being evicted and is back (unless
-		// another call took it first).
+	for state == cacheMiss {
+		ej, held := p.evictionOf(idx)
+		if ej == nil {
+			break
+		}
+		// A block of this size is being evicted: wait for it (helping),
+		// then look again, unless another call took it first. A bucket
+		// that keeps waiting gets spare blocks meanwhile.
+		p.orderSpares(idx, size, held)
+		ej.await()
 		p.use[idx].waits.Add(1)
 		buf, state = p.cache.pop(idx, size)
 	}
@@ -241,9 +327,10 @@ func (p *hostPool) freeBuf(buf []byte, why string) error {
 }
 
 // cachedBytes returns the bytes held in the free lists, once every block
-// being evicted is back in them.
+// being evicted is back in them and every spare being allocated is in.
 func (p *hostPool) cachedBytes() uint64 {
 	p.settleEvictions()
+	p.spares.wait()
 	return p.cache.cached.Load()
 }
 
@@ -258,6 +345,7 @@ func (p *hostPool) allocatedBytes() uint64 { return p.allocated.Load() }
 func (p *hostPool) close() error {
 	const op = "close pinned host pool"
 	p.settleEvictions()
+	p.spares.wait()
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.closeCache() {
 		if err := p.freeBuf(e.v, "closing the pool"); err != nil {

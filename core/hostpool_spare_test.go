@@ -44,11 +44,11 @@ func slowEvictions(t *testing.T, d time.Duration) *atomic.Int64 {
 }
 
 // TestHostPoolSpareSetForBackToBackReadbacks: gets that find their bucket's
-// blocks still being evicted first wait for them (no allocation); once the
-// bucket has waited twice they get a second set instead of waiting, and
-// never more than that: however many rounds follow, the pool holds at most
-// two sets. After the evictions end, every block is cached and a get
-// allocates nothing.
+// blocks still being evicted wait for them (no allocation); once the
+// bucket has waited twice it gets a second set, allocated in the
+// background, and never more than that: however many rounds follow, the
+// pool holds at most two sets. After the evictions end, every block is
+// cached and a get allocates nothing.
 func TestHostPoolSpareSetForBackToBackReadbacks(t *testing.T) {
 	const k, size = 3, 64 << 10
 	slowEvictions(t, 200*time.Microsecond)
@@ -82,6 +82,27 @@ func TestHostPoolSpareSetStaysWithinTheCap(t *testing.T) {
 	assert.Equal(t, uint64(k), sum(allocs), "a spare set past the cap")
 	p.SettleEvictions()
 	assert.Equal(t, int64(8*k*size/(16<<10)), parts.Load(), "every block of every round evicted")
+	require.NoError(t, p.Close())
+	requireNoLive(t, dev)
+}
+
+// TestHostPoolSpareFailuresLeaveNothingBehind: spare allocations that the
+// driver refuses are dropped: the rounds still get their blocks (by
+// waiting), the pool's accounting stays exact, and Close frees everything.
+func TestHostPoolSpareFailuresLeaveNothingBehind(t *testing.T) {
+	const k, size = 3, 64 << 10
+	slowEvictions(t, 200*time.Microsecond)
+	dev := newDev()
+	p := core.NewHostPool(dev, 64<<20, quietLogger)
+	first := spareRounds(t, p, dev, 1, k, size)
+	require.Equal(t, []uint64{k}, first)
+	dev.FailRate(1, 1, sim.OpHostAlloc)
+	spareRounds(t, p, dev, 8, k, size)
+	p.SettleEvictions()
+	assert.Greater(t, dev.Calls(sim.OpHostAlloc), uint64(k), "no spare was tried")
+	assert.Equal(t, uint64(k*size), p.AllocatedBytes(), "only the first round's blocks are allocated")
+	assert.Equal(t, p.AllocatedBytes(), p.CachedBytes())
+	dev.FailRate(1, 0, sim.OpHostAlloc)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }

@@ -238,6 +238,7 @@ func (b *Backend) Trim() error {
 // either way. The first failure is returned.
 func (p *hostPool) trim(op string) error {
 	p.settleEvictions()
+	p.spares.wait()
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.drain() {
 		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {

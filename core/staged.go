@@ -39,9 +39,10 @@ type stagedRun struct {
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
-	// deferEvict: a readback that evicts its staging (t.evictReads) leaves
-	// each block's last chunk to an eviction job after the call
-	// (finishRead) instead of evicting it in the copy out.
+	// deferEvict: a readback of at most evictLaterMaxBytes that evicts its
+	// staging (t.evictReads) leaves each block's last chunk to an eviction
+	// job after the call (finishRead) instead of evicting it in the copy
+	// out.
 	deferEvict bool
 }
 
@@ -68,7 +69,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	r.deferEvict = !up && t.evictReads && !t.inlineEvict
+	r.deferEvict = !up && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
 		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
 	r.job.left.Store(r.job.n)
