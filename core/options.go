@@ -87,7 +87,9 @@ func WithDevicePoolCap(bytes uint64) Option {
 
 // WithPinnedPoolCap sets the most bytes of pinned host staging memory kept for
 // reuse between transfers, in place of PinnedCacheCap. Zero caches nothing:
-// every transfer allocates its staging and frees it afterwards.
+// every transfer allocates its staging and frees it afterwards. The second
+// set of staging that back-to-back readbacks get (see StagingCache) is
+// allocated only while all the pool's pinned bytes stay within it.
 func WithPinnedPoolCap(bytes uint64) Option {
 	return func(c *config) { c.pinnedPoolCap, c.pinCapSet = bytes, true }
 }
