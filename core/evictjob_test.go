@@ -261,14 +261,25 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 	}
 }
 
-// TestStagedReadbackEvictsAfterReturning: a staged single readback copies
-// its chunks out and returns before any of its staging is evicted; the
-// eviction then covers exactly the bytes the device wrote, in memory that
-// is still allocated, and Close waits for it.
+// TestStagedReadbackEvictsAfterReturning: staged single readbacks that
+// follow one another get a second set of staging, and from then on each
+// copies its chunks out and returns before any of its staging is evicted;
+// the eviction then covers exactly the bytes the device wrote, in memory
+// that is still allocated, and Close waits for it.
 func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
 	r := newEvictRig(t, plan, 1, size)
+	allocs := r.w.Calls(sim.OpHostAlloc)
+	for range 2 {
+		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+		require.NoError(t, err)
+		require.Equal(t, r.want[0], out)
+	}
+	r.b.PoolCachedBytes() // waits for the second set
+	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
+	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
 	gate := make(chan struct{})
 	var evicted, bad atomic.Int64
 	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
@@ -319,4 +330,27 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpMemcpyDtoHAsync)-dmas, "the readback was not staged in chunks")
 	require.NoError(t, r.b.Close())
 	assert.Zero(t, r.parts.Load(), "parts evicted after the call")
+}
+
+// TestSporadicStagedReadbacksKeepOneSet: staged readbacks further apart
+// than the spare window evict in their copy out and never get a second
+// set of staging.
+func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
+	const size, chunk = 64 << 10, 16 << 10
+	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	const window = time.Millisecond
+	t.Cleanup(core.SetSpareWindowForTest(window))
+	r := newEvictRig(t, plan, 1, size)
+	allocs := r.w.Calls(sim.OpHostAlloc)
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(3 * window)
+		}
+		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+		require.NoError(t, err)
+		require.Equal(t, r.want[0], out)
+	}
+	r.b.PoolCachedBytes()
+	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
+	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 }

@@ -1,6 +1,9 @@
 package core
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // Exports of the pools, staging and the launch-resource pool for the
 // external tests in package core_test (which import core/sim, so they cannot
@@ -52,6 +55,15 @@ func (p *hostPool) EvictLater(blocks ...PinnedBlock) {
 		regions[i] = b.buf
 	}
 	p.evictLater(blocks, regions, 2, -1)
+}
+
+// SetSpareWindowForTest sets how close staged readbacks must follow each
+// other for a second set of staging, and returns a function that restores
+// it. Not safe while transfers run.
+func SetSpareWindowForTest(d time.Duration) (restore func()) {
+	old := spareWindow
+	spareWindow = d
+	return func() { spareWindow = old }
 }
 
 // SettleEvictions waits for every eviction job of the pool.

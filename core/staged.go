@@ -40,9 +40,9 @@ type stagedRun struct {
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
 	// deferEvict: a readback of at most evictLaterMaxBytes that evicts its
-	// staging (t.evictReads) leaves each block's last chunk to an eviction
-	// job after the call (finishRead) instead of evicting it in the copy
-	// out.
+	// staging (t.evictReads), and whose bucket holds a second set of
+	// blocks, leaves each block's last chunk to an eviction job after the
+	// call (finishRead) instead of evicting it in the copy out.
 	deferEvict bool
 }
 
@@ -69,7 +69,15 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	r.deferEvict = !up && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes
+	if !up && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes {
+		// With a second set of blocks the next readback has staging
+		// while this one's is evicted; without, it would wait for it.
+		size := len(p.st.blocks[0].buf) // the whole bucket
+		idx := bitsIndex(size)
+		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict {
+			b.hostPool.wantTwoSets(idx, size, len(p.blocks))
+		}
+	}
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
 		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
 	r.job.left.Store(r.job.n)
