@@ -19,12 +19,13 @@ type StagingCache struct {
 	// eviction itself costs processor time. DownloadResident* calls leave
 	// it to the copy helpers after they return, which do it when no call's
 	// copying needs them. A transfer that needs that staging meanwhile
-	// waits for it, until readbacks of its size have waited twice; from
-	// then on they keep a second set of staging (within the pinned cache's
-	// cap), so back-to-back readbacks alternate between an evicted set and
-	// one being evicted. Trim, Close and the pool statistics wait for every
-	// eviction. Batch reads, staged single readbacks past 2 MiB and staged
-	// chunks whose block the same call reuses evict inside their unpack.
+	// waits for it; readbacks of one size that follow one another get a
+	// second set of staging (pinned in the background, within the pinned
+	// cache's cap), so they alternate between an evicted set and one being
+	// evicted. Trim, Close and the pool statistics wait for every eviction.
+	// Batch reads, staged single readbacks past 2 MiB or without a second
+	// set yet, and staged chunks whose block the same call reuses evict
+	// inside their unpack.
 	Evict ReadbackEvict
 }
 
@@ -108,11 +109,10 @@ const evictOverlapMaxBytes = 16 << 20
 // row (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took
 // 46-50, 117-127 and 388-399 us with the eviction after the call against
 // 51-70, 121-196 and 436-474 in the copy out. In ten calls after two
-// (vyrecuda bench), 1 MiB still gained (45-53 us against 47-58) but 4 and
+// (vyrecuda bench), 1 MiB still gained (48-58 us against 52-61) but 4 and
 // 16 MiB did not: their second set is 5 and 20 MiB of pinned memory, whose
-// HostAllocs take 4-13 ms and stall the driver calls beside them, so the
-// calls that follow wait for evictions meanwhile; and 64 MiB took 4.1-4.7
-// ms against 1.5-2.1.
+// HostAllocs take 4-13 ms and stall the driver calls beside them; and 64
+// MiB took 4.1-4.7 ms against 1.5-2.1.
 const evictLaterMaxBytes = 2 << 20
 
 // evictsOverlapped reports whether a readback of bytes in parts evicts its

@@ -37,7 +37,8 @@ import (
 //     back, evicted, instead of allocating another block (a HostAlloc of
 //     megabytes takes milliseconds). Once gets of a bucket have waited
 //     twice, readbacks of that size follow one another, and the bucket
-//     gets a second set, allocated in the background (hostPool.orderSpares).
+//     gets a second set, allocated in the background (hostPool.orderSpares;
+//     staged readbacks ask for it themselves, hostPool.wantTwoSets).
 //   - trim, close and cachedBytes wait for every job first (settleEvictions),
 //     so Trim and Close free the blocks and the statistics count them.
 //     Backend.Close returns only after every call has, so no job can start
