@@ -23,9 +23,7 @@ type StagingCache struct {
 	// second set of staging (pinned in the background, within the pinned
 	// cache's cap), so they alternate between an evicted set and one being
 	// evicted. Trim, Close and the pool statistics wait for every eviction.
-	// Batch reads, staged single readbacks past 2 MiB or without a second
-	// set yet, and staged chunks whose block the same call reuses evict
-	// inside their unpack.
+	// Batch reads and staged single readbacks evict inside their unpack.
 	Evict ReadbackEvict
 }
 
@@ -102,17 +100,21 @@ func (t *transferTuning) evictsReadback(bytes uint64) bool {
 // eviction only takes memory bandwidth from the DMA and the copy-out.
 const evictOverlapMaxBytes = 16 << 20
 
-// evictLaterMaxBytes is the largest staged single readback that leaves
-// its eviction to the helpers after the call (using a second set of
-// staging when readbacks follow one another); larger ones evict each
-// chunk as they copy it out. On the reference H100 host, 300 calls in a
-// row (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took
-// 46-50, 117-127 and 388-399 us with the eviction after the call against
-// 51-70, 121-196 and 436-474 in the copy out. In ten calls after two
-// (vyrecuda bench), 1 MiB still gained (48-58 us against 52-61) but 4 and
-// 16 MiB did not: their second set is 5 and 20 MiB of pinned memory, whose
-// HostAllocs take 4-13 ms and stall the driver calls beside them; and 64
-// MiB took 4.1-4.7 ms against 1.5-2.1.
+// evictLaterMaxBytes is the largest staged single readback that may leave
+// its eviction to the helpers after the call, using a second set of
+// staging while readbacks follow one another (a test-only tuning,
+// transferTuning.deferStaged; staged readbacks evict in their copy out by
+// default). On the reference H100 host, 300 calls in a row
+// (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took 46-50,
+// 117-127 and 388-399 us with the eviction after the call against 51-70,
+// 121-196 and 436-474 in the copy out, and ten or sixty 1 MiB calls in a
+// bench of that size alone 48-58 us against 52-61. But 4 and 16 MiB gained
+// nothing in the bench's ten calls (their second set, 5 and 20 MiB of
+// pinned memory, takes 4-13 ms to pin and stalls the driver calls beside
+// it), 64 MiB lost (4.1-4.7 ms against 1.5-2.1), and after the bench's
+// workloads even 1 MiB lost in most rounds (63-113 us against 58-95): the
+// calls met the pinning of the second set, or waited for evictions the
+// helpers had not finished (one round's calls spent 41 us per wait).
 const evictLaterMaxBytes = 2 << 20
 
 // evictsOverlapped reports whether a readback of bytes in parts evicts its

@@ -20,9 +20,8 @@ import (
 // a next readback's own copy out comes first and the eviction fills the
 // time its first DMA is in flight. On the reference H100 host evicting 4
 // MiB inside the unpack cost a 1024 x 4 KiB readback about 40 us of its 90
-// us unpack, and a staged 1 MiB readback copied out in 23-25 us after its
-// first chunk landed with the eviction after the call, against 31-45 with
-// it in the copy out.
+// us unpack. Staged single readbacks evict in their copy out unless a test
+// tuning says otherwise (evictLaterMaxBytes says why).
 //
 // How it is ordered:
 //   - The job holds the blocks from the moment the call lets go of them
@@ -38,7 +37,8 @@ import (
 //     megabytes takes milliseconds). Once gets of a bucket have waited
 //     twice, readbacks of that size follow one another, and the bucket
 //     gets a second set, allocated in the background (hostPool.orderSpares;
-//     staged readbacks ask for it themselves, hostPool.wantTwoSets).
+//     staged readbacks that defer their eviction ask for it themselves,
+//     hostPool.wantTwoSets).
 //   - trim, close and cachedBytes wait for every job first (settleEvictions),
 //     so Trim and Close free the blocks and the statistics count them.
 //     Backend.Close returns only after every call has, so no job can start

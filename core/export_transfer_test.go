@@ -83,6 +83,14 @@ func WithTransferTuning(t TransferTuning) Option {
 	}
 }
 
+// WithDeferredStagedEviction has staged single readbacks of up to 2 MiB
+// leave their eviction to the copy helpers after the call once their
+// staging bucket holds a second set (off by default; see
+// evictLaterMaxBytes). It combines with the other options.
+func WithDeferredStagedEviction() Option {
+	return func(c *config) { c.xfer.deferStaged = true }
+}
+
 // PlanFor returns the plan b makes for r, for tests that check which plan
 // a call takes.
 func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {

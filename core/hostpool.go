@@ -165,13 +165,14 @@ var spareWindow = 2 * time.Millisecond
 func (p *hostPool) twoSets(idx, k int) bool { return p.use[idx].live.Load() >= int32(2*k) }
 
 // wantTwoSets notes a staged readback of k blocks of bucket idx (size
-// bytes) that finds no second set: it evicts in its copy out, as it must
-// when the next call would wait for its staging. Two of them within
-// spareWindow start the background allocation of the second set. Before
-// it lands, back-to-back readbacks cost what they did with one set (on
-// the reference H100 host ten 1 MiB readbacks waiting for the eviction
-// after the last call took 68-95 us each, against 57-86 evicting in the
-// copy out), and a readback now and then never pins a second set.
+// bytes) that would defer its eviction but finds no second set: it evicts
+// in its copy out, as it must when the next call would wait for its
+// staging. Two of them within spareWindow start the background allocation
+// of the second set. Before it lands, back-to-back readbacks cost what
+// they did with one set (on the reference H100 host ten 1 MiB readbacks
+// waiting for the eviction after the last call took 68-95 us each,
+// against 57-86 evicting in the copy out), and a readback now and then
+// never pins a second set.
 func (p *hostPool) wantTwoSets(idx, size, k int) {
 	now := time.Now().UnixNano()
 	if last := p.use[idx].lastWant.Swap(now); last != 0 && now-last <= int64(spareWindow) {

@@ -39,10 +39,11 @@ type stagedRun struct {
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
-	// deferEvict: a readback of at most evictLaterMaxBytes that evicts its
-	// staging (t.evictReads), and whose bucket holds a second set of
-	// blocks, leaves each block's last chunk to an eviction job after the
-	// call (finishRead) instead of evicting it in the copy out.
+	// deferEvict: with t.deferStaged, a readback of at most
+	// evictLaterMaxBytes that evicts its staging (t.evictReads), and whose
+	// bucket holds a second set of blocks, leaves each block's last chunk
+	// to an eviction job after the call (finishRead) instead of evicting
+	// it in the copy out. Off by default: see evictLaterMaxBytes.
 	deferEvict bool
 }
 
@@ -69,7 +70,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	if !up && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes {
+	if !up && t.deferStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket

@@ -96,6 +96,7 @@ type transferTuning struct {
 	evictReads  bool            // this call's readback evicts its staging once copied out (evictsReadback)
 	atomicReads bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
 	inlineEvict bool            // test-only: evict readback staging in the unpack, not after the call
+	deferStaged bool            // test-only: staged readbacks evict after the call once they have a second set (staged.go)
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 
