@@ -68,6 +68,7 @@ type evictJob struct {
 	starts  []int         // the first task of each region, then the task count
 	blocks  []pinnedBlock // held until the eviction ends
 	buckets uint64        // bit i: a block of pool bucket i is held
+	held    [64]uint16    // blocks of each bucket held; fixed once listed
 	settled atomic.Bool   // the blocks are back in the pool
 	// Inline storage for the usual few blocks: a staged readback of 4 MiB
 	// spent 4-5 us on the reference host allocating its per-task slices.
@@ -113,7 +114,9 @@ func (p *hostPool) evictLater(blocks []pinnedBlock, regions [][]byte, w int, lin
 	for _, b := range blocks {
 		if overlapsAny(b.buf, regions) {
 			ej.blocks = append(ej.blocks, b)
-			ej.buckets |= 1 << bits.TrailingZeros(uint(len(b.buf)))
+			idx := bits.TrailingZeros(uint(len(b.buf)))
+			ej.buckets |= 1 << idx
+			ej.held[idx]++
 		} else {
 			p.keep(b)
 		}
@@ -176,13 +179,13 @@ func (ej *evictJob) done() {
 	for _, b := range ej.blocks {
 		p.keep(b)
 	}
-	clear(ej.blocks)
-	ej.blocks = nil
 	p.evictMu.Lock()
 	if i := slices.Index(p.evicting, ej); i >= 0 {
 		p.evicting = slices.Delete(p.evicting, i, i+1)
 	}
 	p.evictMu.Unlock()
+	clear(ej.blocks) // no get looks at them once the job is off the list
+	ej.blocks = nil
 	ej.settled.Store(true)
 }
 
@@ -217,13 +220,7 @@ func (p *hostPool) evictionOf(idx int) (*evictJob, int) {
 	defer p.evictMu.Unlock()
 	for _, e := range p.evicting {
 		if e.buckets&(1<<idx) != 0 {
-			n := 0
-			for _, b := range e.blocks {
-				if bits.TrailingZeros(uint(len(b.buf))) == idx {
-					n++
-				}
-			}
-			return e, n
+			return e, int(e.held[idx])
 		}
 	}
 	return nil, 0

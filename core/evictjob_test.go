@@ -193,14 +193,13 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 		})
 		t.Run(name+"/next-readback", func(t *testing.T) {
 			// The first readbacks after another wait for its staging;
-			// from then on the bucket holds a second set, however many
-			// readbacks follow.
+			// then the bucket may get a second set (whether it does
+			// depends on the timing: TestHostPoolSpareSetForBackToBack-
+			// Readbacks), never more, however many readbacks follow.
 			r := newEvictRig(t, plan, n, size)
 			first, later, after := r.rereadAllocs(t, 6)
 			assert.Equal(t, []uint64{0, 0}, later[:2], "a readback allocated staging before its bucket had waited twice")
-			spares := sum(later) + after
-			assert.Positive(t, spares, "back-to-back readbacks whose staging is still being evicted got no spare")
-			assert.LessOrEqual(t, spares, first, "back-to-back readbacks allocated more than one spare set")
+			assert.LessOrEqual(t, sum(later)+after, first, "back-to-back readbacks allocated more than one spare set")
 			require.NoError(t, r.b.Close())
 			assert.Equal(t, int64(7*n*size), r.evicted.Load(), "bytes evicted")
 		})

@@ -51,7 +51,7 @@ func slowEvictions(t *testing.T, d time.Duration) *atomic.Int64 {
 // cached and a get allocates nothing.
 func TestHostPoolSpareSetForBackToBackReadbacks(t *testing.T) {
 	const k, size = 3, 64 << 10
-	slowEvictions(t, 200*time.Microsecond)
+	slowEvictions(t, 2*time.Millisecond) // each round's eviction outlasts the next round's gets
 	dev := newDev()
 	p := core.NewHostPool(dev, 64<<20, nil)
 	allocs := spareRounds(t, p, dev, 10, k, size)
