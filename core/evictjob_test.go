@@ -273,7 +273,7 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 // that is still allocated, and Close waits for it.
 func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
-	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
 	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
 	allocs := r.w.Calls(sim.OpHostAlloc)
@@ -326,7 +326,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 // copies it out, so nothing is left to evict after it returns.
 func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	const size, chunk = 3 << 20, 512 << 10
-	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
 	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
 	for range 2 { // a second set, were the size eligible
@@ -348,7 +348,7 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 // out and never get a second set of staging.
 func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
-	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	plan := stagedPlan(chunk)
 	const window = time.Millisecond
 	t.Cleanup(core.SetSpareWindowForTest(window))
 	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
@@ -371,7 +371,7 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 // another, and never get a second set of staging.
 func TestStagedReadbacksEvictInTheirCopyOutByDefault(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
-	plan := xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: chunk, MaxChunk: chunk, MaxWorkers: 2}
+	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
 	r := newEvictRig(t, plan, 1, size)
 	allocs := r.w.Calls(sim.OpHostAlloc)
@@ -383,4 +383,11 @@ func TestStagedReadbacksEvictInTheirCopyOutByDefault(t *testing.T) {
 	r.b.PoolCachedBytes()
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging")
 	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
+}
+
+// stagedPlan stages every single readback in chunks of chunk bytes on two
+// goroutines.
+func stagedPlan(chunk int) xferplan.Tuning {
+	return xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 1, MinChunk: int64(chunk),
+		MaxChunk: int64(chunk), MaxWorkers: 2}
 }

@@ -51,7 +51,8 @@ type hostPool struct {
 }
 
 // inflight counts background work that others wait for; unlike a
-// sync.WaitGroup, work may start while someone waits.
+// sync.WaitGroup, work may start while someone waits. Its cond's L must be
+// &mu (newHostPool sets it).
 type inflight struct {
 	mu   sync.Mutex
 	cond sync.Cond
@@ -68,7 +69,7 @@ func (f *inflight) add() {
 // done counts one piece of work as ended.
 func (f *inflight) done() {
 	f.mu.Lock()
-	if f.n--; f.n == 0 && f.cond.L != nil {
+	if f.n--; f.n == 0 {
 		f.cond.Broadcast()
 	}
 	f.mu.Unlock()
@@ -77,9 +78,6 @@ func (f *inflight) done() {
 // wait returns once no work is counted.
 func (f *inflight) wait() {
 	f.mu.Lock()
-	if f.cond.L == nil {
-		f.cond.L = &f.mu
-	}
 	for f.n > 0 {
 		f.cond.Wait()
 	}
@@ -207,8 +205,10 @@ func (p *hostPool) allocSpare(idx, size int) {
 // maxCachedBytes of freed pinned buffers. A nil log discards repair reports.
 func newHostPool(drv Driver, maxCachedBytes uint64, log *slog.Logger) *hostPool {
 	log = orDiscard(log)
-	return &hostPool{drv: drv, log: log, notify: cacheNotifier(drv),
+	p := &hostPool{drv: drv, log: log, notify: cacheNotifier(drv),
 		cache: bucketCache[[]byte]{name: "pinned host pool", log: log, max: maxCachedBytes}}
+	p.spares.cond.L = &p.spares.mu
+	return p
 }
 
 // get returns a pinned block of at least n bytes: a cached one from n's

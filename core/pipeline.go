@@ -597,9 +597,15 @@ func (p *pipeline) fail(err error) error {
 // finish gives the streams back (healthy or not) and the staging blocks to
 // their pool. Every stream must be idle.
 func (p *pipeline) finish(healthy bool) {
+	p.giveBackLeases(healthy)
+	p.st.release()
+}
+
+// giveBackLeases gives the streams back (healthy or not); every stream
+// must be idle.
+func (p *pipeline) giveBackLeases(healthy bool) {
 	for _, l := range p.leases {
 		p.b.launch.giveBack(l, healthy)
 	}
 	p.leases = nil
-	p.st.release()
 }

@@ -40,8 +40,8 @@ type stagedRun struct {
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
 	// deferEvict: with t.deferStaged, a readback of at most
-	// evictLaterMaxBytes that evicts its staging (t.evictReads), and whose
-	// bucket holds a second set of blocks, leaves each block's last chunk
+	// evictLaterMaxBytes in at most evictInline blocks that evicts its
+	// staging (t.evictReads), and whose bucket holds a second set of blocks, leaves each block's last chunk
 	// to an eviction job after the call (finishRead) instead of evicting
 	// it in the copy out. Off by default: see evictLaterMaxBytes.
 	deferEvict bool
@@ -70,7 +70,8 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	if !up && t.deferStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes {
+	if !up && t.deferStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes &&
+		len(p.blocks) <= evictInline {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket
@@ -305,26 +306,17 @@ func (r *stagedRun) finishRead() {
 		r.p.finish(true)
 		return
 	}
-	for _, l := range r.p.leases {
-		r.p.b.launch.giveBack(l, true)
-	}
-	r.p.leases = nil
+	r.p.giveBackLeases(true)
 	blocks := r.p.blocks
-	var regions [evictInline][]byte
+	var regions [evictInline][]byte // deferEvict holds at most evictInline blocks
 	for c := range r.remain {
 		lo, hi := r.bounds(c)
 		j := c % len(blocks)
-		if j < len(regions) && int(hi-lo) > len(regions[j]) {
+		if int(hi-lo) > len(regions[j]) {
 			regions[j] = blocks[j][:hi-lo]
 		}
 	}
-	if len(blocks) > len(regions) {
-		// More blocks than EvictBySize ever stages: evict them here.
-		for j := len(regions); j < len(blocks); j++ {
-			ntcopy.Evict(blocks[j])
-		}
-	}
-	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:min(len(blocks), len(regions))], r.pl.Workers, r.t.linger)
+	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:len(blocks)], r.pl.Workers, r.t.linger)
 	r.p.st.forget()
 }
 
