@@ -43,6 +43,11 @@ type benchConfig struct {
 	DMASlowdown float64       `json:"plan_dma_slowdown"`
 	Linger      time.Duration `json:"helper_linger_ns,omitempty"`
 	Workers     int           `json:"plan_workers,omitempty"` // most copy goroutines per call (0: the default)
+	// CacheBytes, when positive, replaces the planner's CacheBytes (copies
+	// up to it stay on the caller); WorkerBytes, when positive, replaces the
+	// least copying worth one more goroutine.
+	CacheBytes  int64 `json:"plan_cache_bytes,omitempty"`
+	WorkerBytes int64 `json:"plan_worker_bytes,omitempty"`
 	// NoPDL turns programmatic dependent launch off (-pdl=false).
 	NoPDL bool   `json:"no_pdl,omitempty"`
 	Out   string `json:"-"`
@@ -84,6 +89,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
 	fs.Float64Var(&cfg.DMASlowdown, "plan-dma-slowdown", -1, "transfer planner: upload DMA slowdown per GB/s of host copying past the link beside it (negative: the reference model's)")
 	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
+	fs.Int64Var(&cfg.CacheBytes, "plan-cache-bytes", 0, "transfer planner: largest copy kept on the caller's goroutine (0: the reference model's)")
+	fs.Int64Var(&cfg.WorkerBytes, "plan-worker-bytes", 0, "transfer planner: least host copying worth one more goroutine (0: the default)")
 	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
@@ -188,10 +195,13 @@ func (c *benchConfig) validate() ([]string, error) {
 // options are the Backend options the experiment flags ask for.
 func (c *benchConfig) options() []core.Option {
 	var opts []core.Option
-	if c.CopyJob > 0 || c.DMASlowdown >= 0 {
+	if c.CopyJob > 0 || c.DMASlowdown >= 0 || c.CacheBytes > 0 {
 		m := xferplan.Reference()
 		if c.CopyJob > 0 {
 			m.CopyJob = c.CopyJob
+		}
+		if c.CacheBytes > 0 {
+			m.CacheBytes = c.CacheBytes
 		}
 		if c.DMASlowdown >= 0 {
 			m.DMASlowdown = c.DMASlowdown
@@ -201,8 +211,8 @@ func (c *benchConfig) options() []core.Option {
 	if c.Linger != 0 {
 		opts = append(opts, core.WithCopyHelperLinger(c.Linger))
 	}
-	if c.Workers > 0 {
-		opts = append(opts, core.WithPlanTuning(xferplan.Tuning{MaxWorkers: c.Workers}))
+	if c.Workers > 0 || c.WorkerBytes > 0 {
+		opts = append(opts, core.WithPlanTuning(xferplan.Tuning{MaxWorkers: c.Workers, WorkerBytes: c.WorkerBytes}))
 	}
 	if c.NoPDL {
 		opts = append(opts, core.WithProgrammaticLaunch(false))
