@@ -98,6 +98,8 @@ func (t *transferTuning) evictsReadback(bytes uint64) bool {
 // 1198 us with it against 977 and 997 without, and its copy-out ended 313
 // and 2304 us later against 104 and 152: past the caches' size the
 // eviction only takes memory bandwidth from the DMA and the copy-out.
+// Once the staging's bucket holds a second block, such a readback leaves
+// the eviction to the helpers after the call instead (partsEviction).
 const evictOverlapMaxBytes = 16 << 20
 
 // evictLaterMaxBytes is the largest staged single readback that may leave

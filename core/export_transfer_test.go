@@ -91,6 +91,14 @@ func WithDeferredStagedEviction() Option {
 	return func(c *config) { c.xfer.deferStaged = true }
 }
 
+// WithInlinePartsEviction has packed readbacks in parts evict their
+// staging in their copy-out even when their staging buckets hold a second
+// set (by default they then leave it to the copy helpers after the call).
+// It combines with the other options.
+func WithInlinePartsEviction() Option {
+	return func(c *config) { c.xfer.inlineParts = true }
+}
+
 // PlanFor returns the plan b makes for r, for tests that check which plan
 // a call takes.
 func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {

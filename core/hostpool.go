@@ -151,6 +151,23 @@ func (p *hostPool) allocSpares(idx, size, n int) {
 	}
 }
 
+// pinSpares allocates up to n spare blocks of bucket idx (size bytes) on
+// the calling goroutine, within the bounds orderSpares says, and caches
+// them: for a readback in parts that wants a second set for the calls
+// after it (packedread.go). A failure is logged and leaves nothing behind.
+func (p *hostPool) pinSpares(idx, size, n int) {
+	u := &p.use[idx]
+	for range n {
+		if u.live.Load()+u.pending.Load() >= 2*u.peak.Load() ||
+			p.allocated.Load()+uint64(u.pending.Load()+1)*uint64(size) > p.cache.max {
+			return
+		}
+		u.pending.Add(1)
+		p.spares.add()
+		p.allocSpare(idx, size)
+	}
+}
+
 // spareWindow is how close two staged readbacks of one bucket must follow
 // each other for the bucket to get a second set (wantTwoSets); a variable
 // so tests on slow machines can widen it.

@@ -173,6 +173,7 @@ var phaseVariants = []xferPath{
 	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
 	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
+	{"inline-parts-evict", core.WithInlinePartsEviction()}, // evict in the copy-out even with a second set
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
 	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256})},

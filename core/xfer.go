@@ -97,6 +97,7 @@ type transferTuning struct {
 	atomicReads bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
 	inlineEvict bool            // test-only: evict readback staging in the unpack, not after the call
 	deferStaged bool            // test-only: staged readbacks evict after the call once they have a second set (staged.go)
+	inlineParts bool            // test-only: readbacks in parts always evict in their copy-out (packedread.go)
 	syncEach    bool            // test-only: fence after every queued packed operation
 }
 
