@@ -353,9 +353,9 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 	}
 }
 
-// TestStagedReadbackEvictsAfterReturning: with deferred staged eviction,
-// staged single readbacks that follow one another get a second set of
-// staging, and from then on each
+// TestStagedReadbackEvictsAfterReturning: staged single readbacks that
+// follow one another get a second set of staging, pinned by the second
+// one before it returns, and from then on each
 // copies its chunks out and returns before any of its staging is evicted;
 // the eviction then covers exactly the bytes the device wrote, in memory
 // that is still allocated, and Close waits for it.
@@ -363,7 +363,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
-	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
+	r := newEvictRig(t, plan, 1, size)
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 2 {
 		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
@@ -409,14 +409,14 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	assert.Zero(t, bad.Load(), "evicted freed memory")
 }
 
-// TestLargeStagedReadbackEvictsInItsCopyOut: even with deferred staged
-// eviction, a staged single readback past 2 MiB evicts each chunk as it
+// TestLargeStagedReadbackEvictsInItsCopyOut: a staged single readback
+// past 2 MiB evicts each chunk as it
 // copies it out, so nothing is left to evict after it returns.
 func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	const size, chunk = 3 << 20, 512 << 10
 	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
+	r := newEvictRig(t, plan, 1, size)
 	for range 2 { // a second set, were the size eligible
 		_, err := r.b.DownloadResidentInto(r.hs[0], nil)
 		require.NoError(t, err)
@@ -431,15 +431,14 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	assert.Zero(t, r.parts.Load(), "parts evicted after the call")
 }
 
-// TestSporadicStagedReadbacksKeepOneSet: with deferred staged eviction,
-// staged readbacks further apart than the spare window evict in their copy
+// TestSporadicStagedReadbacksKeepOneSet: staged readbacks further apart than the spare window evict in their copy
 // out and never get a second set of staging.
 func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
 	const window = time.Millisecond
 	t.Cleanup(core.SetSpareWindowForTest(window))
-	r := newEvictRig(t, plan, 1, size, core.WithDeferredStagedEviction())
+	r := newEvictRig(t, plan, 1, size)
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for i := range 3 {
 		if i > 0 {
@@ -454,14 +453,15 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 }
 
-// TestStagedReadbacksEvictInTheirCopyOutByDefault: by default staged
-// single readbacks evict in their copy out however closely they follow one
-// another, and never get a second set of staging.
-func TestStagedReadbacksEvictInTheirCopyOutByDefault(t *testing.T) {
+// TestStagedReadbacksEvictInTheirCopyOutWhenAsked: with
+// WithInlineStagedEviction staged single readbacks evict in their copy out
+// however closely they follow one another, and never get a second set of
+// staging.
+func TestStagedReadbacksEvictInTheirCopyOutWhenAsked(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	r := newEvictRig(t, plan, 1, size)
+	r := newEvictRig(t, plan, 1, size, core.WithInlineStagedEviction())
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 4 {
 		out, err := r.b.DownloadResidentInto(r.hs[0], nil)

@@ -83,12 +83,12 @@ func WithTransferTuning(t TransferTuning) Option {
 	}
 }
 
-// WithDeferredStagedEviction has staged single readbacks of up to 2 MiB
-// leave their eviction to the copy helpers after the call once their
-// staging bucket holds a second set (off by default; see
-// evictLaterMaxBytes). It combines with the other options.
-func WithDeferredStagedEviction() Option {
-	return func(c *config) { c.xfer.deferStaged = true }
+// WithInlineStagedEviction has staged single readbacks evict their staging
+// in their copy out even when their bucket holds a second set (by default
+// those of up to 2 MiB then leave it to the copy helpers after the call),
+// and never pin a second set. It combines with the other options.
+func WithInlineStagedEviction() Option {
+	return func(c *config) { c.xfer.inlineStaged = true }
 }
 
 // WithInlinePartsEviction has packed readbacks in parts evict their

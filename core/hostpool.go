@@ -153,8 +153,9 @@ func (p *hostPool) allocSpares(idx, size, n int) {
 
 // pinSpares allocates up to n spare blocks of bucket idx (size bytes) on
 // the calling goroutine, within the bounds orderSpares says, and caches
-// them: for a readback in parts that wants a second set for the calls
-// after it (packedread.go). A failure is logged and leaves nothing behind.
+// them: for a readback that wants a second set for the calls after it
+// (staged.go, packedread.go). A failure is logged and leaves nothing
+// behind.
 func (p *hostPool) pinSpares(idx, size, n int) {
 	u := &p.use[idx]
 	for range n {
@@ -179,20 +180,19 @@ var spareWindow = 2 * time.Millisecond
 // set to use meanwhile (staged.go).
 func (p *hostPool) twoSets(idx, k int) bool { return p.use[idx].live.Load() >= int32(2*k) }
 
-// wantTwoSets notes a staged readback of k blocks of bucket idx (size
-// bytes) that would defer its eviction but finds no second set: it evicts
-// in its copy out, as it must when the next call would wait for its
-// staging. Two of them within spareWindow start the background allocation
-// of the second set. Before it lands, back-to-back readbacks cost what
-// they did with one set (on the reference H100 host ten 1 MiB readbacks
-// waiting for the eviction after the last call took 68-95 us each,
-// against 57-86 evicting in the copy out), and a readback now and then
-// never pins a second set.
-func (p *hostPool) wantTwoSets(idx, size, k int) {
+// wantTwoSets notes a staged readback of bucket idx that would defer its
+// eviction but finds no second set: it evicts in its copy out, as it must
+// when the next call would wait for its staging. It reports whether the
+// last such readback came within spareWindow: then the readback pins the
+// second set before it returns (pinSpares), so a run of readbacks pays
+// the pinning once, on its second call, and a readback now and then never
+// pins a second set. (Pinning it in the background stalled the driver
+// calls of the readbacks beside it: on the reference H100 host 1-2 ms for
+// 1.5 MiB, which the bench's ten calls of a size met.)
+func (p *hostPool) wantTwoSets(idx int) bool {
 	now := time.Now().UnixNano()
-	if last := p.use[idx].lastWant.Swap(now); last != 0 && now-last <= int64(spareWindow) {
-		p.allocSpares(idx, size, k)
-	}
+	last := p.use[idx].lastWant.Swap(now)
+	return last != 0 && now-last <= int64(spareWindow)
 }
 
 // allocSpare allocates one spare block of bucket idx (size bytes) and

@@ -31,7 +31,7 @@ var singleVariants = []xferPath{
 	{"percopy", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})},
 	{"cache16k", core.WithPlanModel(smallCacheModel())},                      // helpers share copies above 16 KiB
 	{"percopy-cache16k", core.WithPlanTuning(xferplan.Tuning{StageMin: -1})}, // and singleExtra's model
-	{"defer-staged-evict", core.WithDeferredStagedEviction()},                // a second set, eviction after the call
+	{"inline-staged-evict", core.WithInlineStagedEviction()},                 // evict in the copy out even with a second set
 }
 
 // singleExtra holds a second option of the variants that take two.

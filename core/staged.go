@@ -39,12 +39,16 @@ type stagedRun struct {
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
-	// deferEvict: with t.deferStaged, a readback of at most
-	// evictLaterMaxBytes in at most evictInline blocks that evicts its
-	// staging (t.evictReads), and whose bucket holds a second set of blocks, leaves each block's last chunk
+	// deferEvict: a readback of at most evictLaterMaxBytes in at most
+	// evictInline blocks that evicts its staging (t.evictReads), and whose
+	// bucket holds a second set of blocks, leaves each block's last chunk
 	// to an eviction job after the call (finishRead) instead of evicting
-	// it in the copy out. Off by default: see evictLaterMaxBytes.
+	// it in the copy out (unless t.inlineStaged). See evictLaterMaxBytes.
 	deferEvict bool
+	// spare: such a readback that found one set, close after another
+	// (wantTwoSets), pins the second set in finishRead: spare is the
+	// bucket's size, 0 for none.
+	spare int
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -70,14 +74,14 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	if !up && t.deferStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes &&
+	if !up && !t.inlineStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes &&
 		len(p.blocks) <= evictInline {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket
 		idx := bitsIndex(size)
-		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict {
-			b.hostPool.wantTwoSets(idx, size, len(p.blocks))
+		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict && b.hostPool.wantTwoSets(idx) {
+			r.spare = size
 		}
 	}
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
@@ -304,6 +308,9 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 func (r *stagedRun) finishRead() {
 	if !r.deferEvict {
 		r.p.finish(true)
+		if r.spare > 0 {
+			r.p.b.hostPool.pinSpares(bitsIndex(r.spare), r.spare, len(r.p.blocks))
+		}
 		return
 	}
 	r.p.giveBackLeases(true)

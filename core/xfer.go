@@ -81,24 +81,24 @@ func WithPlanModel(m xferplan.Model) Option {
 // defaults; tests narrow it (export_transfer_test.go) so the simulated
 // device runs every plan at small sizes.
 type transferTuning struct {
-	plan        xferplan.Tuning
-	model       *xferplan.Model // nil: xferplan.Reference()
-	packBlock   int             // threads per block of the scatter and gather launches
-	packGrid    int             // most blocks of a scatter or gather launch
-	fenceSpin   time.Duration   // StreamQuery polling before a packed call's fence; < 0: none
-	linger      time.Duration   // helper polling after a call's copy job; < 0: none
-	pipeLinger  time.Duration   // helper polling after a staged chunk's copy; < 0: none
-	prewake     time.Duration   // helpers woken at a many-item call's start poll this long; < 0: none
-	plainPack   bool            // test-only: pack uploads with copy, not non-temporal stores
-	plainUnpack bool            // test-only: unpack readbacks with copy, never non-temporal stores
-	plainStage  bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
-	evict       ReadbackEvict   // when readbacks evict their staging (StagingCache)
-	evictReads  bool            // this call's readback evicts its staging once copied out (evictsReadback)
-	atomicReads bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
-	inlineEvict bool            // test-only: evict readback staging in the unpack, not after the call
-	deferStaged bool            // test-only: staged readbacks evict after the call once they have a second set (staged.go)
-	inlineParts bool            // test-only: readbacks in parts always evict in their copy-out (packedread.go)
-	syncEach    bool            // test-only: fence after every queued packed operation
+	plan         xferplan.Tuning
+	model        *xferplan.Model // nil: xferplan.Reference()
+	packBlock    int             // threads per block of the scatter and gather launches
+	packGrid     int             // most blocks of a scatter or gather launch
+	fenceSpin    time.Duration   // StreamQuery polling before a packed call's fence; < 0: none
+	linger       time.Duration   // helper polling after a call's copy job; < 0: none
+	pipeLinger   time.Duration   // helper polling after a staged chunk's copy; < 0: none
+	prewake      time.Duration   // helpers woken at a many-item call's start poll this long; < 0: none
+	plainPack    bool            // test-only: pack uploads with copy, not non-temporal stores
+	plainUnpack  bool            // test-only: unpack readbacks with copy, never non-temporal stores
+	plainStage   bool            // staged and per-copy uploads copy with copy, not non-temporal stores (StagingCache)
+	evict        ReadbackEvict   // when readbacks evict their staging (StagingCache)
+	evictReads   bool            // this call's readback evicts its staging once copied out (evictsReadback)
+	atomicReads  bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
+	inlineEvict  bool            // test-only: evict readback staging in the unpack, not after the call
+	inlineStaged bool            // test-only: staged readbacks always evict in their copy out (staged.go)
+	inlineParts  bool            // test-only: readbacks in parts always evict in their copy-out (packedread.go)
+	syncEach     bool            // test-only: fence after every queued packed operation
 }
 
 // referenceModel is the planner's model unless a test sets another.
