@@ -136,18 +136,29 @@ func (p *hostPool) orderSpares(idx, size, n int) {
 // allocSpares starts the background allocation of up to n spare blocks of
 // bucket idx (size bytes), within the bounds orderSpares says.
 func (p *hostPool) allocSpares(idx, size, n int) {
-	u := &p.use[idx]
 	for range n {
+		if !p.reserveSpare(idx, size) {
+			return
+		}
+		go p.allocSpare(idx, size)
+	}
+}
+
+// reserveSpare counts one more spare block of bucket idx (size bytes) as
+// being allocated, when the bounds orderSpares says allow it; allocSpare
+// then allocates it.
+func (p *hostPool) reserveSpare(idx, size int) bool {
+	u := &p.use[idx]
+	for {
 		pend := u.pending.Load()
 		if u.live.Load()+pend >= 2*u.peak.Load() ||
 			p.allocated.Load()+uint64(pend+1)*uint64(size) > p.cache.max {
-			return
+			return false
 		}
-		if !u.pending.CompareAndSwap(pend, pend+1) {
-			continue
+		if u.pending.CompareAndSwap(pend, pend+1) {
+			p.spares.add()
+			return true
 		}
-		p.spares.add()
-		go p.allocSpare(idx, size)
 	}
 }
 
@@ -157,14 +168,10 @@ func (p *hostPool) allocSpares(idx, size, n int) {
 // (staged.go, packedread.go). A failure is logged and leaves nothing
 // behind.
 func (p *hostPool) pinSpares(idx, size, n int) {
-	u := &p.use[idx]
 	for range n {
-		if u.live.Load()+u.pending.Load() >= 2*u.peak.Load() ||
-			p.allocated.Load()+uint64(u.pending.Load()+1)*uint64(size) > p.cache.max {
+		if !p.reserveSpare(idx, size) {
 			return
 		}
-		u.pending.Add(1)
-		p.spares.add()
 		p.allocSpare(idx, size)
 	}
 }
