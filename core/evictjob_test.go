@@ -215,18 +215,21 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 	}
 }
 
-// TestPackedPartsPinASecondSetThenEvictAfterReturning: the first packed
-// readback in parts evicts in its copy-out and pins a second data block
-// before it returns; each one after it returns before any of its staging
-// is evicted, the eviction covers exactly the bytes the device wrote, in
-// memory that is still allocated, and Close waits for it. However many
-// follow, nothing more is allocated.
+// TestPackedPartsPinASecondSetThenEvictAfterReturning: packed readbacks in
+// parts evict in their copy-out until the second of two that follow one
+// another pins a second data block before it returns; each one after that
+// returns before any of its staging is evicted, the eviction covers
+// exactly the bytes the device wrote, in memory that is still allocated,
+// and Close waits for it. However many follow, nothing more is allocated.
 func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 	const n, size = 64, 16 << 10
+	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
 	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
 	dst := r.read(t, nil)
-	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks pinned by the first readback")
-	assert.Zero(t, r.parts.Load(), "the first readback evicted after the call")
+	assert.Equal(t, int64(1), r.w.big.Load(), "data blocks pinned by the first readback")
+	dst = r.read(t, dst)
+	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks pinned by the second readback")
+	assert.Zero(t, r.parts.Load(), "a readback with one block evicted after the call")
 	gate := make(chan struct{})
 	var evicted, bad atomic.Int64
 	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
@@ -270,9 +273,11 @@ func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 // and pins the block after all.
 func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 	const n, size = 64, 16 << 10
+	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
 	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
-	r.w.failBig.Store(2) // the first readback's spare
+	r.w.failBig.Store(2) // the second readback's spare
 	dst := r.read(t, nil)
+	dst = r.read(t, dst)
 	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks tried")
 	r.read(t, dst)
 	assert.Equal(t, int64(3), r.w.big.Load(), "data blocks tried")
@@ -285,12 +290,34 @@ func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 // readbacks keep evicting in their copy-out.
 func TestPackedPartsSpareStaysWithinTheCap(t *testing.T) {
 	const n, size = 64, 16 << 10
+	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
 	r := newEvictRig(t, evictPlans["packed-parts"], n, size, core.WithPinnedPoolCap(3*n*size/2))
 	dst := r.read(t, nil)
-	r.read(t, dst)
+	for range 2 {
+		dst = r.read(t, dst)
+	}
 	assert.Equal(t, int64(1), r.w.big.Load(), "data blocks pinned")
 	require.NoError(t, r.b.Close())
 	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
+}
+
+// TestSporadicPackedPartsKeepOneBlock: readbacks in parts further apart
+// than the spare window evict in their copy-out and never pin a second
+// data block.
+func TestSporadicPackedPartsKeepOneBlock(t *testing.T) {
+	const window = time.Millisecond
+	t.Cleanup(core.SetSpareWindowForTest(window))
+	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10)
+	var dst [][]byte
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(3 * window)
+		}
+		dst = r.read(t, dst)
+	}
+	assert.Equal(t, int64(1), r.w.big.Load(), "data blocks pinned")
+	require.NoError(t, r.b.Close())
+	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 }
 
 // TestPackedPartsEvictInTheirCopyOutWhenAsked: with WithInlinePartsEviction

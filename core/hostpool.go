@@ -187,8 +187,9 @@ var spareWindow = 2 * time.Millisecond
 // set to use meanwhile (staged.go).
 func (p *hostPool) twoSets(idx, k int) bool { return p.use[idx].live.Load() >= int32(2*k) }
 
-// wantTwoSets notes a staged readback of bucket idx that would defer its
-// eviction but finds no second set: it evicts in its copy out, as it must
+// wantTwoSets notes a staged readback (or a readback in parts,
+// packedread.go) of bucket idx that would defer its eviction but finds no
+// second set: it evicts in its copy out, as it must
 // when the next call would wait for its staging. It reports whether the
 // last such readback came within spareWindow: then the readback pins the
 // second set before it returns (pinSpares), so a run of readbacks pays

@@ -217,12 +217,14 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 // instead of 53-93. In `vyrecuda bench -workloads W3 -repeats 100`, three
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
-// A readback that would defer but finds one block evicts in its copy-out
-// and returns the bucket's size as spare: the call pins a second block for
-// the calls after it before returning (hostPool.pinSpares, within the
-// pinned cache's cap). That costs the first such readback of a size one
-// HostAlloc of its data block (milliseconds at megabytes) and keeps twice
-// that block pinned until Trim; pinning it in the background instead
+// A readback that would defer but finds one block evicts in its copy-out.
+// When the last such readback of its bucket came within spareWindow
+// (hostPool.wantTwoSets), it returns the bucket's size as spare: the call
+// pins a second block for the calls after it before returning
+// (hostPool.pinSpares, within the pinned cache's cap). That costs the
+// second readback of a run one HostAlloc of its data block (milliseconds
+// at megabytes) and keeps twice that block pinned until Trim, while a
+// readback now and then pins none; pinning it in the background instead
 // would stall the driver calls of the readbacks running beside it, as it
 // did for staged readbacks (evictLaterMaxBytes).
 func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (deferred bool, spare int) {
@@ -230,8 +232,11 @@ func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (def
 		return false, 0
 	}
 	size := len(g.st.blocks[len(g.st.blocks)-1].buf)
-	if !b.hostPool.twoSets(bitsIndex(size), 1) {
-		return false, size
+	if idx := bitsIndex(size); !b.hostPool.twoSets(idx, 1) {
+		if b.hostPool.wantTwoSets(idx) {
+			return false, size
+		}
+		return false, 0
 	}
 	r.evict = false
 	return true, 0
