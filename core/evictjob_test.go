@@ -29,6 +29,17 @@ type freeWatch struct {
 	bigBytes uint64
 	big      atomic.Int64
 	failBig  atomic.Int64
+	// slowDtoH counts MemcpyDtoHAsync calls down: the one that takes it
+	// to zero sleeps dtohSleep before queueing its copy.
+	slowDtoH  atomic.Int64
+	dtohSleep time.Duration
+}
+
+func (w *freeWatch) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
+	if w.slowDtoH.Load() > 0 && w.slowDtoH.Add(-1) == 0 {
+		time.Sleep(w.dtohSleep)
+	}
+	return w.Device.MemcpyDtoHAsync(dst, src, s)
 }
 
 func (w *freeWatch) HostAlloc(n uint64) ([]byte, error) {
@@ -299,6 +310,21 @@ func TestPackedPartsSpareStaysWithinTheCap(t *testing.T) {
 	assert.Equal(t, int64(1), r.w.big.Load(), "data blocks pinned")
 	require.NoError(t, r.b.Close())
 	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
+}
+
+// TestPackedPartsSpareWindowRunsFromTheEnd: the spare window counts from
+// the end of the last readback that found one block, so a first readback
+// slower than the window (say, faulting in its destination) still lets the
+// one right after it pin the second block.
+func TestPackedPartsSpareWindowRunsFromTheEnd(t *testing.T) {
+	const window = 50 * time.Millisecond
+	t.Cleanup(core.SetSpareWindowForTest(window))
+	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10)
+	r.w.dtohSleep = 2 * window
+	r.w.slowDtoH.Store(2) // the first readback's second part
+	dst := r.read(t, nil)
+	r.read(t, dst)
+	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks pinned")
 }
 
 // TestSporadicPackedPartsKeepOneBlock: readbacks in parts further apart

@@ -92,9 +92,9 @@ type bucketUse struct {
 	live  atomic.Int32  // blocks allocated and not freed
 	// pending counts spare blocks being allocated (orderSpares).
 	pending atomic.Int32
-	// lastWant is when a staged readback last found no second set, in
-	// nanoseconds since the Unix epoch (wantTwoSets).
-	lastWant atomic.Int64
+	// lastOne is when a readback that found no second set last ended, in
+	// nanoseconds since the Unix epoch (wantTwoSets, oneSetEnded).
+	lastOne atomic.Int64
 }
 
 // checkOut counts a block of u's bucket handed to a call.
@@ -187,21 +187,26 @@ var spareWindow = 2 * time.Millisecond
 // set to use meanwhile (staged.go).
 func (p *hostPool) twoSets(idx, k int) bool { return p.use[idx].live.Load() >= int32(2*k) }
 
-// wantTwoSets notes a staged readback (or a readback in parts,
+// wantTwoSets reports, for a staged readback (or a readback in parts,
 // packedread.go) of bucket idx that would defer its eviction but finds no
-// second set: it evicts in its copy out, as it must
-// when the next call would wait for its staging. It reports whether the
-// last such readback came within spareWindow: then the readback pins the
-// second set before it returns (pinSpares), so a run of readbacks pays
-// the pinning once, on its second call, and a readback now and then never
-// pins a second set. (Pinning it in the background stalled the driver
-// calls of the readbacks beside it: on the reference H100 host 1-2 ms for
-// 1.5 MiB, which the bench's ten calls of a size met.)
+// second set, whether the last such readback ended within spareWindow
+// (oneSetEnded). Such a readback evicts in its copy out, as it must when
+// the next call would wait for its staging; when wantTwoSets says so, it
+// also pins the second set before it returns (pinSpares), so a run of
+// readbacks pays the pinning once, on its second call, and a readback now
+// and then never pins a second set. (Pinning it in the background stalled
+// the driver calls of the readbacks beside it: on the reference H100 host
+// 1-2 ms for 1.5 MiB, which the bench's ten calls of a size met.) The
+// window runs from the end of the last readback, not its start: a first
+// call that faults in its destination's pages takes milliseconds.
 func (p *hostPool) wantTwoSets(idx int) bool {
-	now := time.Now().UnixNano()
-	last := p.use[idx].lastWant.Swap(now)
-	return last != 0 && now-last <= int64(spareWindow)
+	last := p.use[idx].lastOne.Load()
+	return last != 0 && time.Now().UnixNano()-last <= int64(spareWindow)
 }
+
+// oneSetEnded notes the end of a readback of bucket idx that evicted in
+// its copy out for want of a second set, and pinned none (wantTwoSets).
+func (p *hostPool) oneSetEnded(idx int) { p.use[idx].lastOne.Store(time.Now().UnixNano()) }
 
 // allocSpare allocates one spare block of bucket idx (size bytes) and
 // caches it. A failure is logged and leaves nothing behind: spares are an

@@ -217,29 +217,27 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 // instead of 53-93. In `vyrecuda bench -workloads W3 -repeats 100`, three
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
-// A readback that would defer but finds one block evicts in its copy-out.
-// When the last such readback of its bucket came within spareWindow
-// (hostPool.wantTwoSets), it returns the bucket's size as spare: the call
-// pins a second block for the calls after it before returning
-// (hostPool.pinSpares, within the pinned cache's cap). That costs the
+// A readback that would defer but finds one block evicts in its copy-out
+// and returns the bucket's size as oneSet. When the last such readback of
+// its bucket ended within spareWindow (hostPool.wantTwoSets) it sets
+// spare: the call pins a second block for the calls after it before
+// returning (hostPool.pinSpares, within the pinned cache's cap); else it
+// notes its end (hostPool.oneSetEnded). That costs the
 // second readback of a run one HostAlloc of its data block (milliseconds
 // at megabytes) and keeps twice that block pinned until Trim, while a
 // readback now and then pins none; pinning it in the background instead
 // would stall the driver calls of the readbacks running beside it, as it
 // did for staged readbacks (evictLaterMaxBytes).
-func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (deferred bool, spare int) {
+func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (deferred bool, oneSet int, spare bool) {
 	if !r.evict || !g.tune.evictReads || t.inlineParts || t.inlineEvict || len(g.st.blocks) == 0 {
-		return false, 0
+		return false, 0, false
 	}
 	size := len(g.st.blocks[len(g.st.blocks)-1].buf)
 	if idx := bitsIndex(size); !b.hostPool.twoSets(idx, 1) {
-		if b.hostPool.wantTwoSets(idx) {
-			return false, size
-		}
-		return false, 0
+		return false, size, b.hostPool.wantTwoSets(idx)
 	}
 	r.evict = false
-	return true, 0
+	return true, 0, false
 }
 
 // landPackedParts brings a packed readback's pieces (lay's data, already
@@ -286,7 +284,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	events := len(leases)
 	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
-	deferred, spare := b.partsEviction(t, g, r)
+	deferred, oneSet, spare := b.partsEviction(t, g, r)
 	phase("parts-setup")
 	queued := 1
 	for ; queued < events; queued++ {
@@ -326,8 +324,10 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
 	g.evictLater = deferred // else the copy-out evicted the staging, or nothing is to evict it
-	if spare > 0 {
-		b.hostPool.pinSpares(bitsIndex(spare), spare, 1)
+	if spare {
+		b.hostPool.pinSpares(bitsIndex(oneSet), oneSet, 1)
+	} else if oneSet > 0 {
+		b.hostPool.oneSetEnded(bitsIndex(oneSet))
 	}
 	return leases[1:], uint64(parts), nil
 }

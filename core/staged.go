@@ -45,10 +45,12 @@ type stagedRun struct {
 	// to an eviction job after the call (finishRead) instead of evicting
 	// it in the copy out (unless t.inlineStaged). See evictLaterMaxBytes.
 	deferEvict bool
-	// spare: such a readback that found one set, close after another
-	// (wantTwoSets), pins the second set in finishRead: spare is the
-	// bucket's size, 0 for none.
-	spare int
+	// oneSet: such a readback that found one set (deferEvict false) is
+	// noted when it ends, in finishRead (oneSetEnded), or pins the second
+	// set there when the last one ended close before it (wantTwoSets,
+	// spare). oneSet is the bucket's size, 0 when not such a readback.
+	oneSet int
+	spare  bool
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -80,8 +82,8 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket
 		idx := bitsIndex(size)
-		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict && b.hostPool.wantTwoSets(idx) {
-			r.spare = size
+		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict {
+			r.oneSet, r.spare = size, b.hostPool.wantTwoSets(idx)
 		}
 	}
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
@@ -308,8 +310,10 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 func (r *stagedRun) finishRead() {
 	if !r.deferEvict {
 		r.p.finish(true)
-		if r.spare > 0 {
-			r.p.b.hostPool.pinSpares(bitsIndex(r.spare), r.spare, len(r.p.blocks))
+		if pool := r.p.b.hostPool; r.spare {
+			pool.pinSpares(bitsIndex(r.oneSet), r.oneSet, len(r.p.blocks))
+		} else if r.oneSet > 0 {
+			pool.oneSetEnded(bitsIndex(r.oneSet))
 		}
 		return
 	}
