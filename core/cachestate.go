@@ -20,10 +20,16 @@ type StagingCache struct {
 	// it to the copy helpers after they return, which do it when no call's
 	// copying needs them. A transfer that needs that staging meanwhile
 	// waits for it; readbacks of one size that follow one another get a
-	// second set of staging (pinned in the background, within the pinned
-	// cache's cap), so they alternate between an evicted set and one being
-	// evicted. Trim, Close and the pool statistics wait for every eviction.
-	// Batch reads and staged single readbacks evict inside their unpack.
+	// second set of staging (within the pinned cache's cap), so they
+	// alternate between an evicted set and one being evicted. Single
+	// readbacks of up to 2 MiB and readbacks of many buffers that move in
+	// parts (up to 16 MiB) evict inside their copy out until the second of
+	// two that come within 2 ms pins their second set before it returns
+	// (that one call takes milliseconds longer); the others get theirs
+	// pinned in the background once they have waited for an eviction
+	// twice. Larger single readbacks evict inside their copy out, and batch
+	// reads inside their unpack. Trim, Close and the pool statistics wait
+	// for every eviction.
 	Evict ReadbackEvict
 }
 

@@ -89,7 +89,7 @@ func WithDevicePoolCap(bytes uint64) Option {
 // reuse between transfers, in place of PinnedCacheCap. Zero caches nothing:
 // every transfer allocates its staging and frees it afterwards. The second
 // set of staging that back-to-back readbacks get (see StagingCache) is
-// allocated only while all the pool's pinned bytes stay within it.
+// pinned only while all the pool's pinned bytes stay within it.
 func WithPinnedPoolCap(bytes uint64) Option {
 	return func(c *config) { c.pinnedPoolCap, c.pinCapSet = bytes, true }
 }
