@@ -974,6 +974,7 @@ func (s *readStep) run(r *runner) error {
 
 	r.allowOOM = len(rs) >= packMinCopies // see doUploads
 	r.packable = r.allowOOM
+	r.spareable = true
 	var (
 		got    [][]byte // one result per range, on success
 		err    error
