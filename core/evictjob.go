@@ -20,8 +20,9 @@ import (
 // a next readback's own copy out comes first and the eviction fills the
 // time its first DMA is in flight. On the reference H100 host evicting 4
 // MiB inside the unpack cost a 1024 x 4 KiB readback about 40 us of its 90
-// us unpack. Staged single readbacks evict in their copy out unless a test
-// tuning says otherwise (evictLaterMaxBytes says why).
+// us unpack. Staged single readbacks of up to 2 MiB and readbacks in parts
+// do so only once their bucket holds a second set (hostPool.deferEviction);
+// larger staged ones evict in their copy out (evictLaterMaxBytes says why).
 //
 // How it is ordered:
 //   - The job holds the blocks from the moment the call lets go of them
@@ -37,8 +38,8 @@ import (
 //     megabytes takes milliseconds). Once gets of a bucket have waited
 //     twice, readbacks of that size follow one another, and the bucket
 //     gets a second set, allocated in the background (hostPool.orderSpares;
-//     staged readbacks that defer their eviction ask for it themselves,
-//     hostPool.wantTwoSets).
+//     staged readbacks and readbacks in parts pin theirs on the call,
+//     hostPool.deferEviction).
 //   - trim, close and cachedBytes wait for every job first (settleEvictions),
 //     so Trim and Close free the blocks and the statistics count them.
 //     Backend.Close returns only after every call has, so no job can start

@@ -176,9 +176,9 @@ func (p *hostPool) pinSpares(idx, size, n int) {
 	}
 }
 
-// spareWindow is how close two staged readbacks of one bucket must follow
-// each other for the bucket to get a second set (wantTwoSets); a variable
-// so tests on slow machines can widen it.
+// spareWindow is how soon after the end of a readback that found one set
+// the next one of its bucket must come for the bucket to get a second set
+// (wantTwoSets); a variable so tests on slow machines can widen it.
 var spareWindow = 2 * time.Millisecond
 
 // twoSets reports whether bucket idx holds two sets of k blocks (counting
@@ -207,6 +207,39 @@ func (p *hostPool) wantTwoSets(idx int) bool {
 // oneSetEnded notes the end of a readback of bucket idx that evicted in
 // its copy out for want of a second set, and pinned none (wantTwoSets).
 func (p *hostPool) oneSetEnded(idx int) { p.use[idx].lastOne.Store(time.Now().UnixNano()) }
+
+// secondSet is what a readback that could leave its eviction to after the
+// call, but found no second set of its staging, does once it succeeded
+// (end): pin the second set, or note its end.
+type secondSet struct {
+	size, k int  // the bucket's size and the readback's blocks of it; size 0: nothing
+	pin     bool // the last such readback ended within spareWindow (wantTwoSets)
+}
+
+// deferEviction reports whether a readback holding k blocks of bucket size
+// may leave the eviction of its staging to after the call: when the bucket
+// holds a second set (twoSets), which the next readback uses meanwhile.
+// When not, the readback evicts in its copy out and, once it succeeded,
+// calls the returned secondSet's end.
+func (p *hostPool) deferEviction(size, k int) (bool, secondSet) {
+	idx := bitsIndex(size)
+	if p.twoSets(idx, k) {
+		return true, secondSet{}
+	}
+	return false, secondSet{size: size, k: k, pin: p.wantTwoSets(idx)}
+}
+
+// end pins the second set before the readback returns (pinSpares), or
+// notes the readback's end (oneSetEnded) for the next one's wantTwoSets.
+func (s secondSet) end(p *hostPool) {
+	switch {
+	case s.size == 0:
+	case s.pin:
+		p.pinSpares(bitsIndex(s.size), s.size, s.k)
+	default:
+		p.oneSetEnded(bitsIndex(s.size))
+	}
+}
 
 // allocSpare allocates one spare block of bucket idx (size bytes) and
 // caches it. A failure is logged and leaves nothing behind: spares are an

@@ -218,26 +218,25 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
 // A readback that would defer but finds one block evicts in its copy-out
-// and returns the bucket's size as oneSet. When the last such readback of
-// its bucket ended within spareWindow (hostPool.wantTwoSets) it sets
-// spare: the call pins a second block for the calls after it before
-// returning (hostPool.pinSpares, within the pinned cache's cap); else it
-// notes its end (hostPool.oneSetEnded). That costs the
+// and returns what it owes the pool at its end (hostPool.deferEviction):
+// when the last such readback of its bucket ended within spareWindow, the
+// call pins a second block for the calls after it before returning
+// (hostPool.pinSpares, within the pinned cache's cap); else it notes its
+// end. That costs the
 // second readback of a run one HostAlloc of its data block (milliseconds
 // at megabytes) and keeps twice that block pinned until Trim, while a
 // readback now and then pins none; pinning it in the background instead
 // would stall the driver calls of the readbacks running beside it, as it
 // did for staged readbacks (evictLaterMaxBytes).
-func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (deferred bool, oneSet int, spare bool) {
+func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, secondSet) {
 	if !r.evict || !g.tune.evictReads || t.inlineParts || t.inlineEvict || len(g.st.blocks) == 0 {
-		return false, 0, false
+		return false, secondSet{}
 	}
-	size := len(g.st.blocks[len(g.st.blocks)-1].buf)
-	if idx := bitsIndex(size); !b.hostPool.twoSets(idx, 1) {
-		return false, size, b.hostPool.wantTwoSets(idx)
+	deferred, second := b.hostPool.deferEviction(len(g.st.blocks[len(g.st.blocks)-1].buf), 1)
+	if deferred {
+		r.evict = false
 	}
-	r.evict = false
-	return true, 0, false
+	return deferred, second
 }
 
 // landPackedParts brings a packed readback's pieces (lay's data, already
@@ -284,7 +283,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	events := len(leases)
 	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
-	deferred, oneSet, spare := b.partsEviction(t, g, r)
+	deferred, second := b.partsEviction(t, g, r)
 	phase("parts-setup")
 	queued := 1
 	for ; queued < events; queued++ {
@@ -324,10 +323,6 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
 	g.evictLater = deferred // else the copy-out evicted the staging, or nothing is to evict it
-	if spare {
-		b.hostPool.pinSpares(bitsIndex(oneSet), oneSet, 1)
-	} else if oneSet > 0 {
-		b.hostPool.oneSetEnded(bitsIndex(oneSet))
-	}
+	second.end(b.hostPool)
 	return leases[1:], uint64(parts), nil
 }

@@ -45,12 +45,9 @@ type stagedRun struct {
 	// to an eviction job after the call (finishRead) instead of evicting
 	// it in the copy out (unless t.inlineStaged). See evictLaterMaxBytes.
 	deferEvict bool
-	// oneSet: such a readback that found one set (deferEvict false) is
-	// noted when it ends, in finishRead (oneSetEnded), or pins the second
-	// set there when the last one ended close before it (wantTwoSets,
-	// spare). oneSet is the bucket's size, 0 when not such a readback.
-	oneSet int
-	spare  bool
+	// second: such a readback that found one set (deferEvict false) pins
+	// the second set or notes its end in finishRead (secondSet.end).
+	second secondSet
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -81,10 +78,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket
-		idx := bitsIndex(size)
-		if r.deferEvict = b.hostPool.twoSets(idx, len(p.blocks)); !r.deferEvict {
-			r.oneSet, r.spare = size, b.hostPool.wantTwoSets(idx)
-		}
+		r.deferEvict, r.second = b.hostPool.deferEviction(size, len(p.blocks))
 	}
 	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
 		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
@@ -310,11 +304,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 func (r *stagedRun) finishRead() {
 	if !r.deferEvict {
 		r.p.finish(true)
-		if pool := r.p.b.hostPool; r.spare {
-			pool.pinSpares(bitsIndex(r.oneSet), r.oneSet, len(r.p.blocks))
-		} else if r.oneSet > 0 {
-			pool.oneSetEnded(bitsIndex(r.oneSet))
-		}
+		r.second.end(r.p.b.hostPool)
 		return
 	}
 	r.p.giveBackLeases(true)
