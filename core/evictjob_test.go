@@ -144,6 +144,42 @@ func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	return out
 }
 
+// gatedEvictions holds every background eviction at gate, counting the
+// bytes evicted and the parts that lay in freed memory.
+type gatedEvictions struct {
+	gate         chan struct{}
+	evicted, bad atomic.Int64
+}
+
+// gateEvictions replaces the rig's eviction hook (for the rest of the
+// test) with one that waits for the returned gate to close.
+func (r *evictRig) gateEvictions(t *testing.T) *gatedEvictions {
+	g := &gatedEvictions{gate: make(chan struct{})}
+	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
+		<-g.gate
+		if !r.w.holds(part) {
+			g.bad.Add(1)
+		}
+		g.evicted.Add(int64(len(part)))
+	}))
+	return g
+}
+
+// returnsFirst runs call, which must succeed and return while the gate
+// still holds every eviction back.
+func (g *gatedEvictions) returnsFirst(t *testing.T, call func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(g.gate)
+		t.Fatal("the readback waited for the eviction of its staging")
+	}
+}
+
 // rereadAllocs reads the rig's buffers once, then reads more times into
 // the same slots right after one another, and returns how many staging
 // blocks the first read allocated, how many each later one did, and how
@@ -241,41 +277,24 @@ func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 	dst = r.read(t, dst)
 	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks pinned by the second readback")
 	assert.Zero(t, r.parts.Load(), "a readback with one block evicted after the call")
-	gate := make(chan struct{})
-	var evicted, bad atomic.Int64
-	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
-		<-gate
-		if !r.w.holds(part) {
-			bad.Add(1)
-		}
-		evicted.Add(int64(len(part)))
-	}))
+	g := r.gateEvictions(t)
 	allocs := r.w.Calls(sim.OpHostAlloc)
-	done := make(chan error, 1)
-	go func() {
-		var err error
+	g.returnsFirst(t, func() (err error) {
 		dst, err = r.b.DownloadResidentManyInto(r.hs, dst)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		close(gate)
-		t.Fatal("the readback waited for the eviction of its staging")
-	}
+		return err
+	})
 	for i := range r.want {
 		require.True(t, bytes.Equal(r.want[i], dst[i]), "buffer %d", i)
 	}
-	assert.Zero(t, evicted.Load(), "evicted before the gate opened")
-	close(gate)
+	assert.Zero(t, g.evicted.Load(), "evicted before the gate opened")
+	close(g.gate)
 	for range 4 {
 		dst = r.read(t, dst)
 	}
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "readbacks with two sets allocated staging")
 	require.NoError(t, r.b.Close())
-	assert.Equal(t, int64(5*n*size), evicted.Load(), "bytes evicted")
-	assert.Zero(t, bad.Load(), "evicted freed memory")
+	assert.Equal(t, int64(5*n*size), g.evicted.Load(), "bytes evicted")
+	assert.Zero(t, g.bad.Load(), "evicted freed memory")
 }
 
 // TestPackedPartsSpareFailureIsHarmless: when pinning the second data
@@ -426,40 +445,20 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	r.b.PoolCachedBytes() // waits for the second set
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
 	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
-	gate := make(chan struct{})
-	var evicted, bad atomic.Int64
-	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
-		<-gate
-		if !r.w.holds(part) {
-			bad.Add(1)
-		}
-		evicted.Add(int64(len(part)))
-	}))
+	g := r.gateEvictions(t)
 	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
-	type result struct {
-		out []byte
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
-		done <- result{out, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(10 * time.Second):
-		close(gate)
-		t.Fatal("the readback waited for the eviction of its staging")
-	}
-	require.NoError(t, res.err)
-	assert.Equal(t, r.want[0], res.out)
+	var out []byte
+	g.returnsFirst(t, func() (err error) {
+		out, err = r.b.DownloadResidentInto(r.hs[0], nil)
+		return err
+	})
+	assert.Equal(t, r.want[0], out)
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpMemcpyDtoHAsync)-dmas, "the readback was not staged in chunks")
-	assert.Zero(t, evicted.Load(), "evicted before the gate opened")
-	close(gate)
+	assert.Zero(t, g.evicted.Load(), "evicted before the gate opened")
+	close(g.gate)
 	require.NoError(t, r.b.Close())
-	assert.Equal(t, int64(size), evicted.Load(), "bytes evicted")
-	assert.Zero(t, bad.Load(), "evicted freed memory")
+	assert.Equal(t, int64(size), g.evicted.Load(), "bytes evicted")
+	assert.Zero(t, g.bad.Load(), "evicted freed memory")
 }
 
 // TestLargeStagedReadbackEvictsInItsCopyOut: a staged single readback
