@@ -213,3 +213,40 @@ func TestAtomicReadbacksLandWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestDownloadResidentManyResultsAreIndependent: the new slices
+// DownloadResidentMany returns, whatever the plan (one DMA or parts, one
+// copy goroutine or several) and with a buffer named twice, each hold
+// their buffer's bytes with capacity equal to their length, so writing or
+// appending to one changes no other.
+func TestDownloadResidentManyResultsAreIndependent(t *testing.T) {
+	for _, parts := range []int{1, 3} {
+		for _, workers := range []int{1, 4} {
+			t.Run(fmt.Sprintf("parts%d/workers%d", parts, workers), func(t *testing.T) {
+				r := rand.New(rand.NewSource(int64(parts*10 + workers)))
+				g := newPartsRig(t, r, 40, parts, workers)
+				hs := append(append([]core.Buffer(nil), g.hs...), g.hs[3], g.hs[0])
+				want := append(append([][]byte(nil), g.want...), g.want[3], g.want[0])
+				got, err := g.b.DownloadResidentMany(hs)
+				require.NoError(t, err)
+				require.Len(t, got, len(hs))
+				for i := range hs {
+					require.True(t, bytes.Equal(want[i], got[i]), "result %d", i)
+					require.Equal(t, len(got[i]), cap(got[i]), "result %d's capacity", i)
+				}
+				for i := range got {
+					for k := range got[i] {
+						got[i][k] = ^want[i][k]
+					}
+					grown := append(got[i], 0xEE, 0xEE)
+					for j := range got {
+						if j > i {
+							require.True(t, bytes.Equal(want[j], got[j]), "result %d after writing result %d", j, i)
+						}
+					}
+					require.Equal(t, byte(0xEE), grown[len(grown)-1])
+				}
+			})
+		}
+	}
+}

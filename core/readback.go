@@ -56,7 +56,10 @@ func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 }
 
 // DownloadResidentMany reads every buffer in hs with one fence and returns
-// one new slice per handle, in order.
+// one new slice per handle, in order. Each slice's capacity is its length,
+// so writing or appending to one never changes another; the slices of
+// small buffers may share one allocation of up to 1 MiB, which stays
+// alive while any of them does.
 func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 	const op = "DownloadResidentMany"
 	if err := b.enter(op); err != nil {
@@ -65,7 +68,7 @@ func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 	defer b.exit()
 	out := make([][]byte, len(hs))
 	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		&drain{dest: newSlices, res: out})
+		freshDrain(out))
 	if err != nil {
 		return nil, err
 	}
@@ -413,28 +416,37 @@ func (g *gathered) copyOut(dst, src []byte) {
 // reads them anyway.
 const unpackNTBytes = 16 << 20
 
-// each runs f(i) for requests 0..n-1, on several goroutines when there are
-// enough bytes to unpack that one thread would dominate the call (1024 x 4
-// KiB is about 0.4 ms on one thread). f must touch only slot i.
-func (g *gathered) each(n int, f func(i int)) { g.eachFrom(0, n, f) }
-
-// eachFrom is each over requests first..first+n-1, with f given the index
-// relative to first. f reads request first+i's staging (bytes). When the
-// readback evicts its staging (g.tune.evictReads), release does it after
-// the call (evictLater); otherwise each request's staging is evicted here,
-// once read, on the goroutine that read it.
+// eachFrom runs f(i) for requests first..first+n-1, with f given the index
+// relative to first, as eachRun splits them. f must touch only slot i.
 func (g *gathered) eachFrom(first, n int, f func(i int)) {
+	g.eachRun(first, n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			f(i)
+		}
+	})
+}
+
+// eachRun runs f over runs [lo, hi) covering requests first..first+n-1
+// (indices relative to first), on several goroutines when there are enough
+// bytes to unpack that one thread would dominate the call (1024 x 4 KiB is
+// about 0.4 ms on one thread). f reads the requests' staging (bytes) and
+// must touch only their slots. When the readback evicts its staging
+// (g.tune.evictReads), release does it after the call (evictLater);
+// otherwise each run's staging is evicted here, once read, on the goroutine
+// that read it.
+func (g *gathered) eachRun(first, n int, f func(lo, hi int)) {
 	w := g.plan.Workers
 	g.unpacked = true
 	evict := g.tune.evictReads && !g.evictLater
-	if w <= 1 || n < 2 {
-		for i := range n {
-			f(i)
-			if evict {
-				ntcopy.Evict(g.bytes(first + i))
-			}
+	run := func(lo, hi int) {
+		f(lo, hi)
+		for i := lo; evict && i < hi; i++ {
+			ntcopy.Evict(g.bytes(first + i))
 		}
-		ntcopy.Fence()
+		ntcopy.Fence() // f may have used non-temporal stores
+	}
+	if w <= 1 || n < 2 {
+		run(0, n)
 		return
 	}
 	sp := getInts(n)
@@ -445,15 +457,7 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			f(i)
-			if evict {
-				ntcopy.Evict(g.bytes(first + i))
-			}
-		}
-		ntcopy.Fence() // put may have used non-temporal stores
-	})
+	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, run)
 }
 
 // release gives the staging back. A readback that evicts its staging
