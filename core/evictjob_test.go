@@ -299,20 +299,34 @@ func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 
 // TestPackedPartsSpareFailureIsHarmless: when pinning the second data
 // block fails, the readback still succeeds with its bytes, nothing leaks
-// (the rig's cleanup checks), and the next readback evicts in its copy-out
-// and pins the block after all.
+// (the rig's cleanup checks), and the readbacks right after it evict in
+// their copy-out without trying the pin again; once the retry delay has
+// passed, the next one pins the block after all and the ones after it
+// evict after the call.
 func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 	const n, size = 64, 16 << 10
+	const retry = 200 * time.Millisecond
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
+	t.Cleanup(core.SetSpareRetryForTest(retry))
 	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
 	r.w.failBig.Store(2) // the second readback's spare
 	dst := r.read(t, nil)
 	dst = r.read(t, dst)
+	failedAt := time.Now()
 	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks tried")
-	r.read(t, dst)
-	assert.Equal(t, int64(3), r.w.big.Load(), "data blocks tried")
-	require.NoError(t, r.b.Close())
+	for range 3 {
+		dst = r.read(t, dst)
+	}
+	if time.Since(failedAt) < retry {
+		assert.Equal(t, int64(2), r.w.big.Load(), "data blocks tried within the retry delay")
+	}
+	time.Sleep(retry)
+	dst = r.read(t, dst)
+	assert.Equal(t, int64(3), r.w.big.Load(), "data blocks tried after the retry delay")
 	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
+	r.read(t, dst)
+	require.NoError(t, r.b.Close())
+	assert.Equal(t, int64(n*size), r.evicted.Load(), "bytes evicted after the call, by the readback with two sets")
 }
 
 // TestPackedPartsSpareStaysWithinTheCap: a second data block that would

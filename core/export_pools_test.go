@@ -66,6 +66,15 @@ func SetSpareWindowForTest(d time.Duration) (restore func()) {
 	return func() { spareWindow = old }
 }
 
+// SetSpareRetryForTest sets how long a failed spare allocation holds off
+// the next one of its bucket, and returns a function that restores it. Not
+// safe while transfers run.
+func SetSpareRetryForTest(d time.Duration) (restore func()) {
+	old := spareRetryAfter
+	spareRetryAfter = d
+	return func() { spareRetryAfter = old }
+}
+
 // SettleEvictions waits for every eviction job of the pool.
 func (p *hostPool) SettleEvictions()        { p.settleEvictions() }
 func (p *hostPool) CachedBytes() uint64     { return p.cachedBytes() }

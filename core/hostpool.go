@@ -95,6 +95,9 @@ type bucketUse struct {
 	// lastOne is when a readback that found no second set last ended, in
 	// nanoseconds since the Unix epoch (wantTwoSets, oneSetEnded).
 	lastOne atomic.Int64
+	// failed is when a spare allocation of the bucket last failed, in
+	// nanoseconds since the Unix epoch; 0 after one succeeded.
+	failed atomic.Int64
 }
 
 // checkOut counts a block of u's bucket handed to a call.
@@ -144,11 +147,21 @@ func (p *hostPool) allocSpares(idx, size, n int) {
 	}
 }
 
+// spareRetryAfter is how long after a spare allocation of a bucket failed
+// no other is tried: when pinned memory is short, a run of readbacks would
+// otherwise try (and log) a HostAlloc every other call. A variable so tests
+// can shorten it.
+var spareRetryAfter = time.Second
+
 // reserveSpare counts one more spare block of bucket idx (size bytes) as
-// being allocated, when the bounds orderSpares says allow it; allocSpare
-// then allocates it.
+// being allocated, when the bounds orderSpares says allow it and no spare
+// allocation of the bucket failed within spareRetryAfter; allocSpare then
+// allocates it.
 func (p *hostPool) reserveSpare(idx, size int) bool {
 	u := &p.use[idx]
+	if f := u.failed.Load(); f != 0 && time.Now().UnixNano()-f < int64(spareRetryAfter) {
+		return false
+	}
 	for {
 		pend := u.pending.Load()
 		if u.live.Load()+pend >= 2*u.peak.Load() ||
@@ -242,8 +255,8 @@ func (s secondSet) end(p *hostPool) {
 }
 
 // allocSpare allocates one spare block of bucket idx (size bytes) and
-// caches it. A failure is logged and leaves nothing behind: spares are an
-// optimization.
+// caches it. A failure is logged, leaves nothing behind (spares are an
+// optimization) and holds off the bucket's next spare for spareRetryAfter.
 func (p *hostPool) allocSpare(idx, size int) {
 	defer p.spares.done()
 	u := &p.use[idx]
@@ -253,9 +266,12 @@ func (p *hostPool) allocSpare(idx, size int) {
 		if len(buf) > 0 {
 			_ = p.freeBuf(buf, "a spare HostAlloc returned the wrong length")
 		}
-		p.log.Warn("pinned host pool: allocating a spare staging block failed", "len", size, "got", len(buf), "err", err)
+		u.failed.Store(time.Now().UnixNano())
+		p.log.Warn("pinned host pool: allocating a spare staging block failed; no other is tried for a while",
+			"len", size, "got", len(buf), "err", err, "retry_after", spareRetryAfter)
 		return
 	}
+	u.failed.Store(0)
 	if err := p.allocated.Add(uint64(size)); err != nil {
 		_ = p.freeBuf(buf, "after the allocated-bytes count overflowed")
 		return
