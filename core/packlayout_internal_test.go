@@ -10,7 +10,8 @@ import (
 	"github.com/vyre-go/vyrecuda/core/kernels"
 )
 
-// The table of a packed block covers every piece exactly once, in order:
+// The table of a packed block covers every piece exactly once, in order
+// (an empty piece has no entry):
 // each piece's entries move, between consecutive device addresses and
 // consecutive places in the block, its bytes and nothing else; every entry
 // but a piece's last len%16 bytes is a multiple of 16 bytes and at most
@@ -24,6 +25,12 @@ func TestPackLayoutEntriesCoverEachPieceExactly(t *testing.T) {
 		var bytes uint64
 		for i := range lens {
 			lens[i] = 1 + r.Intn([]int{20, 5000, 70000}[r.Intn(3)])
+			switch r.Intn(4) {
+			case 0: // whole 16-byte words: one entry up to packEntryBytes
+				lens[i] = (lens[i] + 15) &^ 15
+			case 1:
+				lens[i] = []int{0, 16, packEntryBytes, packEntryBytes + 16}[r.Intn(4)]
+			}
 			bytes += uint64(lens[i])
 		}
 		lay := newPackLayout(n, func(i int) int { return lens[i] })
