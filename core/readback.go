@@ -59,7 +59,11 @@ func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
 // one new slice per handle, in order. Each slice's capacity is its length,
 // so writing or appending to one never changes another; the slices of
 // small buffers may share one allocation of up to 1 MiB, which stays
-// alive while any of them does.
+// alive while any of them does. A loop of readbacks is faster with
+// DownloadResidentManyInto, which reuses the storage it returned last
+// time: new memory is cold, and the process may have to fault its pages
+// in (W3's shape on the reference H100 host: 1.2-1.8 ms a call into new
+// slices, against 0.19-0.30 ms into reused ones).
 func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 	const op = "DownloadResidentMany"
 	if err := b.enter(op); err != nil {
