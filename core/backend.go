@@ -55,6 +55,9 @@ type Backend struct {
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
 	pdl      bool          // programmatic dependent launch in use (pdl.go)
+	// mapsTables: the gather kernel reads a packed readback's table from
+	// pinned host memory (gatherPacked, mappedTables).
+	mapsTables bool
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
@@ -97,6 +100,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
 	b.launch = newLaunchPool(drv, cfg.log)
 	b.pdl = usePDL(drv, info, cfg)
+	b.mapsTables = mappedTables(drv)
 	return b, nil
 }
 

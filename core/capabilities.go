@@ -31,6 +31,11 @@ type Capabilities struct {
 	// stream capture: a CUDA 12.3 driver or newer) on a device of compute
 	// capability 9.0 or newer.
 	ProgrammaticLaunch bool
+	// MappedPinnedHost: kernels read memory from HostAlloc at its host
+	// address (unified addressing, host memory mapped into the device's
+	// address space). A packed readback then hands its gather kernel the
+	// table in pinned host memory instead of copying it to the device first.
+	MappedPinnedHost bool
 }
 
 // CapabilityReporter is an optional Driver capability, found by type
@@ -65,6 +70,7 @@ func (c Capabilities) List() []FeatureState {
 		{"virtual memory management", c.VirtualMemory},
 		{"peer access", c.PeerAccess},
 		{"programmatic dependent launch", c.ProgrammaticLaunch},
+		{"mapped pinned host memory", c.MappedPinnedHost},
 	}
 }
 

@@ -30,6 +30,8 @@ func TestGPUCapabilities(t *testing.T) {
 		assert.True(t, c.BatchedCopies)
 		assert.True(t, c.ConditionalGraphNodes)
 	}
+	// Every 64-bit Linux process on a current GPU has unified addressing.
+	assert.True(t, c.MappedPinnedHost)
 	if len(devs) == 1 {
 		assert.False(t, c.PeerAccess, "peer access needs another device")
 	}

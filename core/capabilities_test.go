@@ -25,7 +25,7 @@ func TestBackendCapabilitiesFromDriver(t *testing.T) {
 	assert.False(t, got.ConditionalGraphNodes)
 	assert.True(t, got.MemoryPools, "the other features stay")
 	assert.Equal(t, 11020, got.DriverVersion)
-	assert.Equal(t, "CUDA 11.2: batched copies, stream-ordered memory pools, virtual memory management, peer access", got.String())
+	assert.Equal(t, "CUDA 11.2: batched copies, stream-ordered memory pools, virtual memory management, peer access, mapped pinned host memory", got.String())
 }
 
 func TestBackendCapabilitiesWithoutReporter(t *testing.T) {
@@ -48,7 +48,7 @@ func TestCapabilitiesList(t *testing.T) {
 	var none core.Capabilities
 	assert.Equal(t, "unknown driver: no optional features", none.String())
 	list := sim.DefaultCapabilities().List()
-	assert.Len(t, list, 7)
+	assert.Len(t, list, 8)
 	for _, f := range list {
 		assert.True(t, f.Offered, f.Name)
 	}

@@ -21,7 +21,8 @@ func deviceCapabilities(dev cudaapi.Device) Capabilities {
 }
 
 // narrowCapabilities maps the driver's features to Capabilities and keeps
-// memory pools, virtual memory and peer access only where the device agrees.
+// memory pools, virtual memory and peer access only where the device agrees;
+// mapped pinned host memory comes from the device's attributes alone.
 func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribute) bool, anyPeer func() bool) Capabilities {
 	caps := Capabilities{
 		DriverVersion:         c.DriverVersion,
@@ -36,6 +37,8 @@ func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribut
 	caps.MemoryPools = caps.MemoryPools && attr(cudaapi.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)
 	caps.VirtualMemory = caps.VirtualMemory && attr(cudaapi.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
 	caps.PeerAccess = caps.PeerAccess && anyPeer()
+	caps.MappedPinnedHost = caps.DriverVersion > 0 && attr(cudaapi.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) &&
+		attr(cudaapi.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)
 	return caps
 }
 

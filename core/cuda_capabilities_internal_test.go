@@ -18,15 +18,22 @@ func TestNarrowCapabilities(t *testing.T) {
 		pools   bool
 		vmm     bool
 		peerOut bool
+		mapped  bool
 	}{
-		{"device agrees", yes, true, true, true, true},
-		{"no other device", yes, false, true, true, false},
+		{"device agrees", yes, true, true, true, true, true},
+		{"no other device", yes, false, true, true, false, true},
 		{"no pools on this device", func(a cudaapi.DeviceAttribute) bool {
 			return a != cudaapi.CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
-		}, true, false, true, true},
+		}, true, false, true, true, true},
 		{"no VMM on this device", func(a cudaapi.DeviceAttribute) bool {
 			return a != cudaapi.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-		}, true, true, false, true},
+		}, true, true, false, true, true},
+		{"no unified addressing", func(a cudaapi.DeviceAttribute) bool {
+			return a != cudaapi.CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING
+		}, true, true, true, true, false},
+		{"host memory not mappable", func(a cudaapi.DeviceAttribute) bool {
+			return a != cudaapi.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY
+		}, true, true, true, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,6 +45,7 @@ func TestNarrowCapabilities(t *testing.T) {
 			assert.Equal(t, tt.pools, c.MemoryPools)
 			assert.Equal(t, tt.vmm, c.VirtualMemory)
 			assert.Equal(t, tt.peerOut, c.PeerAccess)
+			assert.Equal(t, tt.mapped, c.MappedPinnedHost)
 		})
 	}
 	// Without a driver version nothing is offered, and the device is not asked.

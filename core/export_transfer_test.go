@@ -99,6 +99,13 @@ func WithInlinePartsEviction() Option {
 	return func(c *config) { c.xfer.inlineParts = true }
 }
 
+// WithTableDMA has packed readbacks copy their table to the device with a
+// DMA of its own even where the gather kernel could read it from pinned
+// host memory. It combines with the other options.
+func WithTableDMA() Option {
+	return func(c *config) { c.xfer.tableDMA = true }
+}
+
 // PlanFor returns the plan b makes for r, for tests that check which plan
 // a call takes.
 func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {

@@ -138,7 +138,7 @@ func TestPackedReadbackMatchesPerCopyPath(t *testing.T) {
 	assert.Equal(t, qt.DeviceToHostBytes, pt.DeviceToHostBytes, "the payload is the same")
 	assert.Equal(t, qt.RequestedCopies, pt.RequestedCopies)
 	assert.Equal(t, uint64(len(pbufs)), qt.DeviceCopies, "each buffer's ranges fuse into one copy")
-	assert.Equal(t, uint64(2), pt.DeviceCopies, "the table up and the packed data down")
+	assert.Equal(t, uint64(1), pt.DeviceCopies, "the packed data down; the gather reads the table from pinned memory")
 	assert.Equal(t, uint64(1), pt.PackedLaunches)
 	assert.Equal(t, uint64(1), pt.SyncPoints)
 
@@ -293,44 +293,61 @@ func packedUploadFault(t *testing.T, f packedFault, size int) {
 func TestPackedReadbackFailuresLeaveOutputsUnchanged(t *testing.T) {
 	faults := append(packedFaults(),
 		packedFault{"copy down fails", func(d *sim.Device) { d.FailNth(sim.OpMemcpyDtoHAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) }, "MemcpyDtoHAsync"})
-	for _, f := range faults {
-		t.Run(f.name, func(t *testing.T) {
-			b, dev := openSim(t, sim.Config{})
-			r := rand.New(rand.NewSource(4))
-			n := core.PackMinCopiesForTest
-			bufs, want := packedSet(t, b, dev, r, n, 4096, 100)
-			dst := make([][]byte, n)
-			for i := range dst {
-				dst[i] = bytes.Repeat([]byte{0xAB}, 4096)
+	for _, mode := range tableModes {
+		for _, f := range faults {
+			if mode.opt == nil && f.want == "MemcpyHtoDAsync" {
+				continue // the gather reads its table where the host wrote it: no copy up
 			}
-			snapshot := make([][]byte, n)
-			for i := range dst {
-				snapshot[i] = bytes.Clone(dst[i])
-			}
-			f.arm(dev)
-			out, err := b.DownloadResidentManyInto(bufs, dst)
-			require.Error(t, err)
-			assert.ErrorIs(t, err, core.ErrDriver)
-			assert.Contains(t, err.Error(), f.want)
-			require.Len(t, out, n)
-			for i := range dst {
-				assert.Equal(t, snapshot[i], dst[i], "slot %d is unchanged", i)
-				assert.Len(t, out[i], 4096, "slot %d keeps its length", i)
-			}
-			assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
-			assert.Zero(t, b.Telemetry().ReadbackOps)
-			got, err := b.DownloadResidentManyInto(bufs, dst)
-			require.NoError(t, err)
-			for i := range got {
-				require.Equal(t, want[i], got[i], fmt.Sprint(i))
-			}
-			for _, h := range bufs {
-				require.NoError(t, b.FreeResident(h))
-			}
-			require.NoError(t, b.Close())
-			sim.RequireNoLeaks(t, dev)
-		})
+			t.Run(mode.name+"/"+f.name, func(t *testing.T) { packedReadbackFailure(t, f, mode.opt) })
+		}
 	}
+}
+
+// tableModes are the two ways a packed readback's table reaches the
+// gather: read from pinned host memory (the simulated device maps it, as
+// GPUs with unified addressing do), or copied up by a DMA of its own.
+var tableModes = []struct {
+	name string
+	opt  core.Option
+}{{"mapped-table", nil}, {"table-dma", core.WithTableDMA()}}
+
+// packedReadbackFailure is one case of
+// TestPackedReadbackFailuresLeaveOutputsUnchanged.
+func packedReadbackFailure(t *testing.T, f packedFault, opt core.Option) {
+	b, dev := openSim(t, sim.Config{}, opt)
+	r := rand.New(rand.NewSource(4))
+	n := core.PackMinCopiesForTest
+	bufs, want := packedSet(t, b, dev, r, n, 4096, 100)
+	dst := make([][]byte, n)
+	for i := range dst {
+		dst[i] = bytes.Repeat([]byte{0xAB}, 4096)
+	}
+	snapshot := make([][]byte, n)
+	for i := range dst {
+		snapshot[i] = bytes.Clone(dst[i])
+	}
+	f.arm(dev)
+	out, err := b.DownloadResidentManyInto(bufs, dst)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, core.ErrDriver)
+	assert.Contains(t, err.Error(), f.want)
+	require.Len(t, out, n)
+	for i := range dst {
+		assert.Equal(t, snapshot[i], dst[i], "slot %d is unchanged", i)
+		assert.Len(t, out[i], 4096, "slot %d keeps its length", i)
+	}
+	assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
+	assert.Zero(t, b.Telemetry().ReadbackOps)
+	got, err := b.DownloadResidentManyInto(bufs, dst)
+	require.NoError(t, err)
+	for i := range got {
+		require.Equal(t, want[i], got[i], fmt.Sprint(i))
+	}
+	for _, h := range bufs {
+		require.NoError(t, b.FreeResident(h))
+	}
+	require.NoError(t, b.Close())
+	sim.RequireNoLeaks(t, dev)
 }
 
 // TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit: on a device too

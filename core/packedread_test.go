@@ -53,63 +53,75 @@ func newPartsRig(t *testing.T, r *rand.Rand, n, parts, workers int, opts ...core
 // TestPackedReadbackInParts: readbacks of many buffers packed in several
 // parts (more parts than the events a readback rotates through, too) give
 // every caller exactly its bytes through each readback call, move one DMA
-// per part after the table's, and count each part's landing as a sync
-// point.
+// per part (after the table's, unless the gather reads the table from
+// pinned memory), and count each part's landing as a sync point.
 func TestPackedReadbackInParts(t *testing.T) {
-	for _, parts := range []int{2, 3, 11} {
-		for _, workers := range []int{1, 4} {
-			t.Run(fmt.Sprintf("parts%d/workers%d", parts, workers), func(t *testing.T) {
-				r := rand.New(rand.NewSource(int64(parts*10 + workers)))
-				g := newPartsRig(t, r, 24, parts, workers)
-				dst := make([][]byte, len(g.hs))
-				for i := range dst {
-					if i%3 != 0 {
-						dst[i] = make([]byte, 0, len(g.want[i])+r.Intn(2))
-					}
-				}
-				tel0, dmas0 := g.b.Telemetry(), g.dev.Calls(sim.OpMemcpyDtoHAsync)
-				out, err := g.b.DownloadResidentManyInto(g.hs, dst)
-				require.NoError(t, err)
-				tel := g.b.Telemetry()
-				assert.Equal(t, uint64(parts), g.dev.Calls(sim.OpMemcpyDtoHAsync)-dmas0, "DMAs of the pieces")
-				assert.Equal(t, uint64(parts+1), tel.DeviceCopies-tel0.DeviceCopies, "device copies: table and parts")
-				assert.Equal(t, uint64(parts), tel.SyncPoints-tel0.SyncPoints, "sync points: each part's landing")
-				for i := range g.hs {
-					require.True(t, bytes.Equal(g.want[i], out[i]), "slot %d", i)
-					if dst[i] != nil {
-						assert.Equal(t, unsafe.SliceData(dst[i]), unsafe.SliceData(out[i]), "slot %d storage reused", i)
-					}
-				}
+	for _, mode := range tableModes {
+		for _, parts := range []int{2, 3, 11} {
+			for _, workers := range []int{1, 4} {
+				t.Run(fmt.Sprintf("%s/parts%d/workers%d", mode.name, parts, workers), func(t *testing.T) {
+					packedReadbackInParts(t, parts, workers, mode.opt)
+				})
+			}
+		}
+	}
+}
 
-				many, err := g.b.DownloadResidentMany(g.hs)
-				require.NoError(t, err)
-				for i := range g.hs {
-					require.True(t, bytes.Equal(g.want[i], many[i]), "DownloadResidentMany %d", i)
-				}
+// packedReadbackInParts is one case of TestPackedReadbackInParts.
+func packedReadbackInParts(t *testing.T, parts, workers int, opt core.Option) {
+	r := rand.New(rand.NewSource(int64(parts*10 + workers)))
+	g := newPartsRig(t, r, 24, parts, workers, opt)
+	tableDMAs := uint64(0)
+	if opt != nil {
+		tableDMAs = 1
+	}
+	dst := make([][]byte, len(g.hs))
+	for i := range dst {
+		if i%3 != 0 {
+			dst[i] = make([]byte, 0, len(g.want[i])+r.Intn(2))
+		}
+	}
+	tel0, dmas0, ups0 := g.b.Telemetry(), g.dev.Calls(sim.OpMemcpyDtoHAsync), g.dev.Calls(sim.OpMemcpyHtoDAsync)
+	out, err := g.b.DownloadResidentManyInto(g.hs, dst)
+	require.NoError(t, err)
+	tel := g.b.Telemetry()
+	assert.Equal(t, uint64(parts), g.dev.Calls(sim.OpMemcpyDtoHAsync)-dmas0, "DMAs of the pieces")
+	assert.Equal(t, tableDMAs, g.dev.Calls(sim.OpMemcpyHtoDAsync)-ups0, "DMAs of the table")
+	assert.Equal(t, uint64(parts)+tableDMAs, tel.DeviceCopies-tel0.DeviceCopies, "device copies: table and parts")
+	assert.Equal(t, uint64(parts), tel.SyncPoints-tel0.SyncPoints, "sync points: each part's landing")
+	for i := range g.hs {
+		require.True(t, bytes.Equal(g.want[i], out[i]), "slot %d", i)
+		if dst[i] != nil {
+			assert.Equal(t, unsafe.SliceData(dst[i]), unsafe.SliceData(out[i]), "slot %d storage reused", i)
+		}
+	}
 
-				// Overlapping ranges, out of order: requests share fused copies.
-				var rs []core.Range
-				for i := len(g.hs) - 1; i >= 0; i-- {
-					n := len(g.want[i])
-					rs = append(rs, core.Range{Buf: g.hs[i], Offset: n / 3, Len: n - n/3}, core.Range{Buf: g.hs[i], Len: n / 2})
-				}
-				got, err := g.b.DownloadResidentRangesInto(rs, nil)
-				require.NoError(t, err)
-				for k, x := range rs {
-					require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], got[k]), "range %d", k)
-				}
+	many, err := g.b.DownloadResidentMany(g.hs)
+	require.NoError(t, err)
+	for i := range g.hs {
+		require.True(t, bytes.Equal(g.want[i], many[i]), "DownloadResidentMany %d", i)
+	}
 
-				batches := [][]core.Range{rs[:5], nil, rs[5:]}
-				bout, err := g.b.DownloadResidentBatchesInto(batches, [][][]byte{nil, nil, make([][]byte, 0, len(rs))})
-				require.NoError(t, err)
-				require.Len(t, bout, 3)
-				assert.Empty(t, bout[1])
-				for k, batch := range batches {
-					for j, x := range batch {
-						require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], bout[k][j]), "batch %d item %d", k, j)
-					}
-				}
-			})
+	// Overlapping ranges, out of order: requests share fused copies.
+	var rs []core.Range
+	for i := len(g.hs) - 1; i >= 0; i-- {
+		n := len(g.want[i])
+		rs = append(rs, core.Range{Buf: g.hs[i], Offset: n / 3, Len: n - n/3}, core.Range{Buf: g.hs[i], Len: n / 2})
+	}
+	got, err := g.b.DownloadResidentRangesInto(rs, nil)
+	require.NoError(t, err)
+	for k, x := range rs {
+		require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], got[k]), "range %d", k)
+	}
+
+	batches := [][]core.Range{rs[:5], nil, rs[5:]}
+	bout, err := g.b.DownloadResidentBatchesInto(batches, [][][]byte{nil, nil, make([][]byte, 0, len(rs))})
+	require.NoError(t, err)
+	require.Len(t, bout, 3)
+	assert.Empty(t, bout[1])
+	for k, batch := range batches {
+		for j, x := range batch {
+			require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], bout[k][j]), "batch %d item %d", k, j)
 		}
 	}
 }

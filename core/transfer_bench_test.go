@@ -174,6 +174,7 @@ var phaseVariants = []xferPath{
 	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
 	{"inline-parts-evict", core.WithInlinePartsEviction()}, // evict in the copy-out even with a second set
+	{"table-dma", core.WithTableDMA()},                     // readbacks DMA their gather table
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"block128", core.WithTransferTuning(core.TransferTuning{PackBlock: 128})},
 	{"grid256", core.WithTransferTuning(core.TransferTuning{PackGrid: 256})},
@@ -272,6 +273,7 @@ var mixedVariants = []xferPath{
 	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
 	{"evict-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})},
 	{"inline-evict", core.WithTransferTuning(core.TransferTuning{InlineEvict: true})},
+	{"table-dma", core.WithTableDMA()},
 	{"sync-each", core.WithTransferTuning(core.TransferTuning{SyncEach: true})},
 	{"plain-copies", core.WithTransferTuning(core.TransferTuning{PlainPack: true, PlainUnpack: true})},
 	{"workers8", core.WithPlanTuning(xferplan.Tuning{MaxWorkers: 8})},

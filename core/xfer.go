@@ -96,6 +96,7 @@ type transferTuning struct {
 	evictReads   bool            // this call's readback evicts its staging once copied out (evictsReadback)
 	atomicReads  bool            // readbacks land whole before reaching caller memory (WithAtomicReadbacks)
 	inlineEvict  bool            // test-only: evict readback staging in the unpack, not after the call
+	tableDMA     bool            // test-only: packed readbacks DMA their table even where kernels read pinned host memory
 	inlineStaged bool            // test-only: staged readbacks always evict in their copy out (staged.go)
 	inlineParts  bool            // test-only: readbacks in parts always evict in their copy-out (packedread.go)
 	syncEach     bool            // test-only: fence after every queued packed operation

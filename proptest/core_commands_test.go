@@ -1146,9 +1146,14 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 	t.DeviceCopies += dmas
 	t.PackedLaunches++
 	// A packed upload moves its data in one DMA per planned part (at most one
-	// per copy) after its table; a packed readback in two.
+	// per copy) after its table; a packed readback brings its data back in
+	// one DMA or in parts, and its table goes up with a DMA of its own only
+	// where the device does not map pinned host memory.
 	if dmas == 0 || dmas > uint64(copies)+1 || got[op] == 0 {
 		return fmt.Errorf("%s (packed): device calls %v", call, got)
+	}
+	if op == sim.OpMemcpyDtoHAsync && got[sim.OpMemcpyHtoDAsync] != r.cfg.tableDMAs() {
+		return fmt.Errorf("%s (packed): %d table DMAs with unmapped=%v: device calls %v", call, got[sim.OpMemcpyHtoDAsync], r.cfg.unmapped, got)
 	}
 	if parts := got[sim.OpMemcpyDtoHAsync]; parts > 1 {
 		// A readback in parts learns from an event after each part that
@@ -1159,7 +1164,7 @@ func (r *runner) expectPath(call string, copies int, op sim.Op) error {
 			return fmt.Errorf("%s (packed in %d parts): device calls %v", call, parts, got)
 		}
 		return r.expectTransfer(call+" (packed in parts)", map[sim.Op]uint64{sim.OpLaunch: 1, sim.OpStreamSynchronize: 0,
-			sim.OpMemcpyHtoDAsync: 1, sim.OpMemcpyDtoHAsync: parts, sim.OpEventRecord: parts, sim.OpEventQuery: got[sim.OpEventQuery]})
+			sim.OpMemcpyHtoDAsync: r.cfg.tableDMAs(), sim.OpMemcpyDtoHAsync: parts, sim.OpEventRecord: parts, sim.OpEventQuery: got[sim.OpEventQuery]})
 	}
 	return r.expectTransfer(call+" (packed)", map[sim.Op]uint64{sim.OpLaunch: 1, sim.OpStreamSynchronize: 1,
 		sim.OpMemcpyHtoDAsync: got[sim.OpMemcpyHtoDAsync], sim.OpMemcpyDtoHAsync: got[sim.OpMemcpyDtoHAsync]})
@@ -1858,6 +1863,7 @@ func drawConfig(src entropy, faults faultMode) runConfig {
 		cfg.rateSeed = int64(src.intn(1 << 30))
 		cfg.rateCode = faultCodes[src.intn(len(faultCodes))]
 	}
+	cfg.unmapped = src.intn(3) == 0
 	return cfg
 }
 

@@ -128,7 +128,7 @@ func TestCoreConcurrentFaults(t *testing.T) {
 	for round := range rounds {
 		rng := rand.New(rand.NewSource(seed + int64(round)))
 		cfg := drawConfig(randEntropy{rng}, faultsRandom)
-		dev := sim.New(sim.Config{TotalMemory: cfg.total})
+		dev := cfg.device()
 		log := new(logCounter)
 		b, err := core.Open(dev, cfg.options(log)...)
 		require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestCoreConcurrent(t *testing.T) {
 	for round := range rounds {
 		rng := rand.New(rand.NewSource(seed + int64(round)))
 		cfg := drawConfig(randEntropy{rng}, faultsOff)
-		dev := sim.New(sim.Config{TotalMemory: cfg.total})
+		dev := cfg.device()
 		log := new(logCounter)
 		b, err := core.Open(dev, cfg.options(log)...)
 		require.NoError(t, err)

@@ -536,11 +536,33 @@ type runConfig struct {
 	rateSeed      int64          // faultsRandom
 	rateCode      cudaapi.Result // faultsRandom: the code random failures carry
 	shared        bool           // several runners on one Backend (concurrency)
+	// unmapped: the device does not map pinned host memory, so packed
+	// readbacks copy their gather table up with a DMA of its own.
+	unmapped bool
+}
+
+// device returns the simulated device a runner of c opens.
+func (c runConfig) device() *sim.Device {
+	cfg := sim.Config{TotalMemory: c.total}
+	if c.unmapped {
+		caps := sim.DefaultCapabilities()
+		caps.MappedPinnedHost = false
+		cfg.Capabilities = &caps
+	}
+	return sim.New(cfg)
+}
+
+// tableDMAs is how many DMAs a packed readback spends on its table.
+func (c runConfig) tableDMAs() uint64 {
+	if c.unmapped {
+		return 1
+	}
+	return 0
 }
 
 func (c runConfig) String() string {
-	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d code=%d}",
-		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed, c.rateCode)
+	return fmt.Sprintf("{total=%dMiB devpool=%d pinpool=%d poollimit=%d optpool=%d static=%d faults=%d rate=%g seed=%d code=%d unmapped=%v}",
+		c.total>>20, c.devicePoolCap, c.pinnedPoolCap, c.poolLimit, c.optPoolCap, c.staticCap, c.faults, c.rate, c.rateSeed, c.rateCode, c.unmapped)
 }
 
 // logCounter is the Backend's logger in these properties: it keeps the
@@ -690,7 +712,7 @@ func (r *runner) maybeQuarantined(id uint64) bool {
 
 // newRunner opens a Backend on a fresh simulated device.
 func newRunner(cfg runConfig, foreign core.Buffer) (*runner, error) {
-	r := &runner{cfg: cfg, dev: sim.New(sim.Config{TotalMemory: cfg.total}), foreign: foreign, m: newModel(), log: new(logCounter)}
+	r := &runner{cfg: cfg, dev: cfg.device(), foreign: foreign, m: newModel(), log: new(logCounter)}
 	b, err := core.Open(r.dev, cfg.options(r.log)...)
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ func TestCoreReleaseFaults(t *testing.T) {
 		cfg.devicePoolCap = []uint64{0, 64 << 10}[rng.Intn(2)]
 		cfg.pinnedPoolCap = []uint64{0, 64 << 10}[rng.Intn(2)]
 		cfg.optPoolCap, cfg.staticCap = []int{0, 4096}[rng.Intn(2)], []int{0, 4096}[rng.Intn(2)]
-		dev := sim.New(sim.Config{TotalMemory: cfg.total})
+		dev := cfg.device()
 		log := new(logCounter)
 		b, err := core.Open(dev, cfg.options(log)...)
 		require.NoError(t, err)

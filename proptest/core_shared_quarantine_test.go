@@ -56,7 +56,7 @@ func (r *runner) sharedQuarantineEnd() {
 // failed on that with VYRECUDA_PROP_SEED=20250601 in long mode).
 func TestSharedRunnerForgetsBytesQuarantinedWorkMayWrite(t *testing.T) {
 	cfg := runConfig{total: 1 << 20, faults: faultsRandom, optPoolCap: -1, staticCap: -1}
-	dev := sim.New(sim.Config{TotalMemory: cfg.total})
+	dev := cfg.device()
 	log := new(logCounter)
 	b, err := core.Open(dev, cfg.options(log)...)
 	require.NoError(t, err)

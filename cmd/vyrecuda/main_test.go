@@ -122,9 +122,9 @@ func TestInfo(t *testing.T) {
 			},
 			code: exitOK,
 			want: []string{"driver: CUDA 13.0", "devices: 2", "[0] NVIDIA H200: 150 GiB, compute capability 9.0\n" +
-				"      offers: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access, programmatic dependent launch\n",
+				"      offers: batched copies, stream-ordered memory pools, graphs, conditional graph nodes, virtual memory management, peer access, programmatic dependent launch, mapped pinned host memory\n",
 				"[1] NVIDIA L4: 24 GiB, compute capability 8.9\n      offers: stream-ordered memory pools, graphs; " +
-					"lacks: batched copies, conditional graph nodes, virtual memory management, peer access, programmatic dependent launch\n"},
+					"lacks: batched copies, conditional graph nodes, virtual memory management, peer access, programmatic dependent launch, mapped pinned host memory\n"},
 			notWant: "no GPU",
 		},
 		{

@@ -72,7 +72,7 @@ type Config struct {
 func DefaultCapabilities() core.Capabilities {
 	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
 		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true,
-		ProgrammaticLaunch: true}
+		ProgrammaticLaunch: true, MappedPinnedHost: true}
 }
 
 // Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed

@@ -29,7 +29,9 @@
 //     nothing.
 //   - Kernels are Go functions bound to module functions with BindHostKernel
 //     (the core.HostKernelBinder capability); they run when their launch
-//     executes.
+//     executes. With Capabilities.MappedPinnedHost (the default) they can
+//     also read memory from HostAlloc at its host address, as kernels on a
+//     GPU with unified addressing do.
 //   - Faults are injected per operation (FailNth, NullNth, FailRate), every
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
 //     test can prove nothing leaked (RequireNoLeaks). RequireNoLiveResident

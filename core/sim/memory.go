@@ -134,6 +134,22 @@ func (d *Device) deviceRange(ptr, n uint64) ([]byte, bool) {
 	return a.data[off : off+n : off+n], true
 }
 
+// mappedHost returns the n bytes at host address ptr when the device maps
+// pinned host memory (Capabilities.MappedPinnedHost) and they lie inside
+// one live HostAlloc block. Callers hold mu.
+func (d *Device) mappedHost(ptr uint64, n int) ([]byte, bool) {
+	if !d.caps.MappedPinnedHost || n < 0 || ptr == 0 || uint64(n) > math.MaxUint64-ptr {
+		return nil, false
+	}
+	i := d.pinned.containing(uintptr(ptr), uintptr(n))
+	if i < 0 {
+		return nil, false
+	}
+	r := d.pinned[i]
+	off := uintptr(ptr) - r.start
+	return r.buf[off : off+uintptr(n) : off+uintptr(n)], true
+}
+
 func (d *Device) rangeDetail(ptr, n uint64) string {
 	if a := d.allocationAt(ptr); a != nil {
 		return sprintf("[0x%x, +%d) runs past the end of the %d-byte allocation at 0x%x",

@@ -224,7 +224,10 @@ type kernelMemory struct {
 }
 
 // Bytes returns the n bytes of device memory at ptr, aliasing the
-// allocation, when they lie inside one live allocation.
+// allocation, when they lie inside one live allocation; with
+// Capabilities.MappedPinnedHost, also the n bytes of pinned host memory at
+// host address ptr when they lie inside one live HostAlloc block (unified
+// addressing).
 func (m *kernelMemory) Bytes(ptr uint64, n int) ([]byte, error) {
 	if !m.live.Load() {
 		return nil, fail(OpLaunch, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, "KernelMemory used after its kernel returned")
@@ -234,6 +237,12 @@ func (m *kernelMemory) Bytes(ptr uint64, n int) ([]byte, error) {
 	}
 	b, ok := m.d.deviceRange(ptr, uint64(n))
 	if !ok {
+		if hb, ok := m.d.mappedHost(ptr, n); ok {
+			if err := m.d.checkHostCached(OpLaunch, "kernel access", hb); err != nil {
+				return nil, err
+			}
+			return hb, nil
+		}
 		return nil, fail(OpLaunch, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, "kernel access %s", m.d.rangeDetail(ptr, uint64(n)))
 	}
 	if err := m.d.checkCached(OpLaunch, "kernel access", ptr, uint64(n)); err != nil {

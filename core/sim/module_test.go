@@ -209,3 +209,85 @@ func TestKernelSeesLaunchGeometry(t *testing.T) {
 	require.NoError(t, r.d.ModuleUnload(m))
 	r.close(t)
 }
+
+// copyIn copies n bytes from args[1] to args[0]: a kernel that reads
+// whatever memory args[1] names.
+func copyIn(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+	src, err := mem.Bytes(args[1].Ptr, int(args[2].U32))
+	if err != nil {
+		return err
+	}
+	dst, err := mem.Bytes(args[0].Ptr, int(args[2].U32))
+	if err != nil {
+		return err
+	}
+	copy(dst, src)
+	return nil
+}
+
+// TestKernelsReadMappedPinnedHost: a device with MappedPinnedHost lets
+// kernels read memory from HostAlloc at its host address, as it is when the
+// kernel runs; anywhere else (past the block, after HostFree, inside a
+// block returned to a staging cache under PoisonCache, or on a device
+// without the capability) the access fails the launch with an illegal
+// address at the next synchronization.
+func TestKernelsReadMappedPinnedHost(t *testing.T) {
+	noMap := DefaultCapabilities()
+	noMap.MappedPinnedHost = false
+	run := func(t *testing.T, cfg Config, setup func(d *Device, host []byte) (src uint64, n int)) ([]byte, error) {
+		d := New(cfg)
+		m, err := d.ModuleLoad([]byte(testPTX))
+		require.NoError(t, err)
+		f, err := d.ModuleFunction(m, "add_one")
+		require.NoError(t, err)
+		require.NoError(t, d.BindHostKernel(f, copyIn))
+		p := mustAlloc(t, d, 64)
+		host := mustPinned(t, d, 64)
+		for i := range host {
+			host[i] = byte(i + 1)
+		}
+		s := mustStream(t, d)
+		src, n := setup(d, host)
+		require.NoError(t, d.Launch(f, one, s, []core.KernelArg{{Ptr: p, IsPtr: true}, {Ptr: src, IsPtr: true}, {U32: uint32(n)}}))
+		host[1] = 0xEE // the kernel reads the memory as it is when it runs
+		err = d.StreamSynchronize(s)
+		got, rerr := d.ReadDevice(p, n)
+		require.NoError(t, rerr)
+		return got, err
+	}
+	at := func(host []byte, off int) uint64 { return uint64(uintptr(ptrOf(host)) + uintptr(off)) }
+
+	got, err := run(t, Config{TotalMemory: 1 << 20}, func(_ *Device, host []byte) (uint64, int) { return at(host, 0), 64 })
+	require.NoError(t, err)
+	want := make([]byte, 64)
+	for i := range want {
+		want[i] = byte(i + 1)
+	}
+	want[1] = 0xEE
+	require.Equal(t, want, got)
+
+	bad := map[string]struct {
+		cfg   Config
+		setup func(d *Device, host []byte) (uint64, int)
+	}{
+		"without the capability": {Config{TotalMemory: 1 << 20, Capabilities: &noMap},
+			func(_ *Device, host []byte) (uint64, int) { return at(host, 0), 64 }},
+		"past the block": {Config{TotalMemory: 1 << 20},
+			func(_ *Device, host []byte) (uint64, int) { return at(host, 8), 64 }},
+		"after HostFree": {Config{TotalMemory: 1 << 20},
+			func(d *Device, host []byte) (uint64, int) {
+				require.NoError(t, d.HostFree(ptrOf(host)))
+				return at(host, 0), 64
+			}},
+		"inside a cached block": {Config{TotalMemory: 1 << 20, PoisonCache: true},
+			func(d *Device, host []byte) (uint64, int) { d.HostCached(host); return at(host, 0), 64 }},
+	}
+	for name, tt := range bad {
+		t.Run(name, func(t *testing.T) {
+			got, err := run(t, tt.cfg, tt.setup)
+			requireCode(t, cudaapi.CUDA_ERROR_LAUNCH_FAILED, err)
+			require.Contains(t, err.Error(), "ILLEGAL_ADDRESS")
+			require.Equal(t, make([]byte, len(got)), got, "nothing was copied")
+		})
+	}
+}
