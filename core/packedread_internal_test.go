@@ -80,3 +80,26 @@ func TestPartRunCoversEveryRequestOnce(t *testing.T) {
 		require.Equal(t, int64(len(pr.tb)-1), pr.job.n)
 	}
 }
+
+// TestPartBoundsLeaveTheLastPartHalfAShare: over pieces of one size, the
+// last part carries about half the bytes of each other part (the part
+// whose copy-out nothing overlaps is the smallest), and the others are
+// about equal; every piece is in exactly one part.
+func TestPartBoundsLeaveTheLastPartHalfAShare(t *testing.T) {
+	for _, tc := range []struct{ n, size, parts int }{{1024, 4096, 5}, {2048, 16, 8}, {90, 1000, 3}, {7, 64, 2}} {
+		lay := newPackLayout(tc.n, func(int) int { return tc.size })
+		cb := partBounds(&lay, tc.n, tc.parts)
+		require.Len(t, cb, tc.parts+1, "%+v", tc)
+		require.Equal(t, 0, cb[0])
+		require.Equal(t, tc.n, cb[tc.parts])
+		share := float64(tc.n) / (float64(tc.parts) - 0.5) // pieces per whole share
+		for k := 0; k < tc.parts; k++ {
+			want := share
+			if k == tc.parts-1 {
+				want = share / 2
+			}
+			got := float64(cb[k+1] - cb[k])
+			require.InDelta(t, want, got, 1.01, "%+v: part %d holds %v pieces, want about %.1f", tc, k, got, want)
+		}
+	}
+}

@@ -85,10 +85,17 @@ func packedReadbackInParts(t *testing.T, parts, workers int, opt core.Option) {
 	out, err := g.b.DownloadResidentManyInto(g.hs, dst)
 	require.NoError(t, err)
 	tel := g.b.Telemetry()
-	assert.Equal(t, uint64(parts), g.dev.Calls(sim.OpMemcpyDtoHAsync)-dmas0, "DMAs of the pieces")
+	// At most parts: a part boundary that falls inside the piece of the
+	// one before it merges the two (24 pieces of random sizes).
+	moved := g.dev.Calls(sim.OpMemcpyDtoHAsync) - dmas0
+	assert.LessOrEqual(t, moved, uint64(parts), "DMAs of the pieces")
+	assert.GreaterOrEqual(t, moved, uint64(parts)*3/4, "DMAs of the pieces")
+	if parts > 8 {
+		assert.Greater(t, moved, uint64(8), "more parts than the events a readback rotates through")
+	}
 	assert.Equal(t, tableDMAs, g.dev.Calls(sim.OpMemcpyHtoDAsync)-ups0, "DMAs of the table")
-	assert.Equal(t, uint64(parts)+tableDMAs, tel.DeviceCopies-tel0.DeviceCopies, "device copies: table and parts")
-	assert.Equal(t, uint64(parts), tel.SyncPoints-tel0.SyncPoints, "sync points: each part's landing")
+	assert.Equal(t, moved+tableDMAs, tel.DeviceCopies-tel0.DeviceCopies, "device copies: table and parts")
+	assert.Equal(t, moved, tel.SyncPoints-tel0.SyncPoints, "sync points: each part's landing")
 	for i := range g.hs {
 		require.True(t, bytes.Equal(g.want[i], out[i]), "slot %d", i)
 		if dst[i] != nil {
