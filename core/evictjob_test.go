@@ -329,6 +329,29 @@ func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 	assert.Equal(t, int64(n*size), r.evicted.Load(), "bytes evicted after the call, by the readback with two sets")
 }
 
+// TestPackedPartsSpareRetriesAfterTrim: a failed spare pin holds off the
+// next one only until a Trim (which frees pinned memory): back-to-back
+// readbacks after it get their second block at once, long before the retry
+// delay has passed, and evict after the call again.
+func TestPackedPartsSpareRetriesAfterTrim(t *testing.T) {
+	const n, size = 64, 16 << 10
+	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
+	t.Cleanup(core.SetSpareRetryForTest(time.Hour))
+	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
+	r.w.failBig.Store(2) // the second readback's spare
+	dst := r.read(t, nil)
+	dst = r.read(t, dst)
+	dst = r.read(t, dst)
+	assert.Equal(t, int64(2), r.w.big.Load(), "data blocks tried before the Trim")
+	require.NoError(t, r.b.Trim())
+	for range 3 {
+		dst = r.read(t, dst)
+	}
+	require.NoError(t, r.b.Close())
+	assert.Equal(t, int64(4), r.w.big.Load(), "data blocks pinned after the Trim: the readback's own and the spare")
+	assert.Positive(t, r.evicted.Load(), "a readback with two sets evicted after the call")
+}
+
 // TestPackedPartsSpareStaysWithinTheCap: a second data block that would
 // take the pool's pinned bytes past its cap is not pinned, and the
 // readbacks keep evicting in their copy-out.

@@ -148,9 +148,9 @@ func (p *hostPool) allocSpares(idx, size, n int) {
 }
 
 // spareRetryAfter is how long after a spare allocation of a bucket failed
-// no other is tried: when pinned memory is short, a run of readbacks would
-// otherwise try (and log) a HostAlloc every other call. A variable so tests
-// can shorten it.
+// no other is tried (unless a Trim comes first): when pinned memory is
+// short, a run of readbacks would otherwise try (and log) a HostAlloc every
+// other call. A variable so tests can shorten it.
 var spareRetryAfter = time.Second
 
 // reserveSpare counts one more spare block of bucket idx (size bytes) as

@@ -239,6 +239,11 @@ func (b *Backend) Trim() error {
 func (p *hostPool) trim(op string) error {
 	p.settleEvictions()
 	p.spares.wait()
+	// Freeing pinned memory may be what a failed spare lacked: the next
+	// readback of any size may try again at once.
+	for i := range p.use {
+		p.use[i].failed.Store(0)
+	}
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.drain() {
 		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {
