@@ -144,6 +144,15 @@ func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	return out
 }
 
+// readFirst reads buffer 0 back into a new slice with DownloadResidentInto
+// (a staged single readback under the staged plans) and checks its bytes.
+func (r *evictRig) readFirst(t *testing.T) {
+	t.Helper()
+	out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+	require.NoError(t, err)
+	require.Equal(t, r.want[0], out)
+}
+
 // gatedEvictions holds every background eviction at gate, counting the
 // bytes evicted and the parts that lay in freed memory.
 type gatedEvictions struct {
@@ -475,9 +484,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	r := newEvictRig(t, plan, 1, size)
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 2 {
-		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
-		require.NoError(t, err)
-		require.Equal(t, r.want[0], out)
+		r.readFirst(t)
 	}
 	r.b.PoolCachedBytes() // waits for the second set
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
@@ -507,8 +514,7 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
 	r := newEvictRig(t, plan, 1, size)
 	for range 2 { // a second set, were the size eligible
-		_, err := r.b.DownloadResidentInto(r.hs[0], nil)
-		require.NoError(t, err)
+		r.readFirst(t)
 	}
 	r.b.PoolCachedBytes()
 	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
@@ -533,9 +539,7 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 		if i > 0 {
 			time.Sleep(3 * window)
 		}
-		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
-		require.NoError(t, err)
-		require.Equal(t, r.want[0], out)
+		r.readFirst(t)
 	}
 	r.b.PoolCachedBytes()
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
@@ -553,9 +557,7 @@ func TestStagedReadbacksEvictInTheirCopyOutWhenAsked(t *testing.T) {
 	r := newEvictRig(t, plan, 1, size, core.WithInlineStagedEviction())
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 4 {
-		out, err := r.b.DownloadResidentInto(r.hs[0], nil)
-		require.NoError(t, err)
-		require.Equal(t, r.want[0], out)
+		r.readFirst(t)
 	}
 	r.b.PoolCachedBytes()
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging")
