@@ -110,10 +110,9 @@ const evictOverlapMaxBytes = 16 << 20
 
 // evictLaterMaxBytes is the largest staged single readback that leaves its
 // eviction to the helpers after the call, using a second set of staging
-// while readbacks follow one another (the second of two within
-// spareWindow pins it before returning: hostPool.wantTwoSets). With the
-// second set pinned in the background, on the reference H100 host, 300
-// calls in a row
+// while readbacks follow one another (the second of two within spareWindow
+// pins it before returning: hostPool.wantTwoSets). With the second set
+// pinned in the background, on the reference H100 host, 300 calls in a row
 // (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took 46-50,
 // 117-127 and 388-399 us with the eviction after the call against 51-70,
 // 121-196 and 436-474 in the copy out, and ten or sixty 1 MiB calls in a
@@ -125,11 +124,11 @@ const evictOverlapMaxBytes = 16 << 20
 // calls met the pinning of the second set, or waited for evictions the
 // helpers had not finished (one round's calls spent 41 us per wait).
 // Pinned by the second call itself, 1 MiB readbacks took 43.8-54.7 us
-// against 51.4-86.2 in the full `vyrecuda bench` (six rounds against
-// seven of the previous binary, alternated; a seventh was slow at every
-// size) and 45.3-62.8 against 56.3-61.6 in a 1-16
-// MiB sweep alone; a limit of 16 MiB left 4 and 16 MiB within noise and
-// made the 64 MiB readbacks after them 2.5-5.4 ms against 1.5-1.6.
+// against 51.4-86.2 in the full `vyrecuda bench` (six rounds against seven
+// of the previous binary, alternated; a seventh was slow at every size)
+// and 45.3-62.8 against 56.3-61.6 in a 1-16 MiB sweep alone; a limit of 16
+// MiB left 4 and 16 MiB within noise and made the 64 MiB readbacks after
+// them 2.5-5.4 ms against 1.5-1.6.
 const evictLaterMaxBytes = 2 << 20
 
 // evictsOverlapped reports whether a readback of bytes in parts evicts its

@@ -325,12 +325,11 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 // when the last such readback of its bucket ended within spareWindow, the
 // call pins a second block for the calls after it before returning
 // (hostPool.pinSpares, within the pinned cache's cap); else it notes its
-// end. That costs the
-// second readback of a run one HostAlloc of its data block (milliseconds
-// at megabytes) and keeps twice that block pinned until Trim, while a
-// readback now and then pins none; pinning it in the background instead
-// would stall the driver calls of the readbacks running beside it, as it
-// did for staged readbacks (evictLaterMaxBytes).
+// end. That costs the second readback of a run one HostAlloc of its data
+// block (milliseconds at megabytes) and keeps twice that block pinned
+// until Trim, while a readback now and then pins none; pinning it in the
+// background instead would stall the driver calls of the readbacks running
+// beside it, as it did for staged readbacks (evictLaterMaxBytes).
 func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, secondSet) {
 	if !r.evict || !g.tune.evictReads || t.inlineParts || t.inlineEvict || len(g.st.blocks) == 0 {
 		return false, secondSet{}
