@@ -6,4 +6,5 @@ package tools
 
 import (
 	_ "golang.org/x/tools/cmd/stringer"
+	_ "honnef.co/go/tools/cmd/staticcheck"
 )

@@ -125,8 +125,8 @@ func TestRunContextForms(t *testing.T) {
 	out, err = p0.AwaitIntoContext(ctx, nil) // ctx is done, but the work has finished: its result wins
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{{6, 6, 6, 6}}, out)
-	//nolint:staticcheck // a nil context is exactly what is being refused
-	_, err = b.RunContext(nil, core.Batch{}, nil)
+	var nilCtx context.Context // a nil context is exactly what is being refused
+	_, err = b.RunContext(nilCtx, core.Batch{}, nil)
 	requireErrKind(t, err, core.ErrInvalidArgument, "context is nil")
 	var p *core.Pending
 	requireErrKind(t, p.AwaitContext(context.Background()), core.ErrInvalidArgument)

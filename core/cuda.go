@@ -100,7 +100,7 @@ func openError(op, call string, err error) *Error {
 	if errors.Is(err, cudaapi.ErrDriverNotFound) {
 		// The loader's message ends with its own "Fix:" sentence; fold it into
 		// this error's one Fix instead of printing two.
-		cause, fix := splitFix(err)
+		fix, cause := splitFix(err)
 		if fix == "" {
 			// Without cgo every binding returns the bare sentinel.
 			fix = "build with cgo (CGO_ENABLED=1, gcc) and install the NVIDIA driver; VYRECUDA_LIBCUDA selects the library path"
@@ -134,13 +134,13 @@ func (e *fixlessError) Unwrap() error { return e.err }
 
 // splitFix separates a "...; Fix: sentence" error message into the cause
 // (as an error wrapping err) and the sentence.
-func splitFix(err error) (error, string) {
+func splitFix(err error) (string, error) {
 	msg := err.Error()
 	i := strings.Index(msg, "; Fix: ")
 	if i < 0 {
-		return err, ""
+		return "", err
 	}
-	return &fixlessError{msg: msg[:i], err: err}, msg[i+len("; Fix: "):]
+	return msg[i+len("; Fix: "):], &fixlessError{msg: msg[:i], err: err}
 }
 
 // initDriver loads libcuda and initializes it; cuInit is idempotent, so it

@@ -30,7 +30,7 @@ func ncclSetup() {
 // its Fix; anything else keeps the ncclapi.Result for errors.As.
 func ncclError(call string, err error) error {
 	if errors.Is(err, ncclapi.ErrLibraryNotFound) {
-		cause, fix := splitFix(err)
+		fix, cause := splitFix(err)
 		if fix == "" {
 			fix = "build with cgo and install NCCL 2 (libnccl.so.2), or set VYRECUDA_LIBNCCL to its path"
 		}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -268,6 +267,3 @@ func BenchmarkHostPoolHit(b *testing.B) {
 	b.StopTimer()
 	require.NoError(b, p.Close())
 }
-
-// unsafePtr is the first byte of b, as HostFree wants it.
-func unsafePtr(b []byte) unsafe.Pointer { return unsafe.Pointer(&b[0]) }

@@ -41,18 +41,6 @@ const (
 	// stream of calls finds its helpers awake, and short enough that an
 	// idle process burns at most this much time per helper after a call.
 	helperSpin = DefaultCopyHelperLinger
-	// callLinger is the polling after the one copy job of a packed or
-	// staged call. Polling helpers slow the driver work that follows (on
-	// an H200 host, 1024 x 4 KiB packed: fence 145 us with 15 helpers, 100
-	// with none), but parking at once was worse: the next call's wake-ups
-	// doubled the pack (81 -> 168 us) and the unpack (107 -> 207 us), and,
-	// still running during the driver work, slowed the fence further (195
-	// and 186 us). Yielding less often than every poll (every 5, 20 or 100
-	// us) did not shorten the fence either. Single staged transfers agree
-	// (H100 host, BenchmarkGPUSinglePhases): with a 50 us linger, uploads
-	// of 1, 4 and 16 MiB took 74, 331 and 1174 us against 63, 265 and 666
-	// with 500 us.
-	callLinger = helperSpin
 	// helperIdle is how long a parked helper waits for a job before it
 	// exits, so an idle process keeps no goroutines.
 	helperIdle = 100 * time.Millisecond

@@ -325,6 +325,3 @@ func (b *Backend) settleQuarantine(op string) error {
 		"peerStreams", peerWaits, "pinnedBytes", hostBytes, "deviceBytes", devBytes, "residentBuffers", bufs, "err", last)
 	return e
 }
-
-// quarantinedRefs returns the in-flight references the quarantine holds.
-func (b *Backend) quarantinedRefs() int64 { return b.quar.refs.Load() }

@@ -40,6 +40,7 @@ func TestBlockingWaitsRecordNoCompletionEvent(t *testing.T) {
 			p, err := b.RunAsync(fill)
 			require.NoError(t, err)
 			done, err := p.IsReady()
+			require.NoError(t, err)
 			assert.True(t, done, "the sim completes work when it is queried")
 			return p.Close()
 		}, 1},

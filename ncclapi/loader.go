@@ -15,9 +15,6 @@ const defaultLibrary = "libnccl.so.2"
 // opened is an opened libnccl. Tests substitute fakes for it.
 type opened = dynlib.Library
 
-// proc is one lazily resolved NCCL symbol.
-type proc = dynlib.Proc
-
 // library is the process-wide loader every generated wrapper goes through.
 var library = dynlib.New(openDefault, ErrLibraryNotFound, missingSymbol)
 

@@ -17,9 +17,6 @@ var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"}
 // library is an opened NVRTC library. Tests substitute fakes for it.
 type library = dynlib.Library
 
-// proc is one lazily resolved NVRTC symbol.
-type proc = dynlib.Proc
-
 // nvrtc is the process-wide loader every wrapper goes through.
 var nvrtc = dynlib.New(openDefault, &LibraryNotFoundError{EnvName: LibraryEnv}, missingSymbol)
 

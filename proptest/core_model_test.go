@@ -1073,13 +1073,6 @@ func (r *runner) checkReserved(devCached uint64) (uint64, error) {
 	return held, nil
 }
 
-// liveFree is what the device reports free right now (sim: total minus live
-// allocations), read without a counted driver call.
-func (r *runner) liveFree() uint64 {
-	l := r.dev.Live()
-	return r.cfg.total - l.DeviceBytes
-}
-
 // checkGlobal is run after every step (single-owner mode): accounting equals
 // the model, the budget holds, telemetry moved exactly as the model says,
 // and the device holds exactly what the Backend owns, so nothing leaked.

@@ -34,14 +34,13 @@ func prepareLaunches(b *core.Backend, cfg benchConfig) (func() error, func() err
 // launchChain is W5's buffers and batch, with a CPU model of the two
 // ping-pong buffers advanced by every run that succeeded.
 type launchChain struct {
-	b        *core.Backend
-	cfg      benchConfig
-	hs       []core.Buffer
-	batch    core.Batch
-	last     core.Buffer
-	pv, qv   uint32
-	runs     int
-	launches int
+	b      *core.Backend
+	cfg    benchConfig
+	hs     []core.Buffer
+	batch  core.Batch
+	last   core.Buffer
+	pv, qv uint32
+	runs   int
 }
 
 // newLaunchChain allocates W5's buffers (p zeroed, one filled with ones) and

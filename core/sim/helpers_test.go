@@ -20,12 +20,6 @@ func requireCode(t *testing.T, want cudaapi.Result, err error) {
 	require.Equal(t, want, got, "error: %v", err)
 }
 
-func newDev(t *testing.T, cfg Config) *Device {
-	t.Helper()
-	d := New(cfg)
-	return d
-}
-
 func mustAlloc(t *testing.T, d *Device, n uint64) uint64 {
 	t.Helper()
 	p, err := d.MemAlloc(n)
