@@ -4,10 +4,11 @@
 //
 // The package owns:
 //
-//   - the Driver seam (driver.go): the narrow set of raw device operations a
-//     Backend needs, implemented over the CUDA driver API and, for tests, by
-//     the simulated device in core/sim, plus optional capabilities found by
-//     type assertion (HostKernelBinder, BatchLauncher, CacheNotifier);
+//   - the Driver seam (package core/driver, aliased here): the narrow set of
+//     raw device operations a Backend needs, implemented over the CUDA
+//     driver API and, for tests, by the simulated device in core/sim, plus
+//     optional capabilities found by type assertion (HostKernelBinder,
+//     BatchLauncher, CacheNotifier);
 //   - the Backend (Open, Close): a resident buffer table, handles that are
 //     unique across the process, and in-flight reference counts that keep
 //     buffers alive while work uses them;

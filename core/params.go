@@ -5,55 +5,6 @@ import (
 	"math"
 )
 
-// ParamType is the C type of one kernel parameter of a Program declared with
-// ProgramSpec.Params.
-type ParamType uint8
-
-// The parameter types: a device pointer into a bound buffer, and every C
-// scalar type. The zero ParamType is no type (an unset Arg).
-const (
-	ParamBuffer  ParamType = iota + 1 // T* into a resident buffer, at an optional byte offset
-	ParamInt8                         // int8_t / signed char
-	ParamInt16                        // int16_t / short
-	ParamInt32                        // int32_t / int
-	ParamInt64                        // int64_t / long long
-	ParamUint8                        // uint8_t / unsigned char
-	ParamUint16                       // uint16_t / unsigned short
-	ParamUint32                       // uint32_t / unsigned int
-	ParamUint64                       // uint64_t / unsigned long long
-	ParamFloat32                      // float
-	ParamFloat64                      // double
-	numParamTypes
-)
-
-var paramTypeNames = [numParamTypes]string{"unset", "buffer", "int8", "int16", "int32", "int64",
-	"uint8", "uint16", "uint32", "uint64", "float32", "float64"}
-
-// String returns the type's Go-style name ("buffer", "int64", "float32").
-func (t ParamType) String() string {
-	if t < numParamTypes {
-		return paramTypeNames[t]
-	}
-	return fmt.Sprintf("ParamType(%d)", uint8(t))
-}
-
-// Size returns the bytes the kernel receives for the parameter: 8 for a
-// buffer (a device pointer), the scalar's size otherwise, 0 for an invalid
-// type.
-func (t ParamType) Size() int {
-	switch t {
-	case ParamInt8, ParamUint8:
-		return 1
-	case ParamInt16, ParamUint16:
-		return 2
-	case ParamInt32, ParamUint32, ParamFloat32:
-		return 4
-	case ParamBuffer, ParamInt64, ParamUint64, ParamFloat64:
-		return 8
-	}
-	return 0
-}
-
 // Arg is one typed kernel argument, passed in DispatchConfig.Args to a
 // Program declared with ProgramSpec.Params. Build it with ArgBuffer,
 // ArgBufferAt or the scalar constructors (ArgInt8 ... ArgFloat64); the zero
@@ -104,59 +55,6 @@ func ArgFloat32(v float32) Arg { return Arg{typ: ParamFloat32, bits: uint64(math
 
 // ArgFloat64 passes a double.
 func ArgFloat64(v float64) Arg { return Arg{typ: ParamFloat64, bits: math.Float64bits(v)} }
-
-// The accessors below read a KernelArg in a Go twin. Each reinterprets the
-// argument's low bits as its own type, so read an argument with the accessor
-// its Type names. A u32 scalar of an untyped Program (Type 0) reads as
-// Uint32 (or Int32, Float32).
-
-// raw returns the argument's scalar bits.
-func (a KernelArg) raw() uint64 {
-	if a.Type == 0 && !a.IsPtr {
-		return uint64(a.U32)
-	}
-	return a.Bits
-}
-
-// Int8 reads an int8_t argument.
-func (a KernelArg) Int8() int8 { return int8(a.raw()) }
-
-// Int16 reads an int16_t argument.
-func (a KernelArg) Int16() int16 { return int16(a.raw()) }
-
-// Int32 reads an int32_t argument.
-func (a KernelArg) Int32() int32 { return int32(a.raw()) }
-
-// Int64 reads an int64_t argument.
-func (a KernelArg) Int64() int64 { return int64(a.raw()) }
-
-// Uint8 reads a uint8_t argument.
-func (a KernelArg) Uint8() uint8 { return uint8(a.raw()) }
-
-// Uint16 reads a uint16_t argument.
-func (a KernelArg) Uint16() uint16 { return uint16(a.raw()) }
-
-// Uint32 reads a uint32_t argument.
-func (a KernelArg) Uint32() uint32 { return uint32(a.raw()) }
-
-// Uint64 reads a uint64_t argument.
-func (a KernelArg) Uint64() uint64 { return a.raw() }
-
-// Float32 reads a float argument.
-func (a KernelArg) Float32() float32 { return math.Float32frombits(uint32(a.raw())) }
-
-// Float64 reads a double argument.
-func (a KernelArg) Float64() float64 { return math.Float64frombits(a.raw()) }
-
-// slot returns the 8-byte parameter slot the driver copies the argument
-// from: the address for a pointer, the scalar's bits otherwise (CUDA hosts
-// are little-endian, so a narrower scalar sits in the slot's first bytes).
-func (a KernelArg) slot() uint64 {
-	if a.IsPtr {
-		return a.Ptr
-	}
-	return a.raw()
-}
 
 // typed reports whether p was declared with Params.
 func (p *Program) typed() bool { return len(p.spec.Params) > 0 }

@@ -49,10 +49,6 @@ func (b *Backend) ProgrammaticLaunch() bool {
 	return b != nil && b.pdl
 }
 
-// pdlMinCCMajor is the first compute capability whose devices honour
-// programmatic stream serialization and griddepcontrol.
-const pdlMinCCMajor = 9
-
 // usePDL decides, once at Open, whether a Backend over drv uses
 // programmatic dependent launch.
 func usePDL(drv Driver, info DeviceInfo, cfg config) bool {

@@ -1,4 +1,4 @@
-package core
+package driver
 
 // PeerLink says how one device reaches the memory of another.
 type PeerLink int

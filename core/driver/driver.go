@@ -1,4 +1,14 @@
-package core
+// Package driver is the seam between package core and a device, in the
+// place database/sql/driver has for database/sql: the Driver interface of
+// raw device operations, the optional interfaces a driver may also
+// implement (found by type assertion), and the plain value types they pass.
+//
+// It owns names and contracts only. Budgets, pooling, fusion, validation
+// and concurrency policy live in core's Backend above it; the two
+// implementations live beside it (core/cuda over the CUDA driver API,
+// core/sim for a simulated device). It imports nothing but the standard
+// library, so a driver can be written without depending on core.
+package driver
 
 import (
 	"time"
@@ -38,26 +48,15 @@ type LaunchConfig struct {
 	SharedMem uint32
 }
 
-// KernelArg is one kernel parameter: a device pointer or a scalar. Programs
-// with u32 scalars leave Type zero and set U32; Programs declared with
-// ProgramSpec.Params set Type and Bits (and U32 to Bits' low 32 bits). A Go
-// twin reads scalars with the accessors (Int64, Float64, ...).
-type KernelArg struct {
-	Ptr   uint64 // device address when IsPtr
-	U32   uint32 // scalar value when !IsPtr
-	IsPtr bool
-	Type  ParamType // the parameter's declared type; 0 for a u32 of an untyped Program
-	Bits  uint64    // a typed scalar's bits, zero-extended from its size
-}
-
 // Driver is the narrow device seam a Backend is built on, in the spirit of
 // database/sql/driver: it exposes raw device operations and nothing else.
 // Budgets, pooling, fusion, validation and concurrency policy live in the
 // Backend above it. Two implementations exist: the real one over cudaapi
-// (OpenCUDA) and the simulated device in core/sim.
+// (core/cuda, which core.OpenCUDA opens) and the simulated device in
+// core/sim.
 //
 // Errors from a Driver carry a CUDA result code as a cudaapi.Result (found with
-// errors.As); the Backend wraps them in *Error with Kind KindDriver. A Driver
+// errors.As); the Backend wraps them in a core.Error with Kind KindDriver. A Driver
 // must be safe for concurrent use. Host memory passed to asynchronous copies
 // must stay valid until the stream they were queued on has been synchronized;
 // the Backend only passes pinned memory to them.

@@ -1,4 +1,4 @@
-package core
+package driver
 
 // DataType is the element type of a collective operation.
 type DataType int
