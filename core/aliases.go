@@ -2,12 +2,54 @@ package core
 
 import (
 	"github.com/vyre-go/vyrecuda/core/driver"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 )
 
 // Names that moved out of core keep their core spelling here, as type
 // aliases and re-declared constants, so code written against core.Driver,
 // core.ParamInt32 and the rest compiles unchanged. Each is the very same
 // type or value as the one in its new package.
+
+// The error type (package core/internal/errs).
+
+// Error is the one error type the core packages return. Op names the
+// operation ("AllocateResident"), Kind classifies the failure, Code is the
+// driver's result (a cudaapi.Result) when Kind is KindDriver, Detail carries
+// the numbers involved, Fix tells the caller what to do about it, and Err is
+// the underlying cause, if any. Its message reads "vyrecuda: op: kind:
+// detail (driver code): cause. Fix: sentence", with exactly one Fix
+// sentence. errors.Is(err, ErrBudget) (and each other sentinel) matches
+// every Error of that Kind.
+type Error = errs.Error
+
+// Kind classifies an Error so callers can branch with errors.Is on the
+// sentinels below instead of matching message text.
+type Kind = errs.Kind
+
+// The kinds of failure a Backend reports.
+const (
+	KindInvalidArgument = errs.KindInvalidArgument // bad input: zero or negative sizes, ranges, lengths
+	KindBudget          = errs.KindBudget          // the request does not fit the byte budget
+	KindUnknownHandle   = errs.KindUnknownHandle   // unknown, foreign, freed or drifted handle
+	KindInFlight        = errs.KindInFlight        // the resource is bound to unfinished work
+	KindDriver          = errs.KindDriver          // the driver returned a failure (Code holds it)
+	KindUnsupported     = errs.KindUnsupported     // the driver or device lacks the capability
+	KindClosed          = errs.KindClosed          // the Backend (or object) is closed
+	KindOwned           = errs.KindOwned           // the buffer belongs to an OptimizerDispatcher: free it through the dispatcher
+)
+
+// Sentinels for errors.Is, one per Kind: errors.Is(err, ErrBudget) holds
+// for every Error of Kind KindBudget.
+var (
+	ErrInvalidArgument = errs.ErrInvalidArgument // KindInvalidArgument
+	ErrBudget          = errs.ErrBudget          // KindBudget
+	ErrUnknownHandle   = errs.ErrUnknownHandle   // KindUnknownHandle
+	ErrInFlight        = errs.ErrInFlight        // KindInFlight
+	ErrDriver          = errs.ErrDriver          // KindDriver
+	ErrUnsupported     = errs.ErrUnsupported     // KindUnsupported
+	ErrClosed          = errs.ErrClosed          // KindClosed
+	ErrOwned           = errs.ErrOwned           // KindOwned
+)
 
 // The Driver seam (package core/driver).
 

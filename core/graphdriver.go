@@ -1,10 +1,9 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/vyre-go/vyrecuda/cudaapi"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 )
 
 // graphEntryPoints names the driver entry points GraphDriver stands for.
@@ -31,11 +30,4 @@ func (b *Backend) graphDriver(op string) (GraphDriver, error) {
 
 // graphError wraps a failed graph call: a driver without the entry point
 // is ErrUnsupported naming it, anything else ErrDriver.
-func graphError(op, call string, err error) *Error {
-	if errors.Is(err, cudaapi.ErrMissingSymbol) || errors.Is(err, cudaapi.CUDA_ERROR_NOT_SUPPORTED) {
-		return &Error{Op: op, Kind: KindUnsupported, Err: err,
-			Detail: call + " is not available from this driver",
-			Fix:    "update the NVIDIA driver to one with CUDA graphs (CUDA 11.4 or newer), or use Run"}
-	}
-	return driverError(op, call, err)
-}
+func graphError(op, call string, err error) *Error { return errs.Graph(op, call, err) }

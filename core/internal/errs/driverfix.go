@@ -1,4 +1,4 @@
-package core
+package errs
 
 import "github.com/vyre-go/vyrecuda/cudaapi"
 
