@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/spin"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -115,17 +116,17 @@ const (
 
 // awaitMark polls seen until it reports true. Every markQueryEvery it asks
 // query whether the stream failed (an error ends the wait) or finished
-// (then the mark must be there). After spin it gives up. Its spinner never
+// (then the mark must be there). After limit it gives up. Its spinner never
 // yields: the runtime preempts a long poll like any other loop, and a wait
 // this short is over before a yield would pay for itself.
-func awaitMark(seen func() bool, query func() (bool, error), spin time.Duration) (markWait, error) {
-	sp := spinner{yf: noYield}
+func awaitMark(seen func() bool, query func() (bool, error), limit time.Duration) (markWait, error) {
+	sp := spin.Spinner{Yield: noYield}
 	var start, nextQuery time.Time
 	for {
 		if seen() {
 			return markSeen, nil
 		}
-		now, ok := sp.pause()
+		now, ok := sp.Pause()
 		if !ok {
 			continue
 		}
@@ -146,7 +147,7 @@ func awaitMark(seen func() bool, query func() (bool, error), spin time.Duration)
 			}
 			nextQuery = now.Add(markQueryEvery)
 		}
-		if now.Sub(start) >= spin {
+		if now.Sub(start) >= limit {
 			return markLate, nil
 		}
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/spin"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -133,9 +134,9 @@ var (
 // SetSpinHint turns the polling loops' spin-wait hint on or off and
 // returns a function that restores it. Not safe while transfers run.
 func SetSpinHint(on bool) (restore func()) {
-	old := spinHint
-	spinHint = on
-	return func() { spinHint = old }
+	old := spin.UseHint
+	spin.UseHint = on
+	return func() { spin.UseHint = old }
 }
 
 // SetEvictHookForTest has f called with each part of a readback's staging

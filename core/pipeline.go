@@ -1,11 +1,12 @@
 package core
 
 import (
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/spin"
 )
 
 // This file owns the goroutines that copy host memory for transfer calls
@@ -176,65 +177,11 @@ func (j *taskJob) wait() {
 	}
 }
 
-// Polling loops (helpers lingering for the next job, a caller waiting for
-// its helpers' last tasks or for a gate) yield the processor only every
-// spinYield, not on every poll: runtime.Gosched takes the scheduler's
-// global lock, and 15 helpers yielding on every poll kept that lock so
-// contended that 43% of the process's CPU time went to acquiring it (CPU
-// profile of 1024 x 4 KiB uploads on the reference H100 host), delaying
-// every goroutine that needed it: a helper starting on a new job, the
-// caller returning from a driver call.
-const (
-	// spinYield is the time between yields of a polling loop.
-	spinYield = 20 * time.Microsecond
-	// spinClock is how many polls pass between clock reads.
-	spinClock = 64
-)
+// spinner paces one polling loop (spin.Spinner); its zero value is ready.
+type spinner struct{ spin.Spinner }
 
-// spinHint makes every poll that found nothing issue a spin-wait hint.
-// Up to 15 helpers poll while the caller waits for the driver, on a host
-// whose virtual processors are hardware threads that share cores: a
-// polling loop of bare atomic loads takes execution resources from the
-// thread beside it, which may be the one the driver or the caller runs on.
-// On the H100 host (BenchmarkGPUSinglePhases, variant nohint) uploads of 1,
-// 4 and 16 MiB took 63, 265 and 666 us with the hint and 68, 310 and 1089
-// without. Tests turn it off to compare.
-var spinHint = true
-
-// spinner paces one polling loop; its zero value is ready.
-type spinner struct {
-	polls uint32
-	yield time.Time // when the loop next yields; zero: not yet set
-	yf    func()    // gives up the processor; nil: runtime.Gosched (tests count calls)
-}
-
-// pause is called once per poll that found nothing to do. It issues a
-// spin-wait hint (cpuPause, when spinHint is set); every spinClock polls it
-// reads the clock, yields the processor when spinYield has passed since
-// the last yield (or the first read), and returns the time read and true;
-// otherwise it returns false.
-func (s *spinner) pause() (time.Time, bool) {
-	if spinHint {
-		cpuPause()
-	}
-	s.polls++
-	if s.polls%spinClock != 0 {
-		return time.Time{}, false
-	}
-	now := time.Now()
-	switch {
-	case s.yield.IsZero():
-		s.yield = now.Add(spinYield)
-	case !now.Before(s.yield):
-		if s.yf != nil {
-			s.yf()
-		} else {
-			runtime.Gosched()
-		}
-		s.yield = now.Add(spinYield)
-	}
-	return now, true
-}
+// pause is called once per poll that found nothing to do (spin.Spinner.Pause).
+func (s *spinner) pause() (time.Time, bool) { return s.Spinner.Pause() }
 
 // helperSet is the goroutines that help with the current job.
 type helperSet struct {

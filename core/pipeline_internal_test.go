@@ -141,38 +141,3 @@ func TestRunTasksConcurrentJobsAllComplete(t *testing.T) {
 		}
 	}
 }
-
-// TestSpinnerReadsTheClockAndYieldsRarely: a polling loop reads the clock
-// once every spinClock polls, never yields on its first read, and yields
-// at most once per spinYield after that, however fast it polls.
-func TestSpinnerReadsTheClockAndYieldsRarely(t *testing.T) {
-	var yields int
-	count := func() { yields++ }
-	sp := spinner{yf: count}
-	start := time.Now()
-	reads := 0
-	var last time.Time
-	for i := 1; i <= 200*spinClock; i++ {
-		now, ok := sp.pause()
-		require.Equal(t, i%spinClock == 0, ok, "poll %d", i)
-		if ok {
-			reads++
-			assert.False(t, now.Before(last), "clock readings never go back")
-			last = now
-		}
-	}
-	elapsed := time.Since(start)
-	assert.Equal(t, 200, reads)
-	assert.LessOrEqual(t, yields, int(elapsed/spinYield), "at most one yield per spinYield")
-
-	// A loop that polls for longer than spinYield does yield.
-	yields = 0
-	sp = spinner{yf: count}
-	for until := time.Now().Add(3 * spinYield); time.Now().Before(until); {
-		sp.pause()
-	}
-	for range spinClock {
-		sp.pause()
-	}
-	assert.GreaterOrEqual(t, yields, 1, "a loop polling past spinYield yields")
-}

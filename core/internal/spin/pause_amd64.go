@@ -1,7 +1,7 @@
-package core
+package spin
 
-// cpuPause executes the x86 PAUSE instruction: a spin-wait hint that gives
+// CPUPause executes the x86 PAUSE instruction: a spin-wait hint that gives
 // the core's other hardware thread the execution resources a polling loop
 // would take, and spares the pipeline flush a loop of bare loads causes
 // when the polled value changes.
-func cpuPause()
+func CPUPause()

@@ -1,6 +1,0 @@
-#include "textflag.h"
-
-// func cpuPause()
-TEXT ·cpuPause(SB), NOSPLIT|NOFRAME, $0-0
-	PAUSE
-	RET
