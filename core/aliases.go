@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/cuda"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 )
@@ -50,6 +51,12 @@ var (
 	ErrClosed          = errs.ErrClosed          // KindClosed
 	ErrOwned           = errs.ErrOwned           // KindOwned
 )
+
+// The real driver (package core/cuda).
+
+// DeviceSummary describes one visible CUDA device, for listing before
+// choosing an ordinal for OpenCUDA: cuda.DeviceSummary.
+type DeviceSummary = cuda.DeviceSummary
 
 // The Driver seam (package core/driver).
 

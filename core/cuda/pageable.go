@@ -1,4 +1,4 @@
-package core
+package cuda
 
 import (
 	"unsafe"
@@ -6,40 +6,28 @@ import (
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ PageableCopier = (*cudaDriver)(nil)
-
 // MemcpyHtoD copies src (any host memory) to dst and returns when the copy
 // is done: the driver stages pageable memory itself.
-func (d *cudaDriver) MemcpyHtoD(dst uint64, src []byte) error {
+func (d *Driver) MemcpyHtoD(dst uint64, src []byte) error {
 	const call = "cuMemcpyHtoD"
 	if err := syncArgs(call, dst, len(src)); err != nil {
 		return err
 	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	defer d.end()
-	if err := cudaapi.MemcpyHtoD(cudaapi.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src))); err != nil {
-		return callError(call, err)
-	}
-	return nil
+	return d.do(call, func() error {
+		return cudaapi.MemcpyHtoD(cudaapi.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)))
+	})
 }
 
 // MemcpyDtoH copies len(dst) bytes from src into dst (any host memory) and
 // returns when the copy is done.
-func (d *cudaDriver) MemcpyDtoH(dst []byte, src uint64) error {
+func (d *Driver) MemcpyDtoH(dst []byte, src uint64) error {
 	const call = "cuMemcpyDtoH"
 	if err := syncArgs(call, src, len(dst)); err != nil {
 		return err
 	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	defer d.end()
-	if err := cudaapi.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), cudaapi.DevicePtr(src), uint64(len(dst))); err != nil {
-		return callError(call, err)
-	}
-	return nil
+	return d.do(call, func() error {
+		return cudaapi.MemcpyDtoH(unsafe.Pointer(unsafe.SliceData(dst)), cudaapi.DevicePtr(src), uint64(len(dst)))
+	})
 }
 
 // syncArgs refuses a null device pointer and an empty copy before anything

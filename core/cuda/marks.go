@@ -1,4 +1,4 @@
-package core
+package cuda
 
 import (
 	"log/slog"
@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/spin"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
@@ -182,7 +183,7 @@ func openMarks(log *slog.Logger) *marks {
 // holds the context shared for the whole wait, so Close waits for it; it
 // pins its thread only around its driver calls, so the polling goroutine
 // stays an ordinary one for the scheduler.
-func (d *cudaDriver) syncByMark(m *marks, s Stream) (handled bool, err error) {
+func (d *Driver) syncByMark(m *marks, s driver.Stream) (handled bool, err error) {
 	w, v, ok := m.take()
 	if !ok {
 		return false, nil
@@ -223,7 +224,7 @@ func (d *cudaDriver) syncByMark(m *marks, s Stream) (handled bool, err error) {
 
 // boundStream queries s (query set) or waits for it, pinned to a thread
 // with the context current; the caller holds life shared.
-func (d *cudaDriver) boundStream(s cudaapi.Stream, query bool) (bool, error) {
+func (d *Driver) boundStream(s cudaapi.Stream, query bool) (bool, error) {
 	if err := d.bind(); err != nil {
 		return false, err
 	}

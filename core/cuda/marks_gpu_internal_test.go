@@ -1,11 +1,10 @@
 //go:build gpu
 
-package core
+package cuda
 
 import (
 	"bytes"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 // mark's spin (the wait falls back to the driver), and that every word
 // comes back afterwards.
 func TestGPUStreamSynchronizeByMark(t *testing.T) {
-	d, err := newCUDADriver("test", 0, slog.Default())
+	d, err := New(0)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, d.Close()) }()
 	require.NotNil(t, d.marks, "the driver gives a page the device can write")
@@ -59,7 +58,7 @@ func TestGPUStreamSynchronizeByMark(t *testing.T) {
 // on streams of their own and on one shared stream, each return only after
 // their own readback landed, and every word comes back.
 func TestGPUStreamSynchronizeByMarkConcurrently(t *testing.T) {
-	d, err := newCUDADriver("test", 0, slog.Default())
+	d, err := New(0)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, d.Close()) }()
 	require.NotNil(t, d.marks)

@@ -1,6 +1,7 @@
-package core
+package cuda
 
 import (
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -8,23 +9,23 @@ import (
 // the driver library exports (cudaapi.DriverCapabilities), narrowed by the
 // device's own attributes and peers. A failed query takes that one feature
 // away; it never fails the caller.
-func deviceCapabilities(dev cudaapi.Device) Capabilities {
+func deviceCapabilities(dev cudaapi.Device) driver.Capabilities {
 	c, err := cudaapi.DriverCapabilities()
 	if err != nil {
-		return Capabilities{}
+		return driver.Capabilities{}
 	}
 	caps := narrowCapabilities(c, deviceAttrTrue(dev), peerOf(dev))
 	// Programmatic dependent launch needs compute capability 9.0.
 	major, err := cudaapi.DeviceGetAttribute(cudaapi.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-	caps.ProgrammaticLaunch = caps.ProgrammaticLaunch && err == nil && major >= pdlMinCCMajor
+	caps.ProgrammaticLaunch = caps.ProgrammaticLaunch && err == nil && major >= driver.ProgrammaticLaunchCCMajor
 	return caps
 }
 
 // narrowCapabilities maps the driver's features to Capabilities and keeps
 // memory pools, virtual memory and peer access only where the device agrees;
 // mapped pinned host memory comes from the device's attributes alone.
-func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribute) bool, anyPeer func() bool) Capabilities {
-	caps := Capabilities{
+func narrowCapabilities(c cudaapi.Capabilities, attr func(cudaapi.DeviceAttribute) bool, anyPeer func() bool) driver.Capabilities {
+	caps := driver.Capabilities{
 		DriverVersion:         c.DriverVersion,
 		BatchedCopies:         c.Has(cudaapi.FeatureBatchedCopies),
 		MemoryPools:           c.Has(cudaapi.FeatureMemoryPools),
@@ -71,10 +72,10 @@ func peerOf(dev cudaapi.Device) func() bool {
 }
 
 // Capabilities reports the optional features this device offers, found when
-// the driver was opened. It implements CapabilityReporter.
-func (d *cudaDriver) Capabilities() Capabilities {
+// the driver was opened. It implements driver.CapabilityReporter.
+func (d *Driver) Capabilities() driver.Capabilities {
 	if d == nil {
-		return Capabilities{}
+		return driver.Capabilities{}
 	}
 	return d.caps
 }

@@ -1,58 +1,41 @@
-package core
+package cuda
 
-import "github.com/vyre-go/vyrecuda/cudaapi"
-
-var _ GraphDriver = (*cudaDriver)(nil)
+import (
+	"github.com/vyre-go/vyrecuda/core/driver"
+	"github.com/vyre-go/vyrecuda/cudaapi"
+)
 
 // StreamBeginCapture starts capturing s in relaxed mode: other goroutines'
 // driver calls (which may run on any OS thread) are not restricted while it
 // records.
-func (d *cudaDriver) StreamBeginCapture(s Stream) error {
+func (d *Driver) StreamBeginCapture(s driver.Stream) error {
 	return d.onStream("cuStreamBeginCapture", s, func(s cudaapi.Stream) error {
 		return cudaapi.StreamBeginCapture(s, cudaapi.CU_STREAM_CAPTURE_MODE_RELAXED)
 	})
 }
 
 // StreamEndCapture ends the capture on s and returns the recorded graph.
-func (d *cudaDriver) StreamEndCapture(s Stream) (DeviceGraph, error) {
+func (d *Driver) StreamEndCapture(s driver.Stream) (driver.DeviceGraph, error) {
 	const call = "cuStreamEndCapture"
-	var g cudaapi.Graph
-	err := d.onStream(call, s, func(s cudaapi.Stream) error {
-		var err error
-		g, err = cudaapi.StreamEndCapture(s)
-		return err
-	})
-	if err != nil {
-		return 0, err
+	if s == 0 {
+		return 0, nullStream(call)
 	}
-	if g == 0 {
-		return 0, nullResult(call)
-	}
-	return DeviceGraph(g), nil
+	g, err := get(d, call, func() (cudaapi.Graph, error) { return cudaapi.StreamEndCapture(cudaapi.Stream(s)) })
+	return driver.DeviceGraph(g), err
 }
 
 // GraphInstantiate builds an executable graph from g.
-func (d *cudaDriver) GraphInstantiate(g DeviceGraph) (GraphExec, error) {
+func (d *Driver) GraphInstantiate(g driver.DeviceGraph) (driver.GraphExec, error) {
 	const call = "cuGraphInstantiateWithFlags"
 	if g == 0 {
 		return 0, refused(call, "null graph", "pass a graph from StreamEndCapture")
 	}
-	if err := d.begin(); err != nil {
-		return 0, err
-	}
-	x, err := cudaapi.GraphInstantiateWithFlags(cudaapi.Graph(g), 0)
-	if err == nil && x == 0 {
-		err = nullResult(call)
-	}
-	d.end()
-	if err != nil {
-		return 0, callError(call, err)
-	}
-	return GraphExec(x), nil
+	x, err := get(d, call, func() (cudaapi.GraphExec, error) { return cudaapi.GraphInstantiateWithFlags(cudaapi.Graph(g), 0) })
+	return driver.GraphExec(x), err
 }
 
 // GraphLaunch queues the executable graph x on s.
-func (d *cudaDriver) GraphLaunch(x GraphExec, s Stream) error {
+func (d *Driver) GraphLaunch(x driver.GraphExec, s driver.Stream) error {
 	if x == 0 {
 		return refused("cuGraphLaunch", "null executable graph", "pass one from GraphInstantiate")
 	}
@@ -61,10 +44,8 @@ func (d *cudaDriver) GraphLaunch(x GraphExec, s Stream) error {
 	})
 }
 
-var _ GraphUploader = (*cudaDriver)(nil)
-
 // GraphUpload queues the upload of the executable graph x on s.
-func (d *cudaDriver) GraphUpload(x GraphExec, s Stream) error {
+func (d *Driver) GraphUpload(x driver.GraphExec, s driver.Stream) error {
 	if x == 0 {
 		return refused("cuGraphUpload", "null executable graph", "pass one from GraphInstantiate")
 	}
@@ -74,28 +55,20 @@ func (d *cudaDriver) GraphUpload(x GraphExec, s Stream) error {
 }
 
 // GraphExecDestroy destroys an executable graph.
-func (d *cudaDriver) GraphExecDestroy(x GraphExec) error {
+func (d *Driver) GraphExecDestroy(x driver.GraphExec) error {
 	return d.onGraph("cuGraphExecDestroy", uintptr(x), func() error { return cudaapi.GraphExecDestroy(cudaapi.GraphExec(x)) })
 }
 
 // GraphDestroy destroys a graph.
-func (d *cudaDriver) GraphDestroy(g DeviceGraph) error {
+func (d *Driver) GraphDestroy(g driver.DeviceGraph) error {
 	return d.onGraph("cuGraphDestroy", uintptr(g), func() error { return cudaapi.GraphDestroy(cudaapi.Graph(g)) })
 }
 
 // onGraph runs a graph destroy call f with the context current, refusing a
 // null handle h.
-func (d *cudaDriver) onGraph(call string, h uintptr, f func() error) error {
+func (d *Driver) onGraph(call string, h uintptr, f func() error) error {
 	if h == 0 {
 		return refused(call, "null graph handle", "pass a handle from StreamEndCapture or GraphInstantiate")
 	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	err := f()
-	d.end()
-	if err != nil {
-		return callError(call, err)
-	}
-	return nil
+	return d.do(call, f)
 }

@@ -1,13 +1,15 @@
-package core
+package cuda
 
 import (
 	"fmt"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // DeviceSummary describes one visible CUDA device, for listing (vyrecuda
-// info) before choosing an ordinal for OpenCUDA.
+// info) before choosing an ordinal for New (or core.OpenCUDA).
 type DeviceSummary struct {
 	Ordinal     int
 	Name        string // marketing name, e.g. "NVIDIA H200"
@@ -19,7 +21,7 @@ type DeviceSummary struct {
 	DriverVersion int
 	// Capabilities are the optional features the driver offers for this
 	// device (a missing one is reported here, never as an error).
-	Capabilities Capabilities
+	Capabilities driver.Capabilities
 }
 
 // Devices lists the visible CUDA devices in ordinal order. It creates no
@@ -27,7 +29,7 @@ type DeviceSummary struct {
 // cudaapi.ErrDriverNotFound; with a driver but no device, an error with
 // Code CUDA_ERROR_NO_DEVICE.
 func Devices() ([]DeviceSummary, error) {
-	const op = "Devices"
+	const op = "cuda.Devices"
 	count, err := initDriver(op)
 	if err != nil {
 		return nil, err
@@ -72,7 +74,7 @@ func describe(op string, ordinal int) (DeviceSummary, error) {
 	s.CCMajor, s.CCMinor = int(major), int(minor)
 	s.Capabilities = deviceCapabilities(dev)
 	if s.TotalMemory == 0 {
-		return s, newError(op, KindDriver, fmt.Sprintf("device %d (%s) reports 0 bytes of memory", ordinal, s.Name),
+		return s, errs.New(op, errs.KindDriver, fmt.Sprintf("device %d (%s) reports 0 bytes of memory", ordinal, s.Name),
 			"check the device with nvidia-smi")
 	}
 	return s, nil

@@ -1,10 +1,11 @@
-package core
+package cuda
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -52,6 +53,6 @@ func TestNarrowCapabilities(t *testing.T) {
 	asked := false
 	c := narrowCapabilities(cudaapi.Capabilities{}, func(cudaapi.DeviceAttribute) bool { asked = true; return true },
 		func() bool { asked = true; return true })
-	assert.Equal(t, Capabilities{}, c)
+	assert.Equal(t, driver.Capabilities{}, c)
 	assert.False(t, asked)
 }

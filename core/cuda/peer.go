@@ -1,4 +1,4 @@
-package core
+package cuda
 
 import (
 	"errors"
@@ -6,32 +6,31 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ PeerDriver = (*cudaDriver)(nil)
-
-// liveCUDADrivers lists the open real drivers of the process, so one may
+// liveDrivers lists the open real drivers of the process, so one may
 // accept page-locked memory another allocated or registered: all of it is
 // portable (CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTREGISTER_PORTABLE), usable
 // from every context.
-var liveCUDADrivers struct {
+var liveDrivers struct {
 	mu   sync.RWMutex
-	list []*cudaDriver
+	list []*Driver
 }
 
-func trackCUDADriver(d *cudaDriver) {
-	liveCUDADrivers.mu.Lock()
-	liveCUDADrivers.list = append(liveCUDADrivers.list, d)
-	liveCUDADrivers.mu.Unlock()
+func trackDriver(d *Driver) {
+	liveDrivers.mu.Lock()
+	liveDrivers.list = append(liveDrivers.list, d)
+	liveDrivers.mu.Unlock()
 }
 
-func untrackCUDADriver(d *cudaDriver) {
-	liveCUDADrivers.mu.Lock()
-	defer liveCUDADrivers.mu.Unlock()
-	for i, o := range liveCUDADrivers.list {
+func untrackDriver(d *Driver) {
+	liveDrivers.mu.Lock()
+	defer liveDrivers.mu.Unlock()
+	for i, o := range liveDrivers.list {
 		if o == d {
-			liveCUDADrivers.list = append(liveCUDADrivers.list[:i], liveCUDADrivers.list[i+1:]...)
+			liveDrivers.list = append(liveDrivers.list[:i], liveDrivers.list[i+1:]...)
 			return
 		}
 	}
@@ -42,11 +41,11 @@ func untrackCUDADriver(d *cudaDriver) {
 // (so the range cannot be freed under the copy) until the returned unlock
 // runs; found is false otherwise. d.hostMu must not be held by the caller
 // exclusively.
-func (d *cudaDriver) lockPeerPinned(b []byte) (unlock func(), found bool) {
+func (d *Driver) lockPeerPinned(b []byte) (unlock func(), found bool) {
 	p, n := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b))
-	liveCUDADrivers.mu.RLock()
-	defer liveCUDADrivers.mu.RUnlock()
-	for _, o := range liveCUDADrivers.list {
+	liveDrivers.mu.RLock()
+	defer liveDrivers.mu.RUnlock()
+	for _, o := range liveDrivers.list {
 		if o == d {
 			continue
 		}
@@ -62,7 +61,7 @@ func (d *cudaDriver) lockPeerPinned(b []byte) (unlock func(), found bool) {
 // lockPinned checks that b is page-locked memory of d or of another open
 // driver and keeps the owner's hostMu read-locked until unlock runs, so a
 // concurrent HostFree cannot slip between the check and the copy.
-func (d *cudaDriver) lockPinned(call, what string, b []byte) (unlock func(), err error) {
+func (d *Driver) lockPinned(call, what string, b []byte) (unlock func(), err error) {
 	d.hostMu.RLock()
 	err = d.checkPinned(call, what, b)
 	if err == nil {
@@ -75,9 +74,9 @@ func (d *cudaDriver) lockPinned(call, what string, b []byte) (unlock func(), err
 	return nil, err
 }
 
-// peerOf resolves a peer Driver to an open real driver.
-func (d *cudaDriver) peerOf(call string, peer Driver) (*cudaDriver, error) {
-	p, ok := peer.(*cudaDriver)
+// peerOf resolves a peer driver.Driver to an open real driver.
+func (d *Driver) peerOf(call string, peer driver.Driver) (*Driver, error) {
+	p, ok := peer.(*Driver)
 	if !ok || p == nil {
 		return nil, refused(call, fmt.Sprintf("peer %T is not a CUDA driver", peer),
 			"pass a driver from NewCUDADriver (or a Backend from OpenCUDA)")
@@ -88,53 +87,51 @@ func (d *cudaDriver) peerOf(call string, peer Driver) (*cudaDriver, error) {
 // PeerLink reports PeerSame when peer holds the same context (the same
 // device: both retain its primary context), else what
 // cuDeviceCanAccessPeer says.
-func (d *cudaDriver) PeerLink(peer Driver) (PeerLink, error) {
+func (d *Driver) PeerLink(peer driver.Driver) (driver.PeerLink, error) {
 	const call = "cuDeviceCanAccessPeer"
 	p, err := d.peerOf(call, peer)
 	if err != nil {
-		return PeerNone, err
+		return driver.PeerNone, err
+	}
+	if d == nil {
+		return driver.PeerNone, nilDriver()
 	}
 	if p.ctx == d.ctx {
-		return PeerSame, nil
+		return driver.PeerSame, nil
 	}
-	if err := d.begin(); err != nil {
-		return PeerNone, err
+	var can int32
+	err = d.do(call, func() error {
+		var err error
+		can, err = cudaapi.DeviceCanAccessPeer(d.dev, p.dev)
+		return err
+	})
+	if err != nil || can == 0 {
+		return driver.PeerNone, err
 	}
-	can, err := cudaapi.DeviceCanAccessPeer(d.dev, p.dev)
-	d.end()
-	if err != nil {
-		return PeerNone, callError(call, err)
-	}
-	if can != 0 {
-		return PeerDirect, nil
-	}
-	return PeerNone, nil
+	return driver.PeerDirect, nil
 }
 
 // EnablePeerAccess lets d's context access peer's memory
 // (cuCtxEnablePeerAccess); CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED (another
 // Backend on the same device enabled it: they share the primary context) is
 // success.
-func (d *cudaDriver) EnablePeerAccess(peer Driver) error {
+func (d *Driver) EnablePeerAccess(peer driver.Driver) error {
 	const call = "cuCtxEnablePeerAccess"
 	p, err := d.peerOf(call, peer)
 	if err != nil {
 		return err
 	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	err = cudaapi.CtxEnablePeerAccess(p.ctx, 0)
-	d.end()
-	if err != nil && !errors.Is(err, cudaapi.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
-		return callError(call, err)
-	}
-	return nil
+	return d.do(call, func() error {
+		if err := cudaapi.CtxEnablePeerAccess(p.ctx, 0); !errors.Is(err, cudaapi.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+			return err
+		}
+		return nil
+	})
 }
 
 // MemcpyPeerAsync queues cuMemcpyPeerAsync from src in peer's context to
 // dst in d's, on s.
-func (d *cudaDriver) MemcpyPeerAsync(dst uint64, peer Driver, src uint64, n uint64, s Stream) error {
+func (d *Driver) MemcpyPeerAsync(dst uint64, peer driver.Driver, src uint64, n uint64, s driver.Stream) error {
 	const call = "cuMemcpyPeerAsync"
 	p, err := d.peerOf(call, peer)
 	if err != nil {
@@ -143,16 +140,10 @@ func (d *cudaDriver) MemcpyPeerAsync(dst uint64, peer Driver, src uint64, n uint
 	if src == 0 {
 		return refused(call, "null source pointer", "pass a pointer from MemAlloc")
 	}
-	if err := d.deviceArgs(call, dst, n, s); err != nil {
+	if err := deviceArgs(call, dst, n, s); err != nil {
 		return err
 	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	err = cudaapi.MemcpyPeerAsync(cudaapi.DevicePtr(dst), d.ctx, cudaapi.DevicePtr(src), p.ctx, n, cudaapi.Stream(s))
-	d.end()
-	if err != nil {
-		return callError(call, err)
-	}
-	return nil
+	return d.do(call, func() error {
+		return cudaapi.MemcpyPeerAsync(cudaapi.DevicePtr(dst), d.ctx, cudaapi.DevicePtr(src), p.ctx, n, cudaapi.Stream(s))
+	})
 }
