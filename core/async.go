@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // asyncUploads is the bookkeeping of uploads queued by UploadResidentAsyncAt
@@ -14,7 +15,7 @@ type asyncUploads struct {
 	// mu guards every field below, and serializes queueing with
 	// SynchronizeUploads so no copy lands on a stream being given back.
 	mu    sync.Mutex
-	lease *launchLease // the backend-owned stream; nil when nothing is queued
+	lease *streams.Lease // the backend-owned stream; nil when nothing is queued
 	ents  []*residentEntry
 	regs  []*pinnedRegion
 	count int
@@ -141,7 +142,7 @@ func (b *Backend) SynchronizeUploads() error {
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(b.async.lease, true)
+	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)
 	b.pinned.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -46,7 +48,7 @@ type Backend struct {
 	async    asyncUploads
 	devPool  *devicePool
 	hostPool *hostPool
-	launch   *launchPool
+	launch   *streams.Pool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      telemetryCounters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
@@ -98,7 +100,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.pinned.init()
 	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
-	b.launch = newLaunchPool(drv, cfg.log)
+	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
 	return b, nil
@@ -178,7 +180,7 @@ func (b *Backend) Close() error {
 			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
 			"wait for pending work (Await or Close every Pending) before closing the Backend; a Pending dropped without either is released only after a garbage collection finds it")
 	}
-	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
+	if n := b.launch.Counts().Leases - int(b.quar.leases.Load()); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d launch-resource lease(s) still out", n),
 			"await or close every pending dispatch before closing the Backend")
@@ -191,7 +193,7 @@ func (b *Backend) Close() error {
 	}
 	// The launch pool refuses while leases are out; asking it first means a
 	// refusal leaves everything else untouched.
-	lerr := b.launch.close()
+	lerr := b.launch.Close()
 	if errors.Is(lerr, ErrInFlight) {
 		return closeError(op, lerr)
 	}
@@ -258,7 +260,7 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 	if b == nil {
 		return LaunchResourceCounts{}
 	}
-	c := b.launch.counts()
+	c := b.launch.Counts()
 	c.Quarantined = int(b.quar.leases.Load())
 	return c
 }

@@ -66,7 +66,7 @@ func BenchmarkGPUCostModel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.launch.giveBack(lease, true)
+	defer be.launch.Return(lease, true)
 	s := lease.Stream
 	for _, n := range sizes {
 		for _, dir := range []string{"h2d", "d2h"} {

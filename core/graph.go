@@ -3,6 +3,8 @@ package core
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -149,7 +151,7 @@ func (g *Graph) record(op string) error {
 	}
 	s := lease.Stream
 	if err := g.gd.StreamBeginCapture(s); err != nil {
-		b.launch.giveBack(lease, true) // nothing was queued or recorded
+		b.launch.Return(lease, true) // nothing was queued or recorded
 		return graphError(op, "StreamBeginCapture", err)
 	}
 	// Nothing queued while capturing runs, so a failure needs no drain;
@@ -158,7 +160,7 @@ func (g *Graph) record(op string) error {
 	dg, err := g.gd.StreamEndCapture(s)
 	switch {
 	case qerr != nil || err != nil || dg == 0:
-		b.launch.giveBack(lease, false)
+		b.launch.Return(lease, false)
 		if dg != 0 {
 			g.destroyGraph(op, dg)
 		}
@@ -170,7 +172,7 @@ func (g *Graph) record(op string) error {
 		}
 		return nullSuccess(op, "StreamEndCapture")
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	x, err := g.gd.GraphInstantiate(dg)
 	if err == nil && x == 0 {
 		err = nullSuccess(op, "GraphInstantiate")
@@ -212,7 +214,7 @@ func (g *Graph) upload(op string, x GraphExec) error {
 		g.b.drain(op, held{}, lease) // the upload touches no staging or buffer
 		return graphError(op, call, err)
 	}
-	g.b.launch.giveBack(lease, true)
+	g.b.launch.Return(lease, true)
 	return nil
 }
 
@@ -276,7 +278,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, driverError(op, "StreamSynchronize", err)
 	}
 	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	if pl.rd == nil {
 		return growSlots(dst, 0), nil
 	}
@@ -395,7 +397,7 @@ func (g *Graph) held(discard bool) held {
 // replayFailed is called by a failed replay's Pending with its lease: the
 // stream is drained, and when it cannot be, the graph's staging goes to
 // the quarantine and the graph refuses further replays.
-func (g *Graph) replayFailed(op string, lease *launchLease) {
+func (g *Graph) replayFailed(op string, lease *streams.Lease) {
 	if !g.b.drain(op, g.held(true), lease) {
 		g.broken.Store(true)
 	}

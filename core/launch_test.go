@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/sim"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
@@ -19,7 +20,7 @@ func kinds(idle, created, destroyed int) core.LaunchKindCounts {
 func TestLaunchLeaseHandsOutDistinctNonNullResources(t *testing.T) {
 	for _, timing := range []bool{false, true} {
 		dev := newDev()
-		p := core.NewLaunchPool(dev, nil)
+		p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 		l, err := p.Lease("Dispatch", timing)
 		require.NoError(t, err)
 		assert.NotZero(t, l.Stream)
@@ -45,7 +46,7 @@ func TestLaunchLeaseHandsOutDistinctNonNullResources(t *testing.T) {
 			Streams: kinds(0, 1, 0), CompletionEvents: kinds(0, 1, 0), TimingEvents: kinds(0, nTiming, 0), Leases: 1,
 		}, p.Counts())
 
-		p.GiveBack(l, true)
+		p.Return(l, true)
 		assert.Equal(t, core.LaunchResourceCounts{
 			Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0), TimingEvents: kinds(nTiming, nTiming, 0),
 		}, p.Counts())
@@ -59,11 +60,11 @@ func TestLaunchLeaseHandsOutDistinctNonNullResources(t *testing.T) {
 
 func TestLaunchLeasesReuseIdleResources(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPool(dev, nil)
+	p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 	l1, err := p.Lease("a", true)
 	require.NoError(t, err)
 	stream, done := l1.Stream, l1.Done
-	p.GiveBack(l1, true)
+	p.Return(l1, true)
 
 	l2, err := p.Lease("b", true)
 	require.NoError(t, err)
@@ -76,9 +77,9 @@ func TestLaunchLeasesReuseIdleResources(t *testing.T) {
 	l3, err := p.Lease("c", false)
 	require.NoError(t, err)
 	assert.Equal(t, 0, p.Counts().TimingEvents.Idle)
-	p.GiveBack(l2, true)
+	p.Return(l2, true)
 	assert.Equal(t, 2, p.Counts().TimingEvents.Idle)
-	p.GiveBack(l3, true)
+	p.Return(l3, true)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }
@@ -86,25 +87,25 @@ func TestLaunchLeasesReuseIdleResources(t *testing.T) {
 func TestLaunchGiveBackIsIdempotentAndIgnoresForeignOrNilLeases(t *testing.T) {
 	dev := newDev()
 	log, logs := newLog()
-	p := core.NewLaunchPool(dev, log)
-	other := core.NewLaunchPool(dev, nil)
+	p := streams.NewPool(dev, log, streams.DefaultMaxIdle)
+	other := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 	l, err := p.Lease("x", false)
 	require.NoError(t, err)
 	foreign, err := other.Lease("x", false)
 	require.NoError(t, err)
 
-	p.GiveBack(l, true)
-	p.GiveBack(l, true)
-	p.GiveBack(l, false) // already returned: must not destroy a resource now idle
-	p.GiveBack(nil, true)
-	p.GiveBack(foreign, true)
+	p.Return(l, true)
+	p.Return(l, true)
+	p.Return(l, false) // already returned: must not destroy a resource now idle
+	p.Return(nil, true)
+	p.Return(foreign, true)
 	assert.Equal(t, core.LaunchResourceCounts{
 		Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0),
 	}, p.Counts())
 	assert.Len(t, logs.errors(), 1, "a foreign lease is logged")
 	assert.Zero(t, dev.Calls(sim.OpStreamDestroy))
 
-	other.GiveBack(foreign, true)
+	other.Return(foreign, true)
 	require.NoError(t, other.Close())
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
@@ -112,10 +113,10 @@ func TestLaunchGiveBackIsIdempotentAndIgnoresForeignOrNilLeases(t *testing.T) {
 
 func TestLaunchUnhealthyGiveBackDestroys(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPool(dev, nil)
+	p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 	l, err := p.Lease("x", true)
 	require.NoError(t, err)
-	p.GiveBack(l, false)
+	p.Return(l, false)
 	assert.Equal(t, core.LaunchResourceCounts{
 		Streams: kinds(0, 1, 1), CompletionEvents: kinds(0, 1, 1), TimingEvents: kinds(0, 2, 2),
 	}, p.Counts())
@@ -125,15 +126,15 @@ func TestLaunchUnhealthyGiveBackDestroys(t *testing.T) {
 
 func TestLaunchIdleResourcesAreBoundedPerKind(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPoolSize(dev, nil, 2)
-	var ls []*core.LaunchLease
+	p := streams.NewPool(dev, nil, 2)
+	var ls []*streams.Lease
 	for range 5 {
 		l, err := p.Lease("x", true)
 		require.NoError(t, err)
 		ls = append(ls, l)
 	}
 	for _, l := range ls {
-		p.GiveBack(l, true)
+		p.Return(l, true)
 	}
 	assert.Equal(t, core.LaunchResourceCounts{
 		Streams: kinds(2, 5, 3), CompletionEvents: kinds(2, 5, 3), TimingEvents: kinds(2, 10, 8),
@@ -177,7 +178,7 @@ func TestLaunchLeaseFailuresGiveBackEverythingAcquired(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dev := newDev()
-			p := core.NewLaunchPool(dev, nil)
+			p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 			c.arm(dev)
 			l, err := p.Lease("Dispatch", c.timing)
 			ce := requireErrKind(t, err, core.ErrDriver, "Dispatch", c.phrase)
@@ -188,7 +189,7 @@ func TestLaunchLeaseFailuresGiveBackEverythingAcquired(t *testing.T) {
 			// The pool still works, reusing what was given back.
 			l, err = p.Lease("Dispatch", c.timing)
 			require.NoError(t, err)
-			p.GiveBack(l, true)
+			p.Return(l, true)
 			require.NoError(t, p.Close(), "no lease leaked, so close succeeds")
 			requireNoLive(t, dev)
 		})
@@ -197,10 +198,10 @@ func TestLaunchLeaseFailuresGiveBackEverythingAcquired(t *testing.T) {
 
 func TestLaunchCloseRefusesWhileLeasesAreOut(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPool(dev, nil)
+	p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 	idle, err := p.Lease("x", false)
 	require.NoError(t, err)
-	p.GiveBack(idle, true)
+	p.Return(idle, true)
 	l, err := p.Lease("x", true)
 	require.NoError(t, err)
 	before := p.Counts()
@@ -210,8 +211,8 @@ func TestLaunchCloseRefusesWhileLeasesAreOut(t *testing.T) {
 	l2, err := p.Lease("x", false)
 	require.NoError(t, err, "a refused close leaves the pool open")
 
-	p.GiveBack(l, true)
-	p.GiveBack(l2, true)
+	p.Return(l, true)
+	p.Return(l2, true)
 	require.NoError(t, p.Close())
 	_, err = p.Lease("Late", false)
 	requireErrKind(t, err, core.ErrClosed, "Late")
@@ -222,10 +223,10 @@ func TestLaunchCloseRefusesWhileLeasesAreOut(t *testing.T) {
 func TestLaunchCloseReportsTheFirstDestroyFailure(t *testing.T) {
 	dev := newDev()
 	log, logs := newLog()
-	p := core.NewLaunchPool(dev, log)
+	p := streams.NewPool(dev, log, streams.DefaultMaxIdle)
 	l, err := p.Lease("x", false)
 	require.NoError(t, err)
-	p.GiveBack(l, true)
+	p.Return(l, true)
 	dev.FailNth(sim.OpStreamDestroy, 1, cudaapi.CUDA_ERROR_INVALID_HANDLE)
 	ce := requireErrKind(t, p.Close(), core.ErrDriver, "StreamDestroy")
 	assert.Equal(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, ce.Code)
@@ -240,7 +241,7 @@ func TestLaunchCloseReportsTheFirstDestroyFailure(t *testing.T) {
 
 func TestLaunchConcurrentLeases(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPoolSize(dev, nil, 4)
+	p := streams.NewPool(dev, nil, 4)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Add(1)
@@ -255,10 +256,10 @@ func TestLaunchConcurrentLeases(t *testing.T) {
 				// simulated device refuses to destroy a stream with queued work.
 				if !assert.NoError(t, dev.EventRecord(l.Done, l.Stream)) ||
 					!assert.NoError(t, dev.EventSynchronize(l.Done)) {
-					p.GiveBack(l, false)
+					p.Return(l, false)
 					return
 				}
-				p.GiveBack(l, i%10 != 0)
+				p.Return(l, i%10 != 0)
 			}
 		}()
 	}
@@ -275,7 +276,7 @@ func TestLaunchConcurrentLeases(t *testing.T) {
 
 func TestLaunchTimingPairLeaseHoldsOnlyTimingEvents(t *testing.T) {
 	dev := newDev()
-	p := core.NewLaunchPool(dev, nil)
+	p := streams.NewPool(dev, nil, streams.DefaultMaxIdle)
 	l, err := p.LeaseTimingPair("Time")
 	require.NoError(t, err)
 	assert.Zero(t, l.Stream)
@@ -283,7 +284,7 @@ func TestLaunchTimingPairLeaseHoldsOnlyTimingEvents(t *testing.T) {
 	assert.NotZero(t, l.Start)
 	assert.NotZero(t, l.End)
 	assert.Zero(t, dev.Calls(sim.OpStreamCreate))
-	p.GiveBack(l, true)
+	p.Return(l, true)
 	assert.Equal(t, core.LaunchResourceCounts{TimingEvents: kinds(2, 2, 0)}, p.Counts())
 
 	dev.FailNth(sim.OpEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
@@ -293,7 +294,7 @@ func TestLaunchTimingPairLeaseHoldsOnlyTimingEvents(t *testing.T) {
 	requireErrKind(t, err, core.ErrDriver, "EventCreate failed")
 	assert.Nil(t, l2)
 	assert.Equal(t, core.LaunchResourceCounts{TimingEvents: kinds(1, 3, 0), Leases: 1}, p.Counts())
-	p.GiveBack(l1, true)
+	p.Return(l1, true)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }

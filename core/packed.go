@@ -348,7 +348,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)
@@ -491,7 +491,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 			return err
 		}
 		for _, l := range append(extra, lease) {
-			b.launch.giveBack(l, true)
+			b.launch.Return(l, true)
 		}
 		g.landed = lay.dataEnd
 		b.countPackedRead(bytes, requested, waits, tableDMA)
@@ -507,7 +507,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	g.stage, g.landed, g.offs = stage, lay.dataEnd, lay.offs
 	b.countPackedRead(bytes, requested, 1, tableDMA)
 	return nil

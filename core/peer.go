@@ -258,7 +258,7 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 		b.drain(op, h, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	return nil
 }
@@ -284,7 +284,7 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 	}
 	dl, err := dst.lease(op, false)
 	if err != nil {
-		src.launch.giveBack(sl, true)
+		src.launch.Return(sl, true)
 		return err
 	}
 	fail := func(call string, err error) error {
@@ -324,8 +324,8 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return fail("StreamSynchronize", err)
 	}
 	// dst's stream waited for src's event, so src's copies are done too.
-	src.launch.giveBack(sl, true)
-	dst.launch.giveBack(dl, true)
+	src.launch.Return(sl, true)
+	dst.launch.Return(dl, true)
 	dst.tel.syncPoints.Add(1)
 	src.tel.d2hBytes.Add(p.bytes)
 	dst.tel.h2dBytes.Add(p.bytes)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // This file owns the goroutines that copy host memory for transfer calls
@@ -534,7 +536,7 @@ type pipeline struct {
 	ents   []*residentEntry // the transfer's resident buffer, for the quarantine
 	st     staging
 	blocks [][]byte
-	leases []*launchLease
+	leases []*streams.Lease
 	syncs  uint64 // stream synchronizations that succeeded
 }
 
@@ -552,7 +554,7 @@ func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases
 		}
 		p.blocks[j] = blk
 	}
-	p.leases = make([]*launchLease, 0, leases)
+	p.leases = make([]*streams.Lease, 0, leases)
 	for range leases {
 		l, err := b.lease(op, false)
 		if err != nil {
@@ -593,7 +595,7 @@ func (p *pipeline) finish(healthy bool) {
 // must be idle.
 func (p *pipeline) giveBackLeases(healthy bool) {
 	for _, l := range p.leases {
-		p.b.launch.giveBack(l, healthy)
+		p.b.launch.Return(l, healthy)
 	}
 	p.leases = nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // A call whose device work failed drains its streams with one more
@@ -43,7 +45,7 @@ import (
 // quarantined is what one failed call's undrained work may still use.
 type quarantined struct {
 	op     string
-	leases []*launchLease   // streams whose drain failed; shrinks as retries succeed
+	leases []*streams.Lease // streams whose drain failed; shrinks as retries succeed
 	host   []pinnedBlock    // pinned staging blocks
 	dev    []deviceAlloc    // device staging allocations
 	ents   []*residentEntry // one in-flight reference each, the quarantine's own
@@ -101,8 +103,8 @@ type held struct {
 // released once this one is. Every lease is given back or quarantined here:
 // callers must not give them back again. It reports whether every stream
 // drained.
-func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
-	var stuck []*launchLease
+func (b *Backend) drain(op string, h held, leases ...*streams.Lease) bool {
+	var stuck []*streams.Lease
 	var last error
 	for _, l := range leases {
 		if l == nil {
@@ -113,7 +115,7 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 			stuck, last = append(stuck, l), err
 			continue
 		}
-		b.launch.giveBack(l, !h.discard)
+		b.launch.Return(l, !h.discard)
 	}
 	if len(stuck) == 0 {
 		return true
@@ -162,9 +164,9 @@ func (b *Backend) quarantineWaiting(q *quarantined) {
 }
 
 // lease retries the quarantine, then leases launch resources.
-func (b *Backend) lease(op string, timing bool) (*launchLease, error) {
+func (b *Backend) lease(op string, timing bool) (*streams.Lease, error) {
 	b.retryQuarantine()
-	return b.launch.lease(op, timing)
+	return b.launch.Lease(op, timing)
 }
 
 // retryQuarantine synchronizes every quarantined stream once and releases
@@ -229,7 +231,7 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 			kept = append(kept, l)
 			continue
 		}
-		b.launch.giveBack(l, !q.discard)
+		b.launch.Return(l, !q.discard)
 		b.quar.leases.Add(-1)
 	}
 	clear(q.leases[len(kept):])
@@ -287,7 +289,7 @@ func (b *Backend) settleQuarantine(op string) error {
 			continue
 		}
 		for _, l := range q.leases {
-			b.launch.giveBack(l, false)
+			b.launch.Return(l, false)
 		}
 		b.quar.leases.Add(-int64(len(q.leases)))
 		streams += len(q.leases)

@@ -661,7 +661,7 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)

@@ -280,7 +280,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)

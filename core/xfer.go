@@ -280,7 +280,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.unpendRegion(reg)
 	b.tel.syncPoints.Add(1)
 	b.tel.deviceCopies.Add(1)
