@@ -90,7 +90,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	created := false
 	if b.async.lease == nil {
-		lease, err := b.lease(op, false)
+		lease, err := b.launch.Lease(op, false)
 		if err != nil {
 			b.unpendRegion(reg)
 			return err

@@ -178,7 +178,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		release()
 		return nil, err
 	}
-	lease, err := b.lease(op, pl.timing)
+	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
 		release()
 		return nil, err

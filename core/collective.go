@@ -142,7 +142,7 @@ func prepare(op string, a *collArgs, calls []*rankCall) error {
 		if len(c.ents) > 1 {
 			c.sendPtr = c.ents[1].ptr
 		}
-		if c.lease, err = c.b.lease(op, false); err != nil {
+		if c.lease, err = c.b.launch.Lease(op, false); err != nil {
 			undo(r + 1)
 			return err
 		}

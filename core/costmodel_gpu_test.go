@@ -62,7 +62,7 @@ func BenchmarkGPUCostModel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.drv.MemFree(ptr)
-	lease, err := be.lease(op, false)
+	lease, err := be.launch.Lease(op, false)
 	if err != nil {
 		b.Fatal(err)
 	}

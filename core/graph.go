@@ -145,7 +145,7 @@ func (g *Graph) record(op string) error {
 			return err
 		}
 	}
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (g *Graph) upload(op string, x GraphExec) error {
 	if !ok {
 		return nil
 	}
-	lease, err := g.b.lease(op, false)
+	lease, err := g.b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	}
 	defer b.exit()
 	g.pack()
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return dst, err
 	}
@@ -332,7 +332,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return p, nil
 	}
 	g.pack()
-	lease, err := b.lease(op, pl.timing)
+	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
 		return nil, err
 	}

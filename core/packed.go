@@ -308,7 +308,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -447,7 +447,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.st.release()
 		g.staged = false
 	}
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		release()
 		return err

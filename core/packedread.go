@@ -378,7 +378,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	t.prewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			return leases[1:], 0, err
 		}

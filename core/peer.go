@@ -234,7 +234,7 @@ func (b *Backend) peerLinkTo(op string, src *Backend) (PeerLink, error) {
 // waits for them: device-to-device within b's context when peer is nil,
 // else peer copies from peer's device.
 func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -278,11 +278,11 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 	if err != nil {
 		return err
 	}
-	sl, err := src.lease(op, false)
+	sl, err := src.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
-	dl, err := dst.lease(op, false)
+	dl, err := dst.launch.Lease(op, false)
 	if err != nil {
 		src.launch.Return(sl, true)
 		return err

@@ -556,7 +556,7 @@ func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases
 	}
 	p.leases = make([]*streams.Lease, 0, leases)
 	for range leases {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			p.finish(true)
 			return nil, err

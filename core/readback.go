@@ -640,7 +640,7 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 	}
 	g.stage, g.landed = stage, int(bytes)
 	phase("staging")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		g.st.release()
 		return err

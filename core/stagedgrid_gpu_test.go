@@ -90,7 +90,7 @@ func BenchmarkGPUChunkedDMA(b *testing.B) {
 	defer be.drv.MemFree(ptr)
 	leases := make([]*streams.Lease, 3)
 	for i := range leases {
-		if leases[i], err = be.lease(op, false); err != nil {
+		if leases[i], err = be.launch.Lease(op, false); err != nil {
 			b.Fatal(err)
 		}
 		defer be.launch.Return(leases[i], true)

@@ -260,7 +260,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		})
 	}
 	phase("copy")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}

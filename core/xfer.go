@@ -261,7 +261,7 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 // fences it, counting the fence and the copy. reg's pending use is dropped
 // unless a failed stream could not be drained.
 func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion, call string, queue func(Stream) error) error {
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		b.unpendRegion(reg)
 		return err

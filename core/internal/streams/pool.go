@@ -1,10 +1,15 @@
 // Package streams owns the launch resources of one device: a Pool of
 // non-blocking streams, completion events and timing events that calls
-// lease and return.
+// lease and return, and the Pool's quarantine of leases whose stream could
+// not be synchronized after a failed call, held together with what that
+// call's queued work may still use (quarantine.go).
 //
-// It works on driver handles (driver.Stream, driver.Event). It knows
-// nothing of resident buffers, staging or a Backend, and must not import
-// core.
+// It works on driver handles (driver.Stream, driver.Event) and on Items its
+// caller describes: a kind and a size for reports, and a callback that
+// releases the item once its stream has synchronized. It knows nothing of
+// resident buffers, staging or a Backend, and must not import core:
+// package core decides what a failed call holds and how each thing goes
+// back.
 package streams
 
 import (
@@ -37,10 +42,10 @@ type Counts struct {
 	CompletionEvents KindCounts
 	TimingEvents     KindCounts
 	Leases           int
-	// Quarantined counts the leases, among Leases, that a Backend holds
-	// because a failed call could not drain their stream: their work may
-	// still use staging, which is held with them until a retried
-	// synchronization succeeds (Backend.Close explains what happens then).
+	// Quarantined counts the leases, among Leases, that the quarantine
+	// holds because a failed call could not synchronize their stream:
+	// their work may still use what the call held, which is held with them
+	// until a retried synchronization succeeds.
 	Quarantined int
 }
 
@@ -69,11 +74,13 @@ type Pool struct {
 	log     *slog.Logger
 	maxIdle int
 
-	mu     sync.Mutex // guards everything below
+	mu     sync.Mutex // guards the fields up to quar; taken inside quar.mu, never around it
 	idle   [numKinds][]uintptr
 	stats  [numKinds]kindStats
-	leases int // leases out, including ones being acquired
+	leases int // leases out, including ones being acquired and quarantined ones
 	closed bool
+
+	quar quarantine // quarantine.go
 }
 
 // kind indexes the per-kind tables of a Pool.
@@ -100,11 +107,13 @@ func NewPool(drv driver.Driver, log *slog.Logger, maxIdle int) *Pool {
 	return &Pool{drv: drv, log: log, maxIdle: max(maxIdle, 1)}
 }
 
-// Lease hands out a stream and a completion event, plus a start and an end timing event when timing is set. It is all
+// Lease retries the quarantine, then hands out a stream and a completion
+// event, plus a start and an end timing event when timing is set. It is all
 // or nothing: when any acquisition fails, everything acquired so far goes
 // back to the pool and the lease count is unchanged. A closed pool refuses
 // with ErrClosed. Errors carry op.
 func (p *Pool) Lease(op string, timing bool) (*Lease, error) {
+	p.RetryQuarantine()
 	return p.acquire(op, true, timing)
 }
 
@@ -265,8 +274,8 @@ func (p *Pool) destroy(k kind, h uintptr) error {
 	return nil
 }
 
-// Counts reports idle, created and destroyed resources per kind and the
-// leases out.
+// Counts reports idle, created and destroyed resources per kind, the
+// leases out and, of those, the quarantined ones.
 func (p *Pool) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -278,11 +287,13 @@ func (p *Pool) Counts() Counts {
 		CompletionEvents: kc(kindDoneEvent),
 		TimingEvents:     kc(kindTimingEvent),
 		Leases:           p.leases,
+		Quarantined:      int(p.quar.leases.Load()),
 	}
 }
 
 // Close destroys every idle resource and refuses further leases. It refuses
-// with ErrInFlight, changing nothing, while leases are out. Every resource is attempted; the
+// with ErrInFlight, changing nothing, while leases are out (quarantined
+// ones included: SettleQuarantine first). Every resource is attempted; the
 // first destroy failure is returned. A second Close returns nil.
 func (p *Pool) Close() error {
 	p.mu.Lock()
