@@ -101,7 +101,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 		b.unpendRegion(reg)
 		if created {
 			// A fresh stream: the failed copy was its only work.
-			b.drain(op, held{}, b.async.lease)
+			b.syncOrQuarantine(op, inUse{}, b.async.lease)
 			b.async.lease = nil
 		}
 		return driverError(op, "MemcpyHtoDAsync", err)

@@ -179,7 +179,7 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 	finish := func(failed bool) {
 		for _, c := range calls {
 			if failed {
-				c.b.drain(op, held{ents: c.ents, discard: true}, c.lease)
+				c.b.syncOrQuarantine(op, inUse{ents: c.ents, discard: true}, c.lease)
 			} else {
 				c.b.launch.Return(c.lease, true)
 			}

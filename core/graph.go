@@ -211,7 +211,7 @@ func (g *Graph) upload(op string, x GraphExec) error {
 		call, err = "StreamSynchronize", g.b.drv.StreamSynchronize(lease.Stream)
 	}
 	if err != nil {
-		g.b.drain(op, held{}, lease) // the upload touches no staging or buffer
+		g.b.syncOrQuarantine(op, inUse{}, lease) // the upload touches no staging or buffer
 		return graphError(op, call, err)
 	}
 	g.b.launch.Return(lease, true)
@@ -267,7 +267,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	if err := g.gd.GraphLaunch(g.exec, lease.Stream); err != nil {
-		if !b.drain(op, g.held(false), lease) {
+		if !b.syncOrQuarantine(op, g.inUse(false), lease) {
 			g.broken.Store(true)
 		}
 		return dst, graphError(op, "GraphLaunch", err)
@@ -351,7 +351,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		call, err = "EventRecord", b.drv.EventRecord(lease.Done, s)
 	}
 	if err != nil {
-		if !b.drain(op, g.held(false), lease) {
+		if !b.syncOrQuarantine(op, g.inUse(false), lease) {
 			g.broken.Store(true)
 		}
 		return nil, graphError(op, call, err)
@@ -389,16 +389,16 @@ func (g *Graph) pack() {
 	packSpans(g.stage, g.pl.ups, g.spans)
 }
 
-// held is what a replay's work may touch: the graph's staging and buffers.
-func (g *Graph) held(discard bool) held {
-	return held{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
+// inUse is what a replay's work may touch: the graph's staging and buffers.
+func (g *Graph) inUse(discard bool) inUse {
+	return inUse{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
 }
 
 // replayFailed is called by a failed replay's Pending with its lease: the
 // stream is drained, and when it cannot be, the graph's staging goes to
 // the quarantine and the graph refuses further replays.
 func (g *Graph) replayFailed(op string, lease *streams.Lease) {
-	if !g.b.drain(op, g.held(true), lease) {
+	if !g.b.syncOrQuarantine(op, g.inUse(true), lease) {
 		g.broken.Store(true)
 	}
 }

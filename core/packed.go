@@ -315,7 +315,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("staging")
 	fail := func(call string, err error) error {
-		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
@@ -455,7 +455,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("lease")
 	abort := func(err error) error {
-		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
 		return err
 	}
@@ -486,7 +486,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.stage, g.offs = stage, lay.offs // the copy-out reads them as parts land
 		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
 		if err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
 			release()
 			return err
 		}

@@ -239,8 +239,8 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 		return err
 	}
 	// The copies read src's buffers from b's stream: if it cannot be
-	// drained, src quarantines its own buffers (held.peer).
-	h := held{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
+	// drained, src quarantines its own buffers (inUse.peer).
+	h := inUse{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
 	call := "MemcpyDtoDAsync"
 	for _, c := range p.fused {
 		if peer == nil {
@@ -250,12 +250,12 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 			err = b.drv.(PeerDriver).MemcpyPeerAsync(c.Dst, peer.drv, c.Src, uint64(c.Len), lease.Stream)
 		}
 		if err != nil {
-			b.drain(op, h, lease)
+			b.syncOrQuarantine(op, h, lease)
 			return driverError(op, call, err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, h, lease)
+		b.syncOrQuarantine(op, h, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.Return(lease, true)
@@ -288,14 +288,14 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return err
 	}
 	fail := func(call string, err error) error {
-		if !src.drain(op, held{ents: p.srcEnts}, sl) {
+		if !src.syncOrQuarantine(op, inUse{ents: p.srcEnts}, sl) {
 			// src's undrained copies may still write the staging: keep it
 			// out of the pool for good rather than hand it to another call.
 			blocks := st.detach()
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.drain(op, held{st: []*staging{&st}, ents: p.dstEnts}, dl)
+		dst.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
 	off := 0

@@ -317,11 +317,11 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
 	} else {
-		h := held{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := inUse{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
-		p.b.drain(p.op, h, p.lease)
+		p.b.syncOrQuarantine(p.op, h, p.lease)
 	}
 	p.lease = nil
 	p.settle()

@@ -578,7 +578,7 @@ func (p *pipeline) wait(j int) error {
 // fail drains every stream so no queued copy still uses the staging, gives
 // everything back (or, when a drain fails, quarantines it) and returns err.
 func (p *pipeline) fail(err error) error {
-	p.b.drain(p.op, held{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
+	p.b.syncOrQuarantine(p.op, inUse{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
 	p.leases = nil
 	p.st.release()
 	return err

@@ -8,16 +8,16 @@ import (
 )
 
 // A call whose device work failed drains its streams with one more
-// StreamSynchronize before it gives anything back (drain). When that drain
-// fails too, work may still be queued on the stream: copies that read or
-// write the call's pinned staging, its device staging and the resident
-// buffers it targets. None of that may go back to a pool, be freed or be
-// handed to another buffer while the work can still run, and the stream
-// cannot be destroyed or reused. So the leases move into the launch pool's
-// quarantine (package streams), with the staging blocks, device staging
-// allocations, an in-flight reference on each resident buffer and the
-// caller-pinned regions a direct copy uses, each as an item whose release
-// puts it back where it came from.
+// StreamSynchronize before it gives anything back (syncOrQuarantine). When
+// that drain fails too, work may still be queued on the stream: copies that
+// read or write the call's pinned staging, its device staging and the
+// resident buffers it targets. None of that may go back to a pool, be freed
+// or be handed to another buffer while the work can still run, and the
+// stream cannot be destroyed or reused. So the leases move into the launch
+// pool's quarantine (package streams), with the staging blocks, device
+// staging allocations, an in-flight reference on each resident buffer and
+// the caller-pinned regions a direct copy uses, each as an item whose
+// release puts it back where it came from.
 //
 // The quarantine is retried (one StreamSynchronize per held stream) at
 // cheap moments that need no lock but its own: before every lease
@@ -39,7 +39,7 @@ import (
 // waiting for the destination's. The source's Close reports a wait that
 // never ended as memory left allocated, as for its own streams.
 
-// held is what a failed call's queued work may still read or write: its
+// inUse is what a failed call's queued work may still read or write: its
 // staging (released by the caller's deferred release unless detached), its
 // device staging allocations (put back by the caller unless zeroed) and the
 // resident buffers it targets, and the caller-pinned regions a direct DMA
@@ -48,7 +48,7 @@ import (
 // unhealthy (their events saw the failure). peerEnts are resident buffers of
 // peer, another Backend, that the work reads (a peer copy's sources): they
 // are quarantined on peer, not on the Backend that drains.
-type held struct {
+type inUse struct {
 	st       []*staging
 	dev      []*deviceAlloc
 	ents     []*residentEntry
@@ -58,14 +58,14 @@ type held struct {
 	peerEnts []*residentEntry
 }
 
-// drain synchronizes the streams of leases after a failed call, so nothing
-// their queued work uses goes back while the work may still run. A lease
-// whose stream drains goes back to the pool (healthy unless h.discard).
-// When any drain fails, those leases and everything in h move to the
-// quarantine (held.hold). Every lease is given back or quarantined here:
+// syncOrQuarantine synchronizes the streams of leases after a failed call,
+// so nothing their queued work uses goes back while the work may still
+// run. A lease whose stream drains goes back to the pool (healthy unless
+// h.discard). When any drain fails, those leases and everything in h move
+// to the quarantine (inUse.hold). Every lease is given back or quarantined here:
 // callers must not give them back again. It reports whether every stream
 // drained.
-func (b *Backend) drain(op string, h held, leases ...*streams.Lease) bool {
+func (b *Backend) syncOrQuarantine(op string, h inUse, leases ...*streams.Lease) bool {
 	return b.launch.SyncOrQuarantine(op, h.discard, func() streams.Hold { return h.hold(b, op) }, leases...)
 }
 
@@ -75,7 +75,7 @@ func (b *Backend) drain(op string, h held, leases ...*streams.Lease) bool {
 // in-flight reference of the quarantine's own (the caller still drops its
 // own); each item's release puts its thing back. h.peerEnts get their
 // references as items of h.peer's quarantine.
-func (h held) hold(b *Backend, op string) streams.Hold {
+func (h inUse) hold(b *Backend, op string) streams.Hold {
 	var out streams.Hold
 	for _, st := range h.st {
 		for _, blk := range st.detach() {

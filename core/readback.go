@@ -649,14 +649,14 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, ents: ents}, lease)
 			g.st.release()
 			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
 		return driverError(op, "StreamSynchronize", err)
 	}

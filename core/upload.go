@@ -269,14 +269,14 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	for _, c := range fused {
 		end := off + len(c.Data)
 		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
 		off = end
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: ents}, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")

@@ -269,7 +269,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	fail := func(call string, err error) error {
 		// When the drain fails the quarantine takes over reg's pending use
 		// and drops it once the stream synchronizes.
-		if b.drain(op, held{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
+		if b.syncOrQuarantine(op, inUse{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
 			b.unpendRegion(reg)
 		}
 		return driverError(op, call, err)

@@ -75,7 +75,7 @@ func TestCoreStateMachineRandomFaults(t *testing.T) {
 }
 
 // TestCoreFailedDrainLeaksNothing: a transfer whose copy or fence fails is
-// drained with one more StreamSynchronize (Backend.drain) before
+// drained with one more StreamSynchronize (Backend.syncOrQuarantine) before
 // its staging goes back to the pool. When that drain fails as well, the
 // caller gives the lease back unhealthy and the launch pool destroys
 // the stream with the copy still queued: the simulated device refuses

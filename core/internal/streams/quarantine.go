@@ -39,7 +39,7 @@ const (
 	DeviceStaging                 // a device staging allocation
 	BufferRef                     // an in-flight reference on a resident buffer (QuarantinedRefs counts them)
 	PinnedRange                   // a pending use of caller-pinned host memory a direct copy reads or writes
-	NumItemKinds
+	NumItemKinds                  // the number of kinds, which sizes Abandoned's tallies
 )
 
 // Item is one thing a failed call's queued work may still use. Release
@@ -99,9 +99,11 @@ type entry struct {
 	owner   *Pool
 }
 
-// quarantine holds the entries of a Pool.
+// quarantine holds the entries of a Pool. mu guards entries; it is held
+// across the retries' StreamSynchronize and the items' releases, and never
+// together with another Pool's quar.mu.
 type quarantine struct {
-	mu      sync.Mutex // guards entries; held across retries' StreamSynchronize and item releases; never with another Pool's quar.mu held
+	mu      sync.Mutex
 	entries []*entry
 	leases  atomic.Int64 // leases held over all entries, readable without mu
 	refs    atomic.Int64 // BufferRef items held over all entries

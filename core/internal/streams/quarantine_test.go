@@ -243,7 +243,8 @@ func TestSettleQuarantineAbandonsStreamsThatStillFail(t *testing.T) {
 	recovers, fails := lease(t, owner), lease(t, owner)
 	dev.setStuck(recovers.Stream, true)
 	dev.setStuck(fails.Stream, true)
-	require.False(t, owner.SyncOrQuarantine("Upload", false, holdOf(streams.Hold{Items: []streams.Item{g.item("up", streams.PinnedStaging, 4096)}}, &calls), recovers))
+	up := streams.Hold{Items: []streams.Item{g.item("up", streams.PinnedStaging, 4096)}}
+	require.False(t, owner.SyncOrQuarantine("Upload", false, holdOf(up, &calls), recovers))
 	h := streams.Hold{Items: []streams.Item{g.item("pin", streams.PinnedStaging, 100), g.item("dev", streams.DeviceStaging, 200),
 		g.item("buf", streams.BufferRef, 8), g.item("range", streams.PinnedRange, 64), g.item("range2", streams.PinnedRange, 32)},
 		Peer: peer, PeerItems: []streams.Item{g.item("src", streams.BufferRef, 8)}}
