@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // asyncUploads is the bookkeeping of uploads queued by UploadResidentAsyncAt
@@ -14,7 +15,7 @@ type asyncUploads struct {
 	// mu guards every field below, and serializes queueing with
 	// SynchronizeUploads so no copy lands on a stream being given back.
 	mu    sync.Mutex
-	lease *launchLease // the backend-owned stream; nil when nothing is queued
+	lease *streams.Lease // the backend-owned stream; nil when nothing is queued
 	ents  []*residentEntry
 	regs  []*pinnedRegion
 	count int
@@ -89,7 +90,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	created := false
 	if b.async.lease == nil {
-		lease, err := b.lease(op, false)
+		lease, err := b.launch.Lease(op, false)
 		if err != nil {
 			b.unpendRegion(reg)
 			return err
@@ -100,7 +101,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 		b.unpendRegion(reg)
 		if created {
 			// A fresh stream: the failed copy was its only work.
-			b.drain(op, held{}, b.async.lease)
+			b.syncOrQuarantine(op, inUse{}, b.async.lease)
 			b.async.lease = nil
 		}
 		return driverError(op, "MemcpyHtoDAsync", err)
@@ -141,7 +142,7 @@ func (b *Backend) SynchronizeUploads() error {
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(b.async.lease, true)
+	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)
 	b.pinned.mu.Lock()

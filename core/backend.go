@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -21,9 +23,10 @@ import (
 //     nest, or a waiting Close deadlocks them).
 //   - async.mu guards the stream and the bookkeeping of queued asynchronous
 //     uploads (UploadResidentAsyncAt, SynchronizeUploads).
-//   - quar.mu guards the quarantine (quarantine.go); it is held across the
-//     StreamSynchronize of its retries, and never together with store.mu or
-//     pinned.mu.
+//   - the launch pool's quarantine lock (quarantine.go, package streams)
+//     is held across the StreamSynchronize of its retries and the releases
+//     of what it holds (which take pinned.mu and the pools' locks inside
+//     it), and never together with store.mu.
 //   - store.mu guards the resident table (see residentStore).
 //   - pinned.mu guards the registry of caller-pinned host memory.
 //
@@ -46,8 +49,7 @@ type Backend struct {
 	async    asyncUploads
 	devPool  *devicePool
 	hostPool *hostPool
-	launch   *launchPool
-	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
+	launch   *streams.Pool
 	tel      telemetryCounters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
@@ -98,7 +100,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.pinned.init()
 	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
 	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
-	b.launch = newLaunchPool(drv, cfg.log)
+	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
 	return b, nil
@@ -172,18 +174,18 @@ func (b *Backend) Close() error {
 			"call SynchronizeUploads before Close")
 	}
 	// The quarantine's own in-flight references and leases do not refuse
-	// Close: settleQuarantine deals with them below.
-	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
+	// Close: SettleQuarantine deals with them below.
+	if refs, handles := b.store.inflightTotal(); refs-b.launch.QuarantinedRefs() > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
+			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.launch.QuarantinedRefs()),
 			"wait for pending work (Await or Close every Pending) before closing the Backend; a Pending dropped without either is released only after a garbage collection finds it")
 	}
-	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
+	if n := b.launch.Counts().Leases - int(b.launch.QuarantinedLeases()); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d launch-resource lease(s) still out", n),
 			"await or close every pending dispatch before closing the Backend")
 	}
-	firstErr := b.settleQuarantine(op)
+	firstErr := abandonedError(op, b.launch.SettleQuarantine(), b.log)
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
 			firstErr = closeError(op, err)
@@ -191,7 +193,7 @@ func (b *Backend) Close() error {
 	}
 	// The launch pool refuses while leases are out; asking it first means a
 	// refusal leaves everything else untouched.
-	lerr := b.launch.close()
+	lerr := b.launch.Close()
 	if errors.Is(lerr, ErrInFlight) {
 		return closeError(op, lerr)
 	}
@@ -258,9 +260,7 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 	if b == nil {
 		return LaunchResourceCounts{}
 	}
-	c := b.launch.counts()
-	c.Quarantined = int(b.quar.leases.Load())
-	return c
+	return b.launch.Counts()
 }
 
 // PoolCachedBytes reports the bytes currently cached by the device pool and

@@ -178,7 +178,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		release()
 		return nil, err
 	}
-	lease, err := b.lease(op, pl.timing)
+	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
 		release()
 		return nil, err
@@ -194,11 +194,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := held{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
+		h := inUse{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
-		b.drain(op, h, lease)
+		b.syncOrQuarantine(op, h, lease)
 		release()
 		return nil, qerr
 	}

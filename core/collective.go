@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // collKind is which collective a call runs.
@@ -34,7 +36,7 @@ type rankCall struct {
 	sendPtr    uint64
 	recvPtr    uint64
 	count      uint64 // elements per rank block (see Communicator)
-	lease      *launchLease
+	lease      *streams.Lease
 }
 
 // needsSend reports whether the rank reads its send buffer (a broadcast
@@ -116,7 +118,7 @@ func prepare(op string, a *collArgs, calls []*rankCall) error {
 			c.b.unpinEntries(op, c.ents)
 			c.ents = nil
 			if c.lease != nil {
-				c.b.launch.giveBack(c.lease, true)
+				c.b.launch.Return(c.lease, true)
 				c.lease = nil
 			}
 		}
@@ -140,7 +142,7 @@ func prepare(op string, a *collArgs, calls []*rankCall) error {
 		if len(c.ents) > 1 {
 			c.sendPtr = c.ents[1].ptr
 		}
-		if c.lease, err = c.b.lease(op, false); err != nil {
+		if c.lease, err = c.b.launch.Lease(op, false); err != nil {
 			undo(r + 1)
 			return err
 		}
@@ -177,9 +179,9 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 	finish := func(failed bool) {
 		for _, c := range calls {
 			if failed {
-				c.b.drain(op, held{ents: c.ents, discard: true}, c.lease)
+				c.b.syncOrQuarantine(op, inUse{ents: c.ents, discard: true}, c.lease)
 			} else {
-				c.b.launch.giveBack(c.lease, true)
+				c.b.launch.Return(c.lease, true)
 			}
 			c.b.unpinEntries(op, c.ents)
 			c.lease, c.ents = nil, nil

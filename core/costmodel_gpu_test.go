@@ -62,11 +62,11 @@ func BenchmarkGPUCostModel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.drv.MemFree(ptr)
-	lease, err := be.lease(op, false)
+	lease, err := be.launch.Lease(op, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.launch.giveBack(lease, true)
+	defer be.launch.Return(lease, true)
 	s := lease.Stream
 	for _, n := range sizes {
 		for _, dir := range []string{"h2d", "d2h"} {

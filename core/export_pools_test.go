@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// Exports of the pools, staging and the launch-resource pool for the
-// external tests in package core_test (which import core/sim, so they cannot
+// Exports of the pools and staging for the external tests in package core_test (which import core/sim, so they cannot
 // live inside package core).
 
 type (
@@ -15,11 +14,7 @@ type (
 	HostPool    = hostPool
 	PinnedBlock = pinnedBlock
 	Staging     = staging
-	LaunchPool  = launchPool
-	LaunchLease = launchLease
 )
-
-const DefaultLaunchIdle = defaultLaunchIdle
 
 func NewDevicePool(drv Driver, total, maxCachedBytes uint64, log *slog.Logger) *DevicePool {
 	return newDevicePool(drv, total, maxCachedBytes, 1<<40, log)
@@ -96,18 +91,6 @@ func NewStaging(pool *HostPool) *Staging {
 func (s *staging) Take(op string, n int) ([]byte, error) { return s.take(op, n) }
 func (s *staging) Release()                              { s.release() }
 func (s *staging) Held() int                             { return s.held() }
-
-func NewLaunchPool(drv Driver, log *slog.Logger) *LaunchPool { return newLaunchPool(drv, log) }
-func NewLaunchPoolSize(drv Driver, log *slog.Logger, maxIdle int) *LaunchPool {
-	return newLaunchPoolSize(drv, log, maxIdle)
-}
-
-func (p *launchPool) Lease(op string, timing bool) (*LaunchLease, error) { return p.lease(op, timing) }
-func (p *launchPool) GiveBack(l *LaunchLease, healthy bool)              { p.giveBack(l, healthy) }
-func (p *launchPool) Counts() LaunchResourceCounts                       { return p.counts() }
-func (p *launchPool) Close() error                                       { return p.close() }
-
-func (p *launchPool) LeaseTimingPair(op string) (*LaunchLease, error) { return p.leaseTimingPair(op) }
 
 func (s *staging) TakeUpload(op string, data []byte, n int) ([]byte, error) {
 	return s.takeUpload(op, data, n)

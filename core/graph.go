@@ -3,6 +3,8 @@ package core
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -143,13 +145,13 @@ func (g *Graph) record(op string) error {
 			return err
 		}
 	}
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
 	if err := g.gd.StreamBeginCapture(s); err != nil {
-		b.launch.giveBack(lease, true) // nothing was queued or recorded
+		b.launch.Return(lease, true) // nothing was queued or recorded
 		return graphError(op, "StreamBeginCapture", err)
 	}
 	// Nothing queued while capturing runs, so a failure needs no drain;
@@ -158,7 +160,7 @@ func (g *Graph) record(op string) error {
 	dg, err := g.gd.StreamEndCapture(s)
 	switch {
 	case qerr != nil || err != nil || dg == 0:
-		b.launch.giveBack(lease, false)
+		b.launch.Return(lease, false)
 		if dg != 0 {
 			g.destroyGraph(op, dg)
 		}
@@ -170,7 +172,7 @@ func (g *Graph) record(op string) error {
 		}
 		return nullSuccess(op, "StreamEndCapture")
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	x, err := g.gd.GraphInstantiate(dg)
 	if err == nil && x == 0 {
 		err = nullSuccess(op, "GraphInstantiate")
@@ -200,7 +202,7 @@ func (g *Graph) upload(op string, x GraphExec) error {
 	if !ok {
 		return nil
 	}
-	lease, err := g.b.lease(op, false)
+	lease, err := g.b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -209,10 +211,10 @@ func (g *Graph) upload(op string, x GraphExec) error {
 		call, err = "StreamSynchronize", g.b.drv.StreamSynchronize(lease.Stream)
 	}
 	if err != nil {
-		g.b.drain(op, held{}, lease) // the upload touches no staging or buffer
+		g.b.syncOrQuarantine(op, inUse{}, lease) // the upload touches no staging or buffer
 		return graphError(op, call, err)
 	}
-	g.b.launch.giveBack(lease, true)
+	g.b.launch.Return(lease, true)
 	return nil
 }
 
@@ -260,12 +262,12 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	}
 	defer b.exit()
 	g.pack()
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return dst, err
 	}
 	if err := g.gd.GraphLaunch(g.exec, lease.Stream); err != nil {
-		if !b.drain(op, g.held(false), lease) {
+		if !b.syncOrQuarantine(op, g.inUse(false), lease) {
 			g.broken.Store(true)
 		}
 		return dst, graphError(op, "GraphLaunch", err)
@@ -276,7 +278,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, driverError(op, "StreamSynchronize", err)
 	}
 	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	if pl.rd == nil {
 		return growSlots(dst, 0), nil
 	}
@@ -330,7 +332,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return p, nil
 	}
 	g.pack()
-	lease, err := b.lease(op, pl.timing)
+	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +351,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		call, err = "EventRecord", b.drv.EventRecord(lease.Done, s)
 	}
 	if err != nil {
-		if !b.drain(op, g.held(false), lease) {
+		if !b.syncOrQuarantine(op, g.inUse(false), lease) {
 			g.broken.Store(true)
 		}
 		return nil, graphError(op, call, err)
@@ -387,16 +389,16 @@ func (g *Graph) pack() {
 	packSpans(g.stage, g.pl.ups, g.spans)
 }
 
-// held is what a replay's work may touch: the graph's staging and buffers.
-func (g *Graph) held(discard bool) held {
-	return held{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
+// inUse is what a replay's work may touch: the graph's staging and buffers.
+func (g *Graph) inUse(discard bool) inUse {
+	return inUse{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
 }
 
 // replayFailed is called by a failed replay's Pending with its lease: the
 // stream is drained, and when it cannot be, the graph's staging goes to
 // the quarantine and the graph refuses further replays.
-func (g *Graph) replayFailed(op string, lease *launchLease) {
-	if !g.b.drain(op, g.held(true), lease) {
+func (g *Graph) replayFailed(op string, lease *streams.Lease) {
+	if !g.b.syncOrQuarantine(op, g.inUse(true), lease) {
 		g.broken.Store(true)
 	}
 }

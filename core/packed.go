@@ -308,14 +308,14 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return noPackRoom(err)
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
 	phase("staging")
 	fail := func(call string, err error) error {
-		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
@@ -348,7 +348,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)
@@ -447,7 +447,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.st.release()
 		g.staged = false
 	}
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		release()
 		return err
@@ -455,7 +455,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("lease")
 	abort := func(err error) error {
-		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
 		return err
 	}
@@ -486,12 +486,12 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.stage, g.offs = stage, lay.offs // the copy-out reads them as parts land
 		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
 		if err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
 			release()
 			return err
 		}
 		for _, l := range append(extra, lease) {
-			b.launch.giveBack(l, true)
+			b.launch.Return(l, true)
 		}
 		g.landed = lay.dataEnd
 		b.countPackedRead(bytes, requested, waits, tableDMA)
@@ -507,7 +507,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	g.stage, g.landed, g.offs = stage, lay.dataEnd, lay.offs
 	b.countPackedRead(bytes, requested, 1, tableDMA)
 	return nil

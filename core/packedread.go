@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -351,11 +352,11 @@ func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (boo
 // failed caller drains with it, and the number of landings it waited for.
 // Every copy-out task has returned when it does, failed or not.
 func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Plan, g *gathered, lay *packLayout,
-	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *launchLease) ([]*launchLease, uint64, error) {
+	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *streams.Lease) ([]*streams.Lease, uint64, error) {
 	cb := partBounds(lay, len(copies), max(pl.Parts, 1))
 	parts := len(cb) - 1
 	s := lease.Stream
-	leases := []*launchLease{lease}
+	leases := []*streams.Lease{lease}
 	queue := func(k int) error {
 		lo := lay.offs[cb[k]]
 		hi := lay.dataEnd
@@ -377,7 +378,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	t.prewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			return leases[1:], 0, err
 		}

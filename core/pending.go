@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Pending is device work queued by RunAsync or DispatchResidentAsync and not
@@ -45,10 +47,10 @@ type pendingWork struct {
 	state pendingState
 	err   error // the work's failure, once settled
 
-	lease   *launchLease // nil once given back
-	up      staging      // upload staging; released at completion
-	rd      *gathered    // read staging and views; nil without reads
-	xfer    *batchXfer   // packed transfers' device staging; released at completion
+	lease   *streams.Lease // nil once given back
+	up      staging        // upload staging; released at completion
+	rd      *gathered      // read staging and views; nil without reads
+	xfer    *batchXfer     // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -315,11 +317,11 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
 	} else {
-		h := held{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := inUse{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
-		p.b.drain(p.op, h, p.lease)
+		p.b.syncOrQuarantine(p.op, h, p.lease)
 	}
 	p.lease = nil
 	p.settle()
@@ -345,7 +347,7 @@ func (p *pendingWork) collect(healthy bool) {
 		p.rd = nil
 	}
 	if p.lease != nil {
-		p.b.launch.giveBack(p.lease, healthy)
+		p.b.launch.Return(p.lease, healthy)
 		p.lease = nil
 	}
 	if p.graph != nil {

@@ -94,7 +94,7 @@ func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
 		if reg.pending > 0 {
 			// Only the quarantine still holds a use here (Close refused
 			// queued asynchronous uploads), for a direct copy on a stream
-			// settleQuarantine gave up on: the copy may still read or write
+			// SettleQuarantine gave up on: the copy may still read or write
 			// this memory, so it stays pinned, forgotten (and reported).
 			reg.gone = true
 			continue
@@ -223,11 +223,11 @@ func (p *PinnedBuffer) Free() error {
 	}
 	defer b.exit()
 	b.pinned.mu.Lock()
-	if p.reg.pending > 0 && b.quar.leases.Load() > 0 {
+	if p.reg.pending > 0 && b.launch.QuarantinedLeases() > 0 {
 		// A quarantined direct copy may hold it: retry the quarantine
 		// (whose release takes pinned.mu), then look again.
 		b.pinned.mu.Unlock()
-		b.retryQuarantine()
+		b.launch.RetryQuarantine()
 		b.pinned.mu.Lock()
 	}
 	defer b.pinned.mu.Unlock()
@@ -299,10 +299,10 @@ func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 	start := uintptr(p)
 	b.pinned.mu.Lock()
 	reg := b.pinned.find(start, 0)
-	if reg != nil && reg.pending > 0 && b.quar.leases.Load() > 0 {
+	if reg != nil && reg.pending > 0 && b.launch.QuarantinedLeases() > 0 {
 		// As in PinnedBuffer.Free.
 		b.pinned.mu.Unlock()
-		b.retryQuarantine()
+		b.launch.RetryQuarantine()
 		b.pinned.mu.Lock()
 		reg = b.pinned.find(start, 0)
 	}

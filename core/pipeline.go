@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/spin"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // This file owns the goroutines that copy host memory for transfer calls
@@ -481,7 +482,7 @@ type pipeline struct {
 	ents   []*residentEntry // the transfer's resident buffer, for the quarantine
 	st     staging
 	blocks [][]byte
-	leases []*launchLease
+	leases []*streams.Lease
 	syncs  uint64 // stream synchronizations that succeeded
 }
 
@@ -499,9 +500,9 @@ func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases
 		}
 		p.blocks[j] = blk
 	}
-	p.leases = make([]*launchLease, 0, leases)
+	p.leases = make([]*streams.Lease, 0, leases)
 	for range leases {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			p.finish(true)
 			return nil, err
@@ -523,7 +524,7 @@ func (p *pipeline) wait(j int) error {
 // fail drains every stream so no queued copy still uses the staging, gives
 // everything back (or, when a drain fails, quarantines it) and returns err.
 func (p *pipeline) fail(err error) error {
-	p.b.drain(p.op, held{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
+	p.b.syncOrQuarantine(p.op, inUse{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
 	p.leases = nil
 	p.st.release()
 	return err
@@ -540,7 +541,7 @@ func (p *pipeline) finish(healthy bool) {
 // must be idle.
 func (p *pipeline) giveBackLeases(healthy bool) {
 	for _, l := range p.leases {
-		p.b.launch.giveBack(l, healthy)
+		p.b.launch.Return(l, healthy)
 	}
 	p.leases = nil
 }

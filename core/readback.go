@@ -640,7 +640,7 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 	}
 	g.stage, g.landed = stage, int(bytes)
 	phase("staging")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		g.st.release()
 		return err
@@ -649,19 +649,19 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, ents: ents}, lease)
 			g.st.release()
 			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&g.st}, ents: ents}, lease)
 		g.st.release()
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.d2hBytes.Add(bytes)
 	b.tel.readbackOps.Add(1)

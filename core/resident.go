@@ -205,11 +205,11 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 			fmt.Sprintf("handle %d (%d bytes) belongs to an optimizer dispatcher (a live id, its free pool or its static cache)", h.ID, h.Len),
 			"free it with OptimizerDispatcher.FreeResident, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
 	}
-	if e.inflight.Load() > 0 && b.quar.refs.Load() > 0 {
+	if e.inflight.Load() > 0 && b.launch.QuarantinedRefs() > 0 {
 		// (Only inflight: the quarantine never holds a synchronous call's list.)
 		// The quarantine may be what holds it: retry it, then look again.
 		b.store.mu.Unlock()
-		b.retryQuarantine()
+		b.launch.RetryQuarantine()
 		b.store.mu.Lock()
 		if e, err = b.store.lookup(op, h); err != nil {
 			b.store.mu.Unlock()
@@ -274,7 +274,7 @@ func (b *Backend) ownedLive(h Buffer) bool {
 
 // releaseAll frees every resident buffer; Close calls it with life held
 // exclusively. Buffers the quarantine holds in flight are left allocated
-// (settleQuarantine reports them); a buffer the driver fails to free moves
+// (SettleQuarantine reports them); a buffer the driver fails to free moves
 // to unfreed, still counted. It continues past failures and returns the
 // first.
 func (s *residentStore) releaseAll(op string, b *Backend) error {

@@ -260,7 +260,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		})
 	}
 	phase("copy")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -269,18 +269,18 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	for _, c := range fused {
 		end := off + len(c.Data)
 		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+			b.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
 		off = end
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: ents}, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.tel.syncPoints.Add(1)
 	b.tel.h2dBytes.Add(bytes)
 	b.tel.uploadOps.Add(1)

@@ -261,7 +261,7 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 // fences it, counting the fence and the copy. reg's pending use is dropped
 // unless a failed stream could not be drained.
 func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion, call string, queue func(Stream) error) error {
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		b.unpendRegion(reg)
 		return err
@@ -269,7 +269,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	fail := func(call string, err error) error {
 		// When the drain fails the quarantine takes over reg's pending use
 		// and drops it once the stream synchronizes.
-		if b.drain(op, held{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
+		if b.syncOrQuarantine(op, inUse{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
 			b.unpendRegion(reg)
 		}
 		return driverError(op, call, err)
@@ -280,7 +280,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.unpendRegion(reg)
 	b.tel.syncPoints.Add(1)
 	b.tel.deviceCopies.Add(1)
