@@ -109,10 +109,10 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	b.async.ents = append(b.async.ents, e)
 	b.async.regs = append(b.async.regs, reg)
 	b.async.count++
-	b.tel.h2dBytes.Add(uint64(n))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(1)
+	b.tel.H2DBytes.Add(uint64(n))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(1)
+	b.tel.DeviceCopies.Add(1)
 	return nil
 }
 
@@ -140,7 +140,7 @@ func (b *Backend) SynchronizeUploads() error {
 	if err := b.drv.StreamSynchronize(b.async.lease.Stream); err != nil {
 		return driverError(op, "StreamSynchronize", err)
 	}
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	b.launch.giveBack(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/stats"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -48,7 +50,7 @@ type Backend struct {
 	hostPool *hostPool
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
-	tel      telemetryCounters
+	tel      stats.Counters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
 	peers    peerCache     // how other Backends are reached (peer.go)

@@ -210,20 +210,20 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 // countBatch adds what one run of pl moves and launches to the telemetry.
 func (b *Backend) countBatch(pl *batchPlan) {
-	b.tel.memsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
-	b.tel.kernelLaunches.Add(uint64(len(pl.plans)))
+	b.tel.MemsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
+	b.tel.KernelLaunches.Add(uint64(len(pl.plans)))
 	if pl.upBytes > 0 {
-		b.tel.h2dBytes.Add(pl.upBytes)
-		b.tel.uploadOps.Add(1)
+		b.tel.H2DBytes.Add(pl.upBytes)
+		b.tel.UploadOps.Add(1)
 	}
 	if pl.nonEmptyReads > 0 {
-		b.tel.d2hBytes.Add(pl.fusedRds.Bytes)
-		b.tel.readbackOps.Add(1)
+		b.tel.D2HBytes.Add(pl.fusedRds.Bytes)
+		b.tel.ReadbackOps.Add(1)
 	}
-	b.tel.requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
+	b.tel.Requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
 	dmas, launches := pl.copiesQueued()
-	b.tel.deviceCopies.Add(dmas)
-	b.tel.packedLaunches.Add(launches)
+	b.tel.DeviceCopies.Add(dmas)
+	b.tel.PackedLaunches.Add(launches)
 }
 
 // packUploads copies the fused uploads' bytes into stage, back to back, in

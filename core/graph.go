@@ -275,7 +275,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		g.replayFailed(op, lease)
 		return dst, driverError(op, "StreamSynchronize", err)
 	}
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	b.launch.giveBack(lease, true)
 	if pl.rd == nil {
 		return growSlots(dst, 0), nil

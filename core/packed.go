@@ -349,12 +349,12 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	phase("fence")
 	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.h2dBytes.Add(bytes)
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(dmas)
-	b.tel.packedLaunches.Add(1)
+	b.tel.SyncPoints.Add(1)
+	b.tel.H2DBytes.Add(bytes)
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(dmas)
+	b.tel.PackedLaunches.Add(1)
 	return nil
 }
 
@@ -552,12 +552,12 @@ func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCo
 // table's (tableDMAs: 0 when the kernel read the table from host memory),
 // one gather.
 func (b *Backend) countPackedRead(bytes uint64, requested int, parts, tableDMAs uint64) {
-	b.tel.syncPoints.Add(parts)
-	b.tel.d2hBytes.Add(bytes)
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(tableDMAs + parts)
-	b.tel.packedLaunches.Add(1)
+	b.tel.SyncPoints.Add(parts)
+	b.tel.D2HBytes.Add(bytes)
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(tableDMAs + parts)
+	b.tel.PackedLaunches.Add(1)
 }
 
 // mappedTables reports whether drv's kernels read memory from HostAlloc at

@@ -79,8 +79,8 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 		err = copyStaged(op, dst, src, plan)
 	}
 	if err == nil {
-		dst.tel.requested.Add(uint64(len(copies)))
-		dst.tel.deviceCopies.Add(uint64(len(plan.fused)))
+		dst.tel.Requested.Add(uint64(len(copies)))
+		dst.tel.DeviceCopies.Add(uint64(len(plan.fused)))
 	}
 	return err
 }
@@ -259,7 +259,7 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	return nil
 }
 
@@ -326,8 +326,8 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 	// dst's stream waited for src's event, so src's copies are done too.
 	src.launch.giveBack(sl, true)
 	dst.launch.giveBack(dl, true)
-	dst.tel.syncPoints.Add(1)
-	src.tel.d2hBytes.Add(p.bytes)
-	dst.tel.h2dBytes.Add(p.bytes)
+	dst.tel.SyncPoints.Add(1)
+	src.tel.D2HBytes.Add(p.bytes)
+	dst.tel.H2DBytes.Add(p.bytes)
 	return nil
 }

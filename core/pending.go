@@ -283,7 +283,7 @@ func (p *pendingWork) wait() error {
 		p.fail(p.driverError("StreamSynchronize", err))
 		return p.err
 	}
-	p.b.tel.syncPoints.Add(1)
+	p.b.tel.SyncPoints.Add(1)
 	p.complete()
 	return p.err
 }

@@ -662,10 +662,10 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 	}
 	phase("fence")
 	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.d2hBytes.Add(bytes)
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(uint64(nonEmpty))
-	b.tel.deviceCopies.Add(uint64(len(copies)))
+	b.tel.SyncPoints.Add(1)
+	b.tel.D2HBytes.Add(bytes)
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(uint64(nonEmpty))
+	b.tel.DeviceCopies.Add(uint64(len(copies)))
 	return nil
 }

@@ -159,7 +159,7 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 	b.store.mu.Lock()
 	b.store.table.put(id, e)
 	b.store.mu.Unlock()
-	b.tel.residentAllocBytes.Add(uint64(n))
+	b.tel.ResidentAllocBytes.Add(uint64(n))
 	return Buffer{ID: id, Len: n}, nil
 }
 

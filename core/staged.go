@@ -218,11 +218,11 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	phase("fence")
 	r.p.finish(true)
-	b.tel.syncPoints.Add(r.waits + 1)
-	b.tel.h2dBytes.Add(uint64(len(data)))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(k))
+	b.tel.SyncPoints.Add(r.waits + 1)
+	b.tel.H2DBytes.Add(uint64(len(data)))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
@@ -289,11 +289,11 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	phase("copied")
 	r.stop(shared, false)
 	r.finishRead()
-	b.tel.syncPoints.Add(r.waits)
-	b.tel.d2hBytes.Add(uint64(len(out)))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(uint64(k))
+	b.tel.SyncPoints.Add(r.waits)
+	b.tel.D2HBytes.Add(uint64(len(out)))
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(1)
+	b.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 

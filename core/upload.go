@@ -281,10 +281,10 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	}
 	phase("fence")
 	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.h2dBytes.Add(bytes)
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(len(fused)))
+	b.tel.SyncPoints.Add(1)
+	b.tel.H2DBytes.Add(bytes)
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(uint64(len(fused)))
 	return nil
 }

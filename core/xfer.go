@@ -230,9 +230,9 @@ func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegi
 	if err != nil {
 		return err
 	}
-	b.tel.h2dBytes.Add(uint64(len(data)))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
+	b.tel.H2DBytes.Add(uint64(len(data)))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
 	return nil
 }
 
@@ -251,9 +251,9 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRe
 	if err != nil {
 		return err
 	}
-	b.tel.d2hBytes.Add(uint64(len(out)))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
+	b.tel.D2HBytes.Add(uint64(len(out)))
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(1)
 	return nil
 }
 
@@ -282,8 +282,8 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	}
 	b.launch.giveBack(lease, true)
 	b.unpendRegion(reg)
-	b.tel.syncPoints.Add(1)
-	b.tel.deviceCopies.Add(1)
+	b.tel.SyncPoints.Add(1)
+	b.tel.DeviceCopies.Add(1)
 	return nil
 }
 
