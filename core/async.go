@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 // asyncUploads is the bookkeeping of uploads queued by UploadResidentAsyncAt
@@ -16,7 +17,7 @@ type asyncUploads struct {
 	mu    sync.Mutex
 	lease *launchLease // the backend-owned stream; nil when nothing is queued
 	ents  []*residentEntry
-	regs  []*pinnedRegion
+	regs  []*hostmem.Region
 	count int
 }
 
@@ -76,16 +77,12 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	b.pinned.mu.Lock()
-	reg := b.pinned.find(uintptr(src), n)
+	reg := b.pinned.Use(uintptr(src), n)
 	if reg == nil {
-		b.pinned.mu.Unlock()
 		return newError(op, KindInvalidArgument,
 			fmt.Sprintf("source [%#x, +%d) is not inside memory pinned through this Backend", uintptr(src), n),
 			"copy from an AllocHostPinned buffer or from memory registered with PinHostBuffer")
 	}
-	reg.pending++
-	b.pinned.mu.Unlock()
 
 	created := false
 	if b.async.lease == nil {
@@ -116,11 +113,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	return nil
 }
 
-func (b *Backend) unpendRegion(reg *pinnedRegion) {
-	b.pinned.mu.Lock()
-	reg.pending--
-	b.pinned.mu.Unlock()
-}
+func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
 
 // SynchronizeUploads waits until every upload queued with
 // UploadResidentAsyncAt has completed, then releases their buffers and
@@ -144,11 +137,7 @@ func (b *Backend) SynchronizeUploads() error {
 	b.launch.giveBack(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)
-	b.pinned.mu.Lock()
-	for _, reg := range b.async.regs {
-		reg.pending--
-	}
-	b.pinned.mu.Unlock()
+	b.pinned.Done(b.async.regs...)
 	clear(b.async.ents)
 	clear(b.async.regs)
 	b.async.ents, b.async.regs, b.async.count = b.async.ents[:0], b.async.regs[:0], 0

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/stats"
 )
 
@@ -27,7 +28,8 @@ import (
 //     StreamSynchronize of its retries, and never together with store.mu or
 //     pinned.mu.
 //   - store.mu guards the resident table (see residentStore).
-//   - pinned.mu guards the registry of caller-pinned host memory.
+//   - pinned.mu (the hostmem.Registry's lock) guards the registry of
+//     caller-pinned host memory.
 //
 // No lock is held across a stream or event synchronization except async.mu
 // in SynchronizeUploads, which exists to serialize exactly that wait. The
@@ -44,10 +46,10 @@ type Backend struct {
 	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
 
 	store    residentStore
-	pinned   pinnedRegistry
+	pinned   hostmem.Registry
 	async    asyncUploads
 	devPool  *devicePool
-	hostPool *hostPool
+	hostPool *hostmem.Pool
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
 	tel      stats.Counters
@@ -97,9 +99,8 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
-	b.pinned.init()
 	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
-	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
+	b.hostPool = newHostPool(drv, &cfg)
 	b.launch = newLaunchPool(drv, cfg.log)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
@@ -202,8 +203,8 @@ func (b *Backend) Close() error {
 	keep(b.store.releaseAll(op, b))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.close())
-	keep(b.pinned.releaseAll(op, b.drv))
-	keep(b.hostPool.close())
+	keep(b.pinned.ReleaseAll(op, b.drv))
+	keep(b.hostPool.Close())
 	return b.finishClose(op, firstErr)
 }
 
@@ -273,5 +274,5 @@ func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
 	if b == nil {
 		return 0, 0
 	}
-	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
+	return b.devPool.cachedBytes(), b.hostPool.CachedBytes()
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
@@ -154,7 +155,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		return nil, err
 	}
 	rd := pl.rd
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -167,7 +168,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 	// Staging.
 	release := func() {
-		p.up.release()
+		p.up.ReturnAll()
 		if rd != nil {
 			rd.release()
 		}
@@ -194,7 +195,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := held{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
+		h := held{st: []*hostmem.Staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -86,7 +87,7 @@ func (b *Backend) planBatchXfer(op string, pl *batchPlan) (*batchXfer, error) {
 // into their block here; staged and multi-part packed ones are copied
 // while queueing. A packed plan that finds no device memory falls back to
 // per-copy. On failure the caller releases up, rd and x's device staging.
-func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging, rd *gathered) ([]byte, error) {
+func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging, rd *gathered) ([]byte, error) {
 	var stage []byte
 	var err error
 	if pl.upBytes > 0 {
@@ -95,7 +96,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 		}
 	}
 	if pl.nonEmptyReads > 0 {
-		rd.st, rd.staged = newStaging(b.hostPool), true
+		rd.st, rd.staged = hostmem.NewStaging(b.hostPool), true
 		rd.plan, rd.tune = x.rd, x.t
 		rd.tune.evictReads = x.t.evictsReadback(pl.fusedRds.Bytes)
 		if x.rd.Kind == xferplan.Packed {
@@ -115,14 +116,14 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			}
 		}
 		if x.rd.Kind == xferplan.Packed {
-			if rd.stage, err = rd.st.take(op, x.rdLay.total); err != nil {
+			if rd.stage, err = rd.st.Slice(op, x.rdLay.total); err != nil {
 				return nil, err
 			}
 			for i, c := range pl.fusedRds.Copies {
 				x.rdLay.putEntries(rd.stage, i, c.Src, c.Len)
 			}
 			rd.offs = x.rdLay.offs
-		} else if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
+		} else if rd.stage, err = rd.st.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -131,7 +132,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 
 // stageBatchUploads takes the upload staging of pl as x.up says (see
 // stageBatch).
-func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *staging) ([]byte, error) {
+func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging) ([]byte, error) {
 	fused := pl.fusedUps
 	if x.up.Kind == xferplan.Packed {
 		x.upLay = newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
@@ -146,7 +147,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			x.up.Kind = xferplan.PerCopy
 		} else {
 			x.upDev = dev
-			stage, err := up.take(op, x.upLay.total)
+			stage, err := up.Slice(op, x.upLay.total)
 			if err != nil {
 				return nil, err
 			}
@@ -158,7 +159,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			return stage, nil
 		}
 	}
-	stage, err := up.take(op, int(pl.upBytes))
+	stage, err := up.Slice(op, int(pl.upBytes))
 	if err != nil {
 		return nil, err
 	}

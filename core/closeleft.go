@@ -79,8 +79,8 @@ func (b *Backend) leftAfterClose() closeLeft {
 	st := b.devPool.cache.Stats()
 	n, bytes := b.devPool.unfreedBlocks()
 	l.devBlocks, l.devBytes = int(st.CachedBlocks)+n, st.Cached+bytes
-	l.pinBlocks, l.pinBytes = b.hostPool.unfreedBlocks()
-	l.regions, l.regBytes = b.pinned.left()
+	l.pinBlocks, l.pinBytes = b.hostPool.UnfreedBlocks()
+	l.regions, l.regBytes = b.pinned.Left()
 	return l
 }
 
@@ -138,8 +138,8 @@ func (b *Backend) retryClose(op string) error {
 	}
 	keep(b.store.retryUnfreed(op, b))
 	keep(b.devPool.close())
-	keep(b.pinned.releaseAll(op, b.drv))
-	keep(b.hostPool.close())
+	keep(b.pinned.ReleaseAll(op, b.drv))
+	keep(b.hostPool.Close())
 	return b.finishClose(op, first)
 }
 

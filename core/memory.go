@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/internal/alloc"
 )
@@ -186,7 +190,7 @@ func poolError(op string, n int, err error) *Error {
 	case errors.Is(err, alloc.ErrNullBlock):
 		return nullSuccess(op, "MemAlloc")
 	case errors.Is(err, alloc.ErrClosed):
-		return closedPoolError(op, "device allocation pool")
+		return errs.ClosedPool(op, "device allocation pool")
 	}
 	// ErrBadBlock and ErrZeroSize: the Backend passed the allocator
 	// something it never handed out; callers validate first, so this is a
@@ -195,11 +199,6 @@ func poolError(op string, n int, err error) *Error {
 		"report this as a bug in vyrecuda, with the calls that led to it")
 	e.Err = err
 	return e
-}
-
-// closedPoolError reports a get on a pool whose Backend was closed.
-func closedPoolError(op, what string) *Error {
-	return newError(op, KindClosed, what+" is closed", "open a new Backend; a closed one hands out nothing")
 }
 
 // Trim gives every cached device block and every cached pinned staging
@@ -222,7 +221,7 @@ func (b *Backend) Trim() error {
 	}
 	defer b.exit()
 	derr := b.devPool.trim(op)
-	herr := b.hostPool.trim(op)
+	herr := b.hostPool.Trim(op)
 	if derr != nil {
 		return derr
 	}
@@ -232,30 +231,54 @@ func (b *Backend) Trim() error {
 	return nil
 }
 
-// trim frees every cached pinned block (and retries those an earlier
-// HostFree failed on); a block HostFree fails on goes back into the cache,
-// or, without room there, is kept for the next trim or close, counted
-// either way. The first failure is returned.
-func (p *hostPool) trim(op string) error {
-	p.settleEvictions()
-	p.spares.wait()
-	// Freeing pinned memory may be what a failed spare lacked: the next
-	// readback of any size may try again at once.
-	for i := range p.use {
-		p.use[i].failed.Store(0)
-	}
-	first := p.retryUnfreed(op)
-	for _, e := range p.cache.drain() {
-		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {
-			if !p.cache.push(bitsIndex(len(e.v)), len(e.v), e.v) {
-				p.keepUnfreed(e.v)
+// newHostPool returns the pinned host pool of a Backend opened with cfg;
+// its evictions run on the copy helpers.
+func newHostPool(drv Driver, cfg *config) *hostmem.Pool {
+	return hostmem.New(drv, hostmem.Config{Cap: cfg.pinnedPoolCap, Log: cfg.log, Helpers: evictHelpers{},
+		SpareWindow: cfg.pinTest.SpareWindow, SpareRetry: cfg.pinTest.SpareRetry, EvictHook: cfg.pinTest.EvictHook})
+}
+
+// evictHelpers runs the pinned pool's evictions as background jobs of
+// copyHelpers (pipeline.go): helpers take their tasks only when no call's
+// copying has one for them, so a next readback's own copy out comes first.
+type evictHelpers struct{}
+
+// NewJob returns a background job of n tasks that finish ends.
+func (evictHelpers) NewJob(n int, task func(int), finish func(), linger time.Duration) hostmem.Job {
+	j := &evictionJob{}
+	j.job = taskJob{f: task, n: int64(n), linger: linger, done: make(chan struct{}), finish: func() {
+		finish()
+		j.settled.Store(true)
+	}}
+	j.job.left.Store(int64(n))
+	return j
+}
+
+// evictionJob is one eviction on the copy helpers.
+type evictionJob struct {
+	job     taskJob
+	settled atomic.Bool // finish has returned
+}
+
+// Start lists j as a background job and wakes up to workers helpers.
+func (j *evictionJob) Start(workers int) {
+	copyHelpers.addBackground(&j.job, min(workers, maxCopyWorkers))
+}
+
+// Wait helps with j's remaining tasks and returns once its finish has
+// returned: it polls for up to waitSpin, then blocks.
+func (j *evictionJob) Wait() {
+	j.job.work()
+	var sp spinner
+	var until time.Time
+	for !j.settled.Load() {
+		if now, ok := sp.pause(); ok {
+			if until.IsZero() {
+				until = now.Add(waitSpin)
+			} else if now.After(until) {
+				<-j.job.done
+				return
 			}
-			if first == nil {
-				first = driverError(op, "HostFree", err)
-			}
-			continue
 		}
-		p.freed(e.v)
 	}
-	return first
 }

@@ -86,19 +86,19 @@ func (b *Backend) MemoryStats() MemoryStats {
 		Reserved:        st.Reserved,
 		PeakReserved:    st.PeakReserved,
 		CachedDevice:    st.Cached,
-		CachedPinned:    b.hostPool.cachedBytes(),
+		CachedPinned:    b.hostPool.CachedBytes(),
 		DeviceAllocs:    st.DeviceAllocs,
 		DeviceFrees:     st.DeviceFrees,
 		AllocRetries:    st.Retries,
 		OOMs:            st.OOMs,
 		Budget:          cfg.Budget,
 		DeviceCacheCap:  cfg.MaxCached,
-		PinnedCacheCap:  b.hostPool.cache.max,
+		PinnedCacheCap:  b.hostPool.Cap(),
 		CacheHits:       st.Hits,
 		CacheMisses:     st.Misses,
 		FreeMemoryReads: st.FreeMemoryReads,
 		ReleasedBytes:   st.Released,
-		ReservedPinned:  b.hostPool.allocatedBytes(),
+		ReservedPinned:  b.hostPool.ReservedBytes(),
 	}
 }
 

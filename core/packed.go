@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
@@ -297,9 +298,9 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if !lay.packable() {
 		return errNoPackRoom
 	}
-	st := newStaging(b.hostPool)
-	defer st.release()
-	stage, err := st.take(op, lay.total)
+	st := hostmem.NewStaging(b.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, lay.total)
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("staging")
 	fail := func(call string, err error) error {
-		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.drain(op, held{st: []*hostmem.Staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
@@ -427,7 +428,7 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 // up with one small DMA. Either way the block the
 // pieces land in is taken only once the table's DMA and the gather are
 // queued: a block of that size may still be held by the eviction of an
-// earlier readback's staging (evictjob.go), which its take waits for, so
+// earlier readback's staging (hostmem's evict.go), which its take waits for, so
 // the table work overlaps that eviction. (The data block is also only the
 // pieces' size, a smaller pool bucket than pieces and table together.)
 //
@@ -444,7 +445,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	}
 	defer func() { b.devPool.put(dev) }() // zero once quarantined
 	release := func() {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
 	}
 	lease, err := b.lease(op, false)
@@ -455,7 +456,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("lease")
 	abort := func(err error) error {
-		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
 		release()
 		return err
 	}
@@ -477,7 +478,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := b.step(t, s, "launch"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	stage, err := g.st.take(op, lay.dataEnd)
+	stage, err := g.st.Slice(op, lay.dataEnd)
 	if err != nil {
 		return abort(err)
 	}
@@ -486,7 +487,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		g.stage, g.offs = stage, lay.offs // the copy-out reads them as parts land
 		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
 		if err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
 			release()
 			return err
 		}
@@ -526,16 +527,16 @@ func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCo
 	if !lay.packable() {
 		return lay, nil, deviceAlloc{}, errNoPackRoom
 	}
-	g.st, g.staged = newStaging(b.hostPool), true
-	tab, err := g.st.take(op, lay.total-lay.table)
+	g.st, g.staged = hostmem.NewStaging(b.hostPool), true
+	tab, err := g.st.Slice(op, lay.total-lay.table)
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
 		return lay, nil, deviceAlloc{}, err
 	}
 	dev, err := b.devPool.get(op, lay.total, true)
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
 		return lay, nil, deviceAlloc{}, noPackRoom(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
@@ -272,9 +273,9 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", p.bytes),
 			"split the copies into smaller calls")
 	}
-	st := newStaging(dst.hostPool)
-	defer st.release()
-	stage, err := st.take(op, int(p.bytes))
+	st := hostmem.NewStaging(dst.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, int(p.bytes))
 	if err != nil {
 		return err
 	}
@@ -291,11 +292,11 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		if !src.drain(op, held{ents: p.srcEnts}, sl) {
 			// src's undrained copies may still write the staging: keep it
 			// out of the pool for good rather than hand it to another call.
-			blocks := st.detach()
+			blocks := st.Detach()
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.drain(op, held{st: []*staging{&st}, ents: p.dstEnts}, dl)
+		dst.drain(op, held{st: []*hostmem.Staging{&st}, ents: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
 	off := 0

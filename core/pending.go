@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 // Pending is device work queued by RunAsync or DispatchResidentAsync and not
@@ -45,10 +47,10 @@ type pendingWork struct {
 	state pendingState
 	err   error // the work's failure, once settled
 
-	lease   *launchLease // nil once given back
-	up      staging      // upload staging; released at completion
-	rd      *gathered    // read staging and views; nil without reads
-	xfer    *batchXfer   // packed transfers' device staging; released at completion
+	lease   *launchLease    // nil once given back
+	up      hostmem.Staging // upload staging; released at completion
+	rd      *gathered       // read staging and views; nil without reads
+	xfer    *batchXfer      // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -315,7 +317,7 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
 	} else {
-		h := held{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := held{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
@@ -337,7 +339,7 @@ func (p *pendingWork) settle() {
 
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
-	p.up.release()
+	p.up.ReturnAll()
 	p.b.releaseDev(p.xfer)
 	p.xfer = nil
 	if p.rd != nil {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 // A call whose device work failed drains its streams with one more
@@ -43,12 +45,12 @@ import (
 // quarantined is what one failed call's undrained work may still use.
 type quarantined struct {
 	op     string
-	leases []*launchLease   // streams whose drain failed; shrinks as retries succeed
-	host   []pinnedBlock    // pinned staging blocks
-	dev    []deviceAlloc    // device staging allocations
-	ents   []*residentEntry // one in-flight reference each, the quarantine's own
-	regs   []*pinnedRegion  // caller-pinned host memory a direct DMA may still use
-	err    error            // the latest synchronization failure
+	leases []*launchLease    // streams whose drain failed; shrinks as retries succeed
+	host   []hostmem.Block   // pinned staging blocks
+	dev    []deviceAlloc     // device staging allocations
+	ents   []*residentEntry  // one in-flight reference each, the quarantine's own
+	regs   []*hostmem.Region // caller-pinned host memory a direct DMA may still use
+	err    error             // the latest synchronization failure
 	// discard gives leases back unhealthy once they synchronize (held.discard).
 	discard bool
 	// released, when set, is stored true once this item is released: a
@@ -81,10 +83,10 @@ type quarantine struct {
 // peer, another Backend, that the work reads (a peer copy's sources): they
 // are quarantined on peer, not on the Backend that drains.
 type held struct {
-	st       []*staging
+	st       []*hostmem.Staging
 	dev      []*deviceAlloc
 	ents     []*residentEntry
-	regs     []*pinnedRegion
+	regs     []*hostmem.Region
 	discard  bool
 	peer     *Backend
 	peerEnts []*residentEntry
@@ -120,7 +122,7 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 	}
 	q := &quarantined{op: op, leases: stuck, err: last, discard: h.discard}
 	for _, st := range h.st {
-		q.host = append(q.host, st.detach()...)
+		q.host = append(q.host, st.Detach()...)
 	}
 	for _, d := range h.dev {
 		if d.ptr != 0 {
@@ -241,7 +243,7 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 		b.quar.waiting.Add(-1)
 	}
 	for _, blk := range q.host {
-		b.hostPool.put(blk)
+		b.hostPool.Return(blk)
 	}
 	for _, d := range q.dev {
 		b.devPool.put(d)
@@ -266,7 +268,7 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 // blocks and device staging are dropped from their pools' reach; resident
 // buffers keep the quarantine's in-flight reference, which releaseAll
 // respects, and caller-pinned regions of direct copies their pending use,
-// which pinnedRegistry.releaseAll respects), and returns an ErrDriver
+// which hostmem.Registry.ReleaseAll respects), and returns an ErrDriver
 // saying so; the same for buffers a
 // failed peer copy on another Backend's stream may still read. Close calls
 // it with life held exclusively.
@@ -296,7 +298,7 @@ func (b *Backend) settleQuarantine(op string) error {
 			peerWaits++
 		}
 		for _, blk := range q.host {
-			hostBytes += uint64(len(blk.buf))
+			hostBytes += uint64(blk.Size())
 		}
 		for _, d := range q.dev {
 			devBytes += d.blk.Size
@@ -304,7 +306,7 @@ func (b *Backend) settleQuarantine(op string) error {
 		bufs += len(q.ents)
 		for _, reg := range q.regs {
 			regs++
-			regBytes += uint64(reg.n)
+			regBytes += uint64(reg.Len())
 		}
 		ops = append(ops, q.op)
 		last = q.err
