@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/stats"
 )
@@ -48,7 +49,7 @@ type Backend struct {
 	store    residentStore
 	pinned   hostmem.Registry
 	async    asyncUploads
-	devPool  *devicePool
+	devPool  *devmem.Pool
 	hostPool *hostmem.Pool
 	launch   *launchPool
 	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
@@ -99,7 +100,8 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
-	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
+	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
+		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
 	b.hostPool = newHostPool(drv, &cfg)
 	b.launch = newLaunchPool(drv, cfg.log)
 	b.pdl = usePDL(drv, info, cfg)
@@ -202,7 +204,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	keep(b.store.releaseAll(op, b))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
-	keep(b.devPool.close())
+	keep(b.devPool.Close())
 	keep(b.pinned.ReleaseAll(op, b.drv))
 	keep(b.hostPool.Close())
 	return b.finishClose(op, firstErr)
@@ -274,5 +276,5 @@ func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
 	if b == nil {
 		return 0, 0
 	}
-	return b.devPool.cachedBytes(), b.hostPool.CachedBytes()
+	return b.devPool.CachedBytes(), b.hostPool.CachedBytes()
 }

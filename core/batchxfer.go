@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
@@ -45,7 +46,7 @@ type batchXfer struct {
 	rdLay  packLayout // Packed reads: the block's layout
 	// upDev and rdDev are the packed plans' device staging; their owner
 	// (the pendingWork) releases them when the batch completes.
-	upDev, rdDev deviceAlloc
+	upDev, rdDev devmem.Block
 	// scatter and gather are the packed kernels, loaded while planning so
 	// nothing is taken when loading fails.
 	scatter, gather Function
@@ -105,7 +106,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *hostmem
 			if !x.rdLay.packable() {
 				err = errNoPackRoom
 			} else {
-				x.rdDev, err = b.devPool.get(op, x.rdLay.total, true)
+				x.rdDev, err = b.devPool.Alloc(op, x.rdLay.total, true)
 			}
 			if err != nil {
 				if err = noPackRoom(err); err != errNoPackRoom {
@@ -136,9 +137,9 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 	fused := pl.fusedUps
 	if x.up.Kind == xferplan.Packed {
 		x.upLay = newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
-		dev, err := deviceAlloc{}, error(errNoPackRoom)
+		dev, err := devmem.Block{}, error(errNoPackRoom)
 		if x.upLay.packable() {
-			dev, err = b.devPool.get(op, x.upLay.total, true)
+			dev, err = b.devPool.Alloc(op, x.upLay.total, true)
 		}
 		if err != nil {
 			if err = noPackRoom(err); err != errNoPackRoom {
@@ -228,13 +229,13 @@ func (b *Backend) queueBatchUploads(s Stream, pl *batchPlan, stage []byte) (stri
 	switch x.up.Kind {
 	case xferplan.Packed:
 		parts := max(min(x.up.Parts, len(pl.fusedUps)), 1)
-		dmas, call, err := b.queuePackedParts(&x.t, &x.upLay, stage, x.upDev.ptr, s, pl.fusedUps, parts, x.up.Workers,
+		dmas, call, err := b.queuePackedParts(&x.t, &x.upLay, stage, x.upDev.Ptr(), s, pl.fusedUps, parts, x.up.Workers,
 			x.packFill(stage, pl.fusedUps))
 		if err != nil {
 			return call, err
 		}
 		x.dmas += dmas
-		args := []KernelArg{{Ptr: x.upDev.ptr, IsPtr: true}, {Ptr: x.upDev.ptr + uint64(x.upLay.table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.upDev.Ptr(), IsPtr: true}, {Ptr: x.upDev.Ptr() + uint64(x.upLay.table), IsPtr: true},
 			{U32: uint32(x.upLay.entries)}}
 		if err := b.drv.Launch(x.scatter, x.t.packLaunch(x.upLay.entries), s, args); err != nil {
 			return "Launch", err
@@ -282,15 +283,15 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 	x, rd := pl.x, pl.rd
 	if x != nil && x.rd.Kind == xferplan.Packed {
 		lay := &x.rdLay
-		if err := b.drv.MemcpyHtoDAsync(x.rdDev.ptr+uint64(lay.table), rd.stage[lay.table:], s); err != nil {
+		if err := b.drv.MemcpyHtoDAsync(x.rdDev.Ptr()+uint64(lay.table), rd.stage[lay.table:], s); err != nil {
 			return "MemcpyHtoDAsync", err
 		}
-		args := []KernelArg{{Ptr: x.rdDev.ptr, IsPtr: true}, {Ptr: x.rdDev.ptr + uint64(lay.table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.rdDev.Ptr(), IsPtr: true}, {Ptr: x.rdDev.Ptr() + uint64(lay.table), IsPtr: true},
 			{U32: uint32(lay.entries)}}
 		if err := b.drv.Launch(x.gather, x.t.packLaunch(lay.entries), s, args); err != nil {
 			return "Launch", err
 		}
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.dataEnd:lay.dataEnd], x.rdDev.ptr, s); err != nil {
+		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.dataEnd:lay.dataEnd], x.rdDev.Ptr(), s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}
 		x.dmas += 2
@@ -310,11 +311,11 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 }
 
 // devStaging returns the device staging x holds, for a drain or a release.
-func (x *batchXfer) devStaging() []*deviceAlloc {
+func (x *batchXfer) devStaging() []*devmem.Block {
 	if x == nil {
 		return nil
 	}
-	return []*deviceAlloc{&x.upDev, &x.rdDev}
+	return []*devmem.Block{&x.upDev, &x.rdDev}
 }
 
 // releaseDev gives x's device staging back (a zeroed allocation, as a
@@ -324,10 +325,10 @@ func (b *Backend) releaseDev(x *batchXfer) {
 		return
 	}
 	for _, d := range x.devStaging() {
-		if d.n > 0 {
-			b.devPool.put(*d)
+		if d.Len() > 0 {
+			b.devPool.FreeOrKeep(*d)
 		}
-		*d = deviceAlloc{}
+		*d = devmem.Block{}
 	}
 }
 

@@ -78,8 +78,8 @@ func (b *Backend) MemoryStats() MemoryStats {
 	if b == nil {
 		return MemoryStats{}
 	}
-	st := b.devPool.cache.Stats()
-	cfg := b.devPool.cache.Config()
+	st := b.devPool.Stats()
+	cfg := b.devPool.Config()
 	return MemoryStats{
 		Allocated:       b.store.bytes.Load(),
 		PeakAllocated:   b.mem.allocated.Load(),
@@ -108,6 +108,6 @@ func (b *Backend) ResetPeakMemoryStats() {
 	if b == nil {
 		return
 	}
-	b.devPool.cache.ResetPeaks()
+	b.devPool.ResetPeaks()
 	b.mem.allocated.Store(b.store.bytes.Load())
 }

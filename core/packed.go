@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
@@ -304,11 +305,11 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	dev, err := b.devPool.get(op, lay.total, true)
+	dev, err := b.devPool.Alloc(op, lay.total, true)
 	if err != nil {
 		return noPackRoom(err)
 	}
-	defer func() { b.devPool.put(dev) }() // zero once quarantined
+	defer func() { b.devPool.FreeOrKeep(dev) }() // zero once quarantined
 	lease, err := b.lease(op, false)
 	if err != nil {
 		return err
@@ -316,7 +317,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("staging")
 	fail := func(call string, err error) error {
-		b.drain(op, held{st: []*hostmem.Staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.drain(op, held{st: []*hostmem.Staging{&st}, dev: []*devmem.Block{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
@@ -334,11 +335,11 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		}
 		ntcopy.Fence()
 	}
-	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.ptr, s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
+	dmas, call, err := b.queuePackedParts(t, &lay, stage, dev.Ptr(), s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
 	if err != nil {
 		return fail(call, err)
 	}
-	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.table), IsPtr: true}, {U32: uint32(lay.entries)}}
+	args := []KernelArg{{Ptr: dev.Ptr(), IsPtr: true}, {Ptr: dev.Ptr() + uint64(lay.table), IsPtr: true}, {U32: uint32(lay.entries)}}
 	if err := b.drv.Launch(f, t.packLaunch(lay.entries), s, args); err != nil {
 		return fail("Launch", err)
 	}
@@ -443,7 +444,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	defer func() { b.devPool.put(dev) }() // zero once quarantined
+	defer func() { b.devPool.FreeOrKeep(dev) }() // zero once quarantined
 	release := func() {
 		g.st.ReturnAll()
 		g.staged = false
@@ -456,12 +457,12 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("lease")
 	abort := func(err error) error {
-		b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*devmem.Block{&dev}, ents: ents}, lease)
 		release()
 		return err
 	}
 	fail := func(call string, err error) error { return abort(driverError(op, call, err)) }
-	table, tableDMA := dev.ptr+uint64(lay.table), uint64(1)
+	table, tableDMA := dev.Ptr()+uint64(lay.table), uint64(1)
 	if b.mapsTables && !t.tableDMA {
 		// The kernel reads the table where it was written (mappedTables).
 		table, tableDMA = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(tab)))), 0
@@ -471,7 +472,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := b.step(t, s, "table-dma"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: table, IsPtr: true}, {U32: uint32(lay.entries)}}
+	args := []KernelArg{{Ptr: dev.Ptr(), IsPtr: true}, {Ptr: table, IsPtr: true}, {U32: uint32(lay.entries)}}
 	if err := b.drv.Launch(f, t.packLaunch(lay.entries), s, args); err != nil {
 		return fail("Launch", err)
 	}
@@ -485,9 +486,9 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	phase("staging")
 	if g.drain != nil && pl.Parts > 1 && len(copies) > 1 {
 		g.stage, g.offs = stage, lay.offs // the copy-out reads them as parts land
-		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
+		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.Ptr(), stage, lease)
 		if err != nil {
-			b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			b.drain(op, held{st: []*hostmem.Staging{&g.st}, dev: []*devmem.Block{&dev}, ents: ents}, append(extra, lease)...)
 			release()
 			return err
 		}
@@ -498,7 +499,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		b.countPackedRead(bytes, requested, waits, tableDMA)
 		return nil
 	}
-	if err := b.drv.MemcpyDtoHAsync(stage, dev.ptr, s); err != nil {
+	if err := b.drv.MemcpyDtoHAsync(stage, dev.Ptr(), s); err != nil {
 		return fail("MemcpyDtoHAsync", err)
 	}
 	if err := b.step(t, s, "dma"); err != nil {
@@ -518,27 +519,27 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 // a pinned block for the table alone and the device staging for the whole
 // block, and writes the table. On failure it holds nothing (errNoPackRoom
 // when the device has no memory for the staging).
-func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCopy) (packLayout, []byte, deviceAlloc, error) {
+func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCopy) (packLayout, []byte, devmem.Block, error) {
 	// offs lives in g until release; first only until the table is built.
 	offs, first := getInts(len(copies)), getInts(len(copies))
 	defer putInts(first)
 	lay := newPackLayoutIn(*offs, *first, func(i int) int { return copies[i].Len })
 	g.ints = append(g.ints, offs)
 	if !lay.packable() {
-		return lay, nil, deviceAlloc{}, errNoPackRoom
+		return lay, nil, devmem.Block{}, errNoPackRoom
 	}
 	g.st, g.staged = hostmem.NewStaging(b.hostPool), true
 	tab, err := g.st.Slice(op, lay.total-lay.table)
 	if err != nil {
 		g.st.ReturnAll()
 		g.staged = false
-		return lay, nil, deviceAlloc{}, err
+		return lay, nil, devmem.Block{}, err
 	}
-	dev, err := b.devPool.get(op, lay.total, true)
+	dev, err := b.devPool.Alloc(op, lay.total, true)
 	if err != nil {
 		g.st.ReturnAll()
 		g.staged = false
-		return lay, nil, deviceAlloc{}, noPackRoom(err)
+		return lay, nil, devmem.Block{}, noPackRoom(err)
 	}
 	for i, c := range copies {
 		lay.putTable(tab, i, c.Src, c.Len)

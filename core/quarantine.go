@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
@@ -47,7 +48,7 @@ type quarantined struct {
 	op     string
 	leases []*launchLease    // streams whose drain failed; shrinks as retries succeed
 	host   []hostmem.Block   // pinned staging blocks
-	dev    []deviceAlloc     // device staging allocations
+	dev    []devmem.Block    // device staging allocations
 	ents   []*residentEntry  // one in-flight reference each, the quarantine's own
 	regs   []*hostmem.Region // caller-pinned host memory a direct DMA may still use
 	err    error             // the latest synchronization failure
@@ -84,7 +85,7 @@ type quarantine struct {
 // are quarantined on peer, not on the Backend that drains.
 type held struct {
 	st       []*hostmem.Staging
-	dev      []*deviceAlloc
+	dev      []*devmem.Block
 	ents     []*residentEntry
 	regs     []*hostmem.Region
 	discard  bool
@@ -125,9 +126,9 @@ func (b *Backend) drain(op string, h held, leases ...*launchLease) bool {
 		q.host = append(q.host, st.Detach()...)
 	}
 	for _, d := range h.dev {
-		if d.ptr != 0 {
+		if d.Ptr() != 0 {
 			q.dev = append(q.dev, *d)
-			*d = deviceAlloc{}
+			*d = devmem.Block{}
 		}
 	}
 	q.ents = append(q.ents, h.ents...)
@@ -246,7 +247,7 @@ func (b *Backend) retryEntry(q *quarantined) bool {
 		b.hostPool.Return(blk)
 	}
 	for _, d := range q.dev {
-		b.devPool.put(d)
+		b.devPool.FreeOrKeep(d)
 	}
 	b.unpinEntries(q.op, q.ents)
 	for _, reg := range q.regs {
@@ -301,7 +302,7 @@ func (b *Backend) settleQuarantine(op string) error {
 			hostBytes += uint64(blk.Size())
 		}
 		for _, d := range q.dev {
-			devBytes += d.blk.Size
+			devBytes += d.Size()
 		}
 		bufs += len(q.ents)
 		for _, reg := range q.regs {
