@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
@@ -17,7 +18,7 @@ type asyncUploads struct {
 	mu    sync.Mutex
 	lease *streams.Lease // the backend-owned stream; nil when nothing is queued
 	ents  []*residentEntry
-	regs  []*pinnedRegion
+	regs  []*hostmem.Region
 	count int
 }
 
@@ -77,16 +78,12 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	b.pinned.mu.Lock()
-	reg := b.pinned.find(uintptr(src), n)
+	reg := b.pinned.Use(uintptr(src), n)
 	if reg == nil {
-		b.pinned.mu.Unlock()
 		return newError(op, KindInvalidArgument,
 			fmt.Sprintf("source [%#x, +%d) is not inside memory pinned through this Backend", uintptr(src), n),
 			"copy from an AllocHostPinned buffer or from memory registered with PinHostBuffer")
 	}
-	reg.pending++
-	b.pinned.mu.Unlock()
 
 	created := false
 	if b.async.lease == nil {
@@ -110,18 +107,14 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	b.async.ents = append(b.async.ents, e)
 	b.async.regs = append(b.async.regs, reg)
 	b.async.count++
-	b.tel.h2dBytes.Add(uint64(n))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(1)
+	b.tel.H2DBytes.Add(uint64(n))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(1)
+	b.tel.DeviceCopies.Add(1)
 	return nil
 }
 
-func (b *Backend) unpendRegion(reg *pinnedRegion) {
-	b.pinned.mu.Lock()
-	reg.pending--
-	b.pinned.mu.Unlock()
-}
+func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
 
 // SynchronizeUploads waits until every upload queued with
 // UploadResidentAsyncAt has completed, then releases their buffers and
@@ -141,15 +134,11 @@ func (b *Backend) SynchronizeUploads() error {
 	if err := b.drv.StreamSynchronize(b.async.lease.Stream); err != nil {
 		return driverError(op, "StreamSynchronize", err)
 	}
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)
-	b.pinned.mu.Lock()
-	for _, reg := range b.async.regs {
-		reg.pending--
-	}
-	b.pinned.mu.Unlock()
+	b.pinned.Done(b.async.regs...)
 	clear(b.async.ents)
 	clear(b.async.regs)
 	b.async.ents, b.async.regs, b.async.count = b.async.ents[:0], b.async.regs[:0], 0

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/stats"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
@@ -28,7 +31,8 @@ import (
 //     of what it holds (which take pinned.mu and the pools' locks inside
 //     it), and never together with store.mu.
 //   - store.mu guards the resident table (see residentStore).
-//   - pinned.mu guards the registry of caller-pinned host memory.
+//   - pinned.mu (the hostmem.Registry's lock) guards the registry of
+//     caller-pinned host memory.
 //
 // No lock is held across a stream or event synchronization except async.mu
 // in SynchronizeUploads, which exists to serialize exactly that wait. The
@@ -45,12 +49,12 @@ type Backend struct {
 	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
 
 	store    residentStore
-	pinned   pinnedRegistry
+	pinned   hostmem.Registry
 	async    asyncUploads
-	devPool  *devicePool
-	hostPool *hostPool
+	devPool  *devmem.Pool
+	hostPool *hostmem.Pool
 	launch   *streams.Pool
-	tel      telemetryCounters
+	tel      stats.Counters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
 	peers    peerCache     // how other Backends are reached (peer.go)
@@ -97,9 +101,9 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
-	b.pinned.init()
-	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
-	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
+	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
+		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
+	b.hostPool = newHostPool(drv, &cfg)
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
@@ -201,9 +205,9 @@ func (b *Backend) Close() error {
 	b.closed = true
 	keep(b.store.releaseAll(op, b))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
-	keep(b.devPool.close())
-	keep(b.pinned.releaseAll(op, b.drv))
-	keep(b.hostPool.close())
+	keep(b.devPool.Close())
+	keep(b.pinned.ReleaseAll(op, b.drv))
+	keep(b.hostPool.Close())
 	return b.finishClose(op, firstErr)
 }
 
@@ -271,5 +275,5 @@ func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
 	if b == nil {
 		return 0, 0
 	}
-	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
+	return b.devPool.CachedBytes(), b.hostPool.CachedBytes()
 }

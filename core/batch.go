@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
@@ -154,7 +155,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		return nil, err
 	}
 	rd := pl.rd
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -167,7 +168,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 	// Staging.
 	release := func() {
-		p.up.release()
+		p.up.ReturnAll()
 		if rd != nil {
 			rd.release()
 		}
@@ -194,7 +195,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := inUse{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
+		h := inUse{st: []*hostmem.Staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
@@ -210,20 +211,20 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 // countBatch adds what one run of pl moves and launches to the telemetry.
 func (b *Backend) countBatch(pl *batchPlan) {
-	b.tel.memsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
-	b.tel.kernelLaunches.Add(uint64(len(pl.plans)))
+	b.tel.MemsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
+	b.tel.KernelLaunches.Add(uint64(len(pl.plans)))
 	if pl.upBytes > 0 {
-		b.tel.h2dBytes.Add(pl.upBytes)
-		b.tel.uploadOps.Add(1)
+		b.tel.H2DBytes.Add(pl.upBytes)
+		b.tel.UploadOps.Add(1)
 	}
 	if pl.nonEmptyReads > 0 {
-		b.tel.d2hBytes.Add(pl.fusedRds.Bytes)
-		b.tel.readbackOps.Add(1)
+		b.tel.D2HBytes.Add(pl.fusedRds.Bytes)
+		b.tel.ReadbackOps.Add(1)
 	}
-	b.tel.requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
+	b.tel.Requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
 	dmas, launches := pl.copiesQueued()
-	b.tel.deviceCopies.Add(dmas)
-	b.tel.packedLaunches.Add(launches)
+	b.tel.DeviceCopies.Add(dmas)
+	b.tel.PackedLaunches.Add(launches)
 }
 
 // packUploads copies the fused uploads' bytes into stage, back to back, in

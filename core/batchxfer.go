@@ -1,6 +1,8 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -44,7 +46,7 @@ type batchXfer struct {
 	rdLay  packLayout // Packed reads: the block's layout
 	// upDev and rdDev are the packed plans' device staging; their owner
 	// (the pendingWork) releases them when the batch completes.
-	upDev, rdDev deviceAlloc
+	upDev, rdDev devmem.Block
 	// scatter and gather are the packed kernels, loaded while planning so
 	// nothing is taken when loading fails.
 	scatter, gather Function
@@ -86,7 +88,7 @@ func (b *Backend) planBatchXfer(op string, pl *batchPlan) (*batchXfer, error) {
 // into their block here; staged and multi-part packed ones are copied
 // while queueing. A packed plan that finds no device memory falls back to
 // per-copy. On failure the caller releases up, rd and x's device staging.
-func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging, rd *gathered) ([]byte, error) {
+func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging, rd *gathered) ([]byte, error) {
 	var stage []byte
 	var err error
 	if pl.upBytes > 0 {
@@ -95,7 +97,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 		}
 	}
 	if pl.nonEmptyReads > 0 {
-		rd.st, rd.staged = newStaging(b.hostPool), true
+		rd.st, rd.staged = hostmem.NewStaging(b.hostPool), true
 		rd.plan, rd.tune = x.rd, x.t
 		rd.tune.evictReads = x.t.evictsReadback(pl.fusedRds.Bytes)
 		if x.rd.Kind == xferplan.Packed {
@@ -104,7 +106,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			if !x.rdLay.packable() {
 				err = errNoPackRoom
 			} else {
-				x.rdDev, err = b.devPool.get(op, x.rdLay.total, true)
+				x.rdDev, err = b.devPool.Alloc(op, x.rdLay.total, true)
 			}
 			if err != nil {
 				if err = noPackRoom(err); err != errNoPackRoom {
@@ -115,14 +117,14 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			}
 		}
 		if x.rd.Kind == xferplan.Packed {
-			if rd.stage, err = rd.st.take(op, x.rdLay.total); err != nil {
+			if rd.stage, err = rd.st.Slice(op, x.rdLay.total); err != nil {
 				return nil, err
 			}
 			for i, c := range pl.fusedRds.Copies {
 				x.rdLay.putEntries(rd.stage, i, c.Src, c.Len)
 			}
 			rd.offs = x.rdLay.offs
-		} else if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
+		} else if rd.stage, err = rd.st.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -131,13 +133,13 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 
 // stageBatchUploads takes the upload staging of pl as x.up says (see
 // stageBatch).
-func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *staging) ([]byte, error) {
+func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging) ([]byte, error) {
 	fused := pl.fusedUps
 	if x.up.Kind == xferplan.Packed {
 		x.upLay = newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
-		dev, err := deviceAlloc{}, error(errNoPackRoom)
+		dev, err := devmem.Block{}, error(errNoPackRoom)
 		if x.upLay.packable() {
-			dev, err = b.devPool.get(op, x.upLay.total, true)
+			dev, err = b.devPool.Alloc(op, x.upLay.total, true)
 		}
 		if err != nil {
 			if err = noPackRoom(err); err != errNoPackRoom {
@@ -146,7 +148,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			x.up.Kind = xferplan.PerCopy
 		} else {
 			x.upDev = dev
-			stage, err := up.take(op, x.upLay.total)
+			stage, err := up.Slice(op, x.upLay.total)
 			if err != nil {
 				return nil, err
 			}
@@ -158,7 +160,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			return stage, nil
 		}
 	}
-	stage, err := up.take(op, int(pl.upBytes))
+	stage, err := up.Slice(op, int(pl.upBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -227,13 +229,13 @@ func (b *Backend) queueBatchUploads(s Stream, pl *batchPlan, stage []byte) (stri
 	switch x.up.Kind {
 	case xferplan.Packed:
 		parts := max(min(x.up.Parts, len(pl.fusedUps)), 1)
-		dmas, call, err := b.queuePackedParts(&x.t, &x.upLay, stage, x.upDev.ptr, s, pl.fusedUps, parts, x.up.Workers,
+		dmas, call, err := b.queuePackedParts(&x.t, &x.upLay, stage, x.upDev.Ptr(), s, pl.fusedUps, parts, x.up.Workers,
 			x.packFill(stage, pl.fusedUps))
 		if err != nil {
 			return call, err
 		}
 		x.dmas += dmas
-		args := []KernelArg{{Ptr: x.upDev.ptr, IsPtr: true}, {Ptr: x.upDev.ptr + uint64(x.upLay.table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.upDev.Ptr(), IsPtr: true}, {Ptr: x.upDev.Ptr() + uint64(x.upLay.table), IsPtr: true},
 			{U32: uint32(x.upLay.entries)}}
 		if err := b.drv.Launch(x.scatter, x.t.packLaunch(x.upLay.entries), s, args); err != nil {
 			return "Launch", err
@@ -281,15 +283,15 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 	x, rd := pl.x, pl.rd
 	if x != nil && x.rd.Kind == xferplan.Packed {
 		lay := &x.rdLay
-		if err := b.drv.MemcpyHtoDAsync(x.rdDev.ptr+uint64(lay.table), rd.stage[lay.table:], s); err != nil {
+		if err := b.drv.MemcpyHtoDAsync(x.rdDev.Ptr()+uint64(lay.table), rd.stage[lay.table:], s); err != nil {
 			return "MemcpyHtoDAsync", err
 		}
-		args := []KernelArg{{Ptr: x.rdDev.ptr, IsPtr: true}, {Ptr: x.rdDev.ptr + uint64(lay.table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.rdDev.Ptr(), IsPtr: true}, {Ptr: x.rdDev.Ptr() + uint64(lay.table), IsPtr: true},
 			{U32: uint32(lay.entries)}}
 		if err := b.drv.Launch(x.gather, x.t.packLaunch(lay.entries), s, args); err != nil {
 			return "Launch", err
 		}
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.dataEnd:lay.dataEnd], x.rdDev.ptr, s); err != nil {
+		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.dataEnd:lay.dataEnd], x.rdDev.Ptr(), s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}
 		x.dmas += 2
@@ -309,11 +311,11 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 }
 
 // devStaging returns the device staging x holds, for a drain or a release.
-func (x *batchXfer) devStaging() []*deviceAlloc {
+func (x *batchXfer) devStaging() []*devmem.Block {
 	if x == nil {
 		return nil
 	}
-	return []*deviceAlloc{&x.upDev, &x.rdDev}
+	return []*devmem.Block{&x.upDev, &x.rdDev}
 }
 
 // releaseDev gives x's device staging back (a zeroed allocation, as a
@@ -323,10 +325,10 @@ func (b *Backend) releaseDev(x *batchXfer) {
 		return
 	}
 	for _, d := range x.devStaging() {
-		if d.n > 0 {
-			b.devPool.put(*d)
+		if d.Len() > 0 {
+			b.devPool.FreeOrKeep(*d)
 		}
-		*d = deviceAlloc{}
+		*d = devmem.Block{}
 	}
 }
 

@@ -226,7 +226,7 @@ func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriv
 			finish(true)
 			return e
 		}
-		c.b.tel.syncPoints.Add(1)
+		c.b.tel.SyncPoints.Add(1)
 	}
 	finish(false)
 	return nil

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 func openCostModelGPU(b *testing.B) *Backend {
@@ -32,9 +34,9 @@ func BenchmarkGPUCostModel(b *testing.B) {
 	be := openCostModelGPU(b)
 	const op = "costmodel"
 	sizes := []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
-	st := newStaging(be.hostPool)
-	defer st.release()
-	stage, err := st.take(op, 64<<20)
+	st := hostmem.NewStaging(be.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, 64<<20)
 	if err != nil {
 		b.Fatal(err)
 	}

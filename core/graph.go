@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
@@ -41,13 +42,13 @@ type Graph struct {
 	// staging moved to the Backend's quarantine with the stream.
 	broken atomic.Bool
 
-	pl    *batchPlan  // the captured batch; pl.pinned are the graph's in-flight marks
-	exec  GraphExec   // 0 when the batch has no device work
-	dg    DeviceGraph // the recorded graph exec came from; 0 once destroyed
-	gd    GraphDriver // the driver that owns exec
-	up    staging     // upload staging the graph's copies read
-	rdst  staging     // read staging the graph's copies write
-	stage []byte      // upload staging, pl.upBytes long
+	pl    *batchPlan      // the captured batch; pl.pinned are the graph's in-flight marks
+	exec  GraphExec       // 0 when the batch has no device work
+	dg    DeviceGraph     // the recorded graph exec came from; 0 once destroyed
+	gd    GraphDriver     // the driver that owns exec
+	up    hostmem.Staging // upload staging the graph's copies read
+	rdst  hostmem.Staging // read staging the graph's copies write
+	stage []byte          // upload staging, pl.upBytes long
 	// spans place each upload's bytes in stage (graphpack.go), found once
 	// at Capture; every replay copies the current bytes there.
 	spans []uploadSpan
@@ -92,11 +93,11 @@ func (b *Backend) capture(op string, batch *Batch) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Graph{b: b, op: op, pl: pl, gd: gd, up: newStaging(b.hostPool), rdst: newStaging(b.hostPool)}
+	g := &Graph{b: b, op: op, pl: pl, gd: gd, up: hostmem.NewStaging(b.hostPool), rdst: hostmem.NewStaging(b.hostPool)}
 	if pl.work() > 0 {
 		if err := g.record(op); err != nil {
-			g.up.release()
-			g.rdst.release()
+			g.up.ReturnAll()
+			g.rdst.ReturnAll()
 			b.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
@@ -136,12 +137,12 @@ func (g *Graph) record(op string) error {
 				Detail: "the batch's uploads do not map onto their fused copies",
 				Fix:    "report this as a bug; Run the batch instead meanwhile"}
 		}
-		if g.stage, err = g.up.take(op, int(pl.upBytes)); err != nil {
+		if g.stage, err = g.up.Slice(op, int(pl.upBytes)); err != nil {
 			return err
 		}
 	}
 	if pl.nonEmptyReads > 0 {
-		if pl.rd.stage, err = g.rdst.take(op, int(pl.fusedRds.Bytes)); err != nil {
+		if pl.rd.stage, err = g.rdst.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
 			return err
 		}
 	}
@@ -277,7 +278,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		g.replayFailed(op, lease)
 		return dst, driverError(op, "StreamSynchronize", err)
 	}
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	b.launch.Return(lease, true)
 	if pl.rd == nil {
 		return growSlots(dst, 0), nil
@@ -322,7 +323,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return nil, err
 	}
 	defer b.exit()
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
 	if g.exec == 0 {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
@@ -391,7 +392,7 @@ func (g *Graph) pack() {
 
 // inUse is what a replay's work may touch: the graph's staging and buffers.
 func (g *Graph) inUse(discard bool) inUse {
-	return inUse{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
+	return inUse{st: []*hostmem.Staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
 }
 
 // replayFailed is called by a failed replay's Pending with its lease: the
@@ -436,8 +437,8 @@ func (g *Graph) Close() error {
 		g.dg = 0
 	}
 	g.closed = true
-	g.up.release()
-	g.rdst.release()
+	g.up.ReturnAll()
+	g.rdst.ReturnAll()
 	g.b.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
@@ -79,8 +80,8 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 		err = copyStaged(op, dst, src, plan)
 	}
 	if err == nil {
-		dst.tel.requested.Add(uint64(len(copies)))
-		dst.tel.deviceCopies.Add(uint64(len(plan.fused)))
+		dst.tel.Requested.Add(uint64(len(copies)))
+		dst.tel.DeviceCopies.Add(uint64(len(plan.fused)))
 	}
 	return err
 }
@@ -259,7 +260,7 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.Return(lease, true)
-	b.tel.syncPoints.Add(1)
+	b.tel.SyncPoints.Add(1)
 	return nil
 }
 
@@ -272,9 +273,9 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", p.bytes),
 			"split the copies into smaller calls")
 	}
-	st := newStaging(dst.hostPool)
-	defer st.release()
-	stage, err := st.take(op, int(p.bytes))
+	st := hostmem.NewStaging(dst.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, int(p.bytes))
 	if err != nil {
 		return err
 	}
@@ -291,11 +292,11 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		if !src.syncOrQuarantine(op, inUse{ents: p.srcEnts}, sl) {
 			// src's undrained copies may still write the staging: keep it
 			// out of the pool for good rather than hand it to another call.
-			blocks := st.detach()
+			blocks := st.Detach()
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.syncOrQuarantine(op, inUse{st: []*staging{&st}, ents: p.dstEnts}, dl)
+		dst.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
 	off := 0
@@ -326,8 +327,8 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 	// dst's stream waited for src's event, so src's copies are done too.
 	src.launch.Return(sl, true)
 	dst.launch.Return(dl, true)
-	dst.tel.syncPoints.Add(1)
-	src.tel.d2hBytes.Add(p.bytes)
-	dst.tel.h2dBytes.Add(p.bytes)
+	dst.tel.SyncPoints.Add(1)
+	src.tel.D2HBytes.Add(p.bytes)
+	dst.tel.H2DBytes.Add(p.bytes)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
@@ -47,10 +48,10 @@ type pendingWork struct {
 	state pendingState
 	err   error // the work's failure, once settled
 
-	lease   *streams.Lease // nil once given back
-	up      staging        // upload staging; released at completion
-	rd      *gathered      // read staging and views; nil without reads
-	xfer    *batchXfer     // packed transfers' device staging; released at completion
+	lease   *streams.Lease  // nil once given back
+	up      hostmem.Staging // upload staging; released at completion
+	rd      *gathered       // read staging and views; nil without reads
+	xfer    *batchXfer      // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -285,7 +286,7 @@ func (p *pendingWork) wait() error {
 		p.fail(p.driverError("StreamSynchronize", err))
 		return p.err
 	}
-	p.b.tel.syncPoints.Add(1)
+	p.b.tel.SyncPoints.Add(1)
 	p.complete()
 	return p.err
 }
@@ -317,7 +318,7 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.replayFailed(p.op, p.lease)
 	} else {
-		h := inUse{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := inUse{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
@@ -339,7 +340,7 @@ func (p *pendingWork) settle() {
 
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
-	p.up.release()
+	p.up.ReturnAll()
 	p.b.releaseDev(p.xfer)
 	p.xfer = nil
 	if p.rd != nil {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/spin"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
@@ -194,7 +195,7 @@ type helperSet struct {
 	// one before it parks again, in nanoseconds.
 	awake atomic.Int64
 	// Background jobs (evictions of readback staging after their call
-	// returned, evictjob.go) are listed in bg, oldest first, until every
+	// returned, hostmem.Pool.EvictLater) are listed in bg, oldest first, until every
 	// task of theirs is claimed; bgHead is the first of them, read without
 	// the lock. Helpers run their tasks one at a time, and only when the
 	// shared job has none to hand out (it is gated, or has its helpers), so
@@ -480,7 +481,7 @@ type pipeline struct {
 	b      *Backend
 	op     string
 	ents   []*residentEntry // the transfer's resident buffer, for the quarantine
-	st     staging
+	st     hostmem.Staging
 	blocks [][]byte
 	leases []*streams.Lease
 	syncs  uint64 // stream synchronizations that succeeded
@@ -490,12 +491,12 @@ type pipeline struct {
 // streams (with their events), all or nothing, for a transfer whose caller
 // holds ents in flight.
 func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases int) (*pipeline, error) {
-	p := &pipeline{b: b, op: op, ents: ents, st: newStaging(b.hostPool)}
+	p := &pipeline{b: b, op: op, ents: ents, st: hostmem.NewStaging(b.hostPool)}
 	p.blocks = make([][]byte, k)
 	for j := range p.blocks {
-		blk, err := p.st.take(op, chunk)
+		blk, err := p.st.Slice(op, chunk)
 		if err != nil {
-			p.st.release()
+			p.st.ReturnAll()
 			return nil, err
 		}
 		p.blocks[j] = blk
@@ -524,9 +525,9 @@ func (p *pipeline) wait(j int) error {
 // fail drains every stream so no queued copy still uses the staging, gives
 // everything back (or, when a drain fails, quarantines it) and returns err.
 func (p *pipeline) fail(err error) error {
-	p.b.syncOrQuarantine(p.op, inUse{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
+	p.b.syncOrQuarantine(p.op, inUse{st: []*hostmem.Staging{&p.st}, ents: p.ents}, p.leases...)
 	p.leases = nil
-	p.st.release()
+	p.st.ReturnAll()
 	return err
 }
 
@@ -534,7 +535,7 @@ func (p *pipeline) fail(err error) error {
 // their pool. Every stream must be idle.
 func (p *pipeline) finish(healthy bool) {
 	p.giveBackLeases(healthy)
-	p.st.release()
+	p.st.ReturnAll()
 }
 
 // giveBackLeases gives the streams back (healthy or not); every stream

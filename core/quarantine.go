@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
@@ -49,10 +51,10 @@ import (
 // peer, another Backend, that the work reads (a peer copy's sources): they
 // are quarantined on peer, not on the Backend that drains.
 type inUse struct {
-	st       []*staging
-	dev      []*deviceAlloc
+	st       []*hostmem.Staging
+	dev      []*devmem.Block
 	ents     []*residentEntry
-	regs     []*pinnedRegion
+	regs     []*hostmem.Region
 	discard  bool
 	peer     *Backend
 	peerEnts []*residentEntry
@@ -78,21 +80,21 @@ func (b *Backend) syncOrQuarantine(op string, h inUse, leases ...*streams.Lease)
 func (h inUse) hold(b *Backend, op string) streams.Hold {
 	var out streams.Hold
 	for _, st := range h.st {
-		for _, blk := range st.detach() {
-			out.Items = append(out.Items, streams.Item{Kind: streams.PinnedStaging, Bytes: uint64(len(blk.buf)),
-				Release: func() { b.hostPool.put(blk) }})
+		for _, blk := range st.Detach() {
+			out.Items = append(out.Items, streams.Item{Kind: streams.PinnedStaging, Bytes: uint64(blk.Size()),
+				Release: func() { b.hostPool.Return(blk) }})
 		}
 	}
 	for _, d := range h.dev {
-		if a := *d; a.ptr != 0 {
-			*d = deviceAlloc{}
-			out.Items = append(out.Items, streams.Item{Kind: streams.DeviceStaging, Bytes: a.blk.Size,
-				Release: func() { b.devPool.put(a) }})
+		if a := *d; a.Ptr() != 0 {
+			*d = devmem.Block{}
+			out.Items = append(out.Items, streams.Item{Kind: streams.DeviceStaging, Bytes: a.Size(),
+				Release: func() { b.devPool.FreeOrKeep(a) }})
 		}
 	}
 	out.Items = refItems(out.Items, b, op, h.ents)
 	for _, reg := range h.regs {
-		out.Items = append(out.Items, streams.Item{Kind: streams.PinnedRange, Bytes: uint64(reg.n),
+		out.Items = append(out.Items, streams.Item{Kind: streams.PinnedRange, Bytes: uint64(reg.Len()),
 			Release: func() { b.unpendRegion(reg) }})
 	}
 	if len(h.peerEnts) > 0 {

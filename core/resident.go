@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 )
 
 // Buffer is a handle to a resident device buffer: its id and its length in
@@ -26,8 +27,8 @@ var handleIDs accounting.Counter
 type residentEntry struct {
 	ptr   uint64
 	n     int
-	alloc deviceAlloc // the device block from the pool
-	owned bool        // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
+	alloc devmem.Block // the device block from the pool
+	owned bool         // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
 	// inflight counts uses by unfinished work. It is changed atomically while
 	// store.mu is held shared (pins) or without the lock (releases), and read
 	// while store.mu is held exclusively, which excludes new pins: that is
@@ -141,17 +142,17 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
-	a, err := b.devPool.get(op, n, b.usePool(n))
+	a, err := b.devPool.Alloc(op, n, b.usePool(n))
 	if err != nil {
 		return Buffer{}, err
 	}
-	e := &residentEntry{n: n, ptr: a.ptr, alloc: a, owned: owned}
+	e := &residentEntry{n: n, ptr: a.Ptr(), alloc: a, owned: owned}
 	id, err := handleIDs.Next()
 	if err == nil {
 		err = b.store.bytes.Add(uint64(n))
 	}
 	if err != nil {
-		b.devPool.put(a)
+		b.devPool.FreeOrKeep(a)
 		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space or the resident byte count is exhausted: "+err.Error(),
 			"restart the process; handle ids are never reused")
 	}
@@ -159,7 +160,7 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 	b.store.mu.Lock()
 	b.store.table.put(id, e)
 	b.store.mu.Unlock()
-	b.tel.residentAllocBytes.Add(uint64(n))
+	b.tel.ResidentAllocBytes.Add(uint64(n))
 	return Buffer{ID: id, Len: n}, nil
 }
 
@@ -173,7 +174,7 @@ func (b *Backend) usePool(n int) bool {
 // it or frees it. A driver failure is returned (and logged); the memory is
 // then still allocated.
 func (b *Backend) freeDevice(op string, e *residentEntry) error {
-	return b.devPool.free(op, e.alloc)
+	return b.devPool.Free(op, e.alloc)
 }
 
 // FreeResident frees a resident buffer. It refuses unknown, foreign, freed

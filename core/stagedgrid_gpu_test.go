@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
@@ -77,9 +78,9 @@ func gridBlocks(k int) []int {
 func BenchmarkGPUChunkedDMA(b *testing.B) {
 	be := openCostModelGPU(b)
 	const op = "chunkdma"
-	st := newStaging(be.hostPool)
-	defer st.release()
-	stage, err := st.take(op, 16<<20)
+	st := hostmem.NewStaging(be.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, 16<<20)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package core
+package hostmem
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 )
 
 // numBuckets covers every power-of-two bucket an int can hold: bucket 1<<i
@@ -15,12 +16,11 @@ import (
 // never hashes.
 const numBuckets = bits.UintSize
 
-// bucketCache is the free-list table shared by the device and pinned-host
-// pools: one LIFO list per power-of-two bucket (bucket 1<<i at index i),
-// bounded slots per bucket, a byte cap over all buckets and an exact count
-// of the cached bytes.
+// bucketCache is the Pool's free-list table: one LIFO list per power-of-two
+// bucket (bucket 1<<i at index i), bounded slots per bucket, a byte cap
+// over all buckets and an exact count of the cached bytes.
 type bucketCache[T any] struct {
-	name string // "device pool", "pinned host pool": prefixes log messages
+	name string // "pinned host pool": prefixes log messages
 	log  *slog.Logger
 	max  uint64 // byte cap over all cached entries
 
@@ -50,7 +50,7 @@ const (
 )
 
 // pop takes the most recently cached entry of bucket idx (size bytes). On a
-// miss it registers the bucket so later puts of that size can be cached.
+// miss it registers the bucket so later pushes of that size can be cached.
 func (c *bucketCache[T]) pop(idx, size int) (T, cacheState) {
 	var zero T
 	c.mu.Lock()
@@ -93,7 +93,7 @@ func (c *bucketCache[T]) push(idx, size int, v T) bool {
 }
 
 // underCap is the AddGuarded guard that keeps cached bytes within the cap.
-// It is a method value so the put path does not build a closure per call.
+// It is a method value so the push path does not build a closure per call.
 func (c *bucketCache[T]) underCap(next uint64) error {
 	if next > c.max {
 		return errOverCap
@@ -102,7 +102,7 @@ func (c *bucketCache[T]) underCap(next uint64) error {
 }
 
 // errOverCap is returned by underCap; it never leaves the pool.
-var errOverCap = newError("pool", KindBudget, "cached bytes over the cap", "")
+var errOverCap = errs.New("pool", errs.KindBudget, "cached bytes over the cap", "")
 
 // subCached removes size bytes from the cached count, repairing to zero and
 // logging when the count was already wrong, as the reference does.
@@ -110,14 +110,15 @@ func (c *bucketCache[T]) subCached(size uint64) {
 	subOrRepair(&c.cached, size, c.log, c.name+" cached bytes")
 }
 
-// cachedEntry is one entry drained by closeCache.
+// cachedEntry is one entry handed back by drain or closeCache.
 type cachedEntry[T any] struct {
 	v    T
 	size uint64
 }
 
 // drain hands back every cached entry with its bucket size, removing them
-// from the cached count; buckets stay registered, so later puts are cached.
+// from the cached count; buckets stay registered, so later pushes are
+// cached.
 func (c *bucketCache[T]) drain() []cachedEntry[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -134,9 +135,6 @@ func (c *bucketCache[T]) drain() []cachedEntry[T] {
 	}
 	return out
 }
-
-// bitsIndex is the bucket index of a power-of-two size.
-func bitsIndex(size int) int { return bits.TrailingZeros(uint(size)) }
 
 // closeCache marks the cache closed and hands back every cached entry with
 // its bucket size, removing them from the cached count. It is idempotent.
@@ -157,6 +155,19 @@ func (c *bucketCache[T]) closeCache() []cachedEntry[T] {
 	return out
 }
 
+// count returns how many entries bucket (a power of two) holds.
+func (c *bucketCache[T]) count(bucket int) int {
+	if bucket <= 0 || bucket&(bucket-1) != 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.buckets[bits.TrailingZeros(uint(bucket))].free)
+}
+
+// bitsIndex is the bucket index of a power-of-two size.
+func bitsIndex(size int) int { return bits.TrailingZeros(uint(size)) }
+
 // orDiscard returns log, or a logger that drops everything when log is nil.
 func orDiscard(log *slog.Logger) *slog.Logger {
 	if log == nil {
@@ -169,13 +180,13 @@ func orDiscard(log *slog.Logger) *slog.Logger {
 // bucket's index in the table.
 func bucketFor(op, what string, n int) (size, idx int, err error) {
 	if n <= 0 {
-		return 0, 0, newError(op, KindInvalidArgument,
+		return 0, 0, errs.New(op, errs.KindInvalidArgument,
 			fmt.Sprintf("%s request of %d bytes", what, n),
 			"request at least 1 byte; keep zero-length transfers off the pools")
 	}
 	size, berr := accounting.BucketSize(n)
 	if berr != nil {
-		e := newError(op, KindInvalidArgument,
+		e := errs.New(op, errs.KindInvalidArgument,
 			fmt.Sprintf("%s request of %d bytes has no power-of-two bucket", what, n),
 			"split the request into pieces that fit in an int after rounding up")
 		e.Err = berr
@@ -196,56 +207,4 @@ func subOrRepair(c *accounting.Counter, n uint64, log *slog.Logger, what string)
 	if c.SubOrRepair(n) {
 		log.Error(what+" underflowed; repaired accounting to zero", "subtracted", n)
 	}
-}
-
-// count returns how many entries bucket (a power of two) holds.
-func (c *bucketCache[T]) count(bucket int) int {
-	if bucket <= 0 || bucket&(bucket-1) != 0 {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.buckets[bits.TrailingZeros(uint(bucket))].free)
-}
-
-// dispatchAllocs holds the device allocations one dispatch uses (its
-// scratch buffers and parameter block) and gives all of them back to the
-// pool in release, on success and failure alike:
-//
-//	da := newDispatchAllocs(b.devPool)
-//	defer da.release()
-//
-// Like staging, it belongs to one goroutine (or to the pending dispatch that
-// owns it) and must not be copied after its first take.
-type dispatchAllocs struct {
-	pool   *devicePool
-	allocs []deviceAlloc
-}
-
-// newDispatchAllocs returns an empty set that draws from pool.
-func newDispatchAllocs(pool *devicePool) dispatchAllocs {
-	return dispatchAllocs{pool: pool}
-}
-
-// take gets an allocation of at least n bytes (n > 0) that d owns until
-// release. On failure d is unchanged and still releases what it took before.
-func (d *dispatchAllocs) take(op string, n int) (deviceAlloc, error) {
-	a, err := d.pool.get(op, n, true)
-	if err != nil {
-		return deviceAlloc{}, err
-	}
-	d.allocs = append(d.allocs, a)
-	return a, nil
-}
-
-// held returns the number of allocations d holds.
-func (d *dispatchAllocs) held() int { return len(d.allocs) }
-
-// release gives every allocation back to the pool. It is idempotent.
-func (d *dispatchAllocs) release() {
-	for i := range d.allocs {
-		d.pool.put(d.allocs[i])
-		d.allocs[i] = deviceAlloc{}
-	}
-	d.allocs = d.allocs[:0]
 }
