@@ -21,7 +21,7 @@ type rankBufs struct {
 
 // part describes r to package collective, over communicator c.
 func (r *rankBufs) part(c Communicator) *collective.Part {
-	return &collective.Part{Rank: r.rank, Comm: c, Drv: r.b.drv, Pool: r.b.launch, SendLen: r.send.Len, RecvLen: r.recv.Len,
+	return &collective.Part{Rank: r.rank, Communicator: c, Drv: r.b.drv, Pool: r.b.launch, SendLen: r.send.Len, RecvLen: r.recv.Len,
 		Pin: r.pin, Unpin: r.unpin, Hold: r.hold, Fenced: func() { r.b.tel.syncPoints.Add(1) }}
 }
 

@@ -14,7 +14,7 @@ import (
 // fence per device. The first collective of a group builds its
 // communicators (NCCL's, on real devices).
 func (g *Group) AllReduce(send, recv []Buffer, dt DataType, red ReduceOp) error {
-	return g.collective("Group.AllReduce", collective.Args{Kind: collective.AllReduce, DT: dt, Red: red}, send, recv)
+	return g.run("Group.AllReduce", collective.Args{Kind: collective.AllReduce, DT: dt, Red: red}, send, recv)
 }
 
 // Broadcast copies root's buffer send into every recv[i] (send may be
@@ -24,23 +24,23 @@ func (g *Group) Broadcast(root int, send Buffer, recv []Buffer, dt DataType) err
 	if root >= 0 && root < len(sends) {
 		sends[root] = send
 	}
-	return g.collective("Group.Broadcast", collective.Args{Kind: collective.Broadcast, DT: dt, Root: root}, sends, recv)
+	return g.run("Group.Broadcast", collective.Args{Kind: collective.Broadcast, DT: dt, Root: root}, sends, recv)
 }
 
 // AllGather writes every send[i] into every recv[j] at byte i*len(send[i]);
 // each recv holds as many bytes as all sends together.
 func (g *Group) AllGather(send, recv []Buffer, dt DataType) error {
-	return g.collective("Group.AllGather", collective.Args{Kind: collective.AllGather, DT: dt}, send, recv)
+	return g.run("Group.AllGather", collective.Args{Kind: collective.AllGather, DT: dt}, send, recv)
 }
 
 // ReduceScatter reduces the send buffers element by element with red and
 // writes block i of the result (len(recv[i]) bytes) into recv[i]; each send
 // holds as many bytes as all recvs together.
 func (g *Group) ReduceScatter(send, recv []Buffer, dt DataType, red ReduceOp) error {
-	return g.collective("Group.ReduceScatter", collective.Args{Kind: collective.ReduceScatter, DT: dt, Red: red}, send, recv)
+	return g.run("Group.ReduceScatter", collective.Args{Kind: collective.ReduceScatter, DT: dt, Red: red}, send, recv)
 }
 
-func (g *Group) collective(op string, a collective.Args, send, recv []Buffer) error {
+func (g *Group) run(op string, a collective.Args, send, recv []Buffer) error {
 	if g == nil {
 		return newError(op, KindInvalidArgument, "the Group is nil", "open one with OpenDevices or OpenGroup")
 	}

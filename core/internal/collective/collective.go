@@ -112,7 +112,7 @@ func (a *Args) Shape(op string, rank, send, recv int) (uint64, error) {
 // byte lengths of its buffers, and callbacks over buffers the caller owns.
 type Part struct {
 	Rank             int
-	Comm             driver.Communicator
+	Communicator     driver.Communicator
 	Drv              driver.Driver
 	Pool             *streams.Pool
 	SendLen, RecvLen int
@@ -186,13 +186,13 @@ func (a *Args) queue(c *Part) error {
 	s := c.lease.Stream
 	switch a.Kind {
 	case AllReduce:
-		return c.Comm.AllReduce(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
+		return c.Communicator.AllReduce(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
 	case Broadcast:
-		return c.Comm.Broadcast(c.sendPtr, c.recvPtr, c.count, a.DT, a.Root, s)
+		return c.Communicator.Broadcast(c.sendPtr, c.recvPtr, c.count, a.DT, a.Root, s)
 	case AllGather:
-		return c.Comm.AllGather(c.sendPtr, c.recvPtr, c.count, a.DT, s)
+		return c.Communicator.AllGather(c.sendPtr, c.recvPtr, c.count, a.DT, s)
 	}
-	return c.Comm.ReduceScatter(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
+	return c.Communicator.ReduceScatter(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
 }
 
 // Run checks every part's shape, pins its buffers and leases its stream

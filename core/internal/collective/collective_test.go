@@ -99,7 +99,7 @@ func (r *rig) buffers(t *testing.T, i int, send []byte, recvLen int) {
 func (r *rig) parts() []*collective.Part {
 	parts := make([]*collective.Part, len(r.ranks))
 	for i, k := range r.ranks {
-		parts[i] = &collective.Part{Rank: i, Comm: r.comms[i], Drv: k.dev, Pool: k.pool, SendLen: k.sendLen, RecvLen: k.recvLen,
+		parts[i] = &collective.Part{Rank: i, Communicator: r.comms[i], Drv: k.dev, Pool: k.pool, SendLen: k.sendLen, RecvLen: k.recvLen,
 			Pin: func(string, bool) (uint64, uint64, error) {
 				if k.pinFail != nil {
 					return 0, 0, k.pinFail
@@ -382,7 +382,7 @@ func TestRunAbortsForRanksOutsideTheCall(t *testing.T) {
 	r := newRig(t, 1)
 	r.buffers(t, 0, i32s(1), 4)
 	parts := r.parts()
-	parts[0].Comm = failingComm{}
+	parts[0].Communicator = failingComm{}
 	a := collective.Args{Kind: collective.AllReduce, DT: driver.DataInt32, Red: driver.ReduceSum, Ranks: 2}
 	err := collective.Run("Comm.AllReduce", &a, parts, nil, r.abort)
 	require.ErrorIs(t, err, errs.ErrDriver)
