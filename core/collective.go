@@ -14,7 +14,7 @@ import (
 // for the quarantine and counts the fence.
 type rankBufs struct {
 	b          *Backend
-	rank       int // its index in the call, for messages
+	rank       int // its rank in the communicator
 	send, recv Buffer
 	ents       []*residentEntry // the pinned recv (and send) entries
 }

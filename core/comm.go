@@ -250,7 +250,7 @@ func (c *Comm) run(op string, a collective.Args, send, recv Buffer) error {
 		}
 		c.c = nil
 	}
-	r := &rankBufs{b: c.b, send: send, recv: recv}
+	r := &rankBufs{b: c.b, rank: c.rank, send: send, recv: recv}
 	return collective.Run(op, &a, []*collective.Part{r.part(c.c)}, nil, abort)
 }
 

@@ -100,12 +100,12 @@ func (r *rig) parts() []*collective.Part {
 	parts := make([]*collective.Part, len(r.ranks))
 	for i, k := range r.ranks {
 		parts[i] = &collective.Part{Rank: i, Communicator: r.comms[i], Drv: k.dev, Pool: k.pool, SendLen: k.sendLen, RecvLen: k.recvLen,
-			Pin: func(string, bool) (uint64, uint64, error) {
+			Pin: func(_ string, send bool) (uint64, uint64, error) {
 				if k.pinFail != nil {
 					return 0, 0, k.pinFail
 				}
 				k.pins++
-				if k.send == 0 {
+				if !send {
 					return k.recv, k.recv, nil
 				}
 				return k.recv, k.send, nil
@@ -389,4 +389,51 @@ func TestRunAbortsForRanksOutsideTheCall(t *testing.T) {
 	assert.Contains(t, err.Error(), "rank 0: AllReduce failed")
 	assert.Equal(t, 1, r.aborted)
 	r.requireReleased(t)
+}
+
+// recordingComm records the addresses and count of each Broadcast and
+// queues nothing.
+type recordingComm struct {
+	driver.Communicator
+	send, recv, count uint64
+}
+
+func (c *recordingComm) Broadcast(send, recv uint64, count uint64, _ driver.DataType, _ int, _ driver.Stream) error {
+	c.send, c.recv, c.count = send, recv, count
+	return nil
+}
+
+// TestRunUsesThePartsRank: a part of one rank among several (a joined
+// communicator) reads its send buffer by its own rank, not its place in
+// the call: the root's send is pinned and passed, another rank's is not.
+func TestRunUsesThePartsRank(t *testing.T) {
+	for _, root := range []int{0, 1} {
+		r := newRig(t, 1)
+		r.buffers(t, 0, i32s(5, 6), 8)
+		parts := r.parts()
+		parts[0].Rank = 1
+		var asked []bool
+		pin := parts[0].Pin
+		parts[0].Pin = func(op string, send bool) (uint64, uint64, error) {
+			asked = append(asked, send)
+			return pin(op, send)
+		}
+		if root != 1 {
+			parts[0].SendLen = 0 // the zero Buffer
+		}
+		rc := &recordingComm{}
+		parts[0].Communicator = rc
+		a := collective.Args{Kind: collective.Broadcast, DT: driver.DataInt32, Root: root, Ranks: 2}
+		require.NoError(t, collective.Run("Comm.Broadcast", &a, parts, nil, r.abort), "root %d", root)
+		k := r.ranks[0]
+		assert.Equal(t, []bool{root == 1}, asked, "root %d: the send buffer is pinned on the root only", root)
+		wantSend := k.recv
+		if root == 1 {
+			wantSend = k.send
+		}
+		assert.Equal(t, wantSend, rc.send, "root %d", root)
+		assert.Equal(t, k.recv, rc.recv, "root %d", root)
+		assert.Equal(t, uint64(2), rc.count, "root %d", root)
+		r.requireReleased(t)
+	}
 }
