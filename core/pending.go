@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/capture"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
@@ -55,7 +56,7 @@ type pendingWork struct {
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
-	graph   *Graph // the Graph this work replays, or nil
+	graph   *capture.Graph // the device graph this work replays, or nil
 	devTime time.Duration
 	timeErr error
 }
@@ -316,7 +317,7 @@ func (p *pendingWork) complete() {
 func (p *pendingWork) fail(err *Error) {
 	p.err = err
 	if p.graph != nil {
-		p.graph.replayFailed(p.op, p.lease)
+		p.graph.Failed(p.op, p.lease)
 	} else {
 		h := inUse{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
@@ -352,7 +353,7 @@ func (p *pendingWork) collect(healthy bool) {
 		p.lease = nil
 	}
 	if p.graph != nil {
-		p.graph.busy.Store(false) // the graph's staging is free for the next replay
+		p.graph.Collected() // the graph's staging is free for the next replay
 		p.graph = nil
 	}
 	p.state = pendingCollected

@@ -1,10 +1,13 @@
-package core
+package capture_test
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
 	"testing"
 
+	"github.com/vyre-go/vyrecuda/core/internal/capture"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
 
@@ -29,7 +32,7 @@ func TestUploadLayoutLeavesWhatApplyingInOrderLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spans, err := uploadLayout(ups, fused)
+		spans, err := capture.Layout("Capture", ups, fused)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -50,7 +53,7 @@ func TestUploadLayoutLeavesWhatApplyingInOrderLeaves(t *testing.T) {
 				copy(want[u.Handle][u.Dst&0xffffffff:], u.Data)
 			}
 			stage := bytes.Repeat([]byte{0xee}, int(total))
-			packSpans(stage, ups, spans)
+			(&capture.Pack{Stage: stage, Ups: ups, Spans: spans}).Copy()
 			off := 0
 			for _, c := range fused {
 				copy(got[c.Handle][c.Dst&0xffffffff:], stage[off:off+len(c.Data)])
@@ -74,11 +77,11 @@ func TestUploadLayoutRefusesAnUploadOutsideTheFusedCopies(t *testing.T) {
 		{{Handle: 1, Dst: 96, Data: make([]byte, 8)}},
 		{{Handle: 1, Dst: 100, Data: make([]byte, 4)}},
 	} {
-		if _, err := uploadLayout(ups, fused); err == nil {
-			t.Errorf("fused %v: no error", fused)
+		if _, err := capture.Layout("Capture", ups, fused); !errors.Is(err, errs.ErrInvalidArgument) {
+			t.Errorf("fused %v: error %v, want an invalid argument", fused, err)
 		}
 	}
-	if s, err := uploadLayout(ups, []fusion.UploadCopy{{Handle: 0, Dst: 0, Data: make([]byte, 3)}, {Handle: 1, Dst: 96, Data: make([]byte, 12)}}); err != nil || len(s) != 1 || s[0] != (uploadSpan{src: 0, off: 7}) {
+	if s, err := capture.Layout("Capture", ups, []fusion.UploadCopy{{Handle: 0, Dst: 0, Data: make([]byte, 3)}, {Handle: 1, Dst: 96, Data: make([]byte, 12)}}); err != nil || len(s) != 1 || s[0] != (capture.Span{Src: 0, Off: 7}) {
 		t.Errorf("spans %v, %v; want one at offset 3+4", s, err)
 	}
 }
