@@ -20,7 +20,7 @@ import (
 //     other public methods while holding it (RWMutex read locks must not
 //     nest, or a waiting Close deadlocks them).
 //   - async.mu guards the stream and the bookkeeping of queued asynchronous
-//     uploads (UploadResidentAsyncAt, SynchronizeUploads).
+//     uploads (UploadAsync, SynchronizeUploads).
 //   - quar.mu guards the quarantine (quarantine.go); it is held across the
 //     StreamSynchronize of its retries, and never together with store.mu or
 //     pinned.mu.

@@ -11,7 +11,7 @@ import (
 
 // PinnedBuffer is page-locked host memory allocated through a Backend, for
 // callers that fill it directly and upload from it with
-// UploadResidentAsyncAt. It stays valid until Free or the Backend's Close.
+// UploadAsync. It stays valid until Free or the Backend's Close.
 type PinnedBuffer struct {
 	b   *Backend
 	reg *pinnedRegion
@@ -132,7 +132,7 @@ func (r *pinnedRegistry) left() (n int, bytes uint64) {
 }
 
 // AllocHostPinned allocates n bytes of page-locked host memory. Fill Bytes()
-// and upload from it with UploadResidentAsyncAt; Free it when done (Close
+// and upload from it with UploadAsync; Free it when done (Close
 // frees what is left).
 func (b *Backend) AllocHostPinned(n int) (*PinnedBuffer, error) {
 	const op = "AllocHostPinned"
@@ -197,7 +197,7 @@ func (p *PinnedBuffer) Len() int {
 }
 
 // Pointer returns the address of the buffer's first byte, for
-// UploadResidentAsyncAt (nil for a nil PinnedBuffer).
+// UploadAsync (nil for a nil PinnedBuffer).
 func (p *PinnedBuffer) Pointer() unsafe.Pointer {
 	if p == nil {
 		return nil
@@ -248,7 +248,7 @@ func (p *PinnedBuffer) Free() error {
 
 // PinHostBuffer page-locks n bytes of caller memory starting at p (memory
 // from C, mmap or a Go allocation kept alive by the caller), so
-// UploadResidentAsyncAt can copy from it. The memory must stay valid until
+// UploadAsync can copy from it. The memory must stay valid until
 // UnpinHostBuffer or the Backend's Close. Ranges must not overlap ones
 // already pinned through this Backend.
 func (b *Backend) PinHostBuffer(p unsafe.Pointer, n int) error {
