@@ -11,8 +11,8 @@ import (
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// A readback of many requests (DownloadResidentMany and the *Into calls of
-// many ranges) hands gather a drain: where each request's bytes go. A
+// A readback of many requests (DownloadMany and the deprecated calls built
+// on it) hands gather a drain: where each request's bytes go. A
 // packed readback planned in several parts (xferplan's Drainable requests)
 // then brings its block over in one DMA per part, each followed by an
 // event, and copies every request out of the staging as soon as the event
