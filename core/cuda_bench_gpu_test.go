@@ -1,7 +1,7 @@
 //go:build gpu
 
 // Benchmarks of the real driver, named after the workloads in
-// docs/ARCHITECTURE.md (W1..W6). Run on a GPU machine:
+// docs/BENCHMARKS.md (W1..W6). Run on a GPU machine:
 //
 //	.gpu/core.test -test.run '^$' -test.bench GPU -test.benchtime 20x
 

@@ -1,7 +1,7 @@
 //go:build gpu
 
 // Tests of the real driver. They need an NVIDIA GPU and libcuda; build them
-// with `make gpu-test-bin` and run them on a GPU machine (see README.md, "Running the GPU suite").
+// with `make gpu-test-bin` and run them on a GPU machine (see docs/TESTING.md, "The GPU suite").
 
 package core_test
 
