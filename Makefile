@@ -81,7 +81,7 @@ endif
 ## check-headers: for each CUDA_HEADERS/*/cuda.h, regenerate cudaapi in a
 ## temporary copy of the tree and run build, vet (with and without the gpu
 ## tag) and the gen and cudaapi tests there. Not part of `make test`: CI has
-## no NVIDIA headers (README says how to fetch them).
+## no NVIDIA headers (gen/README.md says how to fetch them).
 CUDA_HEADERS ?=
 check-headers:
 	@test -n "$(CUDA_HEADERS)" || { echo "usage: make check-headers CUDA_HEADERS=DIR (each DIR/*/cuda.h is checked)"; exit 2; }

@@ -2,8 +2,8 @@
 
 // Tests of Backends over the real driver (the driver's own tests are in
 // core/cuda). They need an NVIDIA GPU and libcuda; build them with `make
-// gpu-test-bin` and run them on a GPU machine (see README.md, "Running the
-// GPU suite").
+// gpu-test-bin` and run them on a GPU machine (see docs/TESTING.md, "The GPU
+// suite").
 
 package core_test
 

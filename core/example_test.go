@@ -21,10 +21,9 @@ func le32(v ...uint32) []byte {
 	return out
 }
 
-// Example_readme is the usage example of the README, kept identical to it by
-// a test in cmd/vyrecuda: allocate resident buffers, then upload, add on the
-// device and read back in one Batch with one fence.
-func Example_readme() {
+// Example_batch allocates resident buffers, then uploads, adds on the
+// device and reads back in one Batch with one fence.
+func Example_batch() {
 	b, err := core.Open(sim.New(sim.Config{})) // on a GPU: core.OpenCUDA(0)
 	if err != nil {
 		log.Fatal(err)

@@ -16,7 +16,7 @@ dir=$(cd "$dir" && pwd)
 shopt -s nullglob
 headers=("$dir"/*/cuda.h)
 if [ ${#headers[@]} -eq 0 ]; then
-  echo "check-headers: no $dir/*/cuda.h found; Fix: put each header at DIR/NAME/cuda.h (see README, Supported CUDA versions)" >&2
+  echo "check-headers: no $dir/*/cuda.h found; Fix: put each header at DIR/NAME/cuda.h (see gen/README.md, Checking every supported header)" >&2
   exit 1
 fi
 

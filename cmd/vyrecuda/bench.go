@@ -53,7 +53,7 @@ type benchConfig struct {
 	Out   string `json:"-"`
 }
 
-// defaultBenchConfig holds the sizes of the benchmark workloads (docs/ARCHITECTURE.md).
+// defaultBenchConfig holds the sizes of the benchmark workloads (docs/BENCHMARKS.md).
 func defaultBenchConfig() benchConfig {
 	return benchConfig{
 		Device: deviceAuto, Repeats: 10, Warmup: 2,
@@ -98,7 +98,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs) and an upload/readback\n"+
 			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
-			"their targets and the paths they measure are described in\ndocs/ARCHITECTURE.md (section Benchmarks).\n\n")
+			"their targets and the paths they measure are described in\ndocs/BENCHMARKS.md.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {

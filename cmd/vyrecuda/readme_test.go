@@ -14,32 +14,27 @@ import (
 )
 
 // readmeMarker precedes the README's usage example.
-const readmeMarker = "<!-- usage-example: core.Example_readme -->"
+const readmeMarker = "<!-- usage-example: core.Example -->"
 
-// readmeExample returns the Go block that follows the marker, from README.md
-// once the lead has merged the sections into it, else from README.usage.md.
+// exampleFile holds the package example the README's example copies.
+const exampleFile = "example_start_test.go"
+
+// readmeExample returns the Go block that follows the marker in README.md.
 func readmeExample(t *testing.T) (file, code string) {
 	t.Helper()
-	for _, name := range []string{"README.md", "README.usage.md"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", name))
-		if err != nil {
-			continue
-		}
-		text := string(data)
-		i := strings.Index(text, readmeMarker)
-		if i < 0 {
-			continue
-		}
-		rest := text[i+len(readmeMarker):]
-		start := strings.Index(rest, "```go\n")
-		require.GreaterOrEqual(t, start, 0, "%s: no ```go block after the marker", name)
-		rest = rest[start+len("```go\n"):]
-		end := strings.Index(rest, "```")
-		require.GreaterOrEqual(t, end, 0, "%s: the usage example's block is not closed", name)
-		return name, rest[:end]
-	}
-	t.Fatalf("neither README.md nor README.usage.md holds %s", readmeMarker)
-	return "", ""
+	const name = "README.md"
+	data, err := os.ReadFile(filepath.Join("..", "..", name))
+	require.NoError(t, err)
+	text := string(data)
+	i := strings.Index(text, readmeMarker)
+	require.GreaterOrEqual(t, i, 0, "%s holds no %s", name, readmeMarker)
+	rest := text[i+len(readmeMarker):]
+	start := strings.Index(rest, "```go\n")
+	require.GreaterOrEqual(t, start, 0, "%s: no ```go block after the marker", name)
+	rest = rest[start+len("```go\n"):]
+	end := strings.Index(rest, "```")
+	require.GreaterOrEqual(t, end, 0, "%s: the usage example's block is not closed", name)
+	return name, rest[:end]
 }
 
 // between returns the lines after the first line equal to from, up to (not
@@ -62,11 +57,11 @@ func between(t *testing.T, what, text, from, to string) []string {
 }
 
 // TestReadmeUsageExample keeps the README's usage example identical to
-// Example_readme in core/example_test.go, which CI compiles and runs, so the
+// Example in core/example_start_test.go, which CI compiles and runs, so the
 // example a newcomer copies is known to work and to print what it says.
 func TestReadmeUsageExample(t *testing.T) {
 	name, code := readmeExample(t)
-	src, err := os.ReadFile(filepath.Join("..", "..", "core", "example_test.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "core", exampleFile))
 	require.NoError(t, err)
 	example := string(src)
 
@@ -77,18 +72,18 @@ func TestReadmeUsageExample(t *testing.T) {
 
 	// main's body is the example's body up to its Output comment.
 	readmeBody := between(t, name, code, "func main() {", "}")
-	exampleBody := between(t, "Example_readme", example, "func Example_readme() {", "\t// Output:")
-	assert.Equal(t, exampleBody, readmeBody, "func main in %s and Example_readme differ", name)
+	exampleBody := between(t, "Example", example, "func Example() {", "\t// Output:")
+	assert.Equal(t, exampleBody, readmeBody, "func main in %s and Example differ", name)
 
-	// The helper, with its comment, is the same in both.
-	helper := "// le32 packs uint32 values"
-	i := strings.Index(code, helper)
-	j := strings.Index(example, helper)
-	require.True(t, i >= 0 && j >= 0, "both must define le32")
-	readmeHelper := code[i:]
-	exampleHelper := example[j:]
-	exampleHelper = exampleHelper[:strings.Index(exampleHelper, "\n}\n")+3]
-	assert.Equal(t, exampleHelper, readmeHelper)
+	// Whatever the README defines after main (helpers, with their comments)
+	// the example file defines the same way.
+	i := strings.Index(code, "\nfunc main() {")
+	require.GreaterOrEqual(t, i, 0)
+	j := strings.Index(code[i:], "\n}\n")
+	require.GreaterOrEqual(t, j, 0, "%s: main is not closed", name)
+	if helpers := strings.TrimSpace(code[i+j+3:]); helpers != "" {
+		assert.Contains(t, example, helpers, "the helpers after main in %s", name)
+	}
 
 	// Every import of the README is one the example file has, so the body
 	// that compiles there compiles here.
@@ -99,10 +94,10 @@ func TestReadmeUsageExample(t *testing.T) {
 	}
 
 	// The output the README promises is the one the example checks.
-	out := between(t, "Example_readme", example, "func Example_readme() {", "}")
+	out := between(t, "Example", example, "func Example() {", "}")
 	last := strings.TrimPrefix(strings.TrimSpace(out[len(out)-1]), "// Output: ")
 	readme, err := os.ReadFile(filepath.Join("..", "..", name))
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(string(readme), "It prints `"+last+"`"),
-		"%s must say the example prints %q, as Example_readme checks", name, last)
+		"%s must say the example prints %q, as Example checks", name, last)
 }

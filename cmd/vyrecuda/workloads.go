@@ -11,7 +11,7 @@ import (
 	"github.com/vyre-go/vyrecuda/internal/churn"
 )
 
-// workload is one of the benchmark workloads (docs/ARCHITECTURE.md), sized by benchConfig.
+// workload is one of the benchmark workloads (docs/BENCHMARKS.md), sized by benchConfig.
 type workload struct {
 	ID     string
 	Title  string
@@ -26,7 +26,7 @@ type workload struct {
 	prepare func(b *core.Backend) (body func() error, cleanup func() error, err error)
 }
 
-// target is a workload's goal on the H100 (docs/ARCHITECTURE.md lists them).
+// target is a workload's goal on the H100 (docs/BENCHMARKS.md lists them).
 type target struct {
 	Text     string
 	MaxRun   time.Duration // median run at most this, when set

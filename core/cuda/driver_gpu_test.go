@@ -2,7 +2,7 @@
 
 // Tests of the real driver on its own. They need an NVIDIA GPU and libcuda;
 // build them with `make gpu-test-bin` and run them on a GPU machine (see
-// README.md, "Running the GPU suite").
+// docs/TESTING.md, "The GPU suite").
 
 package cuda_test
 
