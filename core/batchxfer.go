@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -186,7 +187,7 @@ func (x *batchXfer) packFill(stage []byte, fused []fusion.UploadCopy) func(lo, h
 func packUploadsOn(t *transferTuning, stage []byte, fused []fusion.UploadCopy, w int) {
 	linger := t.linger
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, w, linger, t.stageInFenced)
+		copyjob.ParallelCopy(stage, fused[0].Data, w, linger, t.stageInFenced)
 		return
 	}
 	if w <= 1 {
@@ -197,7 +198,7 @@ func packUploadsOn(t *transferTuning, stage []byte, fused []fusion.UploadCopy, w
 	for i, c := range fused {
 		offs[i+1] = offs[i] + len(c.Data)
 	}
-	forParts(len(fused), w, linger, func(i int) int { return offs[i] }, offs[len(fused)], func(lo, hi int) {
+	copyjob.ForParts(len(fused), w, linger, func(i int) int { return offs[i] }, offs[len(fused)], func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			t.stageIn(stage[offs[i]:], fused[i].Data)
 		}
@@ -256,7 +257,7 @@ const stagedPiece = 4 << 10
 // copy ends.
 func (b *Backend) queueStagedChunks(s Stream, x *batchXfer, c fusion.UploadCopy, stage []byte) (string, error) {
 	n := len(c.Data)
-	piece := int(min(stagedPiece, max(64, x.up.Chunk/tasksPerWorker&^63)))
+	piece := int(min(stagedPiece, max(64, x.up.Chunk/copyjob.TasksPerWorker&^63)))
 	pieces := (n + piece - 1) / piece
 	at := func(i int) int { return min(i*piece, n) }
 	err := streamParts(pieces, max(x.up.Chunks, 1), x.up.Workers, x.t.linger, at, n,

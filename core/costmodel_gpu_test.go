@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 )
 
 func openCostModelGPU(b *testing.B) *Backend {
@@ -51,7 +53,7 @@ func BenchmarkGPUCostModel(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/workers=%d/%dKiB", mode, w, n>>10), func(b *testing.B) {
 					b.SetBytes(int64(n))
 					for range b.N {
-						parallelCopy(stage[:n], src[:n], w, DefaultCopyHelperLinger, tunings[mode].stageInFenced)
+						copyjob.ParallelCopy(stage[:n], src[:n], w, DefaultCopyHelperLinger, tunings[mode].stageInFenced)
 					}
 				})
 			}

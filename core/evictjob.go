@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
 
@@ -15,7 +16,7 @@ import (
 // after its call returned: the copy out reads the staging into the
 // caller's memory, the call hands the staging blocks to an evictJob and
 // returns, and the copy helpers evict the lines the DMA wrote while the
-// caller goes on. The job is a background one (helperSet.addBackground):
+// caller goes on. The job is a background one (copyjob.Background):
 // helpers take its tasks only when no call's copying has one for them, so
 // a next readback's own copy out comes first and the eviction fills the
 // time its first DMA is in flight. On the reference H100 host evicting 4
@@ -63,7 +64,7 @@ var evictHook func(part []byte)
 // evictJob evicts one readback's staging regions in tasks on the copy
 // helpers and then gives the blocks holding them back to their pool.
 type evictJob struct {
-	job     taskJob
+	job     copyjob.Job
 	pool    *hostPool
 	regions [][]byte      // the bytes the device wrote, inside blocks
 	starts  []int         // the first task of each region, then the task count
@@ -86,9 +87,9 @@ const evictInline = 16
 // evictLater evicts regions (inside blocks, which the caller gives up; the
 // job keeps copies of both slices' elements) on the copy helpers and
 // returns at once; the blocks go back to p once every region is evicted.
-// The job is a background one (helperSet.addBackground): helpers run its
+// The job is a background one (copyjob.Background): helpers run its
 // tasks when no call's copying needs them, waking up to w-1 of them if
-// none is polling, and then linger as runTasks says. Nothing is evicted
+// none is polling, and then linger as copyjob.RunTasks says. Nothing is evicted
 // when ntcopy cannot evict: the blocks go back at once.
 func (p *hostPool) evictLater(blocks []pinnedBlock, regions [][]byte, w int, linger time.Duration) {
 	if len(blocks) == 0 {
@@ -129,14 +130,13 @@ func (p *hostPool) evictLater(blocks []pinnedBlock, regions [][]byte, w int, lin
 			ej.regions, ej.starts = append(ej.regions, r), append(ej.starts, n)
 		}
 	}
-	ej.job = taskJob{f: ej.evict, n: int64(n), linger: linger, done: make(chan struct{}), finish: ej.done}
-	ej.job.left.Store(int64(n))
+	ej.job.Init(n, linger, false, ej.evict, ej.done)
 	p.evictMu.Lock()
 	p.evicting = append(p.evicting, ej)
 	p.evictMu.Unlock()
 	// A background job: the helpers evict when no call's copying needs
 	// them, such as while the next call's first DMA is in flight.
-	copyHelpers.addBackground(&ej.job, min(min(max(w-1, 1), maxCopyWorkers), n))
+	copyjob.Background(&ej.job, min(min(max(w-1, 1), copyjob.MaxWorkers), n))
 }
 
 // overlapsAny reports whether a shares a byte with one of rs.
@@ -191,17 +191,17 @@ func (ej *evictJob) done() {
 }
 
 // await helps with ej's remaining tasks and returns once its blocks are
-// back in the pool: it polls for up to waitSpin, then blocks.
+// back in the pool: it polls for up to copyjob.WaitSpin, then blocks.
 func (ej *evictJob) await() {
-	ej.job.work()
+	ej.job.Work()
 	var sp spinner
 	var until time.Time
 	for !ej.settled.Load() {
 		if now, ok := sp.pause(); ok {
 			if until.IsZero() {
-				until = now.Add(waitSpin)
+				until = now.Add(copyjob.WaitSpin)
 			} else if now.After(until) {
-				<-ej.job.done
+				<-ej.job.Done()
 				return
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Test hooks for the transfer paths (packed.go, pipeline.go), for package
+// Test hooks for the transfer paths (packed.go, staged.go), for package
 // core_test.
 
 // TransferTuning narrows the planner (xferplan) for tests. A zero field

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
@@ -370,7 +371,7 @@ func (b *Backend) queuePackedParts(t *transferTuning, lay *packLayout, stage []b
 	fused []fusion.UploadCopy, parts, w int, fill func(lo, hi int)) (uint64, string, error) {
 	start := func(i int) int { return lay.offs[i] }
 	if parts == 1 {
-		forParts(len(fused), w, t.linger, start, lay.dataEnd, fill)
+		copyjob.ForParts(len(fused), w, t.linger, start, lay.dataEnd, fill)
 		phase("pack")
 		if err := b.drv.MemcpyHtoDAsync(dev, stage, s); err != nil {
 			return 0, "MemcpyHtoDAsync", err

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -189,7 +190,7 @@ type partRun struct {
 	order   []int // requests by part; nil: request i is at position i
 	tb      []int // task t copies out the requests at positions [tb[t], tb[t+1])
 	partTB  []int // part k's tasks are [partTB[k], partTB[k+1])
-	job     *taskJob
+	job     *copyjob.Job
 	aborted atomic.Bool
 	evict   bool // copy-out evicts each request's staging (no eviction after the call)
 }
@@ -214,9 +215,9 @@ func (r *partRun) task(t int) {
 	ntcopy.Fence() // drainOne may have used non-temporal stores
 }
 
-// stop ends the copy job (taskJob.stop): every task has returned when it
+// stop ends the copy job (copyjob.Job.Stop): every task has returned when it
 // does, and after a failure the unclaimed ones copied nothing.
-func (r *partRun) stop(shared, failed bool) { r.job.stop(&r.aborted, shared, failed) }
+func (r *partRun) stop(shared, failed bool) { r.job.Stop(&r.aborted, shared, failed) }
 
 // partBounds splits the copies of lay into at most parts contiguous parts,
 // part k being copies [cb[k], cb[k+1]), none empty: the last about half the
@@ -243,7 +244,7 @@ func partBounds(lay *packLayout, n, parts int) []int {
 // newPartRun plans the copy-out of g's requests over the parts cb of a
 // packed block: each request belongs to the part holding its fused copy,
 // and each part's requests are split into tasks of about equal bytes,
-// tasksPerWorker per worker of the plan overall.
+// copyjob.TasksPerWorker per worker of the plan overall.
 func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, linger time.Duration) *partRun {
 	parts, n := len(cb)-1, len(g.lens)
 	// The copy-out evicts each request's staging as it reads it, while
@@ -286,7 +287,7 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 	for p := range n {
 		cum[p+1] = cum[p] + g.lens[r.at(p)]
 	}
-	per := max(w*tasksPerWorker/parts, 1)
+	per := max(w*copyjob.TasksPerWorker/parts, 1)
 	r.tb = make([]int, 0, parts*per+1)
 	r.partTB = make([]int, parts+1)
 	for k := range parts {
@@ -302,8 +303,7 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 	}
 	r.partTB[parts] = len(r.tb)
 	r.tb = append(r.tb, n)
-	r.job = &taskJob{f: r.task, n: int64(len(r.tb) - 1), linger: linger, gated: true, done: make(chan struct{})}
-	r.job.left.Store(r.job.n)
+	r.job = copyjob.NewJob(len(r.tb)-1, linger, true, r.task)
 	return r
 }
 
@@ -394,7 +394,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 		}
 	}
 	phase("dma")
-	shared := startJob(r.job, pl.Workers)
+	shared := copyjob.Start(r.job, pl.Workers)
 	var sp spinner
 	for opened := 0; opened < parts; {
 		if queued < parts && queued-opened < events {
@@ -416,8 +416,8 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 				phase("first-landed")
 			}
 			opened++
-			r.job.gate.Store(int64(r.partTB[opened]))
-		} else if !r.job.step() {
+			r.job.Open(int64(r.partTB[opened]))
+		} else if !r.job.Step() {
 			sp.pause()
 		}
 	}

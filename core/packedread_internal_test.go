@@ -77,7 +77,7 @@ func TestPartRunCoversEveryRequestOnce(t *testing.T) {
 		for i, n := range seen {
 			require.Equal(t, 1, n, "case %d: request %d copied out %d times", c, i, n)
 		}
-		require.Equal(t, int64(len(pr.tb)-1), pr.job.n)
+		require.Equal(t, int64(len(pr.tb)-1), pr.job.Tasks())
 	}
 }
 

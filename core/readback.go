@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -232,7 +233,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	if out == nil {
 		out = output(len(src))
 	}
-	parallelCopy(out, src, g.plan.Workers, g.tune.linger, copyOut)
+	copyjob.ParallelCopy(out, src, g.plan.Workers, g.tune.linger, copyOut)
 	g.unpacked = true // release evicts the staging
 	phase("unpack")
 	return out, nil
@@ -461,7 +462,7 @@ func (g *gathered) eachRun(first, n int, f func(lo, hi int)) {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	forParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, run)
+	copyjob.ForParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, run)
 }
 
 // release gives the staging back. A readback that evicts its staging

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
@@ -35,7 +36,7 @@ type stagedRun struct {
 	tasks   int64          // tasks per chunk
 	task    int64          // bytes per task
 	remain  []atomic.Int32 // per chunk: tasks not yet returned
-	job     *taskJob
+	job     *copyjob.Job
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
@@ -67,7 +68,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 		return nil, err
 	}
 	w := max(pl.Workers, 1)
-	task := int64(copyTask(int(pl.Chunk), w))
+	task := int64(copyjob.CopyTask(int(pl.Chunk), w))
 	r := &stagedRun{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task, t: t,
 		tasks: (pl.Chunk + task - 1) / task, remain: make([]atomic.Int32, k)}
 	for c := range r.remain {
@@ -80,9 +81,7 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 		size := len(p.st.blocks[0].buf) // the whole bucket
 		r.deferEvict, r.second = b.hostPool.deferEviction(size, len(p.blocks))
 	}
-	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
-		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
-	r.job.left.Store(r.job.n)
+	r.job = copyjob.NewJob(k*int(r.tasks), t.pipeLinger, true, func(i int) { r.copyTask(i, up) })
 	return r, nil
 }
 
@@ -115,7 +114,7 @@ func (r *stagedRun) copyTask(i int, up bool) {
 }
 
 // open lets the tasks of chunks [0, c) be claimed.
-func (r *stagedRun) open(c int) { r.job.gate.Store(int64(c) * r.tasks) }
+func (r *stagedRun) open(c int) { r.job.Open(int64(c) * r.tasks) }
 
 // bounds returns chunk c's byte range.
 func (r *stagedRun) bounds(c int) (lo, hi int64) {
@@ -162,7 +161,7 @@ func (r *stagedRun) landed(c int) (bool, error) {
 // stop ends the copy job: after a failure the unclaimed tasks copy nothing;
 // either way every task has returned when stop does, so nothing touches
 // the caller's memory or the blocks afterwards.
-func (r *stagedRun) stop(shared, failed bool) { r.job.stop(&r.aborted, shared, failed) }
+func (r *stagedRun) stop(shared, failed bool) { r.job.Stop(&r.aborted, shared, failed) }
 
 // uploadPipelined copies data to device address dst as the Staged plan pl
 // says. Telemetry counts each chunk as a device copy and each wait for a
@@ -177,7 +176,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 	record := blocks < k
 	opened := blocks
 	r.open(opened)
-	shared := startJob(r.job, pl.Workers)
+	shared := copyjob.Start(r.job, pl.Workers)
 	var sp spinner
 	for q := 0; q < k; {
 		switch {
@@ -202,11 +201,11 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 				r.waits++
 				opened++
 				r.open(opened)
-			} else if !r.job.step() {
+			} else if !r.job.Step() {
 				sp.pause()
 			}
 		default:
-			if !r.job.step() {
+			if !r.job.Step() {
 				sp.pause()
 			}
 		}
@@ -248,7 +247,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 			return r.p.fail(err)
 		}
 	}
-	shared := startJob(r.job, pl.Workers)
+	shared := copyjob.Start(r.job, pl.Workers)
 	queued, opened, copied := ahead, 0, 0
 	var sp spinner
 	for copied < k {
@@ -277,11 +276,11 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 				r.waits++
 				opened++
 				r.open(opened)
-			} else if !r.job.step() {
+			} else if !r.job.Step() {
 				sp.pause()
 			}
 		default:
-			if !r.job.step() {
+			if !r.job.Step() {
 				sp.pause()
 			}
 		}
@@ -336,10 +335,10 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 		return nil
 	}
 	parts = max(min(parts, n), 1)
-	// Tasks per part, at most: tasksPerWorker per worker, and small enough
+	// Tasks per part, at most: copyjob.TasksPerWorker per worker, and small enough
 	// that the caller, which queues each part's DMA, is never long inside a
 	// task of its own while a part is ready.
-	per := max(w*tasksPerWorker/parts, (total/parts+streamTaskWeight-1)/streamTaskWeight, 1)
+	per := max(w*copyjob.TasksPerWorker/parts, (total/parts+streamTaskWeight-1)/streamTaskWeight, 1)
 	// bounds[t] is the first item of task t; part k's tasks are
 	// first[k] <= t < first[k+1].
 	bounds := make([]int, 0, parts*per+1)
@@ -372,15 +371,13 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 		remain[k].Store(int32(first[k+1] - first[k]))
 	}
 	var aborted atomic.Bool
-	job := &taskJob{n: int64(len(partOf)), linger: linger, done: make(chan struct{})}
-	job.f = func(t int) {
+	job := copyjob.NewJob(len(partOf), linger, false, func(t int) {
 		if !aborted.Load() {
 			fill(bounds[t], bounds[t+1])
 		}
 		remain[partOf[t]].Add(-1)
-	}
-	job.left.Store(job.n)
-	shared := startJob(job, w)
+	})
+	shared := copyjob.Start(job, w)
 	var err error
 	var sp spinner
 	for q := 0; q < parts; {
@@ -390,11 +387,11 @@ func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, t
 				break
 			}
 			q++
-		} else if !job.step() {
+		} else if !job.Step() {
 			sp.pause()
 		}
 	}
-	job.stop(&aborted, shared, err != nil)
+	job.Stop(&aborted, shared, err != nil)
 	return err
 }
 

@@ -93,36 +93,3 @@ func TestStreamPartsStopsAfterAFailedReady(t *testing.T) {
 	assert.Zero(t, running.Load(), "no fill runs after streamParts returned")
 	assert.Zero(t, after.Load())
 }
-
-// TestGatedJobHandsOutOnlyOpenedTasks: a gated job's tasks below the gate
-// are claimed, none above it, until the gate rises; helpers then take the
-// rest, and every task runs once.
-func TestGatedJobHandsOutOnlyOpenedTasks(t *testing.T) {
-	const n = 64
-	var ran [n]atomic.Int32
-	var gate atomic.Int64
-	j := &taskJob{n: n, gated: true, linger: DefaultCopyHelperLinger, done: make(chan struct{})}
-	j.f = func(i int) {
-		if int64(i) >= gate.Load() {
-			t.Errorf("task %d ran above the gate %d", i, gate.Load())
-		}
-		ran[i].Add(1)
-	}
-	j.left.Store(n)
-	shared := startJob(j, 4)
-	for _, g := range []int64{0, 5, 5, 32, n} {
-		gate.Store(g)
-		j.gate.Store(g)
-		for j.next.Load() < g {
-			j.step()
-		}
-		assert.LessOrEqual(t, j.next.Load(), g)
-	}
-	j.wait()
-	if shared {
-		copyHelpers.unshare()
-	}
-	for i := range ran {
-		assert.Equal(t, int32(1), ran[i].Load(), "task %d", i)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -246,13 +247,13 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	}
 	phase("staging")
 	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger, t.stageInFenced)
+		copyjob.ParallelCopy(stage, fused[0].Data, pl.Workers, t.linger, t.stageInFenced)
 	} else {
 		offs := make([]int, len(fused)+1)
 		for i, c := range fused {
 			offs[i+1] = offs[i] + len(c.Data)
 		}
-		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
+		copyjob.ForParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				t.stageIn(stage[offs[i]:], fused[i].Data)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -25,7 +26,7 @@ import (
 // 0.1-0.3 ms on the reference H100 host), so a stream of calls finds its
 // helpers awake: parking at once doubled the packing and unpacking of
 // 1024 x 4 KiB batches there (81 to 168 us and 107 to 207 us).
-const DefaultCopyHelperLinger = 500 * time.Microsecond
+const DefaultCopyHelperLinger = copyjob.DefaultLinger
 
 // WithCopyHelperLinger sets how long the goroutines that help copy host
 // memory keep polling for more work after a transfer call's copying ends:
@@ -129,7 +130,7 @@ func (b *Backend) tuning() transferTuning {
 	if t.prewake == 0 {
 		t.prewake = defaultPrewake
 	}
-	t.plan.MaxWorkers = min(max(t.plan.MaxWorkers, 0), maxCopyWorkers)
+	t.plan.MaxWorkers = min(max(t.plan.MaxWorkers, 0), copyjob.MaxWorkers)
 	return t
 }
 
@@ -154,7 +155,7 @@ func (t *transferTuning) prewakeFor(n, first int) {
 	if t.prewake <= 0 || n < prewakeMinItems || first <= 0 {
 		return
 	}
-	def := xferplan.DefaultTuning(maxCopyWorkers)
+	def := xferplan.DefaultTuning(copyjob.MaxWorkers)
 	w, per := t.plan.MaxWorkers, t.plan.WorkerBytes
 	if w <= 0 {
 		w = def.MaxWorkers
@@ -173,14 +174,14 @@ func (t *transferTuning) prewakeFor(n, first int) {
 // at most GOMAXPROCS-1), when t says so.
 func (t *transferTuning) prewakeHelpers(w int) {
 	if t.prewake > 0 && w > 1 {
-		copyHelpers.prewake(min(w, runtime.GOMAXPROCS(0))-1, t.prewake)
+		copyjob.Prewake(min(w, runtime.GOMAXPROCS(0))-1, t.prewake)
 	}
 }
 
 // choose plans one call.
 func (t *transferTuning) choose(r xferplan.Request) xferplan.Plan {
-	p := choosePlan(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), maxCopyWorkers))
-	p.Workers = min(max(p.Workers, 1), maxCopyWorkers)
+	p := choosePlan(r, t.plan, t.model, min(runtime.GOMAXPROCS(0), copyjob.MaxWorkers))
+	p.Workers = min(max(p.Workers, 1), copyjob.MaxWorkers)
 	return p
 }
 
