@@ -7,7 +7,6 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/fusion"
-	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
 
 // Fill sets every byte of Buf to Value by device memset.
@@ -224,17 +223,6 @@ func (b *Backend) countBatch(pl *batchPlan) {
 	dmas, launches := pl.copiesQueued()
 	b.tel.deviceCopies.Add(dmas)
 	b.tel.packedLaunches.Add(launches)
-}
-
-// packUploads copies the fused uploads' bytes into stage, back to back, in
-// the order queueBatch copies them from, as t.stageIn does, fenced.
-func packUploads(t *transferTuning, stage []byte, fused []fusion.UploadCopy) {
-	off := 0
-	for _, c := range fused {
-		t.stageIn(stage[off:], c.Data)
-		off += len(c.Data)
-	}
-	ntcopy.Fence()
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On
@@ -454,7 +442,7 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 }
 
 // queueBatch queues pl on s: clears and fills, the uploads from upStage
-// (packed by packUploads), the steps, bracketed by start and end when both
+// (packed by transfer.StageUploads), the steps, bracketed by start and end when both
 // are set, then the reads into pl.rd.stage. It records no completion event,
 // so it serves both a run (the caller records one) and a stream capture
 // (where nothing may be recorded for the host to wait on). On failure some

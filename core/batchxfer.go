@@ -2,6 +2,7 @@ package core
 
 import (
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -59,13 +60,13 @@ func (b *Backend) planBatchXfer(op string, pl *batchPlan) (*batchXfer, error) {
 	x := &batchXfer{t: b.tuning()}
 	if pl.upBytes > 0 {
 		n := len(pl.fusedUps)
-		x.up = x.t.choose(xferplan.Request{Dir: xferplan.Upload, Copies: n, Bytes: int64(pl.upBytes),
-			PackedBytes: packedBound(n, pl.upBytes), Streamable: n == 1})
+		x.up = x.t.Choose(xferplan.Request{Dir: xferplan.Upload, Copies: n, Bytes: int64(pl.upBytes),
+			PackedBytes: transfer.PackedBound(n, pl.upBytes), Streamable: n == 1})
 	}
 	if pl.nonEmptyReads > 0 {
 		n := len(pl.fusedRds.Copies)
-		x.rd = x.t.choose(xferplan.Request{Dir: xferplan.Readback, Copies: n, Bytes: int64(pl.fusedRds.Bytes),
-			PackedBytes: packedBound(n, pl.fusedRds.Bytes)})
+		x.rd = x.t.Choose(xferplan.Request{Dir: xferplan.Readback, Copies: n, Bytes: int64(pl.fusedRds.Bytes),
+			PackedBytes: transfer.PackedBound(n, pl.fusedRds.Bytes)})
 	}
 	var err error
 	if x.up.Kind == xferplan.Packed {
@@ -98,14 +99,14 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 	if pl.nonEmptyReads > 0 {
 		rd.st, rd.staged = newStaging(b.hostPool), true
 		rd.plan, rd.tune = x.rd, x.t
-		rd.tune.evictReads = x.t.evictsReadback(pl.fusedRds.Bytes)
+		rd.tune.EvictReads = x.t.EvictsReadback(pl.fusedRds.Bytes)
 		if x.rd.Kind == xferplan.Packed {
 			copies := pl.fusedRds.Copies
-			x.rdLay = newPackLayout(len(copies), func(i int) int { return copies[i].Len })
-			if !x.rdLay.packable() {
+			x.rdLay = transfer.NewLayout(len(copies), func(i int) int { return copies[i].Len })
+			if !x.rdLay.Packable() {
 				err = errNoPackRoom
 			} else {
-				x.rdDev, err = b.devPool.get(op, x.rdLay.total, true)
+				x.rdDev, err = b.devPool.get(op, x.rdLay.Total, true)
 			}
 			if err != nil {
 				if err = noPackRoom(err); err != errNoPackRoom {
@@ -116,13 +117,13 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			}
 		}
 		if x.rd.Kind == xferplan.Packed {
-			if rd.stage, err = rd.st.take(op, x.rdLay.total); err != nil {
+			if rd.stage, err = rd.st.take(op, x.rdLay.Total); err != nil {
 				return nil, err
 			}
 			for i, c := range pl.fusedRds.Copies {
-				x.rdLay.putEntries(rd.stage, i, c.Src, c.Len)
+				x.rdLay.PutEntries(rd.stage, i, c.Src, c.Len)
 			}
-			rd.offs = x.rdLay.offs
+			rd.offs = x.rdLay.Offs
 		} else if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
 			return nil, err
 		}
@@ -135,10 +136,10 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *staging) ([]byte, error) {
 	fused := pl.fusedUps
 	if x.up.Kind == xferplan.Packed {
-		x.upLay = newPackLayout(len(fused), func(i int) int { return len(fused[i].Data) })
+		x.upLay = transfer.NewLayout(len(fused), func(i int) int { return len(fused[i].Data) })
 		dev, err := deviceAlloc{}, error(errNoPackRoom)
-		if x.upLay.packable() {
-			dev, err = b.devPool.get(op, x.upLay.total, true)
+		if x.upLay.Packable() {
+			dev, err = b.devPool.get(op, x.upLay.Total, true)
 		}
 		if err != nil {
 			if err = noPackRoom(err); err != errNoPackRoom {
@@ -147,14 +148,14 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			x.up.Kind = xferplan.PerCopy
 		} else {
 			x.upDev = dev
-			stage, err := up.take(op, x.upLay.total)
+			stage, err := up.take(op, x.upLay.Total)
 			if err != nil {
 				return nil, err
 			}
-			// The table now; queuePackedParts packs the pieces as it
+			// The table now; transfer.QueuePacked packs the pieces as it
 			// queues their DMAs.
 			for i, c := range fused {
-				x.upLay.putEntries(stage, i, c.Dst, len(c.Data))
+				x.upLay.PutEntries(stage, i, c.Dst, len(c.Data))
 			}
 			return stage, nil
 		}
@@ -164,50 +165,13 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 		return nil, err
 	}
 	if x.up.Kind == xferplan.PerCopy {
-		packUploadsOn(&x.t, stage, fused, x.up.Workers)
+		transfer.StageUploads(&x.t, stage, fused, x.up.Workers)
 	}
 	return stage, nil
 }
 
-// packFill returns the fill of a packed upload: pieces [lo, hi) into stage.
-func (x *batchXfer) packFill(stage []byte, fused []fusion.UploadCopy) func(lo, hi int) {
-	return func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if x.t.plainPack {
-				copy(stage[x.upLay.offs[i]:], fused[i].Data)
-			} else {
-				ntcopy.Copy(stage[x.upLay.offs[i]:], fused[i].Data)
-			}
-		}
-		ntcopy.Fence()
-	}
-}
-
-// packUploadsOn is packUploads on up to w goroutines.
-func packUploadsOn(t *transferTuning, stage []byte, fused []fusion.UploadCopy, w int) {
-	linger := t.linger
-	if len(fused) == 1 {
-		copyjob.ParallelCopy(stage, fused[0].Data, w, linger, t.stageInFenced)
-		return
-	}
-	if w <= 1 {
-		packUploads(t, stage, fused)
-		return
-	}
-	offs := make([]int, len(fused)+1)
-	for i, c := range fused {
-		offs[i+1] = offs[i] + len(c.Data)
-	}
-	copyjob.ForParts(len(fused), w, linger, func(i int) int { return offs[i] }, offs[len(fused)], func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			t.stageIn(stage[offs[i]:], fused[i].Data)
-		}
-		ntcopy.Fence()
-	})
-}
-
 // queueBatchUploads queues pl's uploads on s from stage as pl.x says (x
-// nil: per-copy, stage packed by packUploads). It returns the failed call
+// nil: per-copy, stage packed by transfer.StageUploads). It returns the failed call
 // and its error.
 func (b *Backend) queueBatchUploads(s Stream, pl *batchPlan, stage []byte) (string, error) {
 	x := pl.x
@@ -228,15 +192,15 @@ func (b *Backend) queueBatchUploads(s Stream, pl *batchPlan, stage []byte) (stri
 	switch x.up.Kind {
 	case xferplan.Packed:
 		parts := max(min(x.up.Parts, len(pl.fusedUps)), 1)
-		dmas, call, err := b.queuePackedParts(&x.t, &x.upLay, stage, x.upDev.ptr, s, pl.fusedUps, parts, x.up.Workers,
-			x.packFill(stage, pl.fusedUps))
+		dmas, call, err := transfer.QueuePacked(b.drv, &x.t, &x.upLay, stage, x.upDev.ptr, s, pl.fusedUps, parts, x.up.Workers,
+			transfer.PackFill(&x.t, &x.upLay, stage, pl.fusedUps, false))
 		if err != nil {
 			return call, err
 		}
 		x.dmas += dmas
-		args := []KernelArg{{Ptr: x.upDev.ptr, IsPtr: true}, {Ptr: x.upDev.ptr + uint64(x.upLay.table), IsPtr: true},
-			{U32: uint32(x.upLay.entries)}}
-		if err := b.drv.Launch(x.scatter, x.t.packLaunch(x.upLay.entries), s, args); err != nil {
+		args := []KernelArg{{Ptr: x.upDev.ptr, IsPtr: true}, {Ptr: x.upDev.ptr + uint64(x.upLay.Table), IsPtr: true},
+			{U32: uint32(x.upLay.Entries)}}
+		if err := b.drv.Launch(x.scatter, x.t.PackLaunch(x.upLay.Entries), s, args); err != nil {
 			return "Launch", err
 		}
 		x.launches++
@@ -260,8 +224,8 @@ func (b *Backend) queueStagedChunks(s Stream, x *batchXfer, c fusion.UploadCopy,
 	piece := int(min(stagedPiece, max(64, x.up.Chunk/copyjob.TasksPerWorker&^63)))
 	pieces := (n + piece - 1) / piece
 	at := func(i int) int { return min(i*piece, n) }
-	err := streamParts(pieces, max(x.up.Chunks, 1), x.up.Workers, x.t.linger, at, n,
-		func(lo, hi int) { x.t.stageIn(stage[at(lo):at(hi)], c.Data[at(lo):at(hi)]); ntcopy.Fence() },
+	err := transfer.StreamParts(pieces, max(x.up.Chunks, 1), x.up.Workers, x.t.Linger, at, n,
+		func(lo, hi int) { x.t.StageIn(stage[at(lo):at(hi)], c.Data[at(lo):at(hi)]); ntcopy.Fence() },
 		func(_, lo, hi int) error {
 			if lo == hi {
 				return nil
@@ -282,15 +246,15 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 	x, rd := pl.x, pl.rd
 	if x != nil && x.rd.Kind == xferplan.Packed {
 		lay := &x.rdLay
-		if err := b.drv.MemcpyHtoDAsync(x.rdDev.ptr+uint64(lay.table), rd.stage[lay.table:], s); err != nil {
+		if err := b.drv.MemcpyHtoDAsync(x.rdDev.ptr+uint64(lay.Table), rd.stage[lay.Table:], s); err != nil {
 			return "MemcpyHtoDAsync", err
 		}
-		args := []KernelArg{{Ptr: x.rdDev.ptr, IsPtr: true}, {Ptr: x.rdDev.ptr + uint64(lay.table), IsPtr: true},
-			{U32: uint32(lay.entries)}}
-		if err := b.drv.Launch(x.gather, x.t.packLaunch(lay.entries), s, args); err != nil {
+		args := []KernelArg{{Ptr: x.rdDev.ptr, IsPtr: true}, {Ptr: x.rdDev.ptr + uint64(lay.Table), IsPtr: true},
+			{U32: uint32(lay.Entries)}}
+		if err := b.drv.Launch(x.gather, x.t.PackLaunch(lay.Entries), s, args); err != nil {
 			return "Launch", err
 		}
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.dataEnd:lay.dataEnd], x.rdDev.ptr, s); err != nil {
+		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.DataEnd:lay.DataEnd], x.rdDev.ptr, s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}
 		x.dmas += 2

@@ -23,7 +23,8 @@ import (
 // MiB inside the unpack cost a 1024 x 4 KiB readback about 40 us of its 90
 // us unpack. Staged single readbacks of up to 2 MiB and readbacks in parts
 // do so only once their bucket holds a second set (hostPool.deferEviction);
-// larger staged ones evict in their copy out (evictLaterMaxBytes says why).
+// larger staged ones evict in their copy out (transfer.EvictLaterMaxBytes
+// says why).
 //
 // How it is ordered:
 //   - The job holds the blocks from the moment the call lets go of them

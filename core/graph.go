@@ -3,6 +3,8 @@ package core
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -278,7 +280,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	b.tel.syncPoints.Add(1)
 	b.launch.giveBack(lease, true)
 	if pl.rd == nil {
-		return growSlots(dst, 0), nil
+		return transfer.GrowSlots(dst, 0), nil
 	}
 	return pl.rd.fill(dst, 0, len(pl.batch.Reads)), nil
 }

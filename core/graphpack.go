@@ -16,9 +16,9 @@ type uploadSpan struct {
 }
 
 // uploadLayout maps each of ups onto the staging that the fused copies
-// fused read, laid out back to back in order as packUploads lays them out:
-// an upload lands in the fused copy of its handle whose range holds it, at
-// its distance from that copy's start. Spans come in the order of ups, so
+// fused read, laid out back to back in order as transfer.StageUploads lays
+// them out: an upload lands in the fused copy of its handle whose range
+// holds it, at its distance from that copy's start. Spans come in the order of ups, so
 // copying each upload's bytes to its span in that order leaves every fused
 // range holding what applying the uploads in order would leave (the later
 // upload wins where two overlap), and fusing covers every byte of a fused

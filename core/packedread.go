@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // A readback of many requests (DownloadResidentMany and the *Into calls of
-// many ranges) hands gather a drain: where each request's bytes go. A
+// many ranges) hands gather a drain (transfer.Drain): where each request's
+// bytes go. A
 // packed readback planned in several parts (xferplan's Drainable requests)
 // then brings its block over in one DMA per part, each followed by an
 // event, and copies every request out of the staging as soon as the event
@@ -27,65 +29,17 @@ import (
 // is copied out: a device failure reported by a later part leaves such
 // slots holding their buffer's whole bytes while the others keep theirs.
 
-// drain is where a readback of many requests puts request i's bytes.
-type drain struct {
-	// dest returns request i's storage of exactly n bytes. It is called
-	// once per request, after validation, on any of the copy goroutines.
-	dest func(i, n int) []byte
-	// res[i] holds request i's storage once it has been copied out.
-	res [][]byte
-	// fresh: every request gets new storage (dest is newSlices), so a run
-	// of requests can be copied out into one allocation (drainRun).
-	fresh bool
-}
-
-// newSlices is the drain dest of calls that return new slices.
-func newSlices(_, n int) []byte { return make([]byte, n) }
-
-// freshDrain returns the drain of a call that returns new slices into res.
-func freshDrain(res [][]byte) *drain { return &drain{dest: newSlices, res: res, fresh: true} }
-
-// slotDest is the drain dest of calls that reuse the storage of the caller's
-// slots, append-style: request i goes into slot i's storage (any slot
-// within dst's capacity) when it is large enough, else into a new slice.
-func slotDest(dst [][]byte) func(i, n int) []byte {
-	slots := dst[:cap(dst)]
-	return func(i, n int) []byte { return reuseSlot(slots, i, n) }
-}
-
-// reuseSlot returns n bytes of slot i's storage (slots holds every slot
-// within the caller's capacity) when it is large enough, else a new slice.
-func reuseSlot(slots [][]byte, i, n int) []byte {
-	var s []byte
-	if i < len(slots) {
-		s = slots[i]
-	}
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]byte, n)
-}
-
-// slotsPool recycles the result slices of drains of the *Into calls.
-var slotsPool slicePool[[]byte]
-
-// getSlots returns a pooled slice of n nil slices.
-func getSlots(n int) *[][]byte { return slotsPool.get(n) }
-
-// putSlots clears p (it references caller memory) and gives it back.
-func putSlots(p *[][]byte) { slotsPool.put(p) }
-
 // drainOne copies request i out of the staging into its drain storage.
 func (g *gathered) drainOne(i int) {
 	src := g.bytes(i)
-	if g.drain.fresh && len(src) > 0 {
+	if g.drain.Fresh && len(src) > 0 {
 		// One copy into memory that is not zeroed first (see drainRun).
-		g.drain.res[i] = append([]byte(nil), src...)[:len(src):len(src)]
+		g.drain.Res[i] = append([]byte(nil), src...)[:len(src):len(src)]
 		return
 	}
-	out := g.drain.dest(i, len(src))
+	out := g.drain.Dest(i, len(src))
 	g.copyOut(out, src)
-	g.drain.res[i] = out
+	g.drain.Res[i] = out
 }
 
 // drainAll copies every request not yet copied out (all of them unless a
@@ -94,7 +48,7 @@ func (g *gathered) drainAll() {
 	if g.drain == nil || g.drained {
 		return
 	}
-	g.eachRun(0, len(g.drain.res), func(lo, hi int) { g.drainRun(lo, hi, nil) })
+	g.eachRun(0, len(g.drain.Res), func(lo, hi int) { g.drainRun(lo, hi, nil) })
 	g.drained = true
 }
 
@@ -122,7 +76,7 @@ func (g *gathered) drainRun(lo, hi int, at func(p int) int) {
 	}
 	for p := lo; p < hi; {
 		end := p + 1
-		if g.drain.fresh {
+		if g.drain.Fresh {
 			end = g.freshStretch(p, hi, at)
 		}
 		if end-p == 1 {
@@ -180,27 +134,18 @@ func (g *gathered) drainShared(lo, hi int, at func(p int) int) {
 		i := at(p)
 		s := g.bytesSpan(i)
 		a := s.off - base
-		g.drain.res[i] = all[a : a+s.n : a+s.n]
+		g.drain.Res[i] = all[a : a+s.n : a+s.n]
 	}
 }
 
-// partRun is the state of a packed readback landing in parts.
+// partRun is the state of a packed readback landing in parts: the plan
+// of its copy-out (transfer.PlanParts) and the copy job that runs it.
 type partRun struct {
+	transfer.PartPlan
 	g       *gathered
-	order   []int // requests by part; nil: request i is at position i
-	tb      []int // task t copies out the requests at positions [tb[t], tb[t+1])
-	partTB  []int // part k's tasks are [partTB[k], partTB[k+1])
 	job     *copyjob.Job
 	aborted atomic.Bool
 	evict   bool // copy-out evicts each request's staging (no eviction after the call)
-}
-
-// at returns the request at position p.
-func (r *partRun) at(p int) int {
-	if r.order == nil {
-		return p
-	}
-	return r.order[p]
 }
 
 // task copies out the requests of task t, unless the run failed.
@@ -208,9 +153,9 @@ func (r *partRun) task(t int) {
 	if r.aborted.Load() {
 		return
 	}
-	r.g.drainRun(r.tb[t], r.tb[t+1], r.at)
-	for p := r.tb[t]; r.evict && p < r.tb[t+1]; p++ {
-		ntcopy.Evict(r.g.bytes(r.at(p)))
+	r.g.drainRun(r.TB[t], r.TB[t+1], r.At)
+	for p := r.TB[t]; r.evict && p < r.TB[t+1]; p++ {
+		ntcopy.Evict(r.g.bytes(r.At(p)))
 	}
 	ntcopy.Fence() // drainOne may have used non-temporal stores
 }
@@ -219,97 +164,23 @@ func (r *partRun) task(t int) {
 // does, and after a failure the unclaimed ones copied nothing.
 func (r *partRun) stop(shared, failed bool) { r.job.Stop(&r.aborted, shared, failed) }
 
-// partBounds splits the copies of lay into at most parts contiguous parts,
-// part k being copies [cb[k], cb[k+1]), none empty: the last about half the
-// bytes of each of the others, which share the rest equally. The last
-// part's copy-out is the one nothing overlaps: on the reference H100 host
-// W3's copy-out after its last landing took 16.2-16.9 us against 20.6-23.1
-// with equal parts (BenchmarkGPUW3Phases, four alternations), and in
-// vyrecuda bench (-repeats 100, eight alternations) W7D took 1.310-1.329 ms
-// against 1.335-1.365, every pair the same way, while W3 moved within the
-// noise (142-194 us against 150-193).
-func partBounds(lay *packLayout, n, parts int) []int {
-	start := func(i int) int { return lay.offs[i] }
-	cb := make([]int, 1, parts+1)
-	for k := 1; k < parts; k++ {
-		// Boundary k at 2k/(2*parts-1) of the bytes: parts-1 whole shares
-		// and a half one.
-		if hi := splitAt(start, n, cb[len(cb)-1], lay.dataEnd, 2*k, 2*parts-1); hi > cb[len(cb)-1] && hi < n {
-			cb = append(cb, hi)
-		}
-	}
-	return append(cb, n)
-}
-
 // newPartRun plans the copy-out of g's requests over the parts cb of a
 // packed block: each request belongs to the part holding its fused copy,
 // and each part's requests are split into tasks of about equal bytes,
 // copyjob.TasksPerWorker per worker of the plan overall.
-func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, linger time.Duration) *partRun {
-	parts, n := len(cb)-1, len(g.lens)
+func newPartRun(g *gathered, cb []int, w int, linger time.Duration) *partRun {
 	// The copy-out evicts each request's staging as it reads it, while
-	// later parts are still landing (evictsOverlapped says when), rather
+	// later parts are still landing (EvictsOverlapped says when), rather
 	// than after the call, where it would slow the next call's start.
-	r := &partRun{g: g, evict: g.tune.evictsOverlapped(uint64(len(g.stage)))}
-	// pend[p] is the first position of part p's requests.
-	pend := make([]int, parts+1)
-	if g.views != nil {
-		partOf := make([]int32, len(copies))
-		for k := range parts {
-			for c := cb[k]; c < cb[k+1]; c++ {
-				partOf[c] = int32(k)
-			}
-		}
-		part := func(i int) int32 {
-			if g.lens[i] == 0 {
-				return 0 // an empty request reads nothing
-			}
-			return partOf[g.views[i].Slot]
-		}
-		for i := range n {
-			pend[part(i)+1]++
-		}
-		for k := range parts {
-			pend[k+1] += pend[k]
-		}
-		r.order = make([]int, n)
-		next := append([]int(nil), pend[:parts]...)
-		for i := range n {
-			k := part(i)
-			r.order[next[k]] = i
-			next[k]++
-		}
-	} else {
-		copy(pend, cb)
-	}
-	// cum[p] is the bytes of the requests before position p.
-	cum := make([]int, n+1)
-	for p := range n {
-		cum[p+1] = cum[p] + g.lens[r.at(p)]
-	}
-	per := max(w*copyjob.TasksPerWorker/parts, 1)
-	r.tb = make([]int, 0, parts*per+1)
-	r.partTB = make([]int, parts+1)
-	for k := range parts {
-		r.partTB[k] = len(r.tb)
-		lo, hi := pend[k], pend[k+1]
-		within := func(p int) int { return cum[p] - cum[lo] }
-		for t, a := 0, lo; t < per && a < hi; t++ {
-			r.tb = append(r.tb, a)
-			// The next task starts at the first request past this one's
-			// share of the part's bytes.
-			a = max(splitAt(within, hi, a, cum[hi]-cum[lo], t+1, per), a+1)
-		}
-	}
-	r.partTB[parts] = len(r.tb)
-	r.tb = append(r.tb, n)
-	r.job = copyjob.NewJob(len(r.tb)-1, linger, true, r.task)
+	r := &partRun{g: g, evict: g.tune.EvictsOverlapped(uint64(len(g.stage)))}
+	r.PartPlan = transfer.PlanParts(g.lens, g.views, cb, w)
+	r.job = copyjob.NewJob(len(r.TB)-1, linger, true, r.task)
 	return r
 }
 
 // partsEviction decides when the staging of r's readback (the last block
 // g took) is evicted: r's copy-out evicts each request's staging as it
-// reads it (r.evict, as evictsOverlapped says) unless the staging's bucket
+// reads it (r.evict, as EvictsOverlapped says) unless the staging's bucket
 // holds a second block, in which case the copy-out only copies and the
 // eviction runs on the helpers after the call (deferred), while the next
 // readback uses the other block. On the reference H100 host, 500 calls of
@@ -329,9 +200,9 @@ func newPartRun(g *gathered, copies []fusion.ReadbackCopy, cb []int, w int, ling
 // block (milliseconds at megabytes) and keeps twice that block pinned
 // until Trim, while a readback now and then pins none; pinning it in the
 // background instead would stall the driver calls of the readbacks running
-// beside it, as it did for staged readbacks (evictLaterMaxBytes).
+// beside it, as it did for staged readbacks (transfer.EvictLaterMaxBytes).
 func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, secondSet) {
-	if !r.evict || !g.tune.evictReads || t.inlineParts || t.inlineEvict || len(g.st.blocks) == 0 {
+	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || len(g.st.blocks) == 0 {
 		return false, secondSet{}
 	}
 	deferred, second := b.hostPool.deferEviction(len(g.st.blocks[len(g.st.blocks)-1].buf), 1)
@@ -352,15 +223,15 @@ func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (boo
 // Every copy-out task has returned when it does, failed or not.
 func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Plan, g *gathered, lay *packLayout,
 	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *launchLease) ([]*launchLease, uint64, error) {
-	cb := partBounds(lay, len(copies), max(pl.Parts, 1))
+	cb := transfer.PartBounds(lay, len(copies), max(pl.Parts, 1))
 	parts := len(cb) - 1
 	s := lease.Stream
 	leases := []*launchLease{lease}
 	queue := func(k int) error {
-		lo := lay.offs[cb[k]]
-		hi := lay.dataEnd
+		lo := lay.Offs[cb[k]]
+		hi := lay.DataEnd
 		if k+1 < parts {
-			hi = lay.offs[cb[k+1]]
+			hi = lay.Offs[cb[k+1]]
 		}
 		if err := b.drv.MemcpyDtoHAsync(stage[lo:hi:hi], dev+uint64(lo), s); err != nil {
 			return driverError(op, "MemcpyDtoHAsync", err)
@@ -375,7 +246,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	if err := queue(0); err != nil {
 		return nil, 0, err
 	}
-	t.prewakeHelpers(pl.Workers)
+	t.PrewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
 		l, err := b.lease(op, false)
 		if err != nil {
@@ -384,7 +255,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 		leases = append(leases, l)
 	}
 	events := len(leases)
-	r := newPartRun(g, copies, cb, max(pl.Workers, 1), t.linger)
+	r := newPartRun(g, cb, max(pl.Workers, 1), t.Linger)
 	deferred, second := b.partsEviction(t, g, r)
 	phase("parts-setup")
 	queued := 1
@@ -416,7 +287,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 				phase("first-landed")
 			}
 			opened++
-			r.job.Open(int64(r.partTB[opened]))
+			r.job.Open(int64(r.PartTB[opened]))
 		} else if !r.job.Step() {
 			sp.pause()
 		}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Pending is device work queued by RunAsync or DispatchResidentAsync and not
@@ -158,7 +160,7 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	}
 	if w.state == pendingCollected {
 		if w.nReads == 0 {
-			return growSlots(dst, 0), nil
+			return transfer.GrowSlots(dst, 0), nil
 		}
 		return dst, newError(op, KindClosed,
 			fmt.Sprintf("the %d read(s) of this pending work were already collected", w.nReads),
@@ -168,7 +170,7 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	if w.rd != nil {
 		out = w.rd.fill(dst, 0, w.nReads)
 	} else {
-		out = growSlots(dst, w.nReads)
+		out = transfer.GrowSlots(dst, w.nReads)
 		for i := range out {
 			out[i] = out[i][:0]
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -73,7 +74,7 @@ func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
 	defer b.exit()
 	out := make([][]byte, len(hs))
 	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		freshDrain(out))
+		transfer.FreshDrain(out))
 	if err != nil {
 		return nil, err
 	}
@@ -97,16 +98,16 @@ func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	defer b.exit()
-	res := getSlots(len(hs))
-	defer putSlots(res)
+	res := transfer.GetSlots(len(hs))
+	defer transfer.PutSlots(res)
 	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		&drain{dest: slotDest(dst), res: *res})
+		transfer.SlotDrain(dst, *res))
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
 	g.drainAll()
-	out := growSlots(dst, len(hs))
+	out := transfer.GrowSlots(dst, len(hs))
 	copy(out, *res)
 	phase("unpack")
 	return out, nil
@@ -133,15 +134,15 @@ func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte
 		return dst, err
 	}
 	defer b.exit()
-	res := getSlots(len(rs))
-	defer putSlots(res)
-	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil, nil, &drain{dest: slotDest(dst), res: *res})
+	res := transfer.GetSlots(len(rs))
+	defer transfer.PutSlots(res)
+	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil, nil, transfer.SlotDrain(dst, *res))
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
 	g.drainAll()
-	out := growSlots(dst, len(rs))
+	out := transfer.GrowSlots(dst, len(rs))
 	copy(out, *res)
 	return out, nil
 }
@@ -177,25 +178,26 @@ func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte)
 		bi := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
 		return fmt.Sprintf("batch %d item %d: ", bi, i-starts[bi])
 	}
-	res := getSlots(total)
-	defer putSlots(res)
+	res := transfer.GetSlots(total)
+	defer transfer.PutSlots(res)
 	g, err := b.gather(op, total, func(i int) Range { return flat[i] }, label, nil,
-		&drain{dest: batchDest(dst, starts), res: *res})
+		&transfer.Drain{Dest: batchDest(dst, starts), Res: *res})
 	if err != nil {
 		return dst, err
 	}
 	defer g.release()
 	g.drainAll()
-	out := growSlots(dst, len(batches))
+	out := transfer.GrowSlots(dst, len(batches))
 	for i, batch := range batches {
-		out[i] = growSlots(out[i], len(batch))
+		out[i] = transfer.GrowSlots(out[i], len(batch))
 		copy(out[i], (*res)[starts[i]:])
 	}
 	return out, nil
 }
 
 // batchDest is the drain dest of DownloadResidentBatchesInto: flat request
-// i, item i-starts[k] of batch k, reuses that slot of dst as slotDest does.
+// i, item i-starts[k] of batch k, reuses that slot of dst as
+// transfer.SlotDest does.
 func batchDest(dst [][][]byte, starts []int) func(i, n int) []byte {
 	batches := dst[:cap(dst)]
 	return func(i, n int) []byte {
@@ -204,7 +206,7 @@ func batchDest(dst [][][]byte, starts []int) func(i, n int) []byte {
 		if k < len(batches) {
 			slots = batches[k][:cap(batches[k])]
 		}
-		return reuseSlot(slots, i-starts[k], n)
+		return transfer.ReuseSlot(slots, i-starts[k], n)
 	}
 }
 
@@ -233,7 +235,7 @@ func (b *Backend) readOne(op string, r Range, dst []byte, reuse bool) ([]byte, e
 	if out == nil {
 		out = output(len(src))
 	}
-	copyjob.ParallelCopy(out, src, g.plan.Workers, g.tune.linger, copyOut)
+	copyjob.ParallelCopy(out, src, g.plan.Workers, g.tune.Linger, copyOut)
 	g.unpacked = true // release evicts the staging
 	phase("unpack")
 	return out, nil
@@ -322,18 +324,6 @@ func readRangeError(op string, label func(i int) string, i int, r Range, ptr uin
 // copyOut copies readback staging out with ordinary loads and stores.
 func copyOut(dst, src []byte) { copy(dst, src) }
 
-// growSlots returns s resliced to n elements, reusing its capacity when it
-// suffices and otherwise a new slice that starts with s's elements (including
-// those past len within cap, so their storage is reused too).
-func growSlots[T any](s []T, n int) []T {
-	if n <= cap(s) {
-		return s[:n]
-	}
-	out := make([]T, n)
-	copy(out, s[:cap(s)])
-	return out
-}
-
 // gathered is the result of gather: the requested bytes in pinned staging,
 // valid until release.
 type gathered struct {
@@ -361,7 +351,7 @@ type gathered struct {
 	unpacked bool
 	// drain, when set, is where a readback of many requests puts each
 	// request's bytes (packedread.go); drained says they are all there.
-	drain   *drain
+	drain   *transfer.Drain
 	drained bool
 	// ints are pooled slices (lens, offs) release gives back.
 	ints  []*[]int
@@ -385,7 +375,7 @@ func (g *gathered) bytes(i int) []byte {
 
 // fill writes requests first..first+n-1 into dst's slots, append-style.
 func (g *gathered) fill(dst [][]byte, first, n int) [][]byte {
-	out := growSlots(dst, n)
+	out := transfer.GrowSlots(dst, n)
 	g.eachFrom(first, n, func(i int) { out[i] = g.put(out[i], g.bytes(first+i)) })
 	return out
 }
@@ -436,13 +426,13 @@ func (g *gathered) eachFrom(first, n int, f func(i int)) {
 // bytes to unpack that one thread would dominate the call (1024 x 4 KiB is
 // about 0.4 ms on one thread). f reads the requests' staging (bytes) and
 // must touch only their slots. When the readback evicts its staging
-// (g.tune.evictReads), release does it after the call (evictLater);
+// (g.tune.EvictReads), release does it after the call (evictLater);
 // otherwise each run's staging is evicted here, once read, on the goroutine
 // that read it.
 func (g *gathered) eachRun(first, n int, f func(lo, hi int)) {
 	w := g.plan.Workers
 	g.unpacked = true
-	evict := g.tune.evictReads && !g.evictLater
+	evict := g.tune.EvictReads && !g.evictLater
 	run := func(lo, hi int) {
 		f(lo, hi)
 		for i := lo; evict && i < hi; i++ {
@@ -454,15 +444,15 @@ func (g *gathered) eachRun(first, n int, f func(lo, hi int)) {
 		run(0, n)
 		return
 	}
-	sp := getInts(n)
-	defer putInts(sp)
+	sp := transfer.GetInts(n)
+	defer transfer.PutInts(sp)
 	starts := *sp
 	acc := 0
 	for i := range n {
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	copyjob.ForParts(n, w, g.tune.linger, func(i int) int { return starts[i] }, acc, run)
+	copyjob.ForParts(n, w, g.tune.Linger, func(i int) int { return starts[i] }, acc, run)
 }
 
 // release gives the staging back. A readback that evicts its staging
@@ -471,15 +461,15 @@ func (g *gathered) eachRun(first, n int, f func(lo, hi int)) {
 // evicted; the call returns meanwhile.
 func (g *gathered) release() {
 	for i, p := range g.ints {
-		putInts(p)
+		transfer.PutInts(p)
 		g.ints[i] = nil
 	}
 	g.ints = g.ints[:0]
 	if !g.staged {
 		return
 	}
-	if g.evictLater && g.unpacked && g.tune.evictReads && g.landed > 0 {
-		g.st.pool.evictLater(g.st.blocks, [][]byte{g.stage[:g.landed]}, g.plan.Workers, g.tune.linger)
+	if g.evictLater && g.unpacked && g.tune.EvictReads && g.landed > 0 {
+		g.st.pool.evictLater(g.st.blocks, [][]byte{g.stage[:g.landed]}, g.plan.Workers, g.tune.Linger)
 		g.st.forget()
 		return
 	}
@@ -501,7 +491,7 @@ func (g *gathered) release() {
 // destination: gather asks it for the output after validation; a staged
 // (staged.go) or direct plan moves the bytes straight into it, leaving
 // the result in g.direct, and a per-copy one leaves it in g.out.
-func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte, d *drain) (*gathered, error) {
+func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i int) string, into func(n int) []byte, d *transfer.Drain) (*gathered, error) {
 	g := newGathered(b.tuning(), n)
 	g.drain = d
 	if n == 0 {
@@ -510,12 +500,12 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if label == nil {
 		label = func(i int) string { return itemPrefix(n, i) }
 	}
-	if n >= prewakeMinItems && d == nil {
-		g.tune.prewakeFor(n, at(0).Len)
+	if n >= transfer.PrewakeMinItems && d == nil {
+		g.tune.PrewakeFor(n, at(0).Len)
 	}
-	sc := getScratch(n)
-	defer putScratch(sc)
-	ents, reqs := sc.ents[:n], sc.reads(n)
+	sc := scratchPool.Get(n)
+	defer scratchPool.Put(sc)
+	ents, reqs := sc.Ents[:n], sc.Reads(n)
 	nonEmpty, err := b.pinRanges(op, at, label, g.lens, ents, reqs)
 	if err != nil {
 		return nil, err
@@ -526,7 +516,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		return g, nil
 	}
 	phase("validate")
-	fused, err := fuseReads(reqs)
+	fused, err := transfer.FuseReads(reqs)
 	if err != nil {
 		return nil, &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the readbacks failed",
 			Fix: "split the batch; its addresses or lengths overflow", Err: err}
@@ -536,14 +526,14 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 			"split the batch into smaller ones")
 	}
 	g.views = fused.Views
-	g.ntStores = fused.Bytes >= unpackNTBytes && !g.tune.plainUnpack
-	g.tune.evictReads = g.tune.evictsReadback(fused.Bytes)
+	g.ntStores = fused.Bytes >= unpackNTBytes && !g.tune.PlainUnpack
+	g.tune.EvictReads = g.tune.EvictsReadback(fused.Bytes)
 	phase("fuse")
 	t := &g.tune
 	req := xferplan.Request{Dir: xferplan.Readback, Copies: len(fused.Copies), Bytes: int64(fused.Bytes),
-		PackedBytes: packedBound(len(fused.Copies), fused.Bytes),
-		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1 && !t.atomicReads,
-		Drainable:   d != nil && !t.atomicReads}
+		PackedBytes: transfer.PackedBound(len(fused.Copies), fused.Bytes),
+		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1 && !t.AtomicReads,
+		Drainable:   d != nil && !t.AtomicReads}
 	var out []byte
 	var reg *pinnedRegion
 	if req.Streamable {
@@ -551,14 +541,14 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		reg = b.pinnedHost(out)
 		req.Pinned = reg != nil
 	}
-	g.plan, g.out = t.choose(req), out
+	g.plan, g.out = t.Choose(req), out
 	if d != nil && !(g.plan.Kind == xferplan.Packed && g.plan.Parts > 1) {
 		// A readback with a drain wakes its helpers only now that it
 		// knows its plan; one in parts wakes them once its first part is
 		// queued (landPackedParts). Helpers polling from the call's start
 		// slowed its driver calls (the table's DMA and the gather launch
 		// took 15-28 and 17-22 us on the reference host for W7).
-		t.prewakeHelpers(g.plan.Workers)
+		t.PrewakeHelpers(g.plan.Workers)
 	}
 	phase("plan")
 	if reg != nil && g.plan.Kind != xferplan.Direct {
@@ -602,23 +592,11 @@ func (b *Backend) moveReads(op string, g *gathered, ents []*residentEntry, fused
 // right after unpacking, so it evicts its staging after the call
 // (evictLater) unless a test asks otherwise.
 func newGathered(t transferTuning, n int) *gathered {
-	g := &gathered{tune: t, evictLater: !t.inlineEvict}
-	lens := getInts(n)
+	g := &gathered{tune: t, evictLater: !t.InlineEvict}
+	lens := transfer.GetInts(n)
 	g.ints = append(g.intsA[:0], lens)
 	g.lens = *lens
 	return g
-}
-
-// fuseReads fuses the requests of a readback. The usual batch (one whole
-// buffer per request, handles increasing) is already its own fusion: its
-// copies are reqs (scratch the caller owns until the copies are queued and
-// fenced) and its Views nil, meaning request i is the whole of copy i, so
-// it allocates nothing; anything else goes through fusion.FuseReadbacks.
-func fuseReads(reqs []fusion.ReadbackCopy) (fusion.FusedReadbacks, error) {
-	if bytes, ok := fusion.DistinctReadbacks(reqs); ok {
-		return fusion.FusedReadbacks{Copies: reqs, Bytes: bytes}, nil
-	}
-	return fusion.FuseReadbacks(reqs)
 }
 
 // gatherPerCopy reads copies (bytes in all, nonEmpty requests) into one

@@ -2,9 +2,9 @@ package core
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
@@ -40,11 +40,11 @@ type stagedRun struct {
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
-	// deferEvict: a readback of at most evictLaterMaxBytes in at most
-	// evictInline blocks that evicts its staging (t.evictReads), and whose
+	// deferEvict: a readback of at most transfer.EvictLaterMaxBytes in at most
+	// evictInline blocks that evicts its staging (t.EvictReads), and whose
 	// bucket holds a second set of blocks, leaves each block's last chunk
 	// to an eviction job after the call (finishRead) instead of evicting
-	// it in the copy out (unless t.inlineStaged). See evictLaterMaxBytes.
+	// it in the copy out (unless t.InlineStaged). See transfer.EvictLaterMaxBytes.
 	deferEvict bool
 	// second: such a readback that found one set (deferEvict false) pins
 	// the second set or notes its end in finishRead (secondSet.end).
@@ -74,20 +74,20 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	if !up && !t.inlineStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes &&
+	if !up && !t.InlineStaged && t.EvictReads && !t.InlineEvict && len(host) <= transfer.EvictLaterMaxBytes &&
 		len(p.blocks) <= evictInline {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := len(p.st.blocks[0].buf) // the whole bucket
 		r.deferEvict, r.second = b.hostPool.deferEviction(size, len(p.blocks))
 	}
-	r.job = copyjob.NewJob(k*int(r.tasks), t.pipeLinger, true, func(i int) { r.copyTask(i, up) })
+	r.job = copyjob.NewJob(k*int(r.tasks), t.PipeLinger, true, func(i int) { r.copyTask(i, up) })
 	return r, nil
 }
 
 // copyTask copies task i between the caller's memory and its chunk's block
 // (into the block for an upload, out of it for a readback), leaving the
-// block's lines out of the caches as r.t says (stageIn, stageOut); an
+// block's lines out of the caches as r.t says (StageIn, StageOut); an
 // upload's non-temporal stores are fenced before the task counts as done.
 func (r *stagedRun) copyTask(i int, up bool) {
 	c := int64(i) / r.tasks
@@ -99,14 +99,14 @@ func (r *stagedRun) copyTask(i int, up bool) {
 			blk := r.p.blocks[c%int64(len(r.p.blocks))]
 			switch {
 			case up:
-				r.t.stageIn(blk[lo-base:hi-base], r.host[lo:hi])
+				r.t.StageIn(blk[lo-base:hi-base], r.host[lo:hi])
 				ntcopy.Fence()
 			case r.deferEvict && c+int64(len(r.p.blocks)) >= int64(len(r.remain)):
 				// The block's last chunk of the call: finishRead leaves
 				// its eviction to the helpers after the call.
 				copy(r.host[lo:hi], blk[lo-base:hi-base])
 			default:
-				r.t.stageOut(r.host[lo:hi], blk[lo-base:hi-base])
+				r.t.StageOut(r.host[lo:hi], blk[lo-base:hi-base])
 			}
 		}
 	}
@@ -316,97 +316,6 @@ func (r *stagedRun) finishRead() {
 			regions[j] = blocks[j][:hi-lo]
 		}
 	}
-	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:len(blocks)], r.pl.Workers, r.t.linger)
+	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:len(blocks)], r.pl.Workers, r.t.Linger)
 	r.p.st.forget()
-}
-
-// streamParts fills items [0, n), split into parts contiguous parts of
-// about equal weight, on up to w goroutines (the caller among them) that
-// share one copy job, and calls ready(k, lo, hi) on the calling goroutine
-// for each part k (items [lo, hi)) in order as soon as every item of it is
-// filled, while later parts are still being filled. start(i) is the
-// cumulative weight before item i (non-decreasing, start(0) == 0) and total
-// the weight of all items; fill(lo, hi) fills items [lo, hi). After ready
-// fails the items not yet started are skipped; either way every fill has
-// returned when streamParts does. It returns ready's error.
-func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, total int,
-	fill func(lo, hi int), ready func(k, lo, hi int) error) error {
-	if n <= 0 {
-		return nil
-	}
-	parts = max(min(parts, n), 1)
-	// Tasks per part, at most: copyjob.TasksPerWorker per worker, and small enough
-	// that the caller, which queues each part's DMA, is never long inside a
-	// task of its own while a part is ready.
-	per := max(w*copyjob.TasksPerWorker/parts, (total/parts+streamTaskWeight-1)/streamTaskWeight, 1)
-	// bounds[t] is the first item of task t; part k's tasks are
-	// first[k] <= t < first[k+1].
-	bounds := make([]int, 0, parts*per+1)
-	first := make([]int, parts+1)
-	lo := 0
-	for k := range parts {
-		hi := splitAt(start, n, lo, total, k+1, parts)
-		if k == parts-1 {
-			hi = n
-		}
-		first[k] = len(bounds)
-		for t, a := 0, lo; t < per && a < hi; t++ {
-			bounds = append(bounds, a)
-			if t == per-1 {
-				a = hi
-			} else {
-				a = max(splitAt(start, hi, a, total, k*per+t+1, parts*per), a+1)
-			}
-		}
-		lo = hi
-	}
-	first[parts] = len(bounds)
-	bounds = append(bounds, n)
-	partOf := make([]int32, len(bounds)-1)
-	remain := make([]atomic.Int32, parts)
-	for k := range parts {
-		for t := first[k]; t < first[k+1]; t++ {
-			partOf[t] = int32(k)
-		}
-		remain[k].Store(int32(first[k+1] - first[k]))
-	}
-	var aborted atomic.Bool
-	job := copyjob.NewJob(len(partOf), linger, false, func(t int) {
-		if !aborted.Load() {
-			fill(bounds[t], bounds[t+1])
-		}
-		remain[partOf[t]].Add(-1)
-	})
-	shared := copyjob.Start(job, w)
-	var err error
-	var sp spinner
-	for q := 0; q < parts; {
-		if remain[q].Load() == 0 {
-			// A part with no task (empty: more parts than splits) is ready too.
-			if err = ready(q, bounds[first[q]], bounds[first[q+1]]); err != nil {
-				break
-			}
-			q++
-		} else if !job.Step() {
-			sp.pause()
-		}
-	}
-	job.Stop(&aborted, shared, err != nil)
-	return err
-}
-
-// splitAt returns the first item in [lo, hi) whose cumulative weight
-// reaches the share k/of of total, or hi when none does.
-func splitAt(start func(i int) int, hi, lo, total, k, of int) int {
-	goal := int(uint64(total) * uint64(k) / uint64(of))
-	a, z := lo, hi
-	for a < z {
-		m := int(uint(a+z) >> 1)
-		if start(m) < goal {
-			a = m + 1
-		} else {
-			z = m
-		}
-	}
-	return a
 }

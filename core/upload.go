@@ -5,9 +5,8 @@ import (
 	"math"
 
 	"github.com/vyre-go/vyrecuda/accounting"
-	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
-	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -87,15 +86,15 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	if n == 0 {
 		return nil
 	}
-	if n >= prewakeMinItems {
+	if n >= transfer.PrewakeMinItems {
 		t := b.tuning()
 		_, _, first := at(0)
-		t.prewakeFor(n, len(first))
+		t.PrewakeFor(n, len(first))
 	}
-	sc := getScratch(n)
-	defer putScratch(sc)
-	ents := sc.ents[:n]
-	copies := sc.ups[:0]
+	sc := scratchPool.Get(n)
+	defer scratchPool.Put(sc)
+	ents := sc.Ents[:n]
+	copies := sc.Ups[:0]
 	bad := -1 // the first item whose range does not fit
 	b.store.mu.RLock()
 	for i := range ents {
@@ -137,7 +136,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	b.pinCall(ents)
 	b.store.mu.RUnlock()
 	defer b.unpinCall(op, ents)
-	sc.ups = copies
+	sc.Ups = copies
 	phase("pin")
 	phase("validate")
 	return b.queueUploads(op, ents, copies)
@@ -210,13 +209,13 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	phase("fuse")
 	t := b.tuning()
 	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
-		PackedBytes: packedBound(len(fused), bytes), Streamable: len(fused) == 1}
+		PackedBytes: transfer.PackedBound(len(fused), bytes), Streamable: len(fused) == 1}
 	var reg *pinnedRegion
 	if len(fused) == 1 {
 		reg = b.pinnedHost(fused[0].Data)
 		req.Pinned = reg != nil
 	}
-	pl := t.choose(req)
+	pl := t.Choose(req)
 	phase("plan")
 	if reg != nil && pl.Kind != xferplan.Direct {
 		b.unpendRegion(reg)
@@ -246,20 +245,7 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 		return err
 	}
 	phase("staging")
-	if len(fused) == 1 {
-		copyjob.ParallelCopy(stage, fused[0].Data, pl.Workers, t.linger, t.stageInFenced)
-	} else {
-		offs := make([]int, len(fused)+1)
-		for i, c := range fused {
-			offs[i+1] = offs[i] + len(c.Data)
-		}
-		copyjob.ForParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				t.stageIn(stage[offs[i]:], fused[i].Data)
-			}
-			ntcopy.Fence()
-		})
-	}
+	transfer.StageUploads(t, stage, fused, pl.Workers)
 	phase("copy")
 	lease, err := b.lease(op, false)
 	if err != nil {
