@@ -17,16 +17,16 @@ type Drain struct {
 	Dest func(i, n int) []byte
 	// Res[i] holds request i's storage once it has been copied out.
 	Res [][]byte
-	// Fresh: every request gets new storage (Dest is NewSlices), so a run
+	// Fresh: every request gets new storage (Dest is newSlices), so a run
 	// of requests can be copied out into one allocation.
 	Fresh bool
 }
 
-// NewSlices is the Drain Dest of calls that return new slices.
-func NewSlices(_, n int) []byte { return make([]byte, n) }
+// newSlices is the Drain Dest of calls that return new slices.
+func newSlices(_, n int) []byte { return make([]byte, n) }
 
 // FreshDrain returns the drain of a call that returns new slices into res.
-func FreshDrain(res [][]byte) *Drain { return &Drain{Dest: NewSlices, Res: res, Fresh: true} }
+func FreshDrain(res [][]byte) *Drain { return &Drain{Dest: newSlices, Res: res, Fresh: true} }
 
 // SlotDrain returns the drain of a call that reuses the storage of the
 // caller's slots dst (SlotDest), collecting the results in res.

@@ -60,13 +60,13 @@ type Tuning struct {
 // referenceModel is the planner's model unless the tuning names another.
 var referenceModel = xferplan.Reference()
 
-// DefaultPrewake is how long helpers woken at the start of a many-item
+// defaultPrewake is how long helpers woken at the start of a many-item
 // call poll for its copy job before they park again. Waking parked
 // helpers at the call's start rather than when its copying starts hid
 // their wake-ups behind validation and planning: on the reference H100
 // host the pack of a 1024 x 4 KiB upload took 99-107 us with it and
 // 116-143 us without.
-const DefaultPrewake = 200 * time.Microsecond
+const defaultPrewake = 200 * time.Microsecond
 
 // PrewakeMinItems is the fewest items of a call that wakes helpers ahead:
 // fewer are never packed (xferplan's default PackMinCopies).
@@ -94,7 +94,7 @@ func (t Tuning) WithDefaults() Tuning {
 		t.PipeLinger = copyjob.DefaultLinger
 	}
 	if t.Prewake == 0 {
-		t.Prewake = DefaultPrewake
+		t.Prewake = defaultPrewake
 	}
 	t.Plan.MaxWorkers = min(max(t.Plan.MaxWorkers, 0), copyjob.MaxWorkers)
 	return t

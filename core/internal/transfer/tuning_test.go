@@ -22,7 +22,7 @@ func TestWithDefaultsFillsOnlyZeroFields(t *testing.T) {
 	assert.Equal(t, time.Duration(packFenceSpin), d.FenceSpin)
 	assert.Equal(t, copyjob.DefaultLinger, d.Linger)
 	assert.Equal(t, copyjob.DefaultLinger, d.PipeLinger)
-	assert.Equal(t, DefaultPrewake, d.Prewake)
+	assert.Equal(t, defaultPrewake, d.Prewake)
 	assert.Zero(t, d.Plan.MaxWorkers, "zero: the planner's own default")
 
 	m := xferplan.Reference()
