@@ -1,8 +1,10 @@
 package core
 
 import (
+	"github.com/vyre-go/vyrecuda/core/cuda"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Names that moved out of core keep their core spelling here, as type
@@ -50,6 +52,12 @@ var (
 	ErrClosed          = errs.ErrClosed          // KindClosed
 	ErrOwned           = errs.ErrOwned           // KindOwned
 )
+
+// The real driver (package core/cuda).
+
+// DeviceSummary describes one visible CUDA device, for listing before
+// choosing an ordinal for OpenCUDA: cuda.DeviceSummary.
+type DeviceSummary = cuda.DeviceSummary
 
 // The Driver seam (package core/driver).
 
@@ -215,3 +223,20 @@ const numParamTypes = ParamFloat64 + 1
 // pdlMinCCMajor is the first compute capability whose devices honour
 // programmatic stream serialization and griddepcontrol.
 const pdlMinCCMajor = driver.ProgrammaticLaunchCCMajor
+
+// The launch-resource pool's report (package core/internal/streams).
+
+// LaunchKindCounts counts one kind of launch resource: how many sit idle in
+// the pool (Idle), and how many the pool has created and destroyed over its
+// life (Created, Destroyed). Created - Destroyed - Idle is the number leased
+// out (or lost to a failed destroy, which is logged).
+type LaunchKindCounts = streams.KindCounts
+
+// LaunchResourceCounts reports a Backend's launch-resource pool per kind:
+// non-blocking streams, completion events (timing disabled) and timing
+// events (LaunchKindCounts each), plus the number of leases currently out
+// (Leases) and, among them, the leases held because a failed call could
+// not drain their stream (Quarantined): their work may still use staging,
+// which is held with them until a retried synchronization succeeds
+// (Backend.Close explains what happens then).
+type LaunchResourceCounts = streams.Counts

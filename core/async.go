@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // asyncUploads is the bookkeeping of uploads queued by UploadResidentAsyncAt
@@ -14,9 +16,9 @@ type asyncUploads struct {
 	// mu guards every field below, and serializes queueing with
 	// SynchronizeUploads so no copy lands on a stream being given back.
 	mu    sync.Mutex
-	lease *launchLease // the backend-owned stream; nil when nothing is queued
+	lease *streams.Lease // the backend-owned stream; nil when nothing is queued
 	ents  []*residentEntry
-	regs  []*pinnedRegion
+	regs  []*hostmem.Region
 	count int
 }
 
@@ -76,20 +78,16 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	b.pinned.mu.Lock()
-	reg := b.pinned.find(uintptr(src), n)
+	reg := b.pinned.Use(uintptr(src), n)
 	if reg == nil {
-		b.pinned.mu.Unlock()
 		return newError(op, KindInvalidArgument,
 			fmt.Sprintf("source [%#x, +%d) is not inside memory pinned through this Backend", uintptr(src), n),
 			"copy from an AllocHostPinned buffer or from memory registered with PinHostBuffer")
 	}
-	reg.pending++
-	b.pinned.mu.Unlock()
 
 	created := false
 	if b.async.lease == nil {
-		lease, err := b.lease(op, false)
+		lease, err := b.launch.Lease(op, false)
 		if err != nil {
 			b.unpendRegion(reg)
 			return err
@@ -100,7 +98,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 		b.unpendRegion(reg)
 		if created {
 			// A fresh stream: the failed copy was its only work.
-			b.drain(op, held{}, b.async.lease)
+			b.syncOrQuarantine(op, inUse{}, b.async.lease)
 			b.async.lease = nil
 		}
 		return driverError(op, "MemcpyHtoDAsync", err)
@@ -109,18 +107,14 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	b.async.ents = append(b.async.ents, e)
 	b.async.regs = append(b.async.regs, reg)
 	b.async.count++
-	b.tel.h2dBytes.Add(uint64(n))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(1)
+	b.tel.H2DBytes.Add(uint64(n))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(1)
+	b.tel.DeviceCopies.Add(1)
 	return nil
 }
 
-func (b *Backend) unpendRegion(reg *pinnedRegion) {
-	b.pinned.mu.Lock()
-	reg.pending--
-	b.pinned.mu.Unlock()
-}
+func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
 
 // SynchronizeUploads waits until every upload queued with
 // UploadResidentAsyncAt has completed, then releases their buffers and
@@ -140,15 +134,11 @@ func (b *Backend) SynchronizeUploads() error {
 	if err := b.drv.StreamSynchronize(b.async.lease.Stream); err != nil {
 		return driverError(op, "StreamSynchronize", err)
 	}
-	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(b.async.lease, true)
+	b.tel.SyncPoints.Add(1)
+	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
 	b.unpinEntries(op, b.async.ents)
-	b.pinned.mu.Lock()
-	for _, reg := range b.async.regs {
-		reg.pending--
-	}
-	b.pinned.mu.Unlock()
+	b.pinned.Done(b.async.regs...)
 	clear(b.async.ents)
 	clear(b.async.regs)
 	b.async.ents, b.async.regs, b.async.count = b.async.ents[:0], b.async.regs[:0], 0

@@ -6,6 +6,11 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/stats"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // Backend keeps buffers resident on one device behind a Driver and moves
@@ -21,11 +26,13 @@ import (
 //     nest, or a waiting Close deadlocks them).
 //   - async.mu guards the stream and the bookkeeping of queued asynchronous
 //     uploads (UploadResidentAsyncAt, SynchronizeUploads).
-//   - quar.mu guards the quarantine (quarantine.go); it is held across the
-//     StreamSynchronize of its retries, and never together with store.mu or
-//     pinned.mu.
+//   - the launch pool's quarantine lock (quarantine.go, package streams)
+//     is held across the StreamSynchronize of its retries and the releases
+//     of what it holds (which take pinned.mu and the pools' locks inside
+//     it), and never together with store.mu.
 //   - store.mu guards the resident table (see residentStore).
-//   - pinned.mu guards the registry of caller-pinned host memory.
+//   - pinned.mu (the hostmem.Registry's lock) guards the registry of
+//     caller-pinned host memory.
 //
 // No lock is held across a stream or event synchronization except async.mu
 // in SynchronizeUploads, which exists to serialize exactly that wait. The
@@ -42,13 +49,12 @@ type Backend struct {
 	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
 
 	store    residentStore
-	pinned   pinnedRegistry
+	pinned   hostmem.Registry
 	async    asyncUploads
-	devPool  *devicePool
-	hostPool *hostPool
-	launch   *launchPool
-	quar     quarantine // leases and staging of calls whose stream could not be drained (quarantine.go)
-	tel      telemetryCounters
+	devPool  *devmem.Pool
+	hostPool *hostmem.Pool
+	launch   *streams.Pool
+	tel      stats.Counters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
 	peers    peerCache     // how other Backends are reached (peer.go)
@@ -95,10 +101,10 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	cfg.resolve(info.TotalMemory)
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
 	b.store.init()
-	b.pinned.init()
-	b.devPool = newDevicePool(drv, info.TotalMemory, cfg.devicePoolCap, cfg.residentPoolLimit, cfg.log)
-	b.hostPool = newHostPool(drv, cfg.pinnedPoolCap, cfg.log)
-	b.launch = newLaunchPool(drv, cfg.log)
+	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
+		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
+	b.hostPool = newHostPool(drv, &cfg)
+	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
 	return b, nil
@@ -172,18 +178,18 @@ func (b *Backend) Close() error {
 			"call SynchronizeUploads before Close")
 	}
 	// The quarantine's own in-flight references and leases do not refuse
-	// Close: settleQuarantine deals with them below.
-	if refs, handles := b.store.inflightTotal(); refs-b.quar.refs.Load() > 0 {
+	// Close: SettleQuarantine deals with them below.
+	if refs, handles := b.store.inflightTotal(); refs-b.launch.QuarantinedRefs() > 0 {
 		return newError(op, KindInFlight,
-			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.quar.refs.Load()),
+			fmt.Sprintf("%d resident buffer(s) are used by unfinished work (%d use(s): one per buffer of each unfinished batch, dispatch or asynchronous upload)", handles, refs-b.launch.QuarantinedRefs()),
 			"wait for pending work (Await or Close every Pending) before closing the Backend; a Pending dropped without either is released only after a garbage collection finds it")
 	}
-	if n := b.launch.counts().Leases - int(b.quar.leases.Load()); n > 0 {
+	if n := b.launch.Counts().Leases - int(b.launch.QuarantinedLeases()); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("%d launch-resource lease(s) still out", n),
 			"await or close every pending dispatch before closing the Backend")
 	}
-	firstErr := b.settleQuarantine(op)
+	firstErr := abandonedError(op, b.launch.SettleQuarantine(), b.log)
 	keep := func(err error) {
 		if err != nil && firstErr == nil {
 			firstErr = closeError(op, err)
@@ -191,7 +197,7 @@ func (b *Backend) Close() error {
 	}
 	// The launch pool refuses while leases are out; asking it first means a
 	// refusal leaves everything else untouched.
-	lerr := b.launch.close()
+	lerr := b.launch.Close()
 	if errors.Is(lerr, ErrInFlight) {
 		return closeError(op, lerr)
 	}
@@ -199,9 +205,9 @@ func (b *Backend) Close() error {
 	b.closed = true
 	keep(b.store.releaseAll(op, b))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
-	keep(b.devPool.close())
-	keep(b.pinned.releaseAll(op, b.drv))
-	keep(b.hostPool.close())
+	keep(b.devPool.Close())
+	keep(b.pinned.ReleaseAll(op, b.drv))
+	keep(b.hostPool.Close())
 	return b.finishClose(op, firstErr)
 }
 
@@ -258,9 +264,7 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 	if b == nil {
 		return LaunchResourceCounts{}
 	}
-	c := b.launch.counts()
-	c.Quarantined = int(b.quar.leases.Load())
-	return c
+	return b.launch.Counts()
 }
 
 // PoolCachedBytes reports the bytes currently cached by the device pool and
@@ -271,5 +275,5 @@ func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
 	if b == nil {
 		return 0, 0
 	}
-	return b.devPool.cachedBytes(), b.hostPool.cachedBytes()
+	return b.devPool.CachedBytes(), b.hostPool.CachedBytes()
 }

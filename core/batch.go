@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
 
@@ -153,7 +154,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		return nil, err
 	}
 	rd := pl.rd
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -166,7 +167,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 	// Staging.
 	release := func() {
-		p.up.release()
+		p.up.ReturnAll()
 		if rd != nil {
 			rd.release()
 		}
@@ -177,7 +178,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		release()
 		return nil, err
 	}
-	lease, err := b.lease(op, pl.timing)
+	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
 		release()
 		return nil, err
@@ -193,11 +194,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := held{st: []*staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
+		h := inUse{st: []*hostmem.Staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
 		if rd != nil {
 			h.st = append(h.st, &rd.st)
 		}
-		b.drain(op, h, lease)
+		b.syncOrQuarantine(op, h, lease)
 		release()
 		return nil, qerr
 	}
@@ -209,20 +210,20 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 
 // countBatch adds what one run of pl moves and launches to the telemetry.
 func (b *Backend) countBatch(pl *batchPlan) {
-	b.tel.memsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
-	b.tel.kernelLaunches.Add(uint64(len(pl.plans)))
+	b.tel.MemsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
+	b.tel.KernelLaunches.Add(uint64(len(pl.plans)))
 	if pl.upBytes > 0 {
-		b.tel.h2dBytes.Add(pl.upBytes)
-		b.tel.uploadOps.Add(1)
+		b.tel.H2DBytes.Add(pl.upBytes)
+		b.tel.UploadOps.Add(1)
 	}
 	if pl.nonEmptyReads > 0 {
-		b.tel.d2hBytes.Add(pl.fusedRds.Bytes)
-		b.tel.readbackOps.Add(1)
+		b.tel.D2HBytes.Add(pl.fusedRds.Bytes)
+		b.tel.ReadbackOps.Add(1)
 	}
-	b.tel.requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
+	b.tel.Requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
 	dmas, launches := pl.copiesQueued()
-	b.tel.deviceCopies.Add(dmas)
-	b.tel.packedLaunches.Add(launches)
+	b.tel.DeviceCopies.Add(dmas)
+	b.tel.PackedLaunches.Add(launches)
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On

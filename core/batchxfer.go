@@ -2,6 +2,8 @@ package core
 
 import (
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
@@ -46,7 +48,7 @@ type batchXfer struct {
 	rdLay  packLayout // Packed reads: the block's layout
 	// upDev and rdDev are the packed plans' device staging; their owner
 	// (the pendingWork) releases them when the batch completes.
-	upDev, rdDev deviceAlloc
+	upDev, rdDev devmem.Block
 	// scatter and gather are the packed kernels, loaded while planning so
 	// nothing is taken when loading fails.
 	scatter, gather Function
@@ -88,7 +90,7 @@ func (b *Backend) planBatchXfer(op string, pl *batchPlan) (*batchXfer, error) {
 // into their block here; staged and multi-part packed ones are copied
 // while queueing. A packed plan that finds no device memory falls back to
 // per-copy. On failure the caller releases up, rd and x's device staging.
-func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging, rd *gathered) ([]byte, error) {
+func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging, rd *gathered) ([]byte, error) {
 	var stage []byte
 	var err error
 	if pl.upBytes > 0 {
@@ -97,7 +99,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 		}
 	}
 	if pl.nonEmptyReads > 0 {
-		rd.st, rd.staged = newStaging(b.hostPool), true
+		rd.st, rd.staged = hostmem.NewStaging(b.hostPool), true
 		rd.plan, rd.tune = x.rd, x.t
 		rd.tune.EvictReads = x.t.EvictsReadback(pl.fusedRds.Bytes)
 		if x.rd.Kind == xferplan.Packed {
@@ -106,7 +108,7 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			if !x.rdLay.Packable() {
 				err = errNoPackRoom
 			} else {
-				x.rdDev, err = b.devPool.get(op, x.rdLay.Total, true)
+				x.rdDev, err = b.devPool.Alloc(op, x.rdLay.Total, true)
 			}
 			if err != nil {
 				if err = noPackRoom(err); err != errNoPackRoom {
@@ -117,14 +119,14 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 			}
 		}
 		if x.rd.Kind == xferplan.Packed {
-			if rd.stage, err = rd.st.take(op, x.rdLay.Total); err != nil {
+			if rd.stage, err = rd.st.Slice(op, x.rdLay.Total); err != nil {
 				return nil, err
 			}
 			for i, c := range pl.fusedRds.Copies {
 				x.rdLay.PutEntries(rd.stage, i, c.Src, c.Len)
 			}
 			rd.offs = x.rdLay.Offs
-		} else if rd.stage, err = rd.st.take(op, int(pl.fusedRds.Bytes)); err != nil {
+		} else if rd.stage, err = rd.st.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -133,13 +135,13 @@ func (b *Backend) stageBatch(op string, pl *batchPlan, x *batchXfer, up *staging
 
 // stageBatchUploads takes the upload staging of pl as x.up says (see
 // stageBatch).
-func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *staging) ([]byte, error) {
+func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *hostmem.Staging) ([]byte, error) {
 	fused := pl.fusedUps
 	if x.up.Kind == xferplan.Packed {
 		x.upLay = transfer.NewLayout(len(fused), func(i int) int { return len(fused[i].Data) })
-		dev, err := deviceAlloc{}, error(errNoPackRoom)
+		dev, err := devmem.Block{}, error(errNoPackRoom)
 		if x.upLay.Packable() {
-			dev, err = b.devPool.get(op, x.upLay.Total, true)
+			dev, err = b.devPool.Alloc(op, x.upLay.Total, true)
 		}
 		if err != nil {
 			if err = noPackRoom(err); err != errNoPackRoom {
@@ -148,7 +150,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			x.up.Kind = xferplan.PerCopy
 		} else {
 			x.upDev = dev
-			stage, err := up.take(op, x.upLay.Total)
+			stage, err := up.Slice(op, x.upLay.Total)
 			if err != nil {
 				return nil, err
 			}
@@ -160,7 +162,7 @@ func (b *Backend) stageBatchUploads(op string, pl *batchPlan, x *batchXfer, up *
 			return stage, nil
 		}
 	}
-	stage, err := up.take(op, int(pl.upBytes))
+	stage, err := up.Slice(op, int(pl.upBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -192,13 +194,13 @@ func (b *Backend) queueBatchUploads(s Stream, pl *batchPlan, stage []byte) (stri
 	switch x.up.Kind {
 	case xferplan.Packed:
 		parts := max(min(x.up.Parts, len(pl.fusedUps)), 1)
-		dmas, call, err := transfer.QueuePacked(b.drv, &x.t, &x.upLay, stage, x.upDev.ptr, s, pl.fusedUps, parts, x.up.Workers,
+		dmas, call, err := transfer.QueuePacked(b.drv, &x.t, &x.upLay, stage, x.upDev.Ptr(), s, pl.fusedUps, parts, x.up.Workers,
 			transfer.PackFill(&x.t, &x.upLay, stage, pl.fusedUps, false))
 		if err != nil {
 			return call, err
 		}
 		x.dmas += dmas
-		args := []KernelArg{{Ptr: x.upDev.ptr, IsPtr: true}, {Ptr: x.upDev.ptr + uint64(x.upLay.Table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.upDev.Ptr(), IsPtr: true}, {Ptr: x.upDev.Ptr() + uint64(x.upLay.Table), IsPtr: true},
 			{U32: uint32(x.upLay.Entries)}}
 		if err := b.drv.Launch(x.scatter, x.t.PackLaunch(x.upLay.Entries), s, args); err != nil {
 			return "Launch", err
@@ -246,15 +248,15 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 	x, rd := pl.x, pl.rd
 	if x != nil && x.rd.Kind == xferplan.Packed {
 		lay := &x.rdLay
-		if err := b.drv.MemcpyHtoDAsync(x.rdDev.ptr+uint64(lay.Table), rd.stage[lay.Table:], s); err != nil {
+		if err := b.drv.MemcpyHtoDAsync(x.rdDev.Ptr()+uint64(lay.Table), rd.stage[lay.Table:], s); err != nil {
 			return "MemcpyHtoDAsync", err
 		}
-		args := []KernelArg{{Ptr: x.rdDev.ptr, IsPtr: true}, {Ptr: x.rdDev.ptr + uint64(lay.Table), IsPtr: true},
+		args := []KernelArg{{Ptr: x.rdDev.Ptr(), IsPtr: true}, {Ptr: x.rdDev.Ptr() + uint64(lay.Table), IsPtr: true},
 			{U32: uint32(lay.Entries)}}
 		if err := b.drv.Launch(x.gather, x.t.PackLaunch(lay.Entries), s, args); err != nil {
 			return "Launch", err
 		}
-		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.DataEnd:lay.DataEnd], x.rdDev.ptr, s); err != nil {
+		if err := b.drv.MemcpyDtoHAsync(rd.stage[:lay.DataEnd:lay.DataEnd], x.rdDev.Ptr(), s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}
 		x.dmas += 2
@@ -274,11 +276,11 @@ func (b *Backend) queueBatchReads(s Stream, pl *batchPlan) (string, error) {
 }
 
 // devStaging returns the device staging x holds, for a drain or a release.
-func (x *batchXfer) devStaging() []*deviceAlloc {
+func (x *batchXfer) devStaging() []*devmem.Block {
 	if x == nil {
 		return nil
 	}
-	return []*deviceAlloc{&x.upDev, &x.rdDev}
+	return []*devmem.Block{&x.upDev, &x.rdDev}
 }
 
 // releaseDev gives x's device staging back (a zeroed allocation, as a
@@ -288,10 +290,10 @@ func (b *Backend) releaseDev(x *batchXfer) {
 		return
 	}
 	for _, d := range x.devStaging() {
-		if d.n > 0 {
-			b.devPool.put(*d)
+		if d.Len() > 0 {
+			b.devPool.FreeOrKeep(*d)
 		}
-		*d = deviceAlloc{}
+		*d = devmem.Block{}
 	}
 }
 

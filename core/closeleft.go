@@ -3,7 +3,6 @@ package core
 import (
 	"fmt"
 	"io"
-	"sync"
 )
 
 // Memory Close fails to free.
@@ -15,49 +14,6 @@ import (
 // them all in one ErrDriver; a later Close retries exactly those frees.
 // The Backend's own driver (io.Closer) is closed only once nothing is left,
 // so the retry can still reach it.
-
-// unfreedList keeps blocks whose free failed, still allocated and counted,
-// for the next trim or close to free again. It is safe for concurrent use.
-type unfreedList[T any] struct {
-	mu    sync.Mutex
-	items []T
-}
-
-// keep keeps x for a retry.
-func (u *unfreedList[T]) keep(x T) {
-	u.mu.Lock()
-	u.items = append(u.items, x)
-	u.mu.Unlock()
-}
-
-// retry calls free on every kept block, without holding the list's lock,
-// and keeps those whose free fails again. It returns the first failure.
-func (u *unfreedList[T]) retry(free func(T) error) error {
-	u.mu.Lock()
-	left := u.items
-	u.items = nil
-	u.mu.Unlock()
-	var first error
-	for _, x := range left {
-		if err := free(x); err != nil {
-			u.keep(x)
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
-
-// count returns how many blocks are kept and their bytes, as size says.
-func (u *unfreedList[T]) count(size func(T) uint64) (n int, bytes uint64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, x := range u.items {
-		bytes += size(x)
-	}
-	return len(u.items), bytes
-}
 
 // closeLeft is what Close could not free, for its report.
 type closeLeft struct {
@@ -76,11 +32,11 @@ func (b *Backend) leftAfterClose() closeLeft {
 		l.bufBytes += uint64(e.n)
 	}
 	b.store.mu.Unlock()
-	st := b.devPool.cache.Stats()
-	n, bytes := b.devPool.unfreedBlocks()
+	st := b.devPool.Stats()
+	n, bytes := b.devPool.UnfreedBlocks()
 	l.devBlocks, l.devBytes = int(st.CachedBlocks)+n, st.Cached+bytes
-	l.pinBlocks, l.pinBytes = b.hostPool.unfreedBlocks()
-	l.regions, l.regBytes = b.pinned.left()
+	l.pinBlocks, l.pinBytes = b.hostPool.UnfreedBlocks()
+	l.regions, l.regBytes = b.pinned.Left()
 	return l
 }
 
@@ -137,9 +93,9 @@ func (b *Backend) retryClose(op string) error {
 		}
 	}
 	keep(b.store.retryUnfreed(op, b))
-	keep(b.devPool.close())
-	keep(b.pinned.releaseAll(op, b.drv))
-	keep(b.hostPool.close())
+	keep(b.devPool.Close())
+	keep(b.pinned.ReleaseAll(op, b.drv))
+	keep(b.hostPool.Close())
 	return b.finishClose(op, first)
 }
 

@@ -4,84 +4,51 @@ import (
 	"fmt"
 	"sort"
 	"unsafe"
+
+	"github.com/vyre-go/vyrecuda/core/internal/collective"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
-// collKind is which collective a call runs.
-type collKind int
-
-const (
-	collAllReduce collKind = iota
-	collBroadcast
-	collAllGather
-	collReduceScatter
-)
-
-// collArgs is what every rank of one collective call agrees on.
-type collArgs struct {
-	kind  collKind
-	dt    DataType
-	red   ReduceOp
-	root  int
-	ranks int
-}
-
-// rankCall is one rank's share of a collective call.
-type rankCall struct {
+// rankBufs is one rank's buffers of a collective call on b, handed to
+// package collective as callbacks: it pins them, unpins them, names them
+// for the quarantine and counts the fence.
+type rankBufs struct {
 	b          *Backend
-	c          Communicator
+	rank       int // its rank in the communicator
 	send, recv Buffer
-	ents       []*residentEntry
-	sendPtr    uint64
-	recvPtr    uint64
-	count      uint64 // elements per rank block (see Communicator)
-	lease      *launchLease
+	ents       []*residentEntry // the pinned recv (and send) entries
 }
 
-// needsSend reports whether the rank reads its send buffer (a broadcast
-// reads only the root's).
-func (a *collArgs) needsSend(rank int) bool { return a.kind != collBroadcast || rank == a.root }
-
-// check validates the arguments shared by all ranks.
-func (a *collArgs) check(op string) error {
-	switch {
-	case !a.dt.Valid():
-		return newError(op, KindInvalidArgument, fmt.Sprintf("data type %d", int(a.dt)), "pass one of the core.Data* constants")
-	case a.kind != collBroadcast && a.kind != collAllGather && !a.red.Valid():
-		return newError(op, KindInvalidArgument, fmt.Sprintf("reduction %d", int(a.red)), "pass one of the core.Reduce* constants")
-	case a.root < 0 || a.root >= a.ranks:
-		return newError(op, KindInvalidArgument, fmt.Sprintf("root %d of %d ranks", a.root, a.ranks), "pass a root rank from 0 to the number of ranks minus 1")
-	}
-	return nil
+// part describes r to package collective, over communicator c.
+func (r *rankBufs) part(c Communicator) *collective.Part {
+	return &collective.Part{Rank: r.rank, Communicator: c, Drv: r.b.drv, Pool: r.b.launch, SendLen: r.send.Len, RecvLen: r.recv.Len,
+		Pin: r.pin, Unpin: r.unpin, Hold: r.hold, Fenced: func() { r.b.tel.SyncPoints.Add(1) }}
 }
 
-// shape checks one rank's buffer lengths and returns its element count per
-// block: send and recv of an all-reduce or broadcast are equal; an
-// all-gather's recv holds ranks sends; a reduce-scatter's send holds ranks
-// recvs.
-func (a *collArgs) shape(op string, rank int, send, recv Buffer) (uint64, error) {
-	size := a.dt.Size()
-	if recv.Len%size != 0 || (a.needsSend(rank) && send.Len%size != 0) {
-		return 0, newError(op, KindInvalidArgument,
-			fmt.Sprintf("rank %d: send %d bytes, recv %d bytes are not whole %s elements (%d bytes each)", rank, send.Len, recv.Len, a.dt, size),
-			"size the buffers in whole elements of the data type")
+func (r *rankBufs) pin(op string, send bool) (recvPtr, sendPtr uint64, err error) {
+	bufs := []Buffer{r.recv}
+	if send {
+		bufs = append(bufs, r.send)
 	}
-	want, block := recv.Len, recv.Len
-	switch a.kind {
-	case collAllGather:
-		want, block = recv.Len/a.ranks, recv.Len/a.ranks
-		if recv.Len%a.ranks != 0 {
-			want = -1
-		}
-	case collReduceScatter:
-		want = recv.Len * a.ranks
+	label := func(i int) string { return fmt.Sprintf("rank %d %s: ", r.rank, [2]string{"recv", "send"}[i]) }
+	ents, err := r.b.pinEntries(op, bufs, label)
+	if err != nil {
+		return 0, 0, err
 	}
-	if a.needsSend(rank) && send.Len != want {
-		return 0, newError(op, KindInvalidArgument,
-			fmt.Sprintf("rank %d: send has %d bytes and recv %d bytes, which does not fit %d ranks", rank, send.Len, recv.Len, a.ranks),
-			"make send and recv equal for AllReduce and Broadcast, recv = ranks x send for AllGather, send = ranks x recv for ReduceScatter")
+	r.ents = ents
+	recvPtr, sendPtr = ents[0].ptr, ents[0].ptr
+	if len(ents) > 1 {
+		sendPtr = ents[1].ptr
 	}
-	return uint64(block / size), nil
+	return recvPtr, sendPtr, nil
 }
+
+func (r *rankBufs) unpin(op string) {
+	r.b.unpinEntries(op, r.ents)
+	r.ents = nil
+}
+
+func (r *rankBufs) hold(op string) streams.Hold { return inUse{ents: r.ents}.hold(r.b, op) }
 
 // enterAll enters every distinct Backend in address order (see enterPair).
 func enterAll(op string, bs []*Backend) (func(), error) {
@@ -106,126 +73,4 @@ func enterAll(op string, bs []*Backend) (func(), error) {
 		entered = append(entered, b)
 	}
 	return exit, nil
-}
-
-// prepare pins each rank's buffers, checks their shapes and leases a stream
-// per rank. On failure everything taken is given back.
-func prepare(op string, a *collArgs, calls []*rankCall) error {
-	undo := func(k int) {
-		for _, c := range calls[:k] {
-			c.b.unpinEntries(op, c.ents)
-			c.ents = nil
-			if c.lease != nil {
-				c.b.launch.giveBack(c.lease, true)
-				c.lease = nil
-			}
-		}
-	}
-	for r, c := range calls {
-		count, err := a.shape(op, r, c.send, c.recv)
-		if err != nil {
-			undo(r)
-			return err
-		}
-		bufs := []Buffer{c.recv}
-		if a.needsSend(r) {
-			bufs = append(bufs, c.send)
-		}
-		label := func(i int) string { return fmt.Sprintf("rank %d %s: ", r, [2]string{"recv", "send"}[i]) }
-		if c.ents, err = c.b.pinEntries(op, bufs, label); err != nil {
-			undo(r)
-			return err
-		}
-		c.count, c.recvPtr, c.sendPtr = count, c.ents[0].ptr, c.ents[0].ptr
-		if len(c.ents) > 1 {
-			c.sendPtr = c.ents[1].ptr
-		}
-		if c.lease, err = c.b.lease(op, false); err != nil {
-			undo(r + 1)
-			return err
-		}
-	}
-	return nil
-}
-
-// queueRank queues one rank's part on its leased stream.
-func (a *collArgs) queueRank(c *rankCall) error {
-	s := c.lease.Stream
-	switch a.kind {
-	case collAllReduce:
-		return c.c.AllReduce(c.sendPtr, c.recvPtr, c.count, a.dt, a.red, s)
-	case collBroadcast:
-		return c.c.Broadcast(c.sendPtr, c.recvPtr, c.count, a.dt, a.root, s)
-	case collAllGather:
-		return c.c.AllGather(c.sendPtr, c.recvPtr, c.count, a.dt, s)
-	}
-	return c.c.ReduceScatter(c.sendPtr, c.recvPtr, c.count, a.dt, a.red, s)
-}
-
-var collNames = [...]string{collAllReduce: "AllReduce", collBroadcast: "Broadcast", collAllGather: "AllGather", collReduceScatter: "ReduceScatter"}
-
-// runCollective queues every rank's part (between GroupStart and GroupEnd
-// of grp when grp is not nil) and waits for each rank's stream: one fence
-// per device. On failure every stream is drained and everything released;
-// when some part was queued, or ranks outside this call exist, abort is
-// called first, since their parts would otherwise wait forever for the
-// ones that were not queued.
-func runCollective(op string, a *collArgs, calls []*rankCall, grp CollectiveDriver, abort func()) error {
-	if err := prepare(op, a, calls); err != nil {
-		return err
-	}
-	finish := func(failed bool) {
-		for _, c := range calls {
-			if failed {
-				c.b.drain(op, held{ents: c.ents, discard: true}, c.lease)
-			} else {
-				c.b.launch.giveBack(c.lease, true)
-			}
-			c.b.unpinEntries(op, c.ents)
-			c.lease, c.ents = nil, nil
-		}
-	}
-	if grp != nil {
-		if err := grp.GroupStart(); err != nil {
-			finish(true)
-			return driverError(op, "GroupStart", err)
-		}
-	}
-	var qerr error
-	queued := 0
-	for r, c := range calls {
-		if err := a.queueRank(c); err != nil {
-			e := driverError(op, collNames[a.kind], err)
-			e.Detail = fmt.Sprintf("rank %d: %s", r, e.Detail)
-			qerr = e
-			break
-		}
-		queued++
-	}
-	if grp != nil {
-		if err := grp.GroupEnd(); err != nil && qerr == nil {
-			qerr = driverError(op, "GroupEnd", err)
-		}
-	}
-	if qerr != nil {
-		// Ranks outside this call (other processes) wait for the part that
-		// failed as much as queued parts of this call do.
-		if queued > 0 || a.ranks > len(calls) {
-			abort()
-		}
-		finish(true)
-		return qerr
-	}
-	for r, c := range calls {
-		if err := c.b.drv.StreamSynchronize(c.lease.Stream); err != nil {
-			e := driverError(op, "StreamSynchronize", err)
-			e.Detail = fmt.Sprintf("rank %d: %s", r, e.Detail)
-			abort()
-			finish(true)
-			return e
-		}
-		c.b.tel.syncPoints.Add(1)
-	}
-	finish(false)
-	return nil
 }

@@ -260,3 +260,42 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 		require.NoError(t, g.Backend(r).FreeResident(bufs[r]), "nothing left in flight")
 	}
 }
+
+// TestCommBroadcastFromAnyRoot: each rank of a joined communicator
+// broadcasts in turn; only the root passes a send buffer (the others pass
+// the zero Buffer), and every rank's recv gets the root's bytes.
+func TestCommBroadcastFromAnyRoot(t *testing.T) {
+	g, _ := openMachine(t, 2, nil)
+	id, err := g.Backend(0).NewCommID()
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			b := g.Backend(r)
+			c, err := b.JoinComm(id, 2, r)
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer func() { assert.NoError(t, c.Close()) }()
+			own := putBytes(t, b, i32Bytes([]int32{int32(10 * (r + 1)), int32(r)}))
+			recv := putBytes(t, b, make([]byte, 8))
+			for root := 0; root < 2; root++ {
+				send := core.Buffer{}
+				if r == root {
+					send = own
+				}
+				if !assert.NoError(t, c.Broadcast(root, send, recv, core.DataInt32), "rank %d root %d", r, root) {
+					continue
+				}
+				got, err := b.DownloadResident(recv)
+				assert.NoError(t, err)
+				assert.Equal(t, i32Bytes([]int32{int32(10 * (root + 1)), int32(root)}), got, "rank %d root %d", r, root)
+			}
+			assert.NoError(t, b.FreeResident(own))
+			assert.NoError(t, b.FreeResident(recv))
+		}(r)
+	}
+	wg.Wait()
+}

@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"sync"
+
+	"github.com/vyre-go/vyrecuda/core/internal/collective"
 )
 
 // AllReduce reduces, element by element with red, the buffers send[i] (one
@@ -12,7 +14,7 @@ import (
 // fence per device. The first collective of a group builds its
 // communicators (NCCL's, on real devices).
 func (g *Group) AllReduce(send, recv []Buffer, dt DataType, red ReduceOp) error {
-	return g.collective("Group.AllReduce", collArgs{kind: collAllReduce, dt: dt, red: red}, send, recv)
+	return g.run("Group.AllReduce", collective.Args{Kind: collective.AllReduce, DT: dt, Red: red}, send, recv)
 }
 
 // Broadcast copies root's buffer send into every recv[i] (send may be
@@ -22,23 +24,23 @@ func (g *Group) Broadcast(root int, send Buffer, recv []Buffer, dt DataType) err
 	if root >= 0 && root < len(sends) {
 		sends[root] = send
 	}
-	return g.collective("Group.Broadcast", collArgs{kind: collBroadcast, dt: dt, root: root}, sends, recv)
+	return g.run("Group.Broadcast", collective.Args{Kind: collective.Broadcast, DT: dt, Root: root}, sends, recv)
 }
 
 // AllGather writes every send[i] into every recv[j] at byte i*len(send[i]);
 // each recv holds as many bytes as all sends together.
 func (g *Group) AllGather(send, recv []Buffer, dt DataType) error {
-	return g.collective("Group.AllGather", collArgs{kind: collAllGather, dt: dt}, send, recv)
+	return g.run("Group.AllGather", collective.Args{Kind: collective.AllGather, DT: dt}, send, recv)
 }
 
 // ReduceScatter reduces the send buffers element by element with red and
 // writes block i of the result (len(recv[i]) bytes) into recv[i]; each send
 // holds as many bytes as all recvs together.
 func (g *Group) ReduceScatter(send, recv []Buffer, dt DataType, red ReduceOp) error {
-	return g.collective("Group.ReduceScatter", collArgs{kind: collReduceScatter, dt: dt, red: red}, send, recv)
+	return g.run("Group.ReduceScatter", collective.Args{Kind: collective.ReduceScatter, DT: dt, Red: red}, send, recv)
 }
 
-func (g *Group) collective(op string, a collArgs, send, recv []Buffer) error {
+func (g *Group) run(op string, a collective.Args, send, recv []Buffer) error {
 	if g == nil {
 		return newError(op, KindInvalidArgument, "the Group is nil", "open one with OpenDevices or OpenGroup")
 	}
@@ -48,12 +50,12 @@ func (g *Group) collective(op string, a collArgs, send, recv []Buffer) error {
 		return newError(op, KindClosed, "the Group is closed", "open a new Group")
 	}
 	n := len(g.bs)
-	a.ranks = n
+	a.Ranks = n
 	if len(send) != n || len(recv) != n {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d send and %d recv buffers for %d Backends", len(send), len(recv), n),
 			"pass one send and one recv buffer per Backend of the group, in order")
 	}
-	if err := a.check(op); err != nil {
+	if err := a.Check(op); err != nil {
 		return err
 	}
 	exit, err := enterAll(op, g.bs)
@@ -64,15 +66,15 @@ func (g *Group) collective(op string, a collArgs, send, recv []Buffer) error {
 	if err := g.buildComms(op); err != nil {
 		return err
 	}
-	calls := make([]*rankCall, n)
+	parts := make([]*collective.Part, n)
 	for i, b := range g.bs {
-		calls[i] = &rankCall{b: b, c: g.comms[i], send: send[i], recv: recv[i]}
+		parts[i] = (&rankBufs{b: b, rank: i, send: send[i], recv: recv[i]}).part(g.comms[i])
 	}
 	var grp CollectiveDriver
 	if n > 1 {
 		grp = g.bs[0].drv.(CollectiveDriver)
 	}
-	return runCollective(op, &a, calls, grp, g.abortComms)
+	return collective.Run(op, &a, parts, grp, g.abortComms)
 }
 
 // abortComms abandons the communicators after a failed collective (the
@@ -91,40 +93,20 @@ func (g *Group) buildComms(op string) error {
 	if g.comms != nil {
 		return nil
 	}
-	cd, ok := g.bs[0].drv.(CollectiveDriver)
-	if !ok {
-		return newError(op, KindUnsupported, fmt.Sprintf("the driver %T has no collectives", g.bs[0].drv),
-			"open the group with OpenDevices (NCCL), or over the devices of a sim.Machine")
+	cd, err := collective.Of(op, g.bs[0].drv, "open the group with OpenDevices (NCCL), or over the devices of a sim.Machine")
+	if err != nil {
+		return err
 	}
 	drvs := make([]Driver, len(g.bs))
 	for i, b := range g.bs {
 		drvs[i] = b.drv
 	}
-	comms, err := cd.NewCommunicators(drvs)
+	comms, err := collective.Build(op, cd, drvs)
 	if err != nil {
-		return commError(op, "NewCommunicators", err)
-	}
-	if len(comms) != len(drvs) {
-		for _, c := range comms {
-			if c != nil {
-				_ = c.Destroy() // the driver misbehaved; its error adds nothing
-			}
-		}
-		return nullSuccess(op, "NewCommunicators")
+		return err
 	}
 	g.comms = comms
 	return nil
-}
-
-// commError wraps a failure to build communicators; a missing library
-// (NCCL not installed) is KindUnsupported with the loader's Fix.
-func commError(op, call string, err error) *Error {
-	if e, ok := err.(*Error); ok && e.Kind == KindUnsupported {
-		c := *e
-		c.Op = op
-		return &c
-	}
-	return driverError(op, call, err)
 }
 
 // Comm is one rank of a communicator that ranks in several processes or
@@ -142,6 +124,9 @@ type Comm struct {
 	closed bool
 }
 
+// noCollectivesFix is the Fix of a Backend whose driver has no collectives.
+const noCollectivesFix = "open the Backend with OpenCUDA (NCCL) or over a simulated device"
+
 // NewCommID creates the identifier of a new communicator on b's driver. One
 // rank creates it and hands it to the others by its own means (a file, a
 // key-value store, MPI); each rank, b's included, then calls JoinComm.
@@ -154,14 +139,13 @@ func (b *Backend) NewCommID() (CommID, error) {
 		return CommID{}, err
 	}
 	defer b.exit()
-	cd, ok := b.drv.(CollectiveDriver)
-	if !ok {
-		return CommID{}, newError(op, KindUnsupported, fmt.Sprintf("the driver %T has no collectives", b.drv),
-			"open the Backend with OpenCUDA (NCCL) or over a simulated device")
+	cd, err := collective.Of(op, b.drv, noCollectivesFix)
+	if err != nil {
+		return CommID{}, err
 	}
 	id, err := cd.NewCommID()
 	if err != nil {
-		return CommID{}, commError(op, "NewCommID", err)
+		return CommID{}, collective.CommError(op, "NewCommID", err)
 	}
 	return id, nil
 }
@@ -183,14 +167,13 @@ func (b *Backend) JoinComm(id CommID, nranks, rank int) (*Comm, error) {
 		return nil, err
 	}
 	defer b.exit()
-	cd, ok := b.drv.(CollectiveDriver)
-	if !ok {
-		return nil, newError(op, KindUnsupported, fmt.Sprintf("the driver %T has no collectives", b.drv),
-			"open the Backend with OpenCUDA (NCCL) or over a simulated device")
+	cd, err := collective.Of(op, b.drv, noCollectivesFix)
+	if err != nil {
+		return nil, err
 	}
 	c, err := cd.JoinCommunicator(id, nranks, rank)
 	if err != nil {
-		return nil, commError(op, "JoinCommunicator", err)
+		return nil, collective.CommError(op, "JoinCommunicator", err)
 	}
 	if c == nil {
 		return nil, nullSuccess(op, "JoinCommunicator")
@@ -216,27 +199,27 @@ func (c *Comm) Size() int {
 
 // AllReduce is this rank's part of an all-reduce (see Group.AllReduce).
 func (c *Comm) AllReduce(send, recv Buffer, dt DataType, red ReduceOp) error {
-	return c.run("Comm.AllReduce", collArgs{kind: collAllReduce, dt: dt, red: red}, send, recv)
+	return c.run("Comm.AllReduce", collective.Args{Kind: collective.AllReduce, DT: dt, Red: red}, send, recv)
 }
 
 // Broadcast is this rank's part of a broadcast from root; send is read on
 // root only (other ranks may pass the zero Buffer).
 func (c *Comm) Broadcast(root int, send, recv Buffer, dt DataType) error {
-	return c.run("Comm.Broadcast", collArgs{kind: collBroadcast, dt: dt, root: root}, send, recv)
+	return c.run("Comm.Broadcast", collective.Args{Kind: collective.Broadcast, DT: dt, Root: root}, send, recv)
 }
 
 // AllGather is this rank's part of an all-gather (see Group.AllGather).
 func (c *Comm) AllGather(send, recv Buffer, dt DataType) error {
-	return c.run("Comm.AllGather", collArgs{kind: collAllGather, dt: dt}, send, recv)
+	return c.run("Comm.AllGather", collective.Args{Kind: collective.AllGather, DT: dt}, send, recv)
 }
 
 // ReduceScatter is this rank's part of a reduce-scatter (see
 // Group.ReduceScatter).
 func (c *Comm) ReduceScatter(send, recv Buffer, dt DataType, red ReduceOp) error {
-	return c.run("Comm.ReduceScatter", collArgs{kind: collReduceScatter, dt: dt, red: red}, send, recv)
+	return c.run("Comm.ReduceScatter", collective.Args{Kind: collective.ReduceScatter, DT: dt, Red: red}, send, recv)
 }
 
-func (c *Comm) run(op string, a collArgs, send, recv Buffer) error {
+func (c *Comm) run(op string, a collective.Args, send, recv Buffer) error {
 	if c == nil {
 		return newError(op, KindInvalidArgument, "the Comm is nil", "join one with Backend.JoinComm")
 	}
@@ -249,8 +232,8 @@ func (c *Comm) run(op string, a collArgs, send, recv Buffer) error {
 		return newError(op, KindClosed, "the communicator was aborted after an earlier collective failed",
 			"join a new communicator (every rank must)")
 	}
-	a.ranks = c.size
-	if err := a.check(op); err != nil {
+	a.Ranks = c.size
+	if err := a.Check(op); err != nil {
 		return err
 	}
 	if err := c.b.enter(op); err != nil {
@@ -267,7 +250,8 @@ func (c *Comm) run(op string, a collArgs, send, recv Buffer) error {
 		}
 		c.c = nil
 	}
-	return runCollective(op, &a, []*rankCall{{b: c.b, c: c.c, send: send, recv: recv}}, nil, abort)
+	r := &rankBufs{b: c.b, rank: c.rank, send: send, recv: recv}
+	return collective.Run(op, &a, []*collective.Part{r.part(c.c)}, nil, abort)
 }
 
 // Close destroys this rank's communicator. A second Close returns ErrClosed.

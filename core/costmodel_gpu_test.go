@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 func openCostModelGPU(b *testing.B) *Backend {
@@ -34,9 +35,9 @@ func BenchmarkGPUCostModel(b *testing.B) {
 	be := openCostModelGPU(b)
 	const op = "costmodel"
 	sizes := []int{64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20}
-	st := newStaging(be.hostPool)
-	defer st.release()
-	stage, err := st.take(op, 64<<20)
+	st := hostmem.NewStaging(be.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, 64<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,11 +65,11 @@ func BenchmarkGPUCostModel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.drv.MemFree(ptr)
-	lease, err := be.lease(op, false)
+	lease, err := be.launch.Lease(op, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer be.launch.giveBack(lease, true)
+	defer be.launch.Return(lease, true)
 	s := lease.Stream
 	for _, n := range sizes {
 		for _, dir := range []string{"h2d", "d2h"} {

@@ -1,14 +1,15 @@
 //go:build gpu
 
-// Tests of the real driver. They need an NVIDIA GPU and libcuda; build them
-// with `make gpu-test-bin` and run them on a GPU machine (see README.md, "Running the GPU suite").
+// Tests of Backends over the real driver (the driver's own tests are in
+// core/cuda). They need an NVIDIA GPU and libcuda; build them with `make
+// gpu-test-bin` and run them on a GPU machine (see README.md, "Running the
+// GPU suite").
 
 package core_test
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,15 +17,11 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vyre-go/vyrecuda/core"
-	"github.com/vyre-go/vyrecuda/core/kernels"
-	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // granularity is how far the driver's free-memory report may move for
@@ -44,40 +41,6 @@ func gpuDriver(t *testing.T) core.Driver {
 
 // The conformance suite over this driver runs in TestConformanceCUDA
 // (conformance_gpu_test.go).
-
-// TestGPUStreamChurnKeepsNoMemory shows where the few MiB the conformance
-// suite's first 16-goroutine run loses go: CUDA keeps device memory for the
-// most streams a context has had at once, for the context's life. Creating
-// and destroying the same number again must cost nothing more.
-func TestGPUStreamChurnKeepsNoMemory(t *testing.T) {
-	probe := gpuDriver(t)
-	drv := gpuDriver(t)
-	free := func() uint64 {
-		f, _, err := probe.MemGetInfo()
-		require.NoError(t, err)
-		return f
-	}
-	churn := func(k int) {
-		streams := make([]core.Stream, k)
-		for i := range streams {
-			s, err := drv.StreamCreate()
-			require.NoError(t, err)
-			streams[i] = s
-		}
-		for _, s := range streams {
-			require.NoError(t, drv.StreamDestroy(s))
-		}
-	}
-	start := free()
-	var after []uint64
-	for _, k := range []int{8, 16, 32, 32, 16} {
-		churn(k)
-		after = append(after, free())
-		t.Logf("after %d streams created and destroyed: %d bytes less free than at the start", k, int64(start)-int64(after[len(after)-1]))
-	}
-	assert.LessOrEqual(t, after[2], after[3]+granularity, "a second round of 32 streams must not keep more memory")
-	assert.LessOrEqual(t, after[3], after[4]+granularity, "fewer streams must not keep more memory")
-}
 
 // warnRecorder keeps every log record at Warn or above.
 type warnRecorder struct {
@@ -227,145 +190,4 @@ func roundTrip(b *core.Backend, seed int64, n int) error {
 		return fmt.Errorf("seed %d: %d bytes differ after a round trip", seed, n)
 	}
 	return b.FreeResident(h)
-}
-
-// TestGPUDriver exercises every raw Driver method on the real device.
-func TestGPUDriver(t *testing.T) {
-	drv := gpuDriver(t)
-	const n = 1 << 20
-	host, err := drv.HostAlloc(n)
-	require.NoError(t, err)
-	require.Len(t, host, n)
-	defer func() { assert.NoError(t, drv.HostFree(unsafe.Pointer(&host[0]))) }()
-	out, err := drv.HostAlloc(n)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.HostFree(unsafe.Pointer(&out[0]))) }()
-	rand.New(rand.NewSource(7)).Read(host)
-
-	a, err := drv.MemAlloc(n)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.MemFree(a)) }()
-	c, err := drv.MemAlloc(n)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.MemFree(c)) }()
-	s, err := drv.StreamCreate()
-	require.NoError(t, err)
-	require.NotZero(t, s)
-	defer func() { assert.NoError(t, drv.StreamDestroy(s)) }()
-	start, err := drv.EventCreate(true)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.EventDestroy(start)) }()
-	end, err := drv.EventCreate(true)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.EventDestroy(end)) }()
-	done, err := drv.EventCreate(false)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.EventDestroy(done)) }()
-
-	// H2D, memset a middle slice, D2D, D2H: the result must match the same
-	// steps done on the host.
-	require.NoError(t, drv.EventRecord(start, s))
-	require.NoError(t, drv.MemcpyHtoDAsync(a, host, s))
-	require.NoError(t, drv.MemsetD8Async(a+1000, 0xAB, 5000, s))
-	require.NoError(t, drv.MemcpyDtoDAsync(c, a, n, s))
-	require.NoError(t, drv.MemcpyDtoHAsync(out, c, s))
-	require.NoError(t, drv.EventRecord(end, s))
-	require.NoError(t, drv.EventRecord(done, s))
-	require.NoError(t, drv.StreamWaitEvent(s, done))
-	require.NoError(t, drv.EventSynchronize(done))
-	require.NoError(t, drv.StreamSynchronize(s))
-	want := append([]byte(nil), host...)
-	for i := 1000; i < 6000; i++ {
-		want[i] = 0xAB
-	}
-	require.True(t, bytes.Equal(want, out), "device round trip differs")
-	ok, err := drv.StreamQuery(s)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = drv.EventQuery(done)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	el, err := drv.EventElapsed(start, end)
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, el, time.Duration(0))
-	_, err = drv.EventElapsed(start, done)
-	assert.Error(t, err, "a completion event (timing disabled) has no time")
-
-	// Kernel launch: the built-in fill kernel against its Go twin.
-	mod, err := drv.ModuleLoad(kernels.FillPTX)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.ModuleUnload(mod)) }()
-	fn, err := drv.ModuleFunction(mod, kernels.FillEntry)
-	require.NoError(t, err)
-	_, err = drv.ModuleFunction(mod, "no_such_kernel")
-	assertResult(t, err, cudaapi.CUDA_ERROR_NOT_FOUND)
-	const words = 3000
-	cfg := core.LaunchConfig{Grid: [3]uint32{4, 1, 1}, Block: [3]uint32{128, 1, 1}}
-	require.NoError(t, drv.Launch(fn, cfg, s, []core.KernelArg{{Ptr: c + 8, IsPtr: true}, {U32: words}, {U32: 0xC0FFEE11}}))
-	require.NoError(t, drv.MemcpyDtoHAsync(out, c, s))
-	require.NoError(t, drv.StreamSynchronize(s))
-	kernels.Fill(want[8:], words, 0xC0FFEE11)
-	require.True(t, bytes.Equal(want, out), "fill kernel result differs from its Go twin")
-
-	// Registered caller memory is usable for async copies, and overlapping
-	// or unknown ranges are refused.
-	caller := make([]byte, 64<<10)
-	rand.New(rand.NewSource(8)).Read(caller)
-	require.NoError(t, drv.HostRegister(unsafe.Pointer(&caller[0]), uint64(len(caller))))
-	assertResult(t, drv.HostRegister(unsafe.Pointer(&caller[100]), 10), cudaapi.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-	require.NoError(t, drv.MemcpyHtoDAsync(a, caller, s))
-	require.NoError(t, drv.MemcpyDtoHAsync(out[:len(caller)], a, s))
-	require.NoError(t, drv.StreamSynchronize(s))
-	require.True(t, bytes.Equal(caller, out[:len(caller)]))
-	assertResult(t, drv.HostUnregister(unsafe.Pointer(&caller[1])), cudaapi.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
-	require.NoError(t, drv.HostUnregister(unsafe.Pointer(&caller[0])))
-	runtime.KeepAlive(caller)
-
-	// Go memory never reaches an asynchronous copy, and only HostAlloc's
-	// first bytes may be freed.
-	goMem := make([]byte, 4096)
-	assertResult(t, drv.MemcpyHtoDAsync(a, goMem, s), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	assertResult(t, drv.MemcpyDtoHAsync(goMem, a, s), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	assertResult(t, drv.MemcpyHtoDAsync(a, host[n-10:], s), 0) // tail of a pinned block is fine
-	assertResult(t, drv.HostFree(unsafe.Pointer(&goMem[0])), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	assertResult(t, drv.HostFree(unsafe.Pointer(&host[1])), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	assertResult(t, drv.StreamSynchronize(0), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	_, err = drv.MemAlloc(1 << 60)
-	assertResult(t, err, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
-	require.NoError(t, drv.StreamSynchronize(s))
-}
-
-// assertResult checks err carries the CUDA result want (0: no error).
-func assertResult(t *testing.T, err error, want cudaapi.Result) {
-	t.Helper()
-	if want == 0 {
-		assert.NoError(t, err)
-		return
-	}
-	var r cudaapi.Result
-	if assert.True(t, errors.As(err, &r), "want %v, got %v", want, err) {
-		assert.Equal(t, want, r, "%v", err)
-	}
-}
-
-// TestGPUDriverCloseFreesLeftovers checks the driver's own safety net:
-// pinned memory still allocated or registered at Close is freed (and
-// logged), and every call after Close is refused.
-func TestGPUDriverCloseFreesLeftovers(t *testing.T) {
-	rec := &warnRecorder{}
-	prev := slog.Default()
-	slog.SetDefault(slog.New(rec))
-	defer slog.SetDefault(prev)
-	drv, err := core.NewCUDADriver(0)
-	require.NoError(t, err)
-	_, err = drv.HostAlloc(4096)
-	require.NoError(t, err)
-	caller := make([]byte, 8192)
-	require.NoError(t, drv.HostRegister(unsafe.Pointer(&caller[0]), uint64(len(caller))))
-	require.NoError(t, drv.(io.Closer).Close())
-	assert.Len(t, rec.messages(), 2, "one warning per leftover range")
-	runtime.KeepAlive(caller)
-	_, _, err = drv.MemGetInfo()
-	assert.ErrorIs(t, err, core.ErrClosed)
-	assert.ErrorIs(t, drv.(io.Closer).Close(), core.ErrClosed)
 }

@@ -33,13 +33,13 @@ func withoutDriver(t *testing.T) {
 func TestCUDAWithoutDriver(t *testing.T) {
 	withoutDriver(t)
 	calls := []struct {
-		name string
-		call func() (any, error)
+		name, op string
+		call     func() (any, error)
 	}{
-		{"OpenCUDA", func() (any, error) { return core.OpenCUDA(0) }},
-		{"OpenCUDA bad ordinal", func() (any, error) { return core.OpenCUDA(-1) }},
-		{"NewCUDADriver", func() (any, error) { return core.NewCUDADriver(0) }},
-		{"Devices", func() (any, error) { return core.Devices() }},
+		{"OpenCUDA", "OpenCUDA", func() (any, error) { return core.OpenCUDA(0) }},
+		{"OpenCUDA bad ordinal", "OpenCUDA", func() (any, error) { return core.OpenCUDA(-1) }},
+		{"NewCUDADriver", "NewCUDADriver", func() (any, error) { return core.NewCUDADriver(0) }},
+		{"Devices", "Devices", func() (any, error) { return core.Devices() }},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
@@ -51,6 +51,7 @@ func TestCUDAWithoutDriver(t *testing.T) {
 			assert.ErrorIs(t, err, core.ErrUnsupported)
 			var ce *core.Error
 			require.True(t, errors.As(err, &ce), "want *core.Error, got %T", err)
+			assert.Equal(t, c.op, ce.Op, "the error names the call the caller made")
 			assert.NotEmpty(t, ce.Fix)
 			assert.Equal(t, 1, strings.Count(err.Error(), "Fix: "), "one Fix sentence, not the loader's and ours: %v", err)
 			assert.Contains(t, err.Error(), "VYRECUDA_LIBCUDA", "the loader says how to point at libcuda")

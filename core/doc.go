@@ -18,9 +18,9 @@
 //     byte held (9/10 of device memory, cached bytes counting as the
 //     Backend's own), release-and-retry before a refusal, Trim, and
 //     MemoryStats;
-//   - the real driver (OpenCUDA, NewCUDADriver, Devices): the Driver over
-//     cudaapi, holding the device's primary context and making it current on
-//     whichever OS thread runs each call;
+//   - the real driver (package core/cuda, opened by OpenCUDA, NewCUDADriver;
+//     Devices): the Driver over cudaapi, holding the device's primary
+//     context and making it current on whichever OS thread runs each call;
 //   - uploads and readbacks of resident buffers, validated as a whole batch
 //     before any byte moves, fused with package fusion, staged through pooled
 //     pinned host memory and fenced with one stream synchronization per call;

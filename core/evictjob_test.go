@@ -91,13 +91,15 @@ type evictRig struct {
 	parts   atomic.Int64
 	bad     atomic.Int64 // parts that lay in freed memory
 	slow    atomic.Bool  // the next part sleeps
+	// hook is what the Backend's eviction hook calls: watch, or a gate.
+	hook atomic.Pointer[func(part []byte)]
 }
 
 func newEvictRig(t *testing.T, plan xferplan.Tuning, n, size int, opts ...core.Option) *evictRig {
 	t.Helper()
 	r := &evictRig{w: &freeWatch{Device: sim.New(sim.Config{TotalMemory: 1 << 30}), live: map[uintptr]uintptr{},
 		bigBytes: uint64(n * size)}} // a readback of all n buffers' staging, none of the uploads' own
-	restore := core.SetEvictHookForTest(func(part []byte) {
+	watch := func(part []byte) {
 		if !r.w.holds(part) {
 			r.bad.Add(1)
 		}
@@ -109,9 +111,10 @@ func newEvictRig(t *testing.T, plan xferplan.Tuning, n, size int, opts ...core.O
 		}
 		r.parts.Add(1)
 		r.evicted.Add(int64(len(part)))
-	})
-	t.Cleanup(restore)
+	}
+	r.hook.Store(&watch)
 	opts = append([]core.Option{core.WithLogger(quietLogger),
+		core.WithEvictHookForTest(func(part []byte) { (*r.hook.Load())(part) }),
 		core.WithPlanTuning(plan),
 		core.WithStagingCache(core.StagingCache{Evict: core.EvictAlways})}, opts...)
 	b, err := core.Open(r.w, opts...)
@@ -164,13 +167,15 @@ type gatedEvictions struct {
 // test) with one that waits for the returned gate to close.
 func (r *evictRig) gateEvictions(t *testing.T) *gatedEvictions {
 	g := &gatedEvictions{gate: make(chan struct{})}
-	t.Cleanup(core.SetEvictHookForTest(func(part []byte) {
+	gated := func(part []byte) {
 		<-g.gate
 		if !r.w.holds(part) {
 			g.bad.Add(1)
 		}
 		g.evicted.Add(int64(len(part)))
-	}))
+	}
+	prev := r.hook.Swap(&gated)
+	t.Cleanup(func() { r.hook.Store(prev) })
 	return g
 }
 
@@ -279,8 +284,8 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 // and Close waits for it. However many follow, nothing more is allocated.
 func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 	const n, size = 64, 16 << 10
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
-	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
+	r := newEvictRig(t, evictPlans["packed-parts"], n, size,
+		core.WithSpareWindowForTest(time.Minute)) // however slow the machine
 	dst := r.read(t, nil)
 	assert.Equal(t, int64(1), r.w.big.Load(), "data blocks pinned by the first readback")
 	dst = r.read(t, dst)
@@ -315,9 +320,7 @@ func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 	const n, size = 64, 16 << 10
 	const retry = 200 * time.Millisecond
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	t.Cleanup(core.SetSpareRetryForTest(retry))
-	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
+	r := newEvictRig(t, evictPlans["packed-parts"], n, size, core.WithSpareWindowForTest(time.Minute), core.WithSpareRetryForTest(retry))
 	r.w.failBig.Store(2) // the second readback's spare
 	dst := r.read(t, nil)
 	dst = r.read(t, dst)
@@ -344,9 +347,7 @@ func TestPackedPartsSpareFailureIsHarmless(t *testing.T) {
 // delay has passed, and evict after the call again.
 func TestPackedPartsSpareRetriesAfterTrim(t *testing.T) {
 	const n, size = 64, 16 << 10
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	t.Cleanup(core.SetSpareRetryForTest(time.Hour))
-	r := newEvictRig(t, evictPlans["packed-parts"], n, size)
+	r := newEvictRig(t, evictPlans["packed-parts"], n, size, core.WithSpareWindowForTest(time.Minute), core.WithSpareRetryForTest(time.Hour))
 	r.w.failBig.Store(2) // the second readback's spare
 	dst := r.read(t, nil)
 	dst = r.read(t, dst)
@@ -366,8 +367,7 @@ func TestPackedPartsSpareRetriesAfterTrim(t *testing.T) {
 // readbacks keep evicting in their copy-out.
 func TestPackedPartsSpareStaysWithinTheCap(t *testing.T) {
 	const n, size = 64, 16 << 10
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	r := newEvictRig(t, evictPlans["packed-parts"], n, size, core.WithPinnedPoolCap(3*n*size/2))
+	r := newEvictRig(t, evictPlans["packed-parts"], n, size, core.WithPinnedPoolCap(3*n*size/2), core.WithSpareWindowForTest(time.Minute))
 	dst := r.read(t, nil)
 	for range 2 {
 		dst = r.read(t, dst)
@@ -383,8 +383,7 @@ func TestPackedPartsSpareStaysWithinTheCap(t *testing.T) {
 // one right after it pin the second block.
 func TestPackedPartsSpareWindowRunsFromTheEnd(t *testing.T) {
 	const window = 50 * time.Millisecond
-	t.Cleanup(core.SetSpareWindowForTest(window))
-	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10)
+	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10, core.WithSpareWindowForTest(window))
 	r.w.dtohSleep = 2 * window
 	r.w.slowDtoH.Store(2) // the first readback's second part
 	dst := r.read(t, nil)
@@ -397,8 +396,7 @@ func TestPackedPartsSpareWindowRunsFromTheEnd(t *testing.T) {
 // data block.
 func TestSporadicPackedPartsKeepOneBlock(t *testing.T) {
 	const window = time.Millisecond
-	t.Cleanup(core.SetSpareWindowForTest(window))
-	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10)
+	r := newEvictRig(t, evictPlans["packed-parts"], 64, 16<<10, core.WithSpareWindowForTest(window))
 	var dst [][]byte
 	for i := range 3 {
 		if i > 0 {
@@ -480,8 +478,7 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute)) // however slow the machine
-	r := newEvictRig(t, plan, 1, size)
+	r := newEvictRig(t, plan, 1, size, core.WithSpareWindowForTest(time.Minute)) // however slow the machine
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 2 {
 		r.readFirst(t)
@@ -511,8 +508,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	const size, chunk = 3 << 20, 512 << 10
 	plan := stagedPlan(chunk)
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	r := newEvictRig(t, plan, 1, size)
+	r := newEvictRig(t, plan, 1, size, core.WithSpareWindowForTest(time.Minute))
 	for range 2 { // a second set, were the size eligible
 		r.readFirst(t)
 	}
@@ -532,8 +528,7 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
 	const window = time.Millisecond
-	t.Cleanup(core.SetSpareWindowForTest(window))
-	r := newEvictRig(t, plan, 1, size)
+	r := newEvictRig(t, plan, 1, size, core.WithSpareWindowForTest(window))
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for i := range 3 {
 		if i > 0 {
@@ -553,8 +548,7 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 func TestStagedReadbacksEvictInTheirCopyOutWhenAsked(t *testing.T) {
 	const size, chunk = 64 << 10, 16 << 10
 	plan := stagedPlan(chunk)
-	t.Cleanup(core.SetSpareWindowForTest(time.Minute))
-	r := newEvictRig(t, plan, 1, size, core.WithInlineStagedEviction())
+	r := newEvictRig(t, plan, 1, size, core.WithInlineStagedEviction(), core.WithSpareWindowForTest(time.Minute))
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	for range 4 {
 		r.readFirst(t)

@@ -127,11 +127,21 @@ func SetSpinHint(on bool) (restore func()) {
 	return func() { spin.UseHint = old }
 }
 
-// SetEvictHookForTest has f called with each part of a readback's staging
-// just before a background eviction evicts it, and returns a function that
-// removes it. Not safe while transfers run.
-func SetEvictHookForTest(f func(part []byte)) (restore func()) {
-	old := evictHook
-	evictHook = f
-	return func() { evictHook = old }
+// WithEvictHookForTest has f called with each part of a readback's staging
+// just before a background eviction evicts it (evictions then run even
+// where the processor cannot evict). It combines with the other options.
+func WithEvictHookForTest(f func(part []byte)) Option {
+	return func(c *config) { c.pinTest.EvictHook = f }
+}
+
+// WithSpareWindowForTest sets how close staged readbacks must follow each
+// other for a second set of staging. It combines with the other options.
+func WithSpareWindowForTest(d time.Duration) Option {
+	return func(c *config) { c.pinTest.SpareWindow = d }
+}
+
+// WithSpareRetryForTest sets how long a failed spare allocation holds off
+// the next one of its bucket. It combines with the other options.
+func WithSpareRetryForTest(d time.Duration) Option {
+	return func(c *config) { c.pinTest.SpareRetry = d }
 }

@@ -2,8 +2,10 @@ package core
 
 import (
 	"sync"
-	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/internal/capture"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
@@ -33,24 +35,11 @@ type Graph struct {
 
 	mu     sync.Mutex // serializes replays and Close; guards closed
 	closed bool
-	// busy is set while the Pending of a ReplayAsync is out: its work uses
-	// the staging below. It is cleared (without mu) when that Pending is
-	// collected.
-	busy atomic.Bool
-	// broken is set when a failed replay's stream could not be drained: the
-	// staging moved to the Backend's quarantine with the stream.
-	broken atomic.Bool
 
-	pl    *batchPlan  // the captured batch; pl.pinned are the graph's in-flight marks
-	exec  GraphExec   // 0 when the batch has no device work
-	dg    DeviceGraph // the recorded graph exec came from; 0 once destroyed
-	gd    GraphDriver // the driver that owns exec
-	up    staging     // upload staging the graph's copies read
-	rdst  staging     // read staging the graph's copies write
-	stage []byte      // upload staging, pl.upBytes long
-	// spans place each upload's bytes in stage (graphpack.go), found once
-	// at Capture; every replay copies the current bytes there.
-	spans []uploadSpan
+	pl   *batchPlan      // the captured batch; pl.pinned are the graph's in-flight marks
+	dev  *capture.Graph  // the device graphs; nil when the batch has no device work
+	up   hostmem.Staging // upload staging the graph's copies read
+	rdst hostmem.Staging // read staging the graph's copies write
 }
 
 // Capture validates batch like Run (same errors; nothing changes on
@@ -77,26 +66,20 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 		return nil, err
 	}
 	defer b.exit()
-	return b.capture(op, &batch)
-}
-
-// capture builds a Graph of batch. Callers hold life.
-func (b *Backend) capture(op string, batch *Batch) (*Graph, error) {
-	gd, err := b.graphDriver(op)
+	gd, err := capture.Check(op, b.drv)
 	if err != nil {
 		return nil, err
 	}
 	// The graph keeps its own copy of the batch: callers may reuse theirs.
-	own := cloneBatch(batch)
-	pl, err := b.planBatch(op, own)
+	pl, err := b.planBatch(op, cloneBatch(&batch))
 	if err != nil {
 		return nil, err
 	}
-	g := &Graph{b: b, op: op, pl: pl, gd: gd, up: newStaging(b.hostPool), rdst: newStaging(b.hostPool)}
+	g := &Graph{b: b, op: op, pl: pl, up: hostmem.NewStaging(b.hostPool), rdst: hostmem.NewStaging(b.hostPool)}
 	if pl.work() > 0 {
-		if err := g.record(op); err != nil {
-			g.up.release()
-			g.rdst.release()
+		if err := g.record(op, gd); err != nil {
+			g.up.ReturnAll()
+			g.rdst.ReturnAll()
 			b.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
@@ -125,105 +108,41 @@ func cloneBatch(batch *Batch) *Batch {
 }
 
 // record takes the graph's staging and captures the batch on a leased
-// stream into an executable graph. On failure the caller releases the
-// staging and the marks; nothing was run.
-func (g *Graph) record(op string) error {
+// stream into an executable graph (package capture). On failure the caller
+// releases the staging and the marks; nothing was run.
+func (g *Graph) record(op string, gd GraphDriver) error {
 	b, pl := g.b, g.pl
-	var err error
+	var pack capture.Pack
 	if pl.upBytes > 0 {
-		if g.spans, err = uploadLayout(pl.ups, pl.fusedUps); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument, Err: err,
-				Detail: "the batch's uploads do not map onto their fused copies",
-				Fix:    "report this as a bug; Run the batch instead meanwhile"}
-		}
-		if g.stage, err = g.up.take(op, int(pl.upBytes)); err != nil {
+		spans, err := capture.Layout(op, pl.ups, pl.fusedUps)
+		if err != nil {
 			return err
 		}
+		stage, err := g.up.Slice(op, int(pl.upBytes))
+		if err != nil {
+			return err
+		}
+		pack = capture.Pack{Stage: stage, Ups: pl.ups, Spans: spans}
 	}
 	if pl.nonEmptyReads > 0 {
-		if pl.rd.stage, err = g.rdst.take(op, int(pl.fusedRds.Bytes)); err != nil {
+		var err error
+		if pl.rd.stage, err = g.rdst.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
 			return err
 		}
 	}
-	lease, err := b.lease(op, false)
-	if err != nil {
-		return err
-	}
-	s := lease.Stream
-	if err := g.gd.StreamBeginCapture(s); err != nil {
-		b.launch.giveBack(lease, true) // nothing was queued or recorded
-		return graphError(op, "StreamBeginCapture", err)
-	}
-	// Nothing queued while capturing runs, so a failure needs no drain;
-	// the stream may still be capturing after one, so it is destroyed.
-	qerr := b.queueBatch(op, s, pl, g.stage, 0, 0)
-	dg, err := g.gd.StreamEndCapture(s)
-	switch {
-	case qerr != nil || err != nil || dg == 0:
-		b.launch.giveBack(lease, false)
-		if dg != 0 {
-			g.destroyGraph(op, dg)
+	queue := func(s Stream) error {
+		if err := b.queueBatch(op, s, pl, pack.Stage, 0, 0); err != nil {
+			return err
 		}
-		if qerr != nil {
-			return qerr
-		}
-		if err != nil {
-			return graphError(op, "StreamEndCapture", err)
-		}
-		return nullSuccess(op, "StreamEndCapture")
-	}
-	b.launch.giveBack(lease, true)
-	x, err := g.gd.GraphInstantiate(dg)
-	if err == nil && x == 0 {
-		err = nullSuccess(op, "GraphInstantiate")
-	}
-	if err != nil {
-		g.destroyGraph(op, dg)
-		return graphError(op, "GraphInstantiate", err)
-	}
-	if err := g.upload(op, x); err != nil {
-		if derr := g.gd.GraphExecDestroy(x); derr != nil {
-			b.log.Error("graph: executable graph could not be destroyed after a failed upload", "op", op, "err", derr)
-		}
-		g.destroyGraph(op, dg)
-		return err
-	}
-	// The recorded graph is kept for Close, so that a failure to destroy
-	// it is reported where it can be retried.
-	g.exec, g.dg = x, dg
-	return nil
-}
-
-// upload uploads the executable graph x to the device on a leased stream
-// and waits for it, so the first replay does not pay for it. A driver
-// without GraphUploader skips it.
-func (g *Graph) upload(op string, x GraphExec) error {
-	gu, ok := g.gd.(GraphUploader)
-	if !ok {
 		return nil
 	}
-	lease, err := g.b.lease(op, false)
+	dev, err := capture.Record(op, capture.Device{Drv: b.drv, Graphs: gd, Pool: b.launch, Log: b.log},
+		capture.Spec{Queue: queue, Pack: pack, Hold: g.held})
 	if err != nil {
 		return err
 	}
-	call, err := "GraphUpload", gu.GraphUpload(x, lease.Stream)
-	if err == nil {
-		call, err = "StreamSynchronize", g.b.drv.StreamSynchronize(lease.Stream)
-	}
-	if err != nil {
-		g.b.drain(op, held{}, lease) // the upload touches no staging or buffer
-		return graphError(op, call, err)
-	}
-	g.b.launch.giveBack(lease, true)
+	g.dev = dev
 	return nil
-}
-
-// destroyGraph destroys a recorded graph of a failed capture, logging a
-// failure (the capture's own error is the one reported).
-func (g *Graph) destroyGraph(op string, dg DeviceGraph) {
-	if err := g.gd.GraphDestroy(dg); err != nil {
-		g.b.log.Error("graph: recorded graph could not be destroyed after a failed capture", "op", op, "err", err)
-	}
 }
 
 // Replay runs the whole captured batch with one graph launch and waits for
@@ -239,7 +158,7 @@ func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.exec != 0 {
+	if g.dev != nil {
 		return g.replay(op, dst)
 	}
 	w, err := g.launch(op) // nothing reaches the device; usable checks closed
@@ -261,24 +180,10 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	g.pack()
-	lease, err := b.lease(op, false)
-	if err != nil {
+	if err := g.dev.Replay(op, func() { b.countBatch(pl) }); err != nil {
 		return dst, err
 	}
-	if err := g.gd.GraphLaunch(g.exec, lease.Stream); err != nil {
-		if !b.drain(op, g.held(false), lease) {
-			g.broken.Store(true)
-		}
-		return dst, graphError(op, "GraphLaunch", err)
-	}
-	b.countBatch(pl)
-	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		g.replayFailed(op, lease)
-		return dst, driverError(op, "StreamSynchronize", err)
-	}
-	b.tel.syncPoints.Add(1)
-	b.launch.giveBack(lease, true)
+	b.tel.SyncPoints.Add(1)
 	if pl.rd == nil {
 		return transfer.GrowSlots(dst, 0), nil
 	}
@@ -322,8 +227,8 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return nil, err
 	}
 	defer b.exit()
-	p := &pendingWork{b: b, op: op, up: newStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
-	if g.exec == 0 {
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
+	if g.dev == nil {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
 		if p.rd == nil {
@@ -331,76 +236,31 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		}
 		return p, nil
 	}
-	g.pack()
-	lease, err := b.lease(op, pl.timing)
+	lease, err := g.dev.Launch(op, pl.timing)
 	if err != nil {
 		return nil, err
 	}
-	s := lease.Stream
-	call, err := "", error(nil)
-	if pl.timing {
-		call, err = "EventRecord", b.drv.EventRecord(lease.Start, s)
-	}
-	if err == nil {
-		call, err = "GraphLaunch", g.gd.GraphLaunch(g.exec, s)
-	}
-	if err == nil && pl.timing {
-		call, err = "EventRecord", b.drv.EventRecord(lease.End, s)
-	}
-	if err == nil {
-		call, err = "EventRecord", b.drv.EventRecord(lease.Done, s)
-	}
-	if err != nil {
-		if !b.drain(op, g.held(false), lease) {
-			g.broken.Store(true)
-		}
-		return nil, graphError(op, call, err)
-	}
-	g.busy.Store(true)
-	p.lease, p.graph = lease, g
+	p.lease, p.graph = lease, g.dev
 	b.countBatch(pl)
 	return p, nil
 }
 
-// usable refuses a closed, broken or busy graph. Callers hold mu.
+// usable refuses a closed graph, and one its device graphs refuse
+// (capture.Graph.Usable). Callers hold mu.
 func (g *Graph) usable(op string) error {
-	switch {
-	case g.closed:
+	if g.closed {
 		return newError(op, KindClosed, "the Graph is closed", "capture the batch again with Capture")
-	case g.exec == 0 && g.dg != 0:
-		return newError(op, KindDriver, "an earlier Close destroyed the executable graph and then failed",
-			"call Close again")
-	case g.broken.Load():
-		return newError(op, KindDriver,
-			"an earlier replay failed and its stream could not be drained; its staging is held until the stream synchronizes",
-			"close the Graph; the device context is most likely broken")
-	case g.busy.Load():
-		return newError(op, KindInFlight, "the Pending of an earlier ReplayAsync has not been collected",
-			"call Await and AwaitInto, or Close, on that Pending first")
+	}
+	if g.dev != nil {
+		return g.dev.Usable(op)
 	}
 	return nil
 }
 
-// pack copies the current contents of the caller's upload slices into the
-// graph's upload staging, where the captured copies read them, at the spans
-// found at Capture (a fused copy that merges several uploads holds the
-// bytes they had when it was fused, so it cannot be packed from).
-func (g *Graph) pack() {
-	packSpans(g.stage, g.pl.ups, g.spans)
-}
-
-// held is what a replay's work may touch: the graph's staging and buffers.
-func (g *Graph) held(discard bool) held {
-	return held{st: []*staging{&g.up, &g.rdst}, ents: g.pl.pinned, discard: discard}
-}
-
-// replayFailed is called by a failed replay's Pending with its lease: the
-// stream is drained, and when it cannot be, the graph's staging goes to
-// the quarantine and the graph refuses further replays.
-func (g *Graph) replayFailed(op string, lease *launchLease) {
-	if !g.b.drain(op, g.held(true), lease) {
-		g.broken.Store(true)
-	}
+// held is what a failed replay's work may touch, the graph's staging and
+// buffers, handed to the quarantine when its stream cannot be drained.
+func (g *Graph) held(op string) streams.Hold {
+	return inUse{st: []*hostmem.Staging{&g.up, &g.rdst}, ents: g.pl.pinned}.hold(g.b, op)
 }
 
 // Close destroys the device graph and releases the staging and the
@@ -419,25 +279,18 @@ func (g *Graph) Close() error {
 	if g.closed {
 		return newError(op, KindClosed, "the Graph is already closed", "close a Graph once")
 	}
-	if g.busy.Load() {
-		return newError(op, KindInFlight, "the Pending of a ReplayAsync has not been collected",
-			"call Await and AwaitInto, or Close, on that Pending before closing the Graph")
-	}
-	if g.exec != 0 {
-		if err := g.gd.GraphExecDestroy(g.exec); err != nil {
-			return graphError(op, "GraphExecDestroy", err)
+	if g.dev != nil {
+		if g.dev.Busy() {
+			return newError(op, KindInFlight, "the Pending of a ReplayAsync has not been collected",
+				"call Await and AwaitInto, or Close, on that Pending before closing the Graph")
 		}
-		g.exec = 0
-	}
-	if g.dg != 0 {
-		if err := g.gd.GraphDestroy(g.dg); err != nil {
-			return graphError(op, "GraphDestroy", err)
+		if err := g.dev.Destroy(op); err != nil {
+			return err
 		}
-		g.dg = 0
 	}
 	g.closed = true
-	g.up.release()
-	g.rdst.release()
+	g.up.ReturnAll()
+	g.rdst.ReturnAll()
 	g.b.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil

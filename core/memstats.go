@@ -78,27 +78,27 @@ func (b *Backend) MemoryStats() MemoryStats {
 	if b == nil {
 		return MemoryStats{}
 	}
-	st := b.devPool.cache.Stats()
-	cfg := b.devPool.cache.Config()
+	st := b.devPool.Stats()
+	cfg := b.devPool.Config()
 	return MemoryStats{
 		Allocated:       b.store.bytes.Load(),
 		PeakAllocated:   b.mem.allocated.Load(),
 		Reserved:        st.Reserved,
 		PeakReserved:    st.PeakReserved,
 		CachedDevice:    st.Cached,
-		CachedPinned:    b.hostPool.cachedBytes(),
+		CachedPinned:    b.hostPool.CachedBytes(),
 		DeviceAllocs:    st.DeviceAllocs,
 		DeviceFrees:     st.DeviceFrees,
 		AllocRetries:    st.Retries,
 		OOMs:            st.OOMs,
 		Budget:          cfg.Budget,
 		DeviceCacheCap:  cfg.MaxCached,
-		PinnedCacheCap:  b.hostPool.cache.max,
+		PinnedCacheCap:  b.hostPool.Cap(),
 		CacheHits:       st.Hits,
 		CacheMisses:     st.Misses,
 		FreeMemoryReads: st.FreeMemoryReads,
 		ReleasedBytes:   st.Released,
-		ReservedPinned:  b.hostPool.allocatedBytes(),
+		ReservedPinned:  b.hostPool.ReservedBytes(),
 	}
 }
 
@@ -108,6 +108,6 @@ func (b *Backend) ResetPeakMemoryStats() {
 	if b == nil {
 		return
 	}
-	b.devPool.cache.ResetPeaks()
+	b.devPool.ResetPeaks()
 	b.mem.allocated.Store(b.store.bytes.Load())
 }

@@ -323,7 +323,7 @@ func (d *OptimizerDispatcher) checkIdle(op string, id uint64, e optBuf) error {
 			fmt.Sprintf("id %d is used by %d running call(s)", id, e.busy),
 			"free it after the calls using it have returned")
 	}
-	if n := d.b.idleAfterQuarantine(e.buf); n > 0 {
+	if n := d.idleAfterQuarantine(e.buf); n > 0 {
 		return newError(op, KindInFlight,
 			fmt.Sprintf("id %d is used by unfinished work (%s)", id, mentions(n)),
 			"wait for the pending work using it before freeing it")

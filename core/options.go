@@ -3,6 +3,7 @@ package core
 import (
 	"log/slog"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/nvrtc"
 )
 
@@ -59,6 +60,7 @@ type config struct {
 	xfer              transferTuning  // zero: defaults (xfer.go)
 	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 	noPDL             bool            // WithProgrammaticLaunch(false) (pdl.go)
+	pinTest           hostmem.Config  // tests only: SpareWindow, SpareRetry, EvictHook (memory.go)
 }
 
 func defaultConfig() config {

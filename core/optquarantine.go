@@ -5,10 +5,11 @@ package core
 // quarantined work holds the buffers it targets until its stream
 // synchronizes, and a dispatcher's FreeResident or Close must not refuse
 // an id for work a retry releases (as Backend.FreeResident does not).
-func (b *Backend) idleAfterQuarantine(h Buffer) int64 {
+func (d *OptimizerDispatcher) idleAfterQuarantine(h Buffer) int64 {
+	b := d.b
 	n := b.inflightUses(h)
-	if n > 0 && b.quar.refs.Load() > 0 {
-		b.retryQuarantine()
+	if n > 0 && b.launch.QuarantinedRefs() > 0 {
+		b.launch.RetryQuarantine()
 		n = b.inflightUses(h)
 	}
 	return n

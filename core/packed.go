@@ -5,6 +5,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/cudaapi"
@@ -85,35 +87,35 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if !lay.Packable() {
 		return errNoPackRoom
 	}
-	st := newStaging(b.hostPool)
-	defer st.release()
-	stage, err := st.take(op, lay.Total)
+	st := hostmem.NewStaging(b.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, lay.Total)
 	if err != nil {
 		return err
 	}
-	dev, err := b.devPool.get(op, lay.Total, true)
+	dev, err := b.devPool.Alloc(op, lay.Total, true)
 	if err != nil {
 		return noPackRoom(err)
 	}
-	defer func() { b.devPool.put(dev) }() // zero once quarantined
-	lease, err := b.lease(op, false)
+	defer func() { b.devPool.FreeOrKeep(dev) }() // zero once quarantined
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
 	s := lease.Stream
 	phase("staging")
 	fail := func(call string, err error) error {
-		b.drain(op, held{st: []*staging{&st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, dev: []*devmem.Block{&dev}, ents: ents}, lease)
 		return driverError(op, call, err)
 	}
 	// Each piece's table entry is written by whoever packs the piece, so
 	// the table costs the caller no pass of its own.
 	fill := transfer.PackFill(t, &lay, stage, fused, true)
-	dmas, call, err := transfer.QueuePacked(b.drv, t, &lay, stage, dev.ptr, s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
+	dmas, call, err := transfer.QueuePacked(b.drv, t, &lay, stage, dev.Ptr(), s, fused, max(min(pl.Parts, len(fused)), 1), pl.Workers, fill)
 	if err != nil {
 		return fail(call, err)
 	}
-	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: dev.ptr + uint64(lay.Table), IsPtr: true}, {U32: uint32(lay.Entries)}}
+	args := []KernelArg{{Ptr: dev.Ptr(), IsPtr: true}, {Ptr: dev.Ptr() + uint64(lay.Table), IsPtr: true}, {U32: uint32(lay.Entries)}}
 	if err := b.drv.Launch(f, t.PackLaunch(lay.Entries), s, args); err != nil {
 		return fail("Launch", err)
 	}
@@ -124,13 +126,13 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.h2dBytes.Add(bytes)
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(dmas)
-	b.tel.packedLaunches.Add(1)
+	b.launch.Return(lease, true)
+	b.tel.SyncPoints.Add(1)
+	b.tel.H2DBytes.Add(bytes)
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(dmas)
+	b.tel.PackedLaunches.Add(1)
 	return nil
 }
 
@@ -151,7 +153,7 @@ func (b *Backend) uploadPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 // up with one small DMA. Either way the block the
 // pieces land in is taken only once the table's DMA and the gather are
 // queued: a block of that size may still be held by the eviction of an
-// earlier readback's staging (evictjob.go), which its take waits for, so
+// earlier readback's staging (hostmem's evict.go), which its take waits for, so
 // the table work overlaps that eviction. (The data block is also only the
 // pieces' size, a smaller pool bucket than pieces and table together.)
 //
@@ -166,12 +168,12 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err != nil {
 		return err
 	}
-	defer func() { b.devPool.put(dev) }() // zero once quarantined
+	defer func() { b.devPool.FreeOrKeep(dev) }() // zero once quarantined
 	release := func() {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
 	}
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		release()
 		return err
@@ -179,12 +181,12 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	s := lease.Stream
 	phase("lease")
 	abort := func(err error) error {
-		b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&g.st}, dev: []*devmem.Block{&dev}, ents: ents}, lease)
 		release()
 		return err
 	}
 	fail := func(call string, err error) error { return abort(driverError(op, call, err)) }
-	table, tableDMA := dev.ptr+uint64(lay.Table), uint64(1)
+	table, tableDMA := dev.Ptr()+uint64(lay.Table), uint64(1)
 	if b.mapsTables && !t.TableDMA {
 		// The kernel reads the table where it was written (mappedTables).
 		table, tableDMA = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(tab)))), 0
@@ -194,34 +196,34 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 	if err := t.Step(b.drv, s, "table-dma"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	args := []KernelArg{{Ptr: dev.ptr, IsPtr: true}, {Ptr: table, IsPtr: true}, {U32: uint32(lay.Entries)}}
+	args := []KernelArg{{Ptr: dev.Ptr(), IsPtr: true}, {Ptr: table, IsPtr: true}, {U32: uint32(lay.Entries)}}
 	if err := b.drv.Launch(f, t.PackLaunch(lay.Entries), s, args); err != nil {
 		return fail("Launch", err)
 	}
 	if err := t.Step(b.drv, s, "launch"); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	stage, err := g.st.take(op, lay.DataEnd)
+	stage, err := g.st.Slice(op, lay.DataEnd)
 	if err != nil {
 		return abort(err)
 	}
 	phase("staging")
 	if g.drain != nil && pl.Parts > 1 && len(copies) > 1 {
 		g.stage, g.offs = stage, lay.Offs // the copy-out reads them as parts land
-		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.ptr, stage, lease)
+		extra, waits, err := b.landPackedParts(op, t, pl, g, &lay, copies, dev.Ptr(), stage, lease)
 		if err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, dev: []*deviceAlloc{&dev}, ents: ents}, append(extra, lease)...)
+			b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&g.st}, dev: []*devmem.Block{&dev}, ents: ents}, append(extra, lease)...)
 			release()
 			return err
 		}
 		for _, l := range append(extra, lease) {
-			b.launch.giveBack(l, true)
+			b.launch.Return(l, true)
 		}
 		g.landed = lay.DataEnd
 		b.countPackedRead(bytes, requested, waits, tableDMA)
 		return nil
 	}
-	if err := b.drv.MemcpyDtoHAsync(stage, dev.ptr, s); err != nil {
+	if err := b.drv.MemcpyDtoHAsync(stage, dev.Ptr(), s); err != nil {
 		return fail("MemcpyDtoHAsync", err)
 	}
 	if err := t.Step(b.drv, s, "dma"); err != nil {
@@ -231,7 +233,7 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 		return fail(call, err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	g.stage, g.landed, g.offs = stage, lay.DataEnd, lay.Offs
 	b.countPackedRead(bytes, requested, 1, tableDMA)
 	return nil
@@ -241,27 +243,27 @@ func (b *Backend) gatherPacked(op string, t *transferTuning, pl *xferplan.Plan, 
 // a pinned block for the table alone and the device staging for the whole
 // block, and writes the table. On failure it holds nothing (errNoPackRoom
 // when the device has no memory for the staging).
-func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCopy) (packLayout, []byte, deviceAlloc, error) {
+func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCopy) (packLayout, []byte, devmem.Block, error) {
 	// offs lives in g until release; first only until the table is built.
 	offs, first := transfer.GetInts(len(copies)), transfer.GetInts(len(copies))
 	defer transfer.PutInts(first)
 	lay := transfer.NewLayoutIn(*offs, *first, func(i int) int { return copies[i].Len })
 	g.ints = append(g.ints, offs)
 	if !lay.Packable() {
-		return lay, nil, deviceAlloc{}, errNoPackRoom
+		return lay, nil, devmem.Block{}, errNoPackRoom
 	}
-	g.st, g.staged = newStaging(b.hostPool), true
-	tab, err := g.st.take(op, lay.Total-lay.Table)
+	g.st, g.staged = hostmem.NewStaging(b.hostPool), true
+	tab, err := g.st.Slice(op, lay.Total-lay.Table)
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
-		return lay, nil, deviceAlloc{}, err
+		return lay, nil, devmem.Block{}, err
 	}
-	dev, err := b.devPool.get(op, lay.Total, true)
+	dev, err := b.devPool.Alloc(op, lay.Total, true)
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		g.staged = false
-		return lay, nil, deviceAlloc{}, noPackRoom(err)
+		return lay, nil, devmem.Block{}, noPackRoom(err)
 	}
 	for i, c := range copies {
 		lay.PutTable(tab, i, c.Src, c.Len)
@@ -276,12 +278,12 @@ func (b *Backend) gatherTable(op string, g *gathered, copies []fusion.ReadbackCo
 // table's (tableDMAs: 0 when the kernel read the table from host memory),
 // one gather.
 func (b *Backend) countPackedRead(bytes uint64, requested int, parts, tableDMAs uint64) {
-	b.tel.syncPoints.Add(parts)
-	b.tel.d2hBytes.Add(bytes)
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(tableDMAs + parts)
-	b.tel.packedLaunches.Add(1)
+	b.tel.SyncPoints.Add(parts)
+	b.tel.D2HBytes.Add(bytes)
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(tableDMAs + parts)
+	b.tel.PackedLaunches.Add(1)
 }
 
 // mappedTables reports whether drv's kernels read memory from HostAlloc at

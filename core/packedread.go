@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
@@ -192,20 +194,20 @@ func newPartRun(g *gathered, cb []int, w int, linger time.Duration) *partRun {
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
 // A readback that would defer but finds one block evicts in its copy-out
-// and returns what it owes the pool at its end (hostPool.deferEviction):
-// when the last such readback of its bucket ended within spareWindow, the
-// call pins a second block for the calls after it before returning
-// (hostPool.pinSpares, within the pinned cache's cap); else it notes its
+// and returns what it owes the pool at its end (hostmem.Pool.DeferEviction):
+// when the last such readback of its bucket ended within the spare window,
+// the call pins a second block for the calls after it before returning
+// (hostmem.SecondSet.End, within the pinned cache's cap); else it notes its
 // end. That costs the second readback of a run one HostAlloc of its data
 // block (milliseconds at megabytes) and keeps twice that block pinned
 // until Trim, while a readback now and then pins none; pinning it in the
 // background instead would stall the driver calls of the readbacks running
 // beside it, as it did for staged readbacks (transfer.EvictLaterMaxBytes).
-func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, secondSet) {
-	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || len(g.st.blocks) == 0 {
-		return false, secondSet{}
+func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, hostmem.SecondSet) {
+	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || g.st.Len() == 0 {
+		return false, hostmem.SecondSet{}
 	}
-	deferred, second := b.hostPool.deferEviction(len(g.st.blocks[len(g.st.blocks)-1].buf), 1)
+	deferred, second := b.hostPool.DeferEviction(g.st.Blocks()[g.st.Len()-1].Size(), 1)
 	if deferred {
 		r.evict = false
 	}
@@ -222,11 +224,11 @@ func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (boo
 // failed caller drains with it, and the number of landings it waited for.
 // Every copy-out task has returned when it does, failed or not.
 func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Plan, g *gathered, lay *packLayout,
-	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *launchLease) ([]*launchLease, uint64, error) {
+	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *streams.Lease) ([]*streams.Lease, uint64, error) {
 	cb := transfer.PartBounds(lay, len(copies), max(pl.Parts, 1))
 	parts := len(cb) - 1
 	s := lease.Stream
-	leases := []*launchLease{lease}
+	leases := []*streams.Lease{lease}
 	queue := func(k int) error {
 		lo := lay.Offs[cb[k]]
 		hi := lay.DataEnd
@@ -248,7 +250,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	t.PrewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			return leases[1:], 0, err
 		}
@@ -296,6 +298,6 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
 	g.evictLater = deferred // else the copy-out evicted the staging, or nothing is to evict it
-	second.end(b.hostPool)
+	second.End()
 	return leases[1:], uint64(parts), nil
 }

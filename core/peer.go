@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
@@ -79,8 +80,8 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 		err = copyStaged(op, dst, src, plan)
 	}
 	if err == nil {
-		dst.tel.requested.Add(uint64(len(copies)))
-		dst.tel.deviceCopies.Add(uint64(len(plan.fused)))
+		dst.tel.Requested.Add(uint64(len(copies)))
+		dst.tel.DeviceCopies.Add(uint64(len(plan.fused)))
 	}
 	return err
 }
@@ -234,13 +235,13 @@ func (b *Backend) peerLinkTo(op string, src *Backend) (PeerLink, error) {
 // waits for them: device-to-device within b's context when peer is nil,
 // else peer copies from peer's device.
 func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
 	// The copies read src's buffers from b's stream: if it cannot be
-	// drained, src quarantines its own buffers (held.peer).
-	h := held{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
+	// drained, src quarantines its own buffers (inUse.peer).
+	h := inUse{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
 	call := "MemcpyDtoDAsync"
 	for _, c := range p.fused {
 		if peer == nil {
@@ -250,16 +251,16 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 			err = b.drv.(PeerDriver).MemcpyPeerAsync(c.Dst, peer.drv, c.Src, uint64(c.Len), lease.Stream)
 		}
 		if err != nil {
-			b.drain(op, h, lease)
+			b.syncOrQuarantine(op, h, lease)
 			return driverError(op, call, err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, h, lease)
+		b.syncOrQuarantine(op, h, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
-	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
+	b.launch.Return(lease, true)
+	b.tel.SyncPoints.Add(1)
 	return nil
 }
 
@@ -272,30 +273,30 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", p.bytes),
 			"split the copies into smaller calls")
 	}
-	st := newStaging(dst.hostPool)
-	defer st.release()
-	stage, err := st.take(op, int(p.bytes))
+	st := hostmem.NewStaging(dst.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, int(p.bytes))
 	if err != nil {
 		return err
 	}
-	sl, err := src.lease(op, false)
+	sl, err := src.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
-	dl, err := dst.lease(op, false)
+	dl, err := dst.launch.Lease(op, false)
 	if err != nil {
-		src.launch.giveBack(sl, true)
+		src.launch.Return(sl, true)
 		return err
 	}
 	fail := func(call string, err error) error {
-		if !src.drain(op, held{ents: p.srcEnts}, sl) {
+		if !src.syncOrQuarantine(op, inUse{ents: p.srcEnts}, sl) {
 			// src's undrained copies may still write the staging: keep it
 			// out of the pool for good rather than hand it to another call.
-			blocks := st.detach()
+			blocks := st.Detach()
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.drain(op, held{st: []*staging{&st}, ents: p.dstEnts}, dl)
+		dst.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
 	off := 0
@@ -324,10 +325,10 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return fail("StreamSynchronize", err)
 	}
 	// dst's stream waited for src's event, so src's copies are done too.
-	src.launch.giveBack(sl, true)
-	dst.launch.giveBack(dl, true)
-	dst.tel.syncPoints.Add(1)
-	src.tel.d2hBytes.Add(p.bytes)
-	dst.tel.h2dBytes.Add(p.bytes)
+	src.launch.Return(sl, true)
+	dst.launch.Return(dl, true)
+	dst.tel.SyncPoints.Add(1)
+	src.tel.D2HBytes.Add(p.bytes)
+	dst.tel.H2DBytes.Add(p.bytes)
 	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/capture"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
@@ -47,14 +50,14 @@ type pendingWork struct {
 	state pendingState
 	err   error // the work's failure, once settled
 
-	lease   *launchLease // nil once given back
-	up      staging      // upload staging; released at completion
-	rd      *gathered    // read staging and views; nil without reads
-	xfer    *batchXfer   // packed transfers' device staging; released at completion
+	lease   *streams.Lease  // nil once given back
+	up      hostmem.Staging // upload staging; released at completion
+	rd      *gathered       // read staging and views; nil without reads
+	xfer    *batchXfer      // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
-	graph   *Graph // the Graph this work replays, or nil
+	graph   *capture.Graph // the device graph this work replays, or nil
 	devTime time.Duration
 	timeErr error
 }
@@ -285,7 +288,7 @@ func (p *pendingWork) wait() error {
 		p.fail(p.driverError("StreamSynchronize", err))
 		return p.err
 	}
-	p.b.tel.syncPoints.Add(1)
+	p.b.tel.SyncPoints.Add(1)
 	p.complete()
 	return p.err
 }
@@ -315,13 +318,13 @@ func (p *pendingWork) complete() {
 func (p *pendingWork) fail(err *Error) {
 	p.err = err
 	if p.graph != nil {
-		p.graph.replayFailed(p.op, p.lease)
+		p.graph.Failed(p.op, p.lease)
 	} else {
-		h := held{st: []*staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := inUse{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
 		if p.rd != nil {
 			h.st = append(h.st, &p.rd.st)
 		}
-		p.b.drain(p.op, h, p.lease)
+		p.b.syncOrQuarantine(p.op, h, p.lease)
 	}
 	p.lease = nil
 	p.settle()
@@ -339,7 +342,7 @@ func (p *pendingWork) settle() {
 
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
-	p.up.release()
+	p.up.ReturnAll()
 	p.b.releaseDev(p.xfer)
 	p.xfer = nil
 	if p.rd != nil {
@@ -347,11 +350,11 @@ func (p *pendingWork) collect(healthy bool) {
 		p.rd = nil
 	}
 	if p.lease != nil {
-		p.b.launch.giveBack(p.lease, healthy)
+		p.b.launch.Return(p.lease, healthy)
 		p.lease = nil
 	}
 	if p.graph != nil {
-		p.graph.busy.Store(false) // the graph's staging is free for the next replay
+		p.graph.Collected() // the graph's staging is free for the next replay
 		p.graph = nil
 	}
 	p.state = pendingCollected

@@ -1,12 +1,12 @@
 package core
 
 import (
+	"errors"
 	"fmt"
-	"sort"
-	"sync"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 // PinnedBuffer is page-locked host memory allocated through a Backend, for
@@ -14,121 +14,7 @@ import (
 // UploadResidentAsyncAt. It stays valid until Free or the Backend's Close.
 type PinnedBuffer struct {
 	b   *Backend
-	reg *pinnedRegion
-}
-
-// pinnedRegion is one range of host memory pinned through the Backend.
-// Its fields other than the immutable start, n and buf are guarded by
-// pinnedRegistry.mu.
-type pinnedRegion struct {
-	start uintptr
-	p     unsafe.Pointer // start as a pointer, for the driver calls that release it
-	n     int
-	buf   []byte // the HostAlloc slice; nil for PinHostBuffer registrations
-	// pending counts queued asynchronous uploads reading this region; it
-	// must be zero to free or unpin the region.
-	pending int
-	gone    bool // freed or unpinned
-}
-
-func (r *pinnedRegion) contains(p uintptr, n int) bool {
-	return p >= r.start && uint64(p-r.start)+uint64(n) <= uint64(r.n)
-}
-
-// pinnedRegistry records every host range pinned through a Backend.
-type pinnedRegistry struct {
-	// mu guards regions (sorted by start, never overlapping) and the
-	// mutable fields of every region in it.
-	mu      sync.Mutex
-	regions []*pinnedRegion
-}
-
-func (r *pinnedRegistry) init() {}
-
-// find returns the region holding [p, p+n), or nil; callers hold mu.
-func (r *pinnedRegistry) find(p uintptr, n int) *pinnedRegion {
-	i := sort.Search(len(r.regions), func(i int) bool { return r.regions[i].start > p }) - 1
-	if i >= 0 && r.regions[i].contains(p, n) {
-		return r.regions[i]
-	}
-	return nil
-}
-
-// overlaps reports whether [p, p+n) overlaps a region; callers hold mu.
-func (r *pinnedRegistry) overlaps(p uintptr, n int) bool {
-	end := uint64(p) + uint64(n)
-	i := sort.Search(len(r.regions), func(i int) bool { return uint64(r.regions[i].start) >= end })
-	return i > 0 && uint64(r.regions[i-1].start)+uint64(r.regions[i-1].n) > uint64(p)
-}
-
-// insert adds a region; callers hold mu and checked overlaps.
-func (r *pinnedRegistry) insert(reg *pinnedRegion) {
-	i := sort.Search(len(r.regions), func(i int) bool { return r.regions[i].start > reg.start })
-	r.regions = append(r.regions, nil)
-	copy(r.regions[i+1:], r.regions[i:])
-	r.regions[i] = reg
-}
-
-// remove drops a region; callers hold mu.
-func (r *pinnedRegistry) remove(reg *pinnedRegion) {
-	for i, x := range r.regions {
-		if x == reg {
-			r.regions = append(r.regions[:i], r.regions[i+1:]...)
-			reg.gone = true
-			return
-		}
-	}
-}
-
-// releaseAll frees every pinned buffer and unregisters every pinned range;
-// Close calls it with no asynchronous upload queued. A region the driver
-// fails to release stays registered, for a later Close to retry; a region
-// a quarantined direct copy may still use is left pinned. It continues past
-// failures and returns the first.
-func (r *pinnedRegistry) releaseAll(op string, drv Driver) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var first error
-	kept := r.regions[:0]
-	for _, reg := range r.regions {
-		if reg.pending > 0 {
-			// Only the quarantine still holds a use here (Close refused
-			// queued asynchronous uploads), for a direct copy on a stream
-			// settleQuarantine gave up on: the copy may still read or write
-			// this memory, so it stays pinned, forgotten (and reported).
-			reg.gone = true
-			continue
-		}
-		var err error
-		if reg.buf != nil {
-			if err = drv.HostFree(unsafe.Pointer(unsafe.SliceData(reg.buf))); err != nil {
-				err = driverError(op, "HostFree", err)
-			}
-		} else if err = drv.HostUnregister(reg.p); err != nil {
-			err = driverError(op, "HostUnregister", err)
-		}
-		if err != nil {
-			kept = append(kept, reg)
-			if first == nil {
-				first = err
-			}
-			continue
-		}
-		reg.gone = true
-	}
-	clear(r.regions[len(kept):])
-	r.regions = kept
-	return first
-}
-
-// left returns how many regions, and bytes, are still registered.
-func (r *pinnedRegistry) left() (n int, bytes uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, reg := range r.regions {
-		bytes += uint64(reg.n)
-	}
-	return len(r.regions), bytes
+	reg *hostmem.Region
 }
 
 // AllocHostPinned allocates n bytes of page-locked host memory. Fill Bytes()
@@ -157,19 +43,14 @@ func (b *Backend) AllocHostPinned(n int) (*PinnedBuffer, error) {
 		return nil, newError(op, KindDriver, fmt.Sprintf("HostAlloc returned %d bytes for a request of %d", len(buf), n),
 			"the driver misbehaved; report it with the driver version")
 	}
-	p := unsafe.Pointer(unsafe.SliceData(buf))
-	reg := &pinnedRegion{start: uintptr(p), p: p, n: n, buf: buf[:n:n]}
-	b.pinned.mu.Lock()
-	if b.pinned.overlaps(reg.start, n) {
-		b.pinned.mu.Unlock()
+	reg, err := b.pinned.AddAlloc(buf)
+	if err != nil {
 		if ferr := b.drv.HostFree(unsafe.Pointer(unsafe.SliceData(buf))); ferr != nil {
 			b.log.Error("freeing an overlapping pinned allocation failed", "op", op, "err", ferr)
 		}
-		return nil, newError(op, KindDriver, fmt.Sprintf("HostAlloc returned %#x, inside memory already pinned", reg.start),
+		return nil, newError(op, KindDriver, fmt.Sprintf("HostAlloc returned %#x, inside memory already pinned", uintptr(unsafe.Pointer(unsafe.SliceData(buf)))),
 			"the driver misbehaved; report it with the driver version")
 	}
-	b.pinned.insert(reg)
-	b.pinned.mu.Unlock()
 	return &PinnedBuffer{b: b, reg: reg}, nil
 }
 
@@ -180,12 +61,7 @@ func (p *PinnedBuffer) Bytes() []byte {
 	if p == nil {
 		return nil
 	}
-	p.b.pinned.mu.Lock()
-	defer p.b.pinned.mu.Unlock()
-	if p.reg.gone {
-		return nil
-	}
-	return p.reg.buf
+	return p.b.pinned.Bytes(p.reg)
 }
 
 // Len returns the buffer's length in bytes (0 for a nil PinnedBuffer).
@@ -193,7 +69,7 @@ func (p *PinnedBuffer) Len() int {
 	if p == nil {
 		return 0
 	}
-	return p.reg.n
+	return p.reg.Len()
 }
 
 // Pointer returns the address of the buffer's first byte, for
@@ -202,7 +78,7 @@ func (p *PinnedBuffer) Pointer() unsafe.Pointer {
 	if p == nil {
 		return nil
 	}
-	return unsafe.Pointer(unsafe.SliceData(p.reg.buf))
+	return p.reg.Pointer()
 }
 
 // Free returns the buffer's memory to the driver. It refuses with ErrInFlight
@@ -222,28 +98,28 @@ func (p *PinnedBuffer) Free() error {
 		return err
 	}
 	defer b.exit()
-	b.pinned.mu.Lock()
-	if p.reg.pending > 0 && b.quar.leases.Load() > 0 {
-		// A quarantined direct copy may hold it: retry the quarantine
-		// (whose release takes pinned.mu), then look again.
-		b.pinned.mu.Unlock()
-		b.retryQuarantine()
-		b.pinned.mu.Lock()
-	}
-	defer b.pinned.mu.Unlock()
-	if p.reg.gone {
-		return newError(op, KindUnknownHandle, fmt.Sprintf("pinned buffer at %#x (%d bytes) was already freed", p.reg.start, p.reg.n),
+	err := b.pinned.Free(p.reg, b.settlePinnedUses, b.drv.HostFree)
+	var busy *hostmem.InUseError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hostmem.ErrGone):
+		return newError(op, KindUnknownHandle, fmt.Sprintf("pinned buffer at %#x (%d bytes) was already freed", p.reg.Start(), p.reg.Len()),
 			"free each pinned buffer once")
-	}
-	if p.reg.pending > 0 {
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use pinned buffer at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", p.reg.pending, p.reg.start),
+	case errors.As(err, &busy):
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use pinned buffer at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", busy.Pending, p.reg.Start()),
 			"call SynchronizeUploads before freeing it (after a failed transfer, once the device recovers)")
 	}
-	if err := b.drv.HostFree(p.Pointer()); err != nil {
-		return driverError(op, "HostFree", err)
+	return driverError(op, "HostFree", err)
+}
+
+// settlePinnedUses retries the quarantine when it holds anything, for a
+// pinned region whose queued uses a quarantined direct copy may hold (its
+// release takes the registry's lock, so the registry calls this without it).
+func (b *Backend) settlePinnedUses() {
+	if b.launch.QuarantinedLeases() > 0 {
+		b.launch.RetryQuarantine()
 	}
-	b.pinned.remove(p.reg)
-	return nil
 }
 
 // PinHostBuffer page-locks n bytes of caller memory starting at p (memory
@@ -268,19 +144,17 @@ func (b *Backend) PinHostBuffer(p unsafe.Pointer, n int) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes at %#x wrap the address space", n, start),
 			"pass a valid address and length")
 	}
-	b.pinned.mu.Lock()
-	defer b.pinned.mu.Unlock()
-	if b.pinned.overlaps(start, n) {
+	// The driver call runs under the registry's lock so no overlapping
+	// range can be registered between the check and the insert;
+	// registration does not wait on any stream.
+	err := b.pinned.Register(p, n, b.drv.HostRegister)
+	if errors.Is(err, hostmem.ErrOverlap) {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("[%#x, %#x) overlaps memory already pinned through this Backend", start, uint64(start)+uint64(n)),
 			"pin each range once, or unpin it first")
 	}
-	// The driver call runs under pinned.mu so no overlapping range can be
-	// registered between the check and the insert; registration does not
-	// wait on any stream.
-	if err := b.drv.HostRegister(p, uint64(n)); err != nil {
+	if err != nil {
 		return driverError(op, "HostRegister", err)
 	}
-	b.pinned.insert(&pinnedRegion{start: start, p: p, n: n})
 	return nil
 }
 
@@ -297,27 +171,17 @@ func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 	}
 	defer b.exit()
 	start := uintptr(p)
-	b.pinned.mu.Lock()
-	reg := b.pinned.find(start, 0)
-	if reg != nil && reg.pending > 0 && b.quar.leases.Load() > 0 {
-		// As in PinnedBuffer.Free.
-		b.pinned.mu.Unlock()
-		b.retryQuarantine()
-		b.pinned.mu.Lock()
-		reg = b.pinned.find(start, 0)
-	}
-	defer b.pinned.mu.Unlock()
-	if p == nil || reg == nil || reg.start != start || reg.buf != nil {
+	err := b.pinned.Unregister(p, b.settlePinnedUses, b.drv.HostUnregister)
+	var busy *hostmem.InUseError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hostmem.ErrNotRegistered):
 		return newError(op, KindInvalidArgument, fmt.Sprintf("address %#x does not start a range pinned with PinHostBuffer on this Backend", start),
 			"pass the pointer given to PinHostBuffer; free AllocHostPinned buffers with their Free method")
-	}
-	if reg.pending > 0 {
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use the range at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", reg.pending, start),
+	case errors.As(err, &busy):
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use the range at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", busy.Pending, start),
 			"call SynchronizeUploads before unpinning (after a failed transfer, once the device recovers)")
 	}
-	if err := b.drv.HostUnregister(p); err != nil {
-		return driverError(op, "HostUnregister", err)
-	}
-	b.pinned.remove(reg)
-	return nil
+	return driverError(op, "HostUnregister", err)
 }

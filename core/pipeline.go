@@ -3,7 +3,9 @@ package core
 import (
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/spin"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // This file owns the staging blocks and streams of a staged transfer;
@@ -21,9 +23,9 @@ type pipeline struct {
 	b      *Backend
 	op     string
 	ents   []*residentEntry // the transfer's resident buffer, for the quarantine
-	st     staging
+	st     hostmem.Staging
 	blocks [][]byte
-	leases []*launchLease
+	leases []*streams.Lease
 	syncs  uint64 // stream synchronizations that succeeded
 }
 
@@ -31,19 +33,19 @@ type pipeline struct {
 // streams (with their events), all or nothing, for a transfer whose caller
 // holds ents in flight.
 func (b *Backend) newPipeline(op string, ents []*residentEntry, k, chunk, leases int) (*pipeline, error) {
-	p := &pipeline{b: b, op: op, ents: ents, st: newStaging(b.hostPool)}
+	p := &pipeline{b: b, op: op, ents: ents, st: hostmem.NewStaging(b.hostPool)}
 	p.blocks = make([][]byte, k)
 	for j := range p.blocks {
-		blk, err := p.st.take(op, chunk)
+		blk, err := p.st.Slice(op, chunk)
 		if err != nil {
-			p.st.release()
+			p.st.ReturnAll()
 			return nil, err
 		}
 		p.blocks[j] = blk
 	}
-	p.leases = make([]*launchLease, 0, leases)
+	p.leases = make([]*streams.Lease, 0, leases)
 	for range leases {
-		l, err := b.lease(op, false)
+		l, err := b.launch.Lease(op, false)
 		if err != nil {
 			p.finish(true)
 			return nil, err
@@ -65,9 +67,9 @@ func (p *pipeline) wait(j int) error {
 // fail drains every stream so no queued copy still uses the staging, gives
 // everything back (or, when a drain fails, quarantines it) and returns err.
 func (p *pipeline) fail(err error) error {
-	p.b.drain(p.op, held{st: []*staging{&p.st}, ents: p.ents}, p.leases...)
+	p.b.syncOrQuarantine(p.op, inUse{st: []*hostmem.Staging{&p.st}, ents: p.ents}, p.leases...)
 	p.leases = nil
-	p.st.release()
+	p.st.ReturnAll()
 	return err
 }
 
@@ -75,14 +77,14 @@ func (p *pipeline) fail(err error) error {
 // their pool. Every stream must be idle.
 func (p *pipeline) finish(healthy bool) {
 	p.giveBackLeases(healthy)
-	p.st.release()
+	p.st.ReturnAll()
 }
 
 // giveBackLeases gives the streams back (healthy or not); every stream
 // must be idle.
 func (p *pipeline) giveBackLeases(healthy bool) {
 	for _, l := range p.leases {
-		p.b.launch.giveBack(l, healthy)
+		p.b.launch.Return(l, healthy)
 	}
 	p.leases = nil
 }

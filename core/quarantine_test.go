@@ -16,8 +16,8 @@ import (
 
 const qLen = 64
 
-// quarantineCase is one caller of Backend.drain, made to fail in its work
-// and again in the drain that follows.
+// quarantineCase is one caller of Backend.syncOrQuarantine, made to fail in
+// its work and again in the drain that follows.
 type quarantineCase struct {
 	name string
 	opts []core.Option

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
@@ -327,7 +328,7 @@ func copyOut(dst, src []byte) { copy(dst, src) }
 // gathered is the result of gather: the requested bytes in pinned staging,
 // valid until release.
 type gathered struct {
-	st     staging
+	st     hostmem.Staging
 	staged bool // st holds blocks; a zero staging is never released
 	stage  []byte
 	views  []fusion.ReadbackView // nil: request i is the whole of copy i
@@ -343,7 +344,7 @@ type gathered struct {
 	landed int
 	// evictLater: a readback that evicts its staging (tune.evictReads)
 	// leaves it to release, which evicts it after the call returned
-	// (evictjob.go); set by gather, whose callers release right after
+	// (hostmem.Pool.EvictLater); set by gather, whose callers release right after
 	// unpacking. Otherwise the unpack evicts each request's bytes itself
 	// (batches, whose staging a graph reuses without release).
 	evictLater bool
@@ -469,11 +470,10 @@ func (g *gathered) release() {
 		return
 	}
 	if g.evictLater && g.unpacked && g.tune.EvictReads && g.landed > 0 {
-		g.st.pool.evictLater(g.st.blocks, [][]byte{g.stage[:g.landed]}, g.plan.Workers, g.tune.Linger)
-		g.st.forget()
+		g.st.EvictLater([][]byte{g.stage[:g.landed]}, g.plan.Workers, g.tune.Linger)
 		return
 	}
-	g.st.release()
+	g.st.ReturnAll()
 }
 
 // gather validates n ranges, then reads them: fused, staged into one pinned
@@ -535,7 +535,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 		Streamable:  into != nil && n == 1 && len(fused.Copies) == 1 && !t.AtomicReads,
 		Drainable:   d != nil && !t.AtomicReads}
 	var out []byte
-	var reg *pinnedRegion
+	var reg *hostmem.Region
 	if req.Streamable {
 		out = into(int(fused.Bytes))
 		reg = b.pinnedHost(out)
@@ -563,7 +563,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 // moveReads moves the fused readback copies as g's plan says: straight
 // into out (direct, staged), or into g's staging (packed, else per-copy).
 func (b *Backend) moveReads(op string, g *gathered, ents []*residentEntry, fused *fusion.FusedReadbacks,
-	out []byte, reg *pinnedRegion, nonEmpty int) error {
+	out []byte, reg *hostmem.Region, nonEmpty int) error {
 	t := &g.tune
 	switch g.plan.Kind {
 	case xferplan.Direct, xferplan.Staged:
@@ -611,40 +611,40 @@ func (b *Backend) gatherPerCopy(op string, ents []*residentEntry, g *gathered, c
 		off += c.Len
 	}
 
-	g.st, g.staged = newStaging(b.hostPool), true
-	stage, err := g.st.take(op, int(bytes))
+	g.st, g.staged = hostmem.NewStaging(b.hostPool), true
+	stage, err := g.st.Slice(op, int(bytes))
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		return err
 	}
 	g.stage, g.landed = stage, int(bytes)
 	phase("staging")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
-		g.st.release()
+		g.st.ReturnAll()
 		return err
 	}
 	phase("lease")
 	for i, c := range copies {
 		end := g.offs[i] + c.Len
 		if err := b.drv.MemcpyDtoHAsync(stage[g.offs[i]:end:end], c.Src, lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
-			g.st.release()
+			b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&g.st}, ents: ents}, lease)
+			g.st.ReturnAll()
 			return driverError(op, "MemcpyDtoHAsync", err)
 		}
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&g.st}, ents: ents}, lease)
-		g.st.release()
+		b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&g.st}, ents: ents}, lease)
+		g.st.ReturnAll()
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.d2hBytes.Add(bytes)
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(uint64(nonEmpty))
-	b.tel.deviceCopies.Add(uint64(len(copies)))
+	b.launch.Return(lease, true)
+	b.tel.SyncPoints.Add(1)
+	b.tel.D2HBytes.Add(bytes)
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(uint64(nonEmpty))
+	b.tel.DeviceCopies.Add(uint64(len(copies)))
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 )
 
 // Buffer is a handle to a resident device buffer: its id and its length in
@@ -26,8 +27,8 @@ var handleIDs accounting.Counter
 type residentEntry struct {
 	ptr   uint64
 	n     int
-	alloc deviceAlloc // the device block from the pool
-	owned bool        // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
+	alloc devmem.Block // the device block from the pool
+	owned bool         // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
 	// inflight counts uses by unfinished work. It is changed atomically while
 	// store.mu is held shared (pins) or without the lock (releases), and read
 	// while store.mu is held exclusively, which excludes new pins: that is
@@ -141,17 +142,17 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
-	a, err := b.devPool.get(op, n, b.usePool(n))
+	a, err := b.devPool.Alloc(op, n, b.usePool(n))
 	if err != nil {
 		return Buffer{}, err
 	}
-	e := &residentEntry{n: n, ptr: a.ptr, alloc: a, owned: owned}
+	e := &residentEntry{n: n, ptr: a.Ptr(), alloc: a, owned: owned}
 	id, err := handleIDs.Next()
 	if err == nil {
 		err = b.store.bytes.Add(uint64(n))
 	}
 	if err != nil {
-		b.devPool.put(a)
+		b.devPool.FreeOrKeep(a)
 		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space or the resident byte count is exhausted: "+err.Error(),
 			"restart the process; handle ids are never reused")
 	}
@@ -159,7 +160,7 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 	b.store.mu.Lock()
 	b.store.table.put(id, e)
 	b.store.mu.Unlock()
-	b.tel.residentAllocBytes.Add(uint64(n))
+	b.tel.ResidentAllocBytes.Add(uint64(n))
 	return Buffer{ID: id, Len: n}, nil
 }
 
@@ -173,7 +174,7 @@ func (b *Backend) usePool(n int) bool {
 // it or frees it. A driver failure is returned (and logged); the memory is
 // then still allocated.
 func (b *Backend) freeDevice(op string, e *residentEntry) error {
-	return b.devPool.free(op, e.alloc)
+	return b.devPool.Free(op, e.alloc)
 }
 
 // FreeResident frees a resident buffer. It refuses unknown, foreign, freed
@@ -205,11 +206,11 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 			fmt.Sprintf("handle %d (%d bytes) belongs to an optimizer dispatcher (a live id, its free pool or its static cache)", h.ID, h.Len),
 			"free it with OptimizerDispatcher.FreeResident, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
 	}
-	if e.inflight.Load() > 0 && b.quar.refs.Load() > 0 {
+	if e.inflight.Load() > 0 && b.launch.QuarantinedRefs() > 0 {
 		// (Only inflight: the quarantine never holds a synchronous call's list.)
 		// The quarantine may be what holds it: retry it, then look again.
 		b.store.mu.Unlock()
-		b.retryQuarantine()
+		b.launch.RetryQuarantine()
 		b.store.mu.Lock()
 		if e, err = b.store.lookup(op, h); err != nil {
 			b.store.mu.Unlock()
@@ -274,7 +275,7 @@ func (b *Backend) ownedLive(h Buffer) bool {
 
 // releaseAll frees every resident buffer; Close calls it with life held
 // exclusively. Buffers the quarantine holds in flight are left allocated
-// (settleQuarantine reports them); a buffer the driver fails to free moves
+// (SettleQuarantine reports them); a buffer the driver fails to free moves
 // to unfreed, still counted. It continues past failures and returns the
 // first.
 func (s *residentStore) releaseAll(op string, b *Backend) error {

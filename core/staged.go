@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -41,14 +42,14 @@ type stagedRun struct {
 	t       *transferTuning
 	waits   uint64 // host waits on the device, for telemetry
 	// deferEvict: a readback of at most transfer.EvictLaterMaxBytes in at most
-	// evictInline blocks that evicts its staging (t.EvictReads), and whose
+	// hostmem.InlineEvictBlocks blocks that evicts its staging (t.EvictReads), and whose
 	// bucket holds a second set of blocks, leaves each block's last chunk
 	// to an eviction job after the call (finishRead) instead of evicting
 	// it in the copy out (unless t.InlineStaged). See transfer.EvictLaterMaxBytes.
 	deferEvict bool
 	// second: such a readback that found one set (deferEvict false) pins
-	// the second set or notes its end in finishRead (secondSet.end).
-	second secondSet
+	// the second set or notes its end in finishRead (SecondSet.End).
+	second hostmem.SecondSet
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -75,11 +76,11 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 		r.remain[c].Store(int32(r.tasks))
 	}
 	if !up && !t.InlineStaged && t.EvictReads && !t.InlineEvict && len(host) <= transfer.EvictLaterMaxBytes &&
-		len(p.blocks) <= evictInline {
+		len(p.blocks) <= hostmem.InlineEvictBlocks {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
-		size := len(p.st.blocks[0].buf) // the whole bucket
-		r.deferEvict, r.second = b.hostPool.deferEviction(size, len(p.blocks))
+		size := p.st.Blocks()[0].Size() // the whole bucket
+		r.deferEvict, r.second = b.hostPool.DeferEviction(size, len(p.blocks))
 	}
 	r.job = copyjob.NewJob(k*int(r.tasks), t.PipeLinger, true, func(i int) { r.copyTask(i, up) })
 	return r, nil
@@ -217,11 +218,11 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	phase("fence")
 	r.p.finish(true)
-	b.tel.syncPoints.Add(r.waits + 1)
-	b.tel.h2dBytes.Add(uint64(len(data)))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(k))
+	b.tel.SyncPoints.Add(r.waits + 1)
+	b.tel.H2DBytes.Add(uint64(len(data)))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
@@ -288,11 +289,11 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 	phase("copied")
 	r.stop(shared, false)
 	r.finishRead()
-	b.tel.syncPoints.Add(r.waits)
-	b.tel.d2hBytes.Add(uint64(len(out)))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
-	b.tel.deviceCopies.Add(uint64(k))
+	b.tel.SyncPoints.Add(r.waits)
+	b.tel.D2HBytes.Add(uint64(len(out)))
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(1)
+	b.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
@@ -303,12 +304,12 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 func (r *stagedRun) finishRead() {
 	if !r.deferEvict {
 		r.p.finish(true)
-		r.second.end(r.p.b.hostPool)
+		r.second.End()
 		return
 	}
 	r.p.giveBackLeases(true)
 	blocks := r.p.blocks
-	var regions [evictInline][]byte // deferEvict holds at most evictInline blocks
+	var regions [hostmem.InlineEvictBlocks][]byte // deferEvict holds at most hostmem.InlineEvictBlocks blocks
 	for c := range r.remain {
 		lo, hi := r.bounds(c)
 		j := c % len(blocks)
@@ -316,6 +317,5 @@ func (r *stagedRun) finishRead() {
 			regions[j] = blocks[j][:hi-lo]
 		}
 	}
-	r.p.b.hostPool.evictLater(r.p.st.blocks, regions[:len(blocks)], r.pl.Workers, r.t.Linger)
-	r.p.st.forget()
+	r.p.st.EvictLater(regions[:len(blocks)], r.pl.Workers, r.t.Linger)
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
@@ -76,9 +78,9 @@ func gridBlocks(k int) []int {
 func BenchmarkGPUChunkedDMA(b *testing.B) {
 	be := openCostModelGPU(b)
 	const op = "chunkdma"
-	st := newStaging(be.hostPool)
-	defer st.release()
-	stage, err := st.take(op, 16<<20)
+	st := hostmem.NewStaging(be.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, 16<<20)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,12 +89,12 @@ func BenchmarkGPUChunkedDMA(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer be.drv.MemFree(ptr)
-	leases := make([]*launchLease, 3)
+	leases := make([]*streams.Lease, 3)
 	for i := range leases {
-		if leases[i], err = be.lease(op, false); err != nil {
+		if leases[i], err = be.launch.Lease(op, false); err != nil {
 			b.Fatal(err)
 		}
-		defer be.launch.giveBack(leases[i], true)
+		defer be.launch.Return(leases[i], true)
 	}
 	for _, n := range []int{1 << 20, 4 << 20} {
 		for _, dir := range []string{"h2d", "d2h"} {

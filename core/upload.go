@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/xferplan"
@@ -210,7 +211,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	t := b.tuning()
 	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
 		PackedBytes: transfer.PackedBound(len(fused), bytes), Streamable: len(fused) == 1}
-	var reg *pinnedRegion
+	var reg *hostmem.Region
 	if len(fused) == 1 {
 		reg = b.pinnedHost(fused[0].Data)
 		req.Pinned = reg != nil
@@ -238,16 +239,16 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 // uploadPerCopy stages every fused copy into one pinned block on
 // pl.Workers goroutines and queues one driver copy per fused copy.
 func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
-	st := newStaging(b.hostPool)
-	defer st.release()
-	stage, err := st.take(op, int(bytes))
+	st := hostmem.NewStaging(b.hostPool)
+	defer st.ReturnAll()
+	stage, err := st.Slice(op, int(bytes))
 	if err != nil {
 		return err
 	}
 	phase("staging")
 	transfer.StageUploads(t, stage, fused, pl.Workers)
 	phase("copy")
-	lease, err := b.lease(op, false)
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
@@ -256,22 +257,22 @@ func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan,
 	for _, c := range fused {
 		end := off + len(c.Data)
 		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
-			b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+			b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: ents}, lease)
 			return driverError(op, "MemcpyHtoDAsync", err)
 		}
 		off = end
 	}
 	phase("dma")
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.drain(op, held{st: []*staging{&st}, ents: ents}, lease)
+		b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: ents}, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	phase("fence")
-	b.launch.giveBack(lease, true)
-	b.tel.syncPoints.Add(1)
-	b.tel.h2dBytes.Add(bytes)
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
-	b.tel.deviceCopies.Add(uint64(len(fused)))
+	b.launch.Return(lease, true)
+	b.tel.SyncPoints.Add(1)
+	b.tel.H2DBytes.Add(bytes)
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
+	b.tel.DeviceCopies.Add(uint64(len(fused)))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
@@ -86,36 +87,24 @@ func (b *Backend) tuning() transferTuning { return b.cfg.xfer.WithDefaults() }
 // pinnedHost returns the region pinned through this Backend that holds all
 // of p, with one more pending use so it cannot be freed or unpinned until
 // unpinnedHost, or nil when p is not pinned memory (or empty).
-func (b *Backend) pinnedHost(p []byte) *pinnedRegion {
-	if len(p) == 0 {
-		return nil
-	}
-	b.pinned.mu.Lock()
-	defer b.pinned.mu.Unlock()
-	if len(b.pinned.regions) == 0 {
-		return nil
-	}
-	reg := b.pinned.find(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
-	if reg != nil {
-		reg.pending++
-	}
-	return reg
+func (b *Backend) pinnedHost(p []byte) *hostmem.Region {
+	return b.pinned.Use(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
 }
 
 // uploadDirect moves data (inside reg, pinned) to device address dst with
 // one DMA and one fence. If the stream cannot be drained after a failure,
 // reg keeps its pending use: the DMA may still read it, so it must not be
 // freed.
-func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegion, dst uint64, data []byte, requested int) error {
+func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *hostmem.Region, dst uint64, data []byte, requested int) error {
 	err := b.directCopy(op, ents, reg, "MemcpyHtoDAsync", func(s Stream) error {
 		return b.drv.MemcpyHtoDAsync(dst, data, s)
 	})
 	if err != nil {
 		return err
 	}
-	b.tel.h2dBytes.Add(uint64(len(data)))
-	b.tel.uploadOps.Add(1)
-	b.tel.requested.Add(uint64(requested))
+	b.tel.H2DBytes.Add(uint64(len(data)))
+	b.tel.UploadOps.Add(1)
+	b.tel.Requested.Add(uint64(requested))
 	return nil
 }
 
@@ -127,24 +116,24 @@ func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *pinnedRegi
 // (nothing cheaper can stop a queued DMA). The pending use keeps reg from
 // being freed or unpinned until then, and Close leaves it pinned if that
 // never happens.
-func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *pinnedRegion, out []byte, src uint64) error {
+func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *hostmem.Region, out []byte, src uint64) error {
 	err := b.directCopy(op, ents, reg, "MemcpyDtoHAsync", func(s Stream) error {
 		return b.drv.MemcpyDtoHAsync(out, src, s)
 	})
 	if err != nil {
 		return err
 	}
-	b.tel.d2hBytes.Add(uint64(len(out)))
-	b.tel.readbackOps.Add(1)
-	b.tel.requested.Add(1)
+	b.tel.D2HBytes.Add(uint64(len(out)))
+	b.tel.ReadbackOps.Add(1)
+	b.tel.Requested.Add(1)
 	return nil
 }
 
 // directCopy queues one DMA (named call, for errors) on a leased stream and
 // fences it, counting the fence and the copy. reg's pending use is dropped
 // unless a failed stream could not be drained.
-func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion, call string, queue func(Stream) error) error {
-	lease, err := b.lease(op, false)
+func (b *Backend) directCopy(op string, ents []*residentEntry, reg *hostmem.Region, call string, queue func(Stream) error) error {
+	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		b.unpendRegion(reg)
 		return err
@@ -152,7 +141,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	fail := func(call string, err error) error {
 		// When the drain fails the quarantine takes over reg's pending use
 		// and drops it once the stream synchronizes.
-		if b.drain(op, held{ents: ents, regs: []*pinnedRegion{reg}}, lease) {
+		if b.syncOrQuarantine(op, inUse{ents: ents, regs: []*hostmem.Region{reg}}, lease) {
 			b.unpendRegion(reg)
 		}
 		return driverError(op, call, err)
@@ -163,10 +152,10 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *pinnedRegion
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
 		return fail("StreamSynchronize", err)
 	}
-	b.launch.giveBack(lease, true)
+	b.launch.Return(lease, true)
 	b.unpendRegion(reg)
-	b.tel.syncPoints.Add(1)
-	b.tel.deviceCopies.Add(1)
+	b.tel.SyncPoints.Add(1)
+	b.tel.DeviceCopies.Add(1)
 	return nil
 }
 

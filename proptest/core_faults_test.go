@@ -75,10 +75,10 @@ func TestCoreStateMachineRandomFaults(t *testing.T) {
 }
 
 // TestCoreFailedDrainLeaksNothing: a transfer whose copy or fence fails is
-// drained with one more StreamSynchronize (Backend.drain) before
+// drained with one more StreamSynchronize (Backend.syncOrQuarantine) before
 // its staging goes back to the pool. When that drain fails as well, the
-// caller gives the lease back unhealthy and launchPool.giveBack destroys the
-// stream with the copy still queued: the simulated device refuses
+// caller gives the lease back unhealthy and the launch pool destroys
+// the stream with the copy still queued: the simulated device refuses
 // (CUDA_ERROR_ILLEGAL_STATE, logged), so the stream leaks past Close, which
 // returns nil, with its copy queued; and the staging block that copy reads
 // has already gone back to the pinned pool for reuse (on a real device the

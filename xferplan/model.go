@@ -116,8 +116,8 @@ type Model struct {
 // (built-in: 25-32); the DMA that follows is what gained (a 4 MiB upload
 // 122-125 us against 181-227). The constants were left as they were then.
 //
-// CacheBytes was 512 KiB until stream waits polled completion marks (core's
-// cuda_marks.go). In core's BenchmarkGPUSinglePhases a 256 KiB upload's
+// CacheBytes was 512 KiB until stream waits polled completion marks (core/cuda's
+// marks.go). In core's BenchmarkGPUSinglePhases a 256 KiB upload's
 // staging copy then took 15.7-16.1 us on one goroutine and 5.2-5.7 us on 8,
 // and a 256 KiB readback's copy out 10.2 us on one and 6.9-7.5 on 8, while
 // at 64 KiB 2 goroutines gained 0.4 us at most (3.0-3.2 against 3.4-3.7):

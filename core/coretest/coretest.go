@@ -1,4 +1,4 @@
-// Package coretest is the behavioural conformance suite for core.Driver
+// Package coretest is the behavioural conformance suite for driver.Driver
 // implementations, run through a core.Backend: the same checks run against
 // the simulated device in CI and against a real GPU on a GPU machine.
 //
@@ -20,13 +20,14 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 // Config configures RunWith.
 type Config struct {
 	// NewDriver returns a fresh driver for one test; it registers any
 	// cleanup the driver needs (t.Cleanup) itself.
-	NewDriver func(t *testing.T) core.Driver
+	NewDriver func(t *testing.T) driver.Driver
 	// Options are passed to core.Open.
 	Options []core.Option
 	// FreeMemory, when set, reports the device's free memory for the leak
@@ -43,7 +44,7 @@ type Config struct {
 
 // Run runs the conformance suite over drivers from newDriver, demanding
 // that every test give back exactly the device memory it took.
-func Run(t *testing.T, newDriver func(t *testing.T) core.Driver) {
+func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	RunWith(t, Config{NewDriver: newDriver})
 }
 
@@ -51,7 +52,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) core.Driver) {
 func RunWith(t *testing.T, cfg Config) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, b *core.Backend, drv core.Driver)
+		fn   func(t *testing.T, b *core.Backend, drv driver.Driver)
 	}{
 		{"UploadForms", testUploadForms},
 		{"ReadbackForms", testReadbackForms},
@@ -87,7 +88,7 @@ func RunWith(t *testing.T, cfg Config) {
 	}
 }
 
-func mustFree(t *testing.T, drv core.Driver) uint64 {
+func mustFree(t *testing.T, drv driver.Driver) uint64 {
 	t.Helper()
 	free, _, err := drv.MemGetInfo()
 	if err != nil {
@@ -161,7 +162,7 @@ func (m *model) randomRange() (int, core.Range) {
 	return i, core.Range{Buf: m.bufs[i], Offset: off, Len: m.r.Intn(n - off + 1)}
 }
 
-func testUploadForms(t *testing.T, b *core.Backend, _ core.Driver) {
+func testUploadForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 1, 1, 255, 4096, 70000)
 	m.check("UploadResidentMany")
 	for i, h := range m.bufs {
@@ -195,7 +196,7 @@ func testUploadForms(t *testing.T, b *core.Backend, _ core.Driver) {
 	}
 }
 
-func testReadbackForms(t *testing.T, b *core.Backend, _ core.Driver) {
+func testReadbackForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 2, 3, 1000, 8192, 65537)
 	for i, h := range m.bufs {
 		got, err := b.DownloadResident(h)
@@ -265,7 +266,7 @@ func indexOf(bufs []core.Buffer, h core.Buffer) int {
 	return -1
 }
 
-func testZeroLength(t *testing.T, b *core.Backend, _ core.Driver) {
+func testZeroLength(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 3, 64)
 	h := m.bufs[0]
 	before := b.Telemetry()
@@ -285,7 +286,7 @@ func testZeroLength(t *testing.T, b *core.Backend, _ core.Driver) {
 	}
 }
 
-func testBudget(t *testing.T, b *core.Backend, drv core.Driver) {
+func testBudget(t *testing.T, b *core.Backend, drv driver.Driver) {
 	info, err := drv.Info()
 	if err != nil {
 		t.Fatalf("Info: %v", err)
@@ -323,7 +324,7 @@ func testBudget(t *testing.T, b *core.Backend, drv core.Driver) {
 	}
 }
 
-func testRefusals(t *testing.T, b *core.Backend, _ core.Driver) {
+func testRefusals(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 4, 100)
 	h := m.bufs[0]
 	checks := []struct {
@@ -348,7 +349,7 @@ func testRefusals(t *testing.T, b *core.Backend, _ core.Driver) {
 
 func errOf[T any](_ T, err error) error { return err }
 
-func testPinnedAsync(t *testing.T, b *core.Backend, _ core.Driver) {
+func testPinnedAsync(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 5, 10000)
 	h := m.bufs[0]
 	p, err := b.AllocHostPinned(4096)
@@ -384,7 +385,7 @@ func testPinnedAsync(t *testing.T, b *core.Backend, _ core.Driver) {
 	m.check("pinned async uploads")
 }
 
-func testConcurrency(t *testing.T, b *core.Backend, _ core.Driver) {
+func testConcurrency(t *testing.T, b *core.Backend, _ driver.Driver) {
 	const workers = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)

@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 // testMemory checks the device cache through the Driver: a freed buffer is
 // served again with no new device allocation, MemoryStats counts what the
 // driver was asked, and Trim gives the cached memory back to the device.
-func testMemory(t *testing.T, b *core.Backend, drv core.Driver) {
+func testMemory(t *testing.T, b *core.Backend, drv driver.Driver) {
 	const n = 32 << 20
 	h, err := b.AllocateResident(n)
 	if err != nil {

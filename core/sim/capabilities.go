@@ -1,13 +1,13 @@
 package sim
 
-import "github.com/vyre-go/vyrecuda/core"
+import "github.com/vyre-go/vyrecuda/core/driver"
 
 // Capabilities reports the optional features the simulated driver offers:
 // Config.Capabilities, or DefaultCapabilities. It implements
-// core.CapabilityReporter. A nil Device offers none.
-func (d *Device) Capabilities() core.Capabilities {
+// driver.CapabilityReporter. A nil Device offers none.
+func (d *Device) Capabilities() driver.Capabilities {
 	if d == nil {
-		return core.Capabilities{}
+		return driver.Capabilities{}
 	}
 	return d.caps
 }

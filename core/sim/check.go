@@ -1,13 +1,21 @@
 package sim
 
-import "github.com/vyre-go/vyrecuda/core"
+// Backend is what the checks below use of a core.Backend (a *core.Backend
+// satisfies it), so this package needs nothing of core but the seam.
+type Backend interface {
+	// LiveResidentBuffers reports the resident buffers still live and
+	// their bytes.
+	LiveResidentBuffers() (count int, bytes uint64)
+	// Close closes the Backend.
+	Close() error
+}
 
 // RequireNoLiveResident reports a test error when b still holds live
 // resident buffers, and returns whether it held none. Call it before
 // b.Close: Close frees every resident buffer, so a leak check after it
 // cannot see a forgotten FreeResident. Buffers an OptimizerDispatcher owns
 // count until the dispatcher is closed.
-func RequireNoLiveResident(t TB, b *core.Backend) bool {
+func RequireNoLiveResident(t TB, b Backend) bool {
 	t.Helper()
 	if n, bytes := b.LiveResidentBuffers(); n > 0 {
 		t.Errorf("sim: %d resident buffer(s) (%d bytes) still live before Close: a FreeResident (or a dispatcher's Close) is missing", n, bytes)
@@ -22,7 +30,7 @@ func RequireNoLiveResident(t TB, b *core.Backend) bool {
 // device (RequireNoLeaks). Use it in t.Cleanup. Faults armed with FailNth
 // or NullNth that never fired stay armed and may fail Close: call
 // ClearFaults once the code under test has run.
-func CloseChecked(t TB, b *core.Backend, d *Device) {
+func CloseChecked(t TB, b Backend, d *Device) {
 	t.Helper()
 	RequireNoLiveResident(t, b)
 	if err := b.Close(); err != nil {

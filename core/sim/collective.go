@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ core.CollectiveDriver = (*Device)(nil)
+var _ driver.CollectiveDriver = (*Device)(nil)
 
 // clique is the shared state of one communicator: its ranks and the
 // collective calls they have queued, matched by sequence number (rank r's
@@ -30,8 +30,8 @@ type clique struct {
 type collCall struct {
 	kind  Op
 	count uint64
-	dt    core.DataType
-	red   core.ReduceOp
+	dt    driver.DataType
+	red   driver.ReduceOp
 	root  int
 	parts []*collPart // per rank; nil until that rank queued it
 	done  bool
@@ -45,7 +45,7 @@ type collPart struct {
 	send, recv uint64
 }
 
-// comm is one rank of a clique: a core.Communicator.
+// comm is one rank of a clique: a driver.Communicator.
 type comm struct {
 	dev       *Device
 	cl        *clique
@@ -57,7 +57,7 @@ type comm struct {
 // drivers[i]); every driver must be a distinct device of d's Machine, d one
 // of them. Collective calls of such communicators must be issued between
 // GroupStart and GroupEnd when there is more than one rank.
-func (d *Device) NewCommunicators(drivers []core.Driver) ([]core.Communicator, error) {
+func (d *Device) NewCommunicators(drivers []driver.Driver) ([]driver.Communicator, error) {
 	const o = OpNewCommunicators
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -85,7 +85,7 @@ func (d *Device) NewCommunicators(drivers []core.Driver) ([]core.Communicator, e
 		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "the receiving device is not one of the drivers")
 	}
 	cl := newClique(len(devs), true)
-	out := make([]core.Communicator, len(devs))
+	out := make([]driver.Communicator, len(devs))
 	for i, p := range devs {
 		out[i] = cl.add(p, i)
 	}
@@ -111,9 +111,9 @@ func (cl *clique) add(p *Device, r int) *comm {
 var joins = struct {
 	sync.Mutex
 	cond    *sync.Cond
-	pending map[core.CommID]*joining
+	pending map[driver.CommID]*joining
 	next    uint64
-}{pending: make(map[core.CommID]*joining)}
+}{pending: make(map[driver.CommID]*joining)}
 
 func init() { joins.cond = sync.NewCond(&joins.Mutex) }
 
@@ -125,15 +125,15 @@ type joining struct {
 }
 
 // NewCommID returns a fresh communicator id.
-func (d *Device) NewCommID() (core.CommID, error) {
+func (d *Device) NewCommID() (driver.CommID, error) {
 	const o = OpNewCommID
 	d.mu.Lock()
 	done, err := d.admit(o)
 	d.mu.Unlock()
 	if done {
-		return core.CommID{}, err
+		return driver.CommID{}, err
 	}
-	var id core.CommID
+	var id driver.CommID
 	copy(id[:], "vyrecuda-sim-comm")
 	joins.Lock()
 	joins.next++
@@ -147,7 +147,7 @@ func (d *Device) NewCommID() (core.CommID, error) {
 // joins blocks the others forever). All ranks must be devices of one
 // Machine; they may call from different goroutines, and their collective
 // calls need no GroupStart.
-func (d *Device) JoinCommunicator(id core.CommID, nranks, rank int) (core.Communicator, error) {
+func (d *Device) JoinCommunicator(id driver.CommID, nranks, rank int) (driver.Communicator, error) {
 	const o = OpJoinCommunicator
 	d.mu.Lock()
 	done, err := d.admit(o)
@@ -229,23 +229,23 @@ func (c *comm) Rank() int { return c.rank }
 func (c *comm) Size() int { return len(c.cl.ranks) }
 
 // AllReduce queues rank c's part of an all-reduce.
-func (c *comm) AllReduce(send, recv uint64, count uint64, dt core.DataType, op core.ReduceOp, s core.Stream) error {
+func (c *comm) AllReduce(send, recv uint64, count uint64, dt driver.DataType, op driver.ReduceOp, s driver.Stream) error {
 	return c.queue(OpAllReduce, send, recv, count, count, dt, op, 0, s)
 }
 
 // Broadcast queues rank c's part of a broadcast from root; send is read on
 // root only.
-func (c *comm) Broadcast(send, recv uint64, count uint64, dt core.DataType, root int, s core.Stream) error {
-	return c.queue(OpBroadcast, send, recv, count, count, dt, core.ReduceSum, root, s)
+func (c *comm) Broadcast(send, recv uint64, count uint64, dt driver.DataType, root int, s driver.Stream) error {
+	return c.queue(OpBroadcast, send, recv, count, count, dt, driver.ReduceSum, root, s)
 }
 
 // AllGather queues rank c's part of an all-gather.
-func (c *comm) AllGather(send, recv uint64, count uint64, dt core.DataType, s core.Stream) error {
-	return c.queue(OpAllGather, send, recv, count, count*uint64(c.Size()), dt, core.ReduceSum, 0, s)
+func (c *comm) AllGather(send, recv uint64, count uint64, dt driver.DataType, s driver.Stream) error {
+	return c.queue(OpAllGather, send, recv, count, count*uint64(c.Size()), dt, driver.ReduceSum, 0, s)
 }
 
 // ReduceScatter queues rank c's part of a reduce-scatter.
-func (c *comm) ReduceScatter(send, recv uint64, count uint64, dt core.DataType, op core.ReduceOp, s core.Stream) error {
+func (c *comm) ReduceScatter(send, recv uint64, count uint64, dt driver.DataType, op driver.ReduceOp, s driver.Stream) error {
 	return c.queue(OpReduceScatter, send, recv, count*uint64(c.Size()), count, dt, op, 0, s)
 }
 

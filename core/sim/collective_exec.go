@@ -1,13 +1,13 @@
 package sim
 
 import (
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // queue validates rank c's part of a collective and queues it on s. sendN
 // and recvN are the element counts of its send and recv ranges.
-func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt core.DataType, red core.ReduceOp, root int, s core.Stream) error {
+func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt driver.DataType, red driver.ReduceOp, root int, s driver.Stream) error {
 	d := c.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -62,20 +62,20 @@ func (d *Device) execHost(o Op, what string, b []byte) *Error {
 
 // MemcpyHtoDAsync queues a copy of src to device address dst on s. The
 // bytes of src are read when the copy executes, not when it is queued.
-func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s core.Stream) error {
+func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s driver.Stream) error {
 	return d.hostCopy(OpMemcpyHtoDAsync, src, dst, s, true)
 }
 
 // MemcpyDtoHAsync queues a copy of len(dst) bytes from device address src on
 // s. dst is written when the copy executes, not when it is queued.
-func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s core.Stream) error {
+func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s driver.Stream) error {
 	return d.hostCopy(OpMemcpyDtoHAsync, dst, src, s, false)
 }
 
 // hostCopy queues a copy between host memory and the len(host) device bytes
 // at dev: to the device when toDevice, else from it. Both sides are checked
 // when the copy is queued and again when it executes.
-func (d *Device) hostCopy(o Op, host []byte, dev uint64, s core.Stream, toDevice bool) error {
+func (d *Device) hostCopy(o Op, host []byte, dev uint64, s driver.Stream, toDevice bool) error {
 	hostRole, devRole := "destination", "source"
 	if toDevice {
 		hostRole, devRole = "source", "destination"
@@ -117,7 +117,7 @@ func (d *Device) hostCopy(o Op, host []byte, dev uint64, s core.Stream, toDevice
 // MemcpyDtoDAsync queues a copy of n bytes between device addresses on s.
 // Each range must lie inside one live allocation; overlapping ranges copy as
 // if through a temporary buffer.
-func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s core.Stream) error {
+func (d *Device) MemcpyDtoDAsync(dst, src uint64, n uint64, s driver.Stream) error {
 	const o = OpMemcpyDtoDAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -162,7 +162,7 @@ func copyOp(o Op, dst uint64, from *Device, src, n uint64, cost time.Duration) *
 }
 
 // MemsetD8Async queues setting n bytes at dst to v on s.
-func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s core.Stream) error {
+func (d *Device) MemsetD8Async(dst uint64, v byte, n uint64, s driver.Stream) error {
 	const o = OpMemsetD8Async
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -51,7 +51,7 @@ type Config struct {
 	AnyFunction bool
 	// PoisonCache is a debug option, the simulated counterpart of running
 	// under compute-sanitizer: device memory a Backend returns to one of its
-	// caches (core.CacheNotifier's MemCached: a freed pooled buffer, an
+	// caches (driver.CacheNotifier's MemCached: a freed pooled buffer, an
 	// optimizer dispatcher's pooled buffer) is filled with PoisonByte, and
 	// until it is handed out again (MemReused) every copy, memset and kernel
 	// access to it fails with CUDA_ERROR_ILLEGAL_ADDRESS, so a use after
@@ -63,26 +63,26 @@ type Config struct {
 	PoisonCache bool
 	// Capabilities, when set, is what Capabilities reports, so tests can
 	// take optional features away (default: DefaultCapabilities()).
-	Capabilities *core.Capabilities
+	Capabilities *driver.Capabilities
 }
 
 // DefaultCapabilities is what a simulated device reports unless
 // Config.Capabilities says otherwise: every optional feature, on a CUDA 13.0
 // driver (less programmatic dependent launch below compute capability 9.0).
-func DefaultCapabilities() core.Capabilities {
-	return core.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
+func DefaultCapabilities() driver.Capabilities {
+	return driver.Capabilities{DriverVersion: 13000, BatchedCopies: true, MemoryPools: true,
 		Graphs: true, ConditionalGraphNodes: true, VirtualMemory: true, PeerAccess: true,
 		ProgrammaticLaunch: true, MappedPinnedHost: true}
 }
 
-// Device is a simulated GPU: a core.Driver and core.HostKernelBinder backed
+// Device is a simulated GPU: a driver.Driver and driver.HostKernelBinder backed
 // by Go memory. See the package documentation for its behaviour.
 //
 // A Device is safe for concurrent use: one mutex guards all of its state,
 // and queued work (including host kernels) runs with that mutex held, so a
 // host kernel must not call back into the Device.
 type Device struct {
-	caps core.Capabilities // fixed at New; read without the lock
+	caps driver.Capabilities // fixed at New; read without the lock
 	// mu guards every field below. Devices of one Machine share it, so work
 	// that crosses devices (peer copies, collectives, waits on a peer's
 	// events) runs under one lock.
@@ -92,7 +92,7 @@ type Device struct {
 	// index is its place there.
 	machine *Machine
 	index   int
-	info    core.DeviceInfo
+	info    driver.DeviceInfo
 
 	// Device memory: real bytes at fake addresses. allocs finds an
 	// allocation by its base; sorted finds the allocation holding an
@@ -111,12 +111,12 @@ type Device struct {
 	// Handles of every kind come from the process-wide nextHandle, so a
 	// handle of one kind, or of another Device, is never mistaken for one
 	// of these.
-	streams   map[core.Stream]*stream
-	events    map[core.Event]*event
-	modules   map[core.Module]*module
-	functions map[core.Function]*function
-	graphs    map[core.DeviceGraph]*graph
-	execs     map[core.GraphExec]*graphExec
+	streams   map[driver.Stream]*stream
+	events    map[driver.Event]*event
+	modules   map[driver.Module]*module
+	functions map[driver.Function]*function
+	graphs    map[driver.DeviceGraph]*graph
+	execs     map[driver.GraphExec]*graphExec
 
 	peerOn map[*Device]bool   // peers d enabled access to (EnablePeerAccess)
 	comms  map[*comm]struct{} // live communicators of d's ranks
@@ -129,9 +129,9 @@ type Device struct {
 }
 
 var (
-	_ core.Driver           = (*Device)(nil)
-	_ core.HostKernelBinder = (*Device)(nil)
-	_ core.CacheNotifier    = (*Device)(nil)
+	_ driver.Driver           = (*Device)(nil)
+	_ driver.HostKernelBinder = (*Device)(nil)
+	_ driver.CacheNotifier    = (*Device)(nil)
 )
 
 // New returns a simulated device described by cfg.
@@ -155,7 +155,7 @@ func New(cfg Config) *Device {
 	}
 	caps := DefaultCapabilities()
 	// As on a GPU, programmatic dependent launch needs compute capability 9.0.
-	caps.ProgrammaticLaunch = cfg.CCMajor >= 9
+	caps.ProgrammaticLaunch = cfg.CCMajor >= driver.ProgrammaticLaunchCCMajor
 	if cfg.Capabilities != nil {
 		caps = *cfg.Capabilities
 	}
@@ -163,7 +163,7 @@ func New(cfg Config) *Device {
 		mu:   new(sync.Mutex),
 		cfg:  cfg,
 		caps: caps,
-		info: core.DeviceInfo{
+		info: driver.DeviceInfo{
 			Ordinal:     cfg.Ordinal,
 			Name:        cfg.Name,
 			TotalMemory: cfg.TotalMemory,
@@ -172,12 +172,12 @@ func New(cfg Config) *Device {
 			FeatureKey:  cfg.FeatureKey,
 		},
 		allocs:    make(map[uint64]*allocation),
-		streams:   make(map[core.Stream]*stream),
-		events:    make(map[core.Event]*event),
-		modules:   make(map[core.Module]*module),
-		functions: make(map[core.Function]*function),
-		graphs:    make(map[core.DeviceGraph]*graph),
-		execs:     make(map[core.GraphExec]*graphExec),
+		streams:   make(map[driver.Stream]*stream),
+		events:    make(map[driver.Event]*event),
+		modules:   make(map[driver.Module]*module),
+		functions: make(map[driver.Function]*function),
+		graphs:    make(map[driver.DeviceGraph]*graph),
+		execs:     make(map[driver.GraphExec]*graphExec),
 	}
 	// A device of its own is a Machine of one.
 	d.machine = &Machine{mu: d.mu, cond: sync.NewCond(d.mu), devs: []*Device{d}, peer: [][]bool{{true}}}
@@ -192,11 +192,11 @@ func (d *Device) Config() Config {
 }
 
 // Info reports the simulated device.
-func (d *Device) Info() (core.DeviceInfo, error) {
+func (d *Device) Info() (driver.DeviceInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpInfo); done {
-		return core.DeviceInfo{}, err
+		return driver.DeviceInfo{}, err
 	}
 	return d.info, nil
 }

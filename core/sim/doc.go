@@ -1,4 +1,4 @@
-// Package sim provides a simulated CUDA device: a pure-Go core.Driver that
+// Package sim provides a simulated CUDA device: a pure-Go driver.Driver that
 // needs no GPU. It is to package core what net/http/httptest is to net/http:
 // the test double of the package above it. Import it to test your own GPU
 // code, or a core.Backend, on any machine.
@@ -20,15 +20,15 @@
 //     (HostRegister) host memory unless Config.AllowPageable is set;
 //     HostFree fills memory with PoisonByte before forgetting it.
 //   - With Config.PoisonCache, device memory a Backend keeps in its caches
-//     after a free (the core.CacheNotifier capability) is poisoned and
+//     after a free (the driver.CacheNotifier capability) is poisoned and
 //     refused to copies, memsets and kernels until it is handed out again,
 //     so a use after free of pooled memory is caught.
-//   - The legacy null stream (a zero core.Stream) is refused everywhere.
+//   - The legacy null stream (a zero driver.Stream) is refused everywhere.
 //   - Misuse (double free, unknown handles, destroying a stream with queued
 //     work, ...) fails with the CUDA result a driver would give and changes
 //     nothing.
 //   - Kernels are Go functions bound to module functions with BindHostKernel
-//     (the core.HostKernelBinder capability); they run when their launch
+//     (the driver.HostKernelBinder capability); they run when their launch
 //     executes. With Capabilities.MappedPinnedHost (the default) they can
 //     also read memory from HostAlloc at its host address, as kernels on a
 //     GPU with unified addressing do.
@@ -39,7 +39,7 @@
 //     does both checks around Close. ClearFaults disarms faults that never
 //     fired.
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
-//   - Graphs (the core.GraphDriver capability): work queued on a capturing
+//   - Graphs (the driver.GraphDriver capability): work queued on a capturing
 //     stream is recorded into an operation list, and each GraphLaunch
 //     queues that list again on the lazy stream, so a replay reads and
 //     writes host memory as it is when the replay runs. Waiting on captured

@@ -1,11 +1,11 @@
 package sim
 
 import (
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ core.GraphDriver = (*Device)(nil)
+var _ driver.GraphDriver = (*Device)(nil)
 
 // capture is the recording in progress on a capturing stream.
 type capture struct {
@@ -45,7 +45,7 @@ func refuseCapturing(o Op, st *stream) error {
 // While it captures, synchronizing or querying s, waiting on an event from
 // it, or making s wait for an event fails with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
-func (d *Device) StreamBeginCapture(s core.Stream) error {
+func (d *Device) StreamBeginCapture(s driver.Stream) error {
 	const o = OpStreamBeginCapture
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -67,7 +67,7 @@ func (d *Device) StreamBeginCapture(s core.Stream) error {
 // recorded work. An invalidated capture ends too, and fails with
 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph; a stream that is not
 // capturing is refused with CUDA_ERROR_ILLEGAL_STATE.
-func (d *Device) StreamEndCapture(s core.Stream) (core.DeviceGraph, error) {
+func (d *Device) StreamEndCapture(s driver.Stream) (driver.DeviceGraph, error) {
 	const o = OpStreamEndCapture
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -87,14 +87,14 @@ func (d *Device) StreamEndCapture(s core.Stream) (core.DeviceGraph, error) {
 		return 0, fail(o, cudaapi.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
 			"the capture was invalidated by %s: %s", c.invalid.Op, c.invalid.Detail)
 	}
-	h := core.DeviceGraph(d.newHandle())
+	h := driver.DeviceGraph(d.newHandle())
 	d.graphs[h] = &graph{ops: c.ops}
 	return h, nil
 }
 
 // GraphInstantiate returns an executable snapshot of g; g may be destroyed
 // afterwards.
-func (d *Device) GraphInstantiate(g core.DeviceGraph) (core.GraphExec, error) {
+func (d *Device) GraphInstantiate(g driver.DeviceGraph) (driver.GraphExec, error) {
 	const o = OpGraphInstantiate
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -105,7 +105,7 @@ func (d *Device) GraphInstantiate(g core.DeviceGraph) (core.GraphExec, error) {
 	if !ok || g == 0 {
 		return 0, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "graph 0x%x is unknown or destroyed", uintptr(g))
 	}
-	h := core.GraphExec(d.newHandle())
+	h := driver.GraphExec(d.newHandle())
 	d.execs[h] = &graphExec{ops: append([]*op(nil), gr.ops...)}
 	return h, nil
 }
@@ -115,7 +115,7 @@ func (d *Device) GraphInstantiate(g core.DeviceGraph) (core.GraphExec, error) {
 // device memory when they execute, so a replay sees the host bytes of that
 // moment. Launching onto a capturing stream is not simulated and fails
 // with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
-func (d *Device) GraphLaunch(x core.GraphExec, s core.Stream) error {
+func (d *Device) GraphLaunch(x driver.GraphExec, s driver.Stream) error {
 	const o = OpGraphLaunch
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -134,7 +134,7 @@ func (d *Device) GraphLaunch(x core.GraphExec, s core.Stream) error {
 
 // GraphExecDestroy destroys an executable graph. Launches already queued
 // still run.
-func (d *Device) GraphExecDestroy(x core.GraphExec) error {
+func (d *Device) GraphExecDestroy(x driver.GraphExec) error {
 	const o = OpGraphExecDestroy
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -149,7 +149,7 @@ func (d *Device) GraphExecDestroy(x core.GraphExec) error {
 }
 
 // GraphDestroy destroys a graph; executable graphs made from it live on.
-func (d *Device) GraphDestroy(g core.DeviceGraph) error {
+func (d *Device) GraphDestroy(g driver.DeviceGraph) error {
 	const o = OpGraphDestroy
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -167,7 +167,7 @@ func (d *Device) GraphDestroy(g core.DeviceGraph) error {
 // GraphLaunch or GraphUpload (op o) queues it on: an unknown or destroyed
 // graph, an unknown stream and a capturing stream are refused, the last
 // with a message that starts with doing ("launching a graph into").
-func (d *Device) execTarget(o Op, x core.GraphExec, s core.Stream, doing string) (*graphExec, *stream, error) {
+func (d *Device) execTarget(o Op, x driver.GraphExec, s driver.Stream, doing string) (*graphExec, *stream, error) {
 	ex, ok := d.execs[x]
 	if !ok || x == 0 {
 		return nil, nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "executable graph 0x%x is unknown or destroyed", uintptr(x))

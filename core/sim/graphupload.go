@@ -1,17 +1,17 @@
 package sim
 
 import (
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
-var _ core.GraphUploader = (*Device)(nil)
+var _ driver.GraphUploader = (*Device)(nil)
 
 // GraphUpload queues the upload of x's work to the device on s, without
-// running it (core.GraphUploader): on the simulated device it runs nothing
+// running it (driver.GraphUploader): on the simulated device it runs nothing
 // and only takes its place in s's order, costing one copy's overhead. Like
 // GraphLaunch it refuses an unknown executable graph and a capturing
 // stream.
-func (d *Device) GraphUpload(x core.GraphExec, s core.Stream) error {
+func (d *Device) GraphUpload(x driver.GraphExec, s driver.Stream) error {
 	const o = OpGraphUpload
 	d.mu.Lock()
 	defer d.mu.Unlock()

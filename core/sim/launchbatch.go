@@ -1,8 +1,8 @@
 package sim
 
-import "github.com/vyre-go/vyrecuda/core"
+import "github.com/vyre-go/vyrecuda/core/driver"
 
-// LaunchBatch queues ls on s one Launch at a time (core.BatchLauncher), so
+// LaunchBatch queues ls on s one Launch at a time (driver.BatchLauncher), so
 // Backends over the simulated device take the batched path, with the same
 // counters and faults as separate launches: a failing launch stops the
 // batch, and its index comes back with the error. A launch with
@@ -10,7 +10,7 @@ import "github.com/vyre-go/vyrecuda/core"
 // as OpLaunch like every launch; it runs the same way, after everything
 // queued before it, as a kernel that waits on its grid dependencies
 // computes on a GPU.
-func (d *Device) LaunchBatch(s core.Stream, ls []core.Launch) (int, error) {
+func (d *Device) LaunchBatch(s driver.Stream, ls []driver.Launch) (int, error) {
 	for i := range ls {
 		if err := d.launch(ls[i].Programmatic, ls[i].F, ls[i].Cfg, s, ls[i].Args); err != nil {
 			return i, err

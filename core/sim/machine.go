@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 // MachineConfig describes a simulated machine with several devices.
@@ -20,8 +20,8 @@ type MachineConfig struct {
 }
 
 // Machine is several simulated devices in one process, as on a host with
-// several GPUs: each Device is a core.Driver and a core.PeerDriver and
-// core.CollectiveDriver over the others. Peer copies, waits on a peer's
+// several GPUs: each Device is a driver.Driver and a driver.PeerDriver and
+// driver.CollectiveDriver over the others. Peer copies, waits on a peer's
 // events and collectives are computed in Go. All devices of a Machine share
 // one mutex, so work that crosses devices runs under one lock.
 type Machine struct {
@@ -88,8 +88,8 @@ func (m *Machine) Device(i int) *Device {
 }
 
 // Drivers returns the devices as core.Drivers, in order, for core.OpenGroup.
-func (m *Machine) Drivers() []core.Driver {
-	out := make([]core.Driver, len(m.devs))
+func (m *Machine) Drivers() []driver.Driver {
+	out := make([]driver.Driver, len(m.devs))
 	for i, d := range m.devs {
 		out[i] = d
 	}
@@ -110,7 +110,7 @@ func RequireMachineNoLeaks(t TB, m *Machine) bool {
 }
 
 // peerOf resolves a peer driver to a Device of d's Machine.
-func (d *Device) peerOf(o Op, peer core.Driver) (*Device, error) {
+func (d *Device) peerOf(o Op, peer driver.Driver) (*Device, error) {
 	p, ok := peer.(*Device)
 	if !ok || p == nil {
 		return nil, fail(o, cudaInvalidDevice, "peer %T is not a simulated device", peer)

@@ -5,21 +5,21 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 type module struct {
-	handle    core.Module
+	handle    driver.Module
 	image     []byte
-	functions map[string]core.Function
+	functions map[string]driver.Function
 }
 
 type function struct {
-	handle core.Function
+	handle driver.Function
 	module *module
 	name   string
-	kernel core.HostKernel
+	kernel driver.HostKernel
 }
 
 // Launch limits checked at enqueue, as CUDA checks them.
@@ -31,7 +31,7 @@ const (
 )
 
 // ModuleLoad records a copy of any non-empty code image.
-func (d *Device) ModuleLoad(image []byte) (core.Module, error) {
+func (d *Device) ModuleLoad(image []byte) (driver.Module, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpModuleLoad); done {
@@ -40,14 +40,14 @@ func (d *Device) ModuleLoad(image []byte) (core.Module, error) {
 	if len(image) == 0 {
 		return 0, fail(OpModuleLoad, cudaapi.CUDA_ERROR_INVALID_IMAGE, "empty image")
 	}
-	h := core.Module(d.newHandle())
-	d.modules[h] = &module{handle: h, image: slices.Clone(image), functions: make(map[string]core.Function)}
+	h := driver.Module(d.newHandle())
+	d.modules[h] = &module{handle: h, image: slices.Clone(image), functions: make(map[string]driver.Function)}
 	return h, nil
 }
 
 // ModuleUnload unloads a module; its functions become invalid handles.
 // Launches already queued still run the kernel bound when they were queued.
-func (d *Device) ModuleUnload(m core.Module) error {
+func (d *Device) ModuleUnload(m driver.Module) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpModuleUnload); done {
@@ -68,7 +68,7 @@ func (d *Device) ModuleUnload(m core.Module) error {
 // image declares ".entry name" (PTX), or always with Config.AnyFunction.
 // Otherwise it fails with CUDA_ERROR_NOT_FOUND. Looking a name up twice
 // gives the same Function.
-func (d *Device) ModuleFunction(m core.Module, name string) (core.Function, error) {
+func (d *Device) ModuleFunction(m driver.Module, name string) (driver.Function, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpModuleFunction); done {
@@ -85,7 +85,7 @@ func (d *Device) ModuleFunction(m core.Module, name string) (core.Function, erro
 		return 0, fail(OpModuleFunction, cudaapi.CUDA_ERROR_NOT_FOUND,
 			"module 0x%x declares no entry %q", uintptr(m), name)
 	}
-	fh := core.Function(d.newHandle())
+	fh := driver.Function(d.newHandle())
 	mod.functions[name] = fh
 	d.functions[fh] = &function{handle: fh, module: mod, name: name}
 	return fh, nil
@@ -118,7 +118,7 @@ func isIdentByte(c byte) bool {
 
 // BindHostKernel attaches the Go function k to f: launches of f run k when
 // they execute. Binding again replaces the kernel for later launches.
-func (d *Device) BindHostKernel(f core.Function, k core.HostKernel) error {
+func (d *Device) BindHostKernel(f driver.Function, k driver.HostKernel) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpBindHostKernel); done {
@@ -135,7 +135,7 @@ func (d *Device) BindHostKernel(f core.Function, k core.HostKernel) error {
 	return nil
 }
 
-func checkLaunch(cfg core.LaunchConfig) error {
+func checkLaunch(cfg driver.LaunchConfig) error {
 	g, b := cfg.Grid, cfg.Block
 	for i := range 3 {
 		if g[i] == 0 || b[i] == 0 {
@@ -159,13 +159,13 @@ func checkLaunch(cfg core.LaunchConfig) error {
 // with CUDA_ERROR_NOT_SUPPORTED. A kernel that returns an error or panics
 // makes the next synchronization or query of s fail with
 // CUDA_ERROR_LAUNCH_FAILED.
-func (d *Device) Launch(f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
+func (d *Device) Launch(f driver.Function, cfg driver.LaunchConfig, s driver.Stream, args []driver.KernelArg) error {
 	return d.launch(false, f, cfg, s, args)
 }
 
 // launch is Launch. With programmatic set it is first counted, and open
 // to faults, as OpLaunchProgrammatic, then, like every launch, as OpLaunch.
-func (d *Device) launch(programmatic bool, f core.Function, cfg core.LaunchConfig, s core.Stream, args []core.KernelArg) error {
+func (d *Device) launch(programmatic bool, f driver.Function, cfg driver.LaunchConfig, s driver.Stream, args []driver.KernelArg) error {
 	const o = OpLaunch
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -201,7 +201,7 @@ func (d *Device) launch(programmatic bool, f core.Function, cfg core.LaunchConfi
 
 // runKernel runs a host kernel with d.mu held, turning errors and panics
 // into CUDA_ERROR_LAUNCH_FAILED.
-func (d *Device) runKernel(name string, k core.HostKernel, cfg core.LaunchConfig, args []core.KernelArg) (err *Error) {
+func (d *Device) runKernel(name string, k driver.HostKernel, cfg driver.LaunchConfig, args []driver.KernelArg) (err *Error) {
 	mem := &kernelMemory{d: d}
 	mem.live.Store(true)
 	defer func() {
@@ -216,7 +216,7 @@ func (d *Device) runKernel(name string, k core.HostKernel, cfg core.LaunchConfig
 	return nil
 }
 
-// kernelMemory is the core.KernelMemory a host kernel sees. It is valid only
+// kernelMemory is the driver.KernelMemory a host kernel sees. It is valid only
 // while the kernel runs (the device lock is held by the launch's executor).
 type kernelMemory struct {
 	d    *Device

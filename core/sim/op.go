@@ -6,9 +6,9 @@ import "strconv"
 // fault injection.
 type Op int
 
-// The operations, one per method of core.Driver, core.HostKernelBinder,
-// core.GraphDriver, core.PeerDriver, core.CollectiveDriver,
-// core.Communicator and core.PageableCopier.
+// The operations, one per method of driver.Driver, driver.HostKernelBinder,
+// driver.GraphDriver, driver.PeerDriver, driver.CollectiveDriver,
+// driver.Communicator and driver.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -60,7 +60,7 @@ const (
 	OpMemcpyHtoD
 	OpMemcpyDtoH
 	// OpLaunchProgrammatic is a launch that LaunchBatch queues with
-	// core.Launch.Programmatic set, counted before it is also counted as
+	// driver.Launch.Programmatic set, counted before it is also counted as
 	// OpLaunch; it runs exactly as any launch does.
 	OpLaunchProgrammatic
 	OpGraphUpload

@@ -1,11 +1,11 @@
 package sim
 
 import (
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ core.PageableCopier = (*Device)(nil)
+var _ driver.PageableCopier = (*Device)(nil)
 
 // MemcpyHtoD copies src (any host memory) to device address dst at once, as
 // the driver's synchronous copy does. Like the real one with the Backend's

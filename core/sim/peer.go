@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -13,38 +13,38 @@ const PeerBytesPerNs = 300
 
 const cudaInvalidDevice = cudaapi.CUDA_ERROR_INVALID_DEVICE
 
-var _ core.PeerDriver = (*Device)(nil)
+var _ driver.PeerDriver = (*Device)(nil)
 
 func peerCost(n uint64) time.Duration { return CopyOverhead + time.Duration(n/PeerBytesPerNs) }
 
 // PeerLink reports how d reaches peer's memory: PeerSame for d itself,
 // otherwise what the Machine's peer matrix says. A peer that is not a
 // device of d's Machine fails with CUDA_ERROR_INVALID_DEVICE.
-func (d *Device) PeerLink(peer core.Driver) (core.PeerLink, error) {
+func (d *Device) PeerLink(peer driver.Driver) (driver.PeerLink, error) {
 	const o = OpPeerLink
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(o); done {
-		return core.PeerNone, err
+		return driver.PeerNone, err
 	}
 	p, err := d.peerOf(o, peer)
 	if err != nil {
-		return core.PeerNone, err
+		return driver.PeerNone, err
 	}
 	switch {
 	case p == d:
-		return core.PeerSame, nil
+		return driver.PeerSame, nil
 	case d.machine.peer[d.index][p.index]:
-		return core.PeerDirect, nil
+		return driver.PeerDirect, nil
 	}
-	return core.PeerNone, nil
+	return driver.PeerNone, nil
 }
 
 // EnablePeerAccess lets work queued on d read and write peer's memory. It
 // fails with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where the peer matrix says
 // no, and with CUDA_ERROR_INVALID_DEVICE for d itself; enabling again
 // succeeds.
-func (d *Device) EnablePeerAccess(peer core.Driver) error {
+func (d *Device) EnablePeerAccess(peer driver.Driver) error {
 	const o = OpEnablePeerAccess
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -74,7 +74,7 @@ func (d *Device) EnablePeerAccess(peer core.Driver) error {
 // itself, the simulated device refuses it with
 // CUDA_ERROR_PEER_ACCESS_NOT_ENABLED unless peer is d or d enabled access
 // to peer, so a caller that forgot to enable access is caught.
-func (d *Device) MemcpyPeerAsync(dst uint64, peer core.Driver, src uint64, n uint64, s core.Stream) error {
+func (d *Device) MemcpyPeerAsync(dst uint64, peer driver.Driver, src uint64, n uint64, s driver.Stream) error {
 	const o = OpMemcpyPeerAsync
 	d.mu.Lock()
 	defer d.mu.Unlock()

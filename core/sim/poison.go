@@ -2,7 +2,7 @@ package sim
 
 import "github.com/vyre-go/vyrecuda/cudaapi"
 
-// MemCached implements core.CacheNotifier: with Config.PoisonCache, the
+// MemCached implements driver.CacheNotifier: with Config.PoisonCache, the
 // allocation at ptr is filled with PoisonByte and refused to copies,
 // memsets and kernels until MemReused. Without the option, or for an
 // address that is not the base of a live allocation, it does nothing. It is
@@ -21,7 +21,7 @@ func (d *Device) MemCached(ptr, n uint64) {
 	}
 }
 
-// MemReused implements core.CacheNotifier: the allocation at ptr may be
+// MemReused implements driver.CacheNotifier: the allocation at ptr may be
 // used again. Its bytes keep the poison until written.
 func (d *Device) MemReused(ptr, n uint64) {
 	if !d.cfg.PoisonCache {
@@ -34,7 +34,7 @@ func (d *Device) MemReused(ptr, n uint64) {
 	}
 }
 
-// HostCached implements core.CacheNotifier: with Config.PoisonCache, the
+// HostCached implements driver.CacheNotifier: with Config.PoisonCache, the
 // HostAlloc block holding buf is filled with PoisonByte and refused to
 // asynchronous copies until HostReused. Otherwise it does nothing.
 func (d *Device) HostCached(buf []byte) {
@@ -49,7 +49,7 @@ func (d *Device) HostCached(buf []byte) {
 	}
 }
 
-// HostReused implements core.CacheNotifier: the block holding buf may be
+// HostReused implements driver.CacheNotifier: the block holding buf may be
 // used again.
 func (d *Device) HostReused(buf []byte) {
 	if !d.cfg.PoisonCache || len(buf) == 0 {

@@ -4,14 +4,14 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 // reduceBytes reduces equal-length little-endian arrays of dt element-wise
 // with red. Integers wrap as the device's fixed-width arithmetic does (an
 // average divides the wrapped sum, truncating); floating-point elements are
 // reduced in float64 and rounded once to dt.
-func reduceBytes(dt core.DataType, red core.ReduceOp, in [][]byte) []byte {
+func reduceBytes(dt driver.DataType, red driver.ReduceOp, in [][]byte) []byte {
 	size := dt.Size()
 	out := make([]byte, len(in[0]))
 	for off := 0; off < len(out); off += size {
@@ -20,7 +20,7 @@ func reduceBytes(dt core.DataType, red core.ReduceOp, in [][]byte) []byte {
 			for _, b := range in[1:] {
 				acc = combineFloat(red, acc, getFloat(dt, b[off:]))
 			}
-			if red == core.ReduceAvg {
+			if red == driver.ReduceAvg {
 				acc /= float64(len(in))
 			}
 			putFloat(dt, out[off:], acc)
@@ -30,7 +30,7 @@ func reduceBytes(dt core.DataType, red core.ReduceOp, in [][]byte) []byte {
 		for _, b := range in[1:] {
 			acc = combineInt(dt, red, acc, getInt(dt, b[off:]))
 		}
-		if red == core.ReduceAvg {
+		if red == driver.ReduceAvg {
 			acc = avgInt(dt, acc, len(in))
 		}
 		putInt(dt, out[off:], acc)
@@ -38,42 +38,42 @@ func reduceBytes(dt core.DataType, red core.ReduceOp, in [][]byte) []byte {
 	return out
 }
 
-func isFloat(dt core.DataType) bool {
-	return dt == core.DataFloat16 || dt == core.DataFloat32 || dt == core.DataFloat64 || dt == core.DataBFloat16
+func isFloat(dt driver.DataType) bool {
+	return dt == driver.DataFloat16 || dt == driver.DataFloat32 || dt == driver.DataFloat64 || dt == driver.DataBFloat16
 }
 
-func signed(dt core.DataType) bool {
-	return dt == core.DataInt8 || dt == core.DataInt32 || dt == core.DataInt64
+func signed(dt driver.DataType) bool {
+	return dt == driver.DataInt8 || dt == driver.DataInt32 || dt == driver.DataInt64
 }
 
-func combineFloat(red core.ReduceOp, a, b float64) float64 {
+func combineFloat(red driver.ReduceOp, a, b float64) float64 {
 	switch red {
-	case core.ReduceProd:
+	case driver.ReduceProd:
 		return a * b
-	case core.ReduceMax:
+	case driver.ReduceMax:
 		return math.Max(a, b)
-	case core.ReduceMin:
+	case driver.ReduceMin:
 		return math.Min(a, b)
 	}
 	return a + b // sum and avg
 }
 
 // getInt reads one element as uint64 bits, sign-extended for signed types.
-func getInt(dt core.DataType, b []byte) uint64 {
+func getInt(dt driver.DataType, b []byte) uint64 {
 	switch dt {
-	case core.DataInt8:
+	case driver.DataInt8:
 		return uint64(int64(int8(b[0])))
-	case core.DataUint8:
+	case driver.DataUint8:
 		return uint64(b[0])
-	case core.DataInt32:
+	case driver.DataInt32:
 		return uint64(int64(int32(binary.LittleEndian.Uint32(b))))
-	case core.DataUint32:
+	case driver.DataUint32:
 		return uint64(binary.LittleEndian.Uint32(b))
 	}
 	return binary.LittleEndian.Uint64(b)
 }
 
-func putInt(dt core.DataType, b []byte, v uint64) {
+func putInt(dt driver.DataType, b []byte, v uint64) {
 	switch dt.Size() {
 	case 1:
 		b[0] = byte(v)
@@ -84,16 +84,16 @@ func putInt(dt core.DataType, b []byte, v uint64) {
 	}
 }
 
-func combineInt(dt core.DataType, red core.ReduceOp, a, b uint64) uint64 {
+func combineInt(dt driver.DataType, red driver.ReduceOp, a, b uint64) uint64 {
 	switch red {
-	case core.ReduceProd:
+	case driver.ReduceProd:
 		return a * b
-	case core.ReduceMax, core.ReduceMin:
+	case driver.ReduceMax, driver.ReduceMin:
 		less := a < b
 		if signed(dt) {
 			less = int64(a) < int64(b)
 		}
-		if less == (red == core.ReduceMin) {
+		if less == (red == driver.ReduceMin) {
 			return a
 		}
 		return b
@@ -102,7 +102,7 @@ func combineInt(dt core.DataType, red core.ReduceOp, a, b uint64) uint64 {
 }
 
 // avgInt divides a wrapped sum by n in the element's own width.
-func avgInt(dt core.DataType, sum uint64, n int) uint64 {
+func avgInt(dt driver.DataType, sum uint64, n int) uint64 {
 	bits := uint(dt.Size() * 8)
 	if signed(dt) {
 		v := int64(sum<<(64-bits)) >> (64 - bits)
@@ -114,25 +114,25 @@ func avgInt(dt core.DataType, sum uint64, n int) uint64 {
 	return sum / uint64(n)
 }
 
-func getFloat(dt core.DataType, b []byte) float64 {
+func getFloat(dt driver.DataType, b []byte) float64 {
 	switch dt {
-	case core.DataFloat16:
+	case driver.DataFloat16:
 		return float64(halfToFloat(binary.LittleEndian.Uint16(b)))
-	case core.DataBFloat16:
+	case driver.DataBFloat16:
 		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16))
-	case core.DataFloat32:
+	case driver.DataFloat32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
 	}
 	return math.Float64frombits(binary.LittleEndian.Uint64(b))
 }
 
-func putFloat(dt core.DataType, b []byte, v float64) {
+func putFloat(dt driver.DataType, b []byte, v float64) {
 	switch dt {
-	case core.DataFloat16:
+	case driver.DataFloat16:
 		binary.LittleEndian.PutUint16(b, floatToHalf(float32(v)))
-	case core.DataBFloat16:
+	case driver.DataBFloat16:
 		binary.LittleEndian.PutUint16(b, floatToBFloat(float32(v)))
-	case core.DataFloat32:
+	case driver.DataFloat32:
 		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
 	default:
 		binary.LittleEndian.PutUint64(b, math.Float64bits(v))

@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -32,7 +32,7 @@ type op struct {
 
 type stream struct {
 	dev     *Device // the device the stream belongs to
-	handle  core.Stream
+	handle  driver.Stream
 	queue   []*op
 	err     *Error   // first execution failure not yet reported
 	running bool     // executing now; guards against dependency cycles
@@ -40,7 +40,7 @@ type stream struct {
 }
 
 type event struct {
-	handle core.Event
+	handle driver.Event
 	timing bool
 	rec    *op // the latest EventRecord; nil if never recorded
 	// captured is the capture the latest record was made in, or nil: such
@@ -71,7 +71,7 @@ func (s *stream) fault(e *Error) {
 
 // lookupStream resolves s for op, refusing the legacy null stream and
 // unknown or destroyed streams with CUDA_ERROR_INVALID_HANDLE.
-func (d *Device) lookupStream(o Op, s core.Stream) (*stream, error) {
+func (d *Device) lookupStream(o Op, s driver.Stream) (*stream, error) {
 	if s == 0 {
 		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE,
 			"stream 0 is the legacy null stream; use a stream from StreamCreate")
@@ -83,7 +83,7 @@ func (d *Device) lookupStream(o Op, s core.Stream) (*stream, error) {
 	return st, nil
 }
 
-func (d *Device) lookupEvent(o Op, e core.Event) (*event, error) {
+func (d *Device) lookupEvent(o Op, e driver.Event) (*event, error) {
 	ev, ok := d.events[e]
 	if !ok || e == 0 {
 		return nil, fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "event 0x%x is unknown or destroyed", uintptr(e))
@@ -94,7 +94,7 @@ func (d *Device) lookupEvent(o Op, e core.Event) (*event, error) {
 // lookupPeerEvent resolves e among d's events and, for a Device of a
 // Machine, among the events of the other devices there (CUDA lets a stream
 // wait on another device's event).
-func (d *Device) lookupPeerEvent(o Op, e core.Event) (*event, error) {
+func (d *Device) lookupPeerEvent(o Op, e driver.Event) (*event, error) {
 	if ev, ok := d.events[e]; ok && e != 0 {
 		return ev, nil
 	}
@@ -172,13 +172,13 @@ func (st *stream) takeErr(o Op) error {
 }
 
 // StreamCreate creates a non-blocking stream.
-func (d *Device) StreamCreate() (core.Stream, error) {
+func (d *Device) StreamCreate() (driver.Stream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpStreamCreate); done {
 		return 0, err
 	}
-	h := core.Stream(d.newHandle())
+	h := driver.Stream(d.newHandle())
 	d.streams[h] = &stream{dev: d, handle: h}
 	return h, nil
 }
@@ -188,7 +188,7 @@ func (d *Device) StreamCreate() (core.Stream, error) {
 // simulated device never runs work nobody waited for. An unreported
 // execution failure on the stream, and a capture in progress, are dropped
 // with it.
-func (d *Device) StreamDestroy(s core.Stream) error {
+func (d *Device) StreamDestroy(s driver.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpStreamDestroy); done {
@@ -209,7 +209,7 @@ func (d *Device) StreamDestroy(s core.Stream) error {
 // StreamSynchronize executes all work queued on s (and, through
 // StreamWaitEvent, the work it depends on on other streams), then reports
 // the first execution failure on s since it was last reported.
-func (d *Device) StreamSynchronize(s core.Stream) error {
+func (d *Device) StreamSynchronize(s driver.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpStreamSynchronize); done {
@@ -229,7 +229,7 @@ func (d *Device) StreamSynchronize(s core.Stream) error {
 // StreamQuery behaves like StreamSynchronize and then reports done: the
 // simulated device completes work exactly when someone looks, so results
 // never depend on timing.
-func (d *Device) StreamQuery(s core.Stream) (bool, error) {
+func (d *Device) StreamQuery(s driver.Stream) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpStreamQuery); done {
@@ -253,7 +253,7 @@ func (d *Device) StreamQuery(s core.Stream) (bool, error) {
 // before e's latest record: executing s first executes the recording stream
 // up to that record. Waiting on a never-recorded event does nothing, as in
 // CUDA.
-func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
+func (d *Device) StreamWaitEvent(s driver.Stream, e driver.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpStreamWaitEvent); done {
@@ -288,20 +288,20 @@ func (d *Device) StreamWaitEvent(s core.Stream, e core.Event) error {
 
 // EventCreate creates an event; timing events can be measured with
 // EventElapsed.
-func (d *Device) EventCreate(timing bool) (core.Event, error) {
+func (d *Device) EventCreate(timing bool) (driver.Event, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventCreate); done {
 		return 0, err
 	}
-	h := core.Event(d.newHandle())
+	h := driver.Event(d.newHandle())
 	d.events[h] = &event{handle: h, timing: timing}
 	return h, nil
 }
 
 // EventRecord queues a record of e at the current end of s, replacing any
 // earlier record of e.
-func (d *Device) EventRecord(e core.Event, s core.Stream) error {
+func (d *Device) EventRecord(e driver.Event, s driver.Stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventRecord); done {
@@ -345,7 +345,7 @@ func (d *Device) completeEvent(o Op, ev *event) error {
 
 // EventQuery executes the work before e's latest record and reports done
 // (never-recorded events are done, as in CUDA).
-func (d *Device) EventQuery(e core.Event) (bool, error) {
+func (d *Device) EventQuery(e driver.Event) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventQuery); done {
@@ -362,7 +362,7 @@ func (d *Device) EventQuery(e core.Event) (bool, error) {
 }
 
 // EventSynchronize executes the work before e's latest record.
-func (d *Device) EventSynchronize(e core.Event) error {
+func (d *Device) EventSynchronize(e driver.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventSynchronize); done {
@@ -379,14 +379,14 @@ func (d *Device) EventSynchronize(e core.Event) error {
 // timing events. It executes nothing: a recorded event whose work has not
 // run yet gives CUDA_ERROR_NOT_READY; a non-timing or never-recorded event
 // gives CUDA_ERROR_INVALID_HANDLE, as in CUDA.
-func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
+func (d *Device) EventElapsed(start, end driver.Event) (time.Duration, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventElapsed); done {
 		return 0, err
 	}
 	var evs [2]*event
-	for i, h := range [2]core.Event{start, end} {
+	for i, h := range [2]driver.Event{start, end} {
 		ev, err := d.lookupEvent(OpEventElapsed, h)
 		if err != nil {
 			return 0, err
@@ -407,7 +407,7 @@ func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
 	for i, ev := range evs {
 		if !ev.rec.done {
 			return 0, fail(OpEventElapsed, cudaapi.CUDA_ERROR_NOT_READY,
-				"event 0x%x has not completed; synchronize it first", uintptr([2]core.Event{start, end}[i]))
+				"event 0x%x has not completed; synchronize it first", uintptr([2]driver.Event{start, end}[i]))
 		}
 	}
 	return evs[1].rec.at - evs[0].rec.at, nil
@@ -415,7 +415,7 @@ func (d *Device) EventElapsed(start, end core.Event) (time.Duration, error) {
 
 // EventDestroy destroys an event. A pending record of it still executes
 // with its stream; waits already queued on it are unaffected.
-func (d *Device) EventDestroy(e core.Event) error {
+func (d *Device) EventDestroy(e driver.Event) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if done, err := d.admit(OpEventDestroy); done {

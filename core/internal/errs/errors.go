@@ -193,6 +193,13 @@ func NullSuccess(op, call string) *Error {
 		Fix: "the driver misbehaved; report it with the driver version, and retry the call"}
 }
 
+// ClosedPool reports a request to a pool (what names it) whose Backend
+// was closed.
+func ClosedPool(op, what string) *Error {
+	return &Error{Op: op, Kind: KindClosed, Detail: what + " is closed",
+		Fix: "open a new Backend; a closed one hands out nothing"}
+}
+
 // Graph wraps a failed graph call: a driver without the entry point is
 // KindUnsupported naming it, anything else KindDriver (as Driver does).
 func Graph(op, call string, err error) *Error {

@@ -102,3 +102,11 @@ func TestNullSuccess(t *testing.T) {
 	assert.NotEmpty(t, e.Fix)
 	assert.ErrorIs(t, e, ErrDriver)
 }
+
+func TestClosedPool(t *testing.T) {
+	e := ClosedPool("Upload", "pinned host pool")
+	assert.Equal(t, "Upload", e.Op)
+	assert.ErrorIs(t, e, ErrClosed)
+	assert.Equal(t, "pinned host pool is closed", e.Detail)
+	assert.Equal(t, 1, strings.Count(e.Error(), "Fix:"))
+}

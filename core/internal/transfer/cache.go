@@ -51,8 +51,8 @@ const evictOverlapMaxBytes = 16 << 20
 
 // EvictLaterMaxBytes is the largest staged single readback that leaves its
 // eviction to the helpers after the call, using a second set of staging
-// while readbacks follow one another (the second of two within spareWindow
-// pins it before returning: core's hostPool.wantTwoSets). With the second set
+// while readbacks follow one another (the second of two within the spare
+// window pins it before returning: hostmem.Pool.DeferEviction). With the second set
 // pinned in the background, on the reference H100 host, 300 calls in a row
 // (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took 46-50,
 // 117-127 and 388-399 us with the eviction after the call against 51-70,
