@@ -98,14 +98,6 @@ func (j *evictionJob) Wait() {
 	}
 }
 
-// orDiscard returns log, or a logger that drops everything when log is nil.
-func orDiscard(log *slog.Logger) *slog.Logger {
-	if log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return log
-}
-
 // subOrRepair subtracts n from c; when that would underflow the accounting is
 // already wrong, so c is repaired to zero and the event logged as an error,
 // where the reference repairs instead of failing the caller.
