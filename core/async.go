@@ -89,16 +89,16 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	if b.async.lease == nil {
 		lease, err := b.launch.Lease(op, false)
 		if err != nil {
-			b.unpendRegion(reg)
+			b.pinned.Done(reg)
 			return err
 		}
 		b.async.lease, created = lease, true
 	}
 	if err := b.drv.MemcpyHtoDAsync(dst, unsafe.Slice((*byte)(src), n), b.async.lease.Stream); err != nil {
-		b.unpendRegion(reg)
+		b.pinned.Done(reg)
 		if created {
 			// A fresh stream: the failed copy was its only work.
-			b.syncOrQuarantine(op, inUse{}, b.async.lease)
+			b.xfer.SyncOrQuarantine(op, held{}, b.async.lease)
 			b.async.lease = nil
 		}
 		return driverError(op, "MemcpyHtoDAsync", err)
@@ -113,8 +113,6 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 	b.tel.DeviceCopies.Add(1)
 	return nil
 }
-
-func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
 
 // SynchronizeUploads waits until every upload queued with
 // UploadResidentAsyncAt has completed, then releases their buffers and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 func openCostModelGPU(b *testing.B) *Backend {
@@ -47,7 +48,7 @@ func BenchmarkGPUCostModel(b *testing.B) {
 	}
 	// The copy into staging as uploads make it (non-temporal stores) and
 	// with cached stores (StagingCache.CachedUploadStores).
-	tunings := map[string]*transferTuning{"copy": {}, "copy-cached": {PlainStage: true}}
+	tunings := map[string]*transfer.Tuning{"copy": {}, "copy-cached": {PlainStage: true}}
 	for _, mode := range []string{"copy", "copy-cached"} {
 		for _, w := range []int{1, 2, 4, 8, 16} {
 			for _, n := range []int{256 << 10, 1 << 20, 8 << 20} {

@@ -8,7 +8,7 @@ import (
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Test hooks for the transfer paths (packed.go, staged.go), for package
+// Test hooks for the transfer paths (core/internal/transfer), for package
 // core_test.
 
 // TransferTuning narrows the planner (xferplan) for tests. A zero field
@@ -79,7 +79,7 @@ func WithTransferTuning(t TransferTuning) Option {
 		if t.BytesPerWorker > 0 {
 			m = &toyModel
 		}
-		c.xfer = transferTuning{Plan: pt, Model: m, PackBlock: t.PackBlock, PackGrid: t.PackGrid,
+		c.xfer = transfer.Tuning{Plan: pt, Model: m, PackBlock: t.PackBlock, PackGrid: t.PackGrid,
 			FenceSpin: t.FenceSpin, SyncEach: t.SyncEach, Linger: t.Linger, PipeLinger: t.PipeLinger, Prewake: t.Prewake,
 			PlainPack: t.PlainPack, PlainUnpack: t.PlainUnpack, InlineEvict: t.InlineEvict}
 	}

@@ -52,8 +52,8 @@ type pendingWork struct {
 
 	lease   *streams.Lease  // nil once given back
 	up      hostmem.Staging // upload staging; released at completion
-	rd      *gathered       // read staging and views; nil without reads
-	xfer    *batchXfer      // packed transfers' device staging; released at completion
+	rd      *transfer.Read  // read staging and views; nil without reads
+	xfer    *transfer.Batch // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -171,7 +171,7 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	}
 	var out [][]byte
 	if w.rd != nil {
-		out = w.rd.fill(dst, 0, w.nReads)
+		out = w.rd.Fill(dst)
 	} else {
 		out = transfer.GrowSlots(dst, w.nReads)
 		for i := range out {
@@ -320,11 +320,11 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.Failed(p.op, p.lease)
 	} else {
-		h := inUse{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := held{St: []*hostmem.Staging{&p.up}, Bufs: p.ents, Dev: p.xfer.DevStaging(), Discard: true}
 		if p.rd != nil {
-			h.st = append(h.st, &p.rd.st)
+			h.St = append(h.St, p.rd.Staging())
 		}
-		p.b.syncOrQuarantine(p.op, h, p.lease)
+		p.b.xfer.SyncOrQuarantine(p.op, h, p.lease)
 	}
 	p.lease = nil
 	p.settle()
@@ -343,10 +343,10 @@ func (p *pendingWork) settle() {
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
 	p.up.ReturnAll()
-	p.b.releaseDev(p.xfer)
+	p.b.xfer.ReleaseBatch(p.xfer)
 	p.xfer = nil
 	if p.rd != nil {
-		p.rd.release()
+		p.rd.Release()
 		p.rd = nil
 	}
 	if p.lease != nil {

@@ -1,21 +1,23 @@
 package core
 
 import (
+	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
-	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
+	"github.com/vyre-go/vyrecuda/core/kernels"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Every upload and readback call is planned by xferplan from its sizes and
-// count: Direct (the caller's memory is pinned through this Backend),
-// PerCopy (upload.go, readback.go), Packed (packed.go) or Staged
-// (staged.go). The planner's cost model holds every threshold;
-// core/internal/transfer holds the tuning of it, and this file the options
-// that set the tuning and the Direct path.
+// Every upload and readback call is validated here (upload.go,
+// readback.go, batch.go) and executed by the Backend's transfer engine
+// (core/internal/transfer): planned by xferplan from its sizes and count
+// as Direct (the caller's memory is pinned through this Backend), PerCopy,
+// Packed or Staged, staged, queued, fenced and counted. The planner's cost
+// model holds every threshold; this file holds the options that tune it
+// and builds the engine.
 
 // DefaultCopyHelperLinger is how long copy helper goroutines keep polling for
 // the next copy job after a transfer call's copying ends, unless
@@ -75,91 +77,43 @@ func WithPlanModel(m xferplan.Model) Option {
 	return func(c *config) { c.xfer.Model = &m }
 }
 
-// transferTuning is the planner's bounds and model plus the execution
-// settings of the packed and staged paths (transfer.Tuning). Its zero value
-// means the defaults; tests narrow it (export_transfer_test.go) so the
-// simulated device runs every plan at small sizes.
-type transferTuning = transfer.Tuning
+// xferEngine executes the Backend's transfers (core/internal/transfer) on
+// its resident buffers' entries.
+type xferEngine = transfer.Engine[*residentEntry]
 
-// tuning returns the Backend's transfer tuning with defaults filled in.
-func (b *Backend) tuning() transferTuning { return b.cfg.xfer.WithDefaults() }
-
-// pinnedHost returns the region pinned through this Backend that holds all
-// of p, with one more pending use so it cannot be freed or unpinned until
-// unpinnedHost, or nil when p is not pinned memory (or empty).
-func (b *Backend) pinnedHost(p []byte) *hostmem.Region {
-	return b.pinned.Use(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
+// newXferEngine returns the transfer engine of b, whose pools, counters
+// and registry are in place: its packed kernels load through b's program
+// cache, and a quarantine holds b's buffers with in-flight uses of its own.
+func newXferEngine(b *Backend) *xferEngine {
+	return transfer.New(transfer.Config[*residentEntry]{Driver: b.drv, Host: b.hostPool, Dev: b.devPool,
+		Launch: b.launch, Counters: &b.tel, Pinned: &b.pinned, Tuning: b.cfg.xfer,
+		Kernel: func(op string, k transfer.Kernel) (Function, error) {
+			p := packedPrograms()
+			if k == transfer.Gather {
+				return b.function(op, p.gather)
+			}
+			return b.function(op, p.scatter)
+		},
+		HoldBuffers: func(items []streams.Item, op string, ents []*residentEntry) []streams.Item {
+			return refItems(items, b, op, ents)
+		}})
 }
 
-// uploadDirect moves data (inside reg, pinned) to device address dst with
-// one DMA and one fence. If the stream cannot be drained after a failure,
-// reg keeps its pending use: the DMA may still read it, so it must not be
-// freed.
-func (b *Backend) uploadDirect(op string, ents []*residentEntry, reg *hostmem.Region, dst uint64, data []byte, requested int) error {
-	err := b.directCopy(op, ents, reg, "MemcpyHtoDAsync", func(s Stream) error {
-		return b.drv.MemcpyHtoDAsync(dst, data, s)
-	})
-	if err != nil {
-		return err
-	}
-	b.tel.H2DBytes.Add(uint64(len(data)))
-	b.tel.UploadOps.Add(1)
-	b.tel.Requested.Add(uint64(requested))
-	return nil
-}
+type packedSet struct{ scatter, gather *Program }
 
-// downloadDirect moves len(out) bytes from device address src into out
-// (inside reg, pinned) with one DMA and one fence. After a failure out may
-// hold some of the bytes; as with uploadDirect, reg keeps its pending use
-// when the stream cannot be drained, and the DMA may then write out after
-// the call returned, whenever a quarantine retry synchronizes the stream
-// (nothing cheaper can stop a queued DMA). The pending use keeps reg from
-// being freed or unpinned until then, and Close leaves it pinned if that
-// never happens.
-func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *hostmem.Region, out []byte, src uint64) error {
-	err := b.directCopy(op, ents, reg, "MemcpyDtoHAsync", func(s Stream) error {
-		return b.drv.MemcpyDtoHAsync(out, src, s)
-	})
-	if err != nil {
-		return err
-	}
-	b.tel.D2HBytes.Add(uint64(len(out)))
-	b.tel.ReadbackOps.Add(1)
-	b.tel.Requested.Add(1)
-	return nil
-}
-
-// directCopy queues one DMA (named call, for errors) on a leased stream and
-// fences it, counting the fence and the copy. reg's pending use is dropped
-// unless a failed stream could not be drained.
-func (b *Backend) directCopy(op string, ents []*residentEntry, reg *hostmem.Region, call string, queue func(Stream) error) error {
-	lease, err := b.launch.Lease(op, false)
-	if err != nil {
-		b.unpendRegion(reg)
-		return err
-	}
-	fail := func(call string, err error) error {
-		// When the drain fails the quarantine takes over reg's pending use
-		// and drops it once the stream synchronizes.
-		if b.syncOrQuarantine(op, inUse{ents: ents, regs: []*hostmem.Region{reg}}, lease) {
-			b.unpendRegion(reg)
+// packedPrograms are the scatter and gather kernels of packed transfers as
+// Programs, so they load once per Backend through its module cache (one
+// module: they share an image), unload at Close, and run their Go twins
+// on the simulated device.
+var packedPrograms = sync.OnceValue(func() packedSet {
+	mk := func(entry string, host HostKernel) *Program {
+		p, err := NewProgram(ProgramSpec{Image: kernels.ScatterPTX, Entry: entry, Block: transfer.PackBlockThreads,
+			Grid: GridRule{Blocks: 1}, Buffers: 2, Scalars: 1, Host: host})
+		if err != nil {
+			// The specs are constants of this file; a failure is a bug here.
+			panic(err)
 		}
-		return driverError(op, call, err)
+		return p
 	}
-	if err := queue(lease.Stream); err != nil {
-		return fail(call, err)
-	}
-	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		return fail("StreamSynchronize", err)
-	}
-	b.launch.Return(lease, true)
-	b.unpendRegion(reg)
-	b.tel.SyncPoints.Add(1)
-	b.tel.DeviceCopies.Add(1)
-	return nil
-}
-
-// scratchPool recycles the per-call working memory of batched transfers
-// (transfer.Scratch), so a batch of n items allocates none of it in the
-// steady state.
-var scratchPool transfer.ScratchPool[*residentEntry]
+	return packedSet{scatter: mk(kernels.ScatterEntry, transfer.ScatterTwin), gather: mk(kernels.GatherEntry, transfer.GatherTwin)}
+})

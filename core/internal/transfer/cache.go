@@ -35,8 +35,8 @@ func (t *Tuning) EvictsReadback(bytes uint64) bool {
 	return bytes >= evictMinBytes && bytes <= evictMaxBytes
 }
 
-// evictOverlapMaxBytes is the largest readback in parts (core's
-// packedread.go) that EvictBySize evicts, while copying it out, once it
+// evictOverlapMaxBytes is the largest readback in parts
+// (packedread.go) that EvictBySize evicts, while copying it out, once it
 // has landed. On the reference H100 host (core's BenchmarkGPUW3Phases and
 // W7DPhases, variants default and keep-staging) 1024 x 4 KiB in 5 parts
 // landed in 64 us after its first part with eviction and 151 without (304
@@ -46,7 +46,7 @@ func (t *Tuning) EvictsReadback(bytes uint64) bool {
 // caches' size the eviction only takes memory bandwidth from the DMA and
 // the copy-out. Once the staging's bucket holds a second block, such a
 // readback leaves the eviction to the helpers after the call instead
-// (core's partsEviction).
+// (partsEviction).
 const evictOverlapMaxBytes = 16 << 20
 
 // EvictLaterMaxBytes is the largest staged single readback that leaves its

@@ -1,18 +1,3 @@
-// Package transfer holds the pure mechanics of moving bytes between host
-// memory and device addresses: the Backend's tuning of the planner and the
-// decisions that follow from it (which plan a call takes, whether its
-// staging is copied with non-temporal stores or evicted from the caches),
-// the remembered plans, the packed block's layout and table and the Go
-// twins of the scatter and gather kernels, the splitting of packed and
-// staged transfers into parts, the queueing of a packed upload's DMAs on a
-// driver stream, where a readback's requests land (drains and slots), and
-// the pooled scratch of transfer calls.
-//
-// It works on device addresses, byte slices, driver handles and
-// callbacks. It never imports core, and never holds the Backend's
-// resources: pinned staging blocks, device allocations, stream leases, the
-// quarantine and the telemetry stay with the caller, which passes in the
-// memory and stream a step works on and accounts for the result.
 package transfer
 
 import (

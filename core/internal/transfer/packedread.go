@@ -1,26 +1,26 @@
-package core
+package transfer
 
 import (
 	"sync/atomic"
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/spin"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
-	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// A readback of many requests (DownloadResidentMany and the *Into calls of
-// many ranges) hands gather a drain (transfer.Drain): where each request's
-// bytes go. A
-// packed readback planned in several parts (xferplan's Drainable requests)
-// then brings its block over in one DMA per part, each followed by an
-// event, and copies every request out of the staging as soon as the event
-// after its part says the part landed, on the call's copy goroutines, while
-// later parts are still on their way. On the reference H100 host, W7's
+// A readback of many requests (core's DownloadResidentMany and the *Into
+// calls of many ranges) hands Gather a Drain: where each request's bytes
+// go. A packed readback planned in several parts (xferplan's Drainable
+// requests) then brings its block over in one DMA per part, each followed
+// by an event, and copies every request out of the staging as soon as the
+// event after its part says the part landed, on the call's copy
+// goroutines, while later parts are still on their way. On the reference H100 host, W7's
 // readback (2048 buffers, 52.9 MiB) spent 1.01 ms waiting for one DMA and
 // then 0.87-1.04 ms unpacking; in parts the unpacking hides behind the DMA
 // but for the last part.
@@ -31,120 +31,11 @@ import (
 // is copied out: a device failure reported by a later part leaves such
 // slots holding their buffer's whole bytes while the others keep theirs.
 
-// drainOne copies request i out of the staging into its drain storage.
-func (g *gathered) drainOne(i int) {
-	src := g.bytes(i)
-	if g.drain.Fresh && len(src) > 0 {
-		// One copy into memory that is not zeroed first (see drainRun).
-		g.drain.Res[i] = append([]byte(nil), src...)[:len(src):len(src)]
-		return
-	}
-	out := g.drain.Dest(i, len(src))
-	g.copyOut(out, src)
-	g.drain.Res[i] = out
-}
-
-// drainAll copies every request not yet copied out (all of them unless a
-// packed readback in parts did it as they landed) into the drain.
-func (g *gathered) drainAll() {
-	if g.drain == nil || g.drained {
-		return
-	}
-	g.eachRun(0, len(g.drain.Res), func(lo, hi int) { g.drainRun(lo, hi, nil) })
-	g.drained = true
-}
-
-// freshRunMax bounds the bytes of the requests drainRun copies out into
-// one shared allocation, and so what one result that outlives the others
-// keeps alive.
-const freshRunMax = 1 << 20
-
-// freshRunGap is the most staging bytes between two requests that drainRun
-// still copies out into one allocation (the packed layout aligns each to
-// 16 bytes).
-const freshRunGap = 64
-
-// drainRun copies out the requests at positions lo..hi-1, where position p
-// holds request at(p) (request p when at is nil). A fresh drain copies each
-// stretch of requests that lie in order in the staging, up to freshRunMax
-// bytes, into one new allocation with one copy (append, which neither
-// zeroes what it copies over nor takes an allocation per request) and gives
-// each request its own window of it, capacity clipped to its length. On
-// the reference H100 host, W3's shape into new slices spent most of its
-// time allocating and zeroing 1024 slices on 16 goroutines at once.
-func (g *gathered) drainRun(lo, hi int, at func(p int) int) {
-	if at == nil {
-		at = func(p int) int { return p }
-	}
-	for p := lo; p < hi; {
-		end := p + 1
-		if g.drain.Fresh {
-			end = g.freshStretch(p, hi, at)
-		}
-		if end-p == 1 {
-			g.drainOne(at(p))
-		} else {
-			g.drainShared(p, end, at)
-		}
-		p = end
-	}
-}
-
-// freshStretch returns the end of the stretch of requests from position p
-// (before hi) that drainShared may copy out together: each non-empty one
-// starting at most freshRunGap bytes past the previous one's end, within
-// freshRunMax bytes of the first.
-func (g *gathered) freshStretch(p, hi int, at func(p int) int) int {
-	first := g.bytesSpan(at(p))
-	if first.n == 0 {
-		return p + 1
-	}
-	prevEnd := first.off + first.n
-	end := p + 1
-	for ; end < hi; end++ {
-		s := g.bytesSpan(at(end))
-		if s.n == 0 || s.off < prevEnd || s.off-prevEnd > freshRunGap || s.off+s.n-first.off > freshRunMax {
-			break
-		}
-		prevEnd = s.off + s.n
-	}
-	return end
-}
-
-// span is where a request's bytes lie in the staging.
-type span struct{ off, n int }
-
-// bytesSpan returns the staging span of request i (bytes(i) as offsets).
-func (g *gathered) bytesSpan(i int) span {
-	if g.lens[i] == 0 {
-		return span{}
-	}
-	if g.views == nil {
-		return span{g.offs[i], g.lens[i]}
-	}
-	v := g.views[i]
-	return span{g.offs[v.Slot] + v.Offset, v.Len}
-}
-
-// drainShared copies the stretch of requests at positions lo..hi-1 (as
-// freshStretch found it) out of the staging into one new allocation.
-func (g *gathered) drainShared(lo, hi int, at func(p int) int) {
-	base := g.bytesSpan(at(lo)).off
-	last := g.bytesSpan(at(hi - 1))
-	all := append([]byte(nil), g.stage[base:last.off+last.n]...)
-	for p := lo; p < hi; p++ {
-		i := at(p)
-		s := g.bytesSpan(i)
-		a := s.off - base
-		g.drain.Res[i] = all[a : a+s.n : a+s.n]
-	}
-}
-
 // partRun is the state of a packed readback landing in parts: the plan
-// of its copy-out (transfer.PlanParts) and the copy job that runs it.
+// of its copy-out (PlanParts) and the copy job that runs it.
 type partRun struct {
-	transfer.PartPlan
-	g       *gathered
+	PartPlan
+	g       *Read
 	job     *copyjob.Job
 	aborted atomic.Bool
 	evict   bool // copy-out evicts each request's staging (no eviction after the call)
@@ -170,12 +61,12 @@ func (r *partRun) stop(shared, failed bool) { r.job.Stop(&r.aborted, shared, fai
 // packed block: each request belongs to the part holding its fused copy,
 // and each part's requests are split into tasks of about equal bytes,
 // copyjob.TasksPerWorker per worker of the plan overall.
-func newPartRun(g *gathered, cb []int, w int, linger time.Duration) *partRun {
+func newPartRun(g *Read, cb []int, w int, linger time.Duration) *partRun {
 	// The copy-out evicts each request's staging as it reads it, while
 	// later parts are still landing (EvictsOverlapped says when), rather
 	// than after the call, where it would slow the next call's start.
 	r := &partRun{g: g, evict: g.tune.EvictsOverlapped(uint64(len(g.stage)))}
-	r.PartPlan = transfer.PlanParts(g.lens, g.views, cb, w)
+	r.PartPlan = PlanParts(g.lens, g.views, cb, w)
 	r.job = copyjob.NewJob(len(r.TB)-1, linger, true, r.task)
 	return r
 }
@@ -202,12 +93,12 @@ func newPartRun(g *gathered, cb []int, w int, linger time.Duration) *partRun {
 // block (milliseconds at megabytes) and keeps twice that block pinned
 // until Trim, while a readback now and then pins none; pinning it in the
 // background instead would stall the driver calls of the readbacks running
-// beside it, as it did for staged readbacks (transfer.EvictLaterMaxBytes).
-func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (bool, hostmem.SecondSet) {
+// beside it, as it did for staged readbacks (EvictLaterMaxBytes).
+func (e *Engine[E]) partsEviction(t *Tuning, g *Read, r *partRun) (bool, hostmem.SecondSet) {
 	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || g.st.Len() == 0 {
 		return false, hostmem.SecondSet{}
 	}
-	deferred, second := b.hostPool.DeferEviction(g.st.Blocks()[g.st.Len()-1].Size(), 1)
+	deferred, second := e.host.DeferEviction(g.st.Blocks()[g.st.Len()-1].Size(), 1)
 	if deferred {
 		r.evict = false
 	}
@@ -223,9 +114,9 @@ func (b *Backend) partsEviction(t *transferTuning, g *gathered, r *partRun) (boo
 // been seen landing. It returns the leases it took besides lease, which a
 // failed caller drains with it, and the number of landings it waited for.
 // Every copy-out task has returned when it does, failed or not.
-func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Plan, g *gathered, lay *packLayout,
+func (e *Engine[E]) landPackedParts(op string, t *Tuning, pl *xferplan.Plan, g *Read, lay *Layout,
 	copies []fusion.ReadbackCopy, dev uint64, stage []byte, lease *streams.Lease) ([]*streams.Lease, uint64, error) {
-	cb := transfer.PartBounds(lay, len(copies), max(pl.Parts, 1))
+	cb := PartBounds(lay, len(copies), max(pl.Parts, 1))
 	parts := len(cb) - 1
 	s := lease.Stream
 	leases := []*streams.Lease{lease}
@@ -235,11 +126,11 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 		if k+1 < parts {
 			hi = lay.Offs[cb[k+1]]
 		}
-		if err := b.drv.MemcpyDtoHAsync(stage[lo:hi:hi], dev+uint64(lo), s); err != nil {
-			return driverError(op, "MemcpyDtoHAsync", err)
+		if err := e.drv.MemcpyDtoHAsync(stage[lo:hi:hi], dev+uint64(lo), s); err != nil {
+			return errs.Driver(op, "MemcpyDtoHAsync", err)
 		}
-		if err := b.drv.EventRecord(leases[k%len(leases)].Done, s); err != nil {
-			return driverError(op, "EventRecord", err)
+		if err := e.drv.EventRecord(leases[k%len(leases)].Done, s); err != nil {
+			return errs.Driver(op, "EventRecord", err)
 		}
 		return nil
 	}
@@ -250,7 +141,7 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	t.PrewakeHelpers(pl.Workers)
 	for len(leases) < min(parts, maxStageEvents) {
-		l, err := b.launch.Lease(op, false)
+		l, err := e.launch.Lease(op, false)
 		if err != nil {
 			return leases[1:], 0, err
 		}
@@ -258,17 +149,17 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 	}
 	events := len(leases)
 	r := newPartRun(g, cb, max(pl.Workers, 1), t.Linger)
-	deferred, second := b.partsEviction(t, g, r)
-	phase("parts-setup")
+	deferred, second := e.partsEviction(t, g, r)
+	Phase("parts-setup")
 	queued := 1
 	for ; queued < events; queued++ {
 		if err := queue(queued); err != nil {
 			return leases[1:], 0, err
 		}
 	}
-	phase("dma")
+	Phase("dma")
 	shared := copyjob.Start(r.job, pl.Workers)
-	var sp spinner
+	var sp spin.Spinner
 	for opened := 0; opened < parts; {
 		if queued < parts && queued-opened < events {
 			// The part that last used this event slot has landed.
@@ -279,22 +170,22 @@ func (b *Backend) landPackedParts(op string, t *transferTuning, pl *xferplan.Pla
 			queued++
 			continue
 		}
-		done, err := b.drv.EventQuery(leases[opened%events].Done)
+		done, err := e.drv.EventQuery(leases[opened%events].Done)
 		if err != nil {
 			r.stop(shared, true)
-			return leases[1:], uint64(opened), driverError(op, "EventQuery", err)
+			return leases[1:], uint64(opened), errs.Driver(op, "EventQuery", err)
 		}
 		if done {
 			if opened == 0 {
-				phase("first-landed")
+				Phase("first-landed")
 			}
 			opened++
 			r.job.Open(int64(r.PartTB[opened]))
 		} else if !r.job.Step() {
-			sp.pause()
+			sp.Pause()
 		}
 	}
-	phase("landed")
+	Phase("landed")
 	r.stop(shared, false)
 	g.drained, g.unpacked = true, true
 	g.evictLater = deferred // else the copy-out evicted the staging, or nothing is to evict it
