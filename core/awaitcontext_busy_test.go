@@ -63,7 +63,7 @@ func TestAwaitContextDoesNotWaitBehindABlockingAwait(t *testing.T) {
 		}
 		sim.RequireNoLeaks(t, dev.Device)
 	})
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	dev.busy.Store(true)
 	p, err := b.RunAsync(core.Batch{Fills: []core.Fill{{Buf: h, Value: 8}}})
@@ -97,7 +97,7 @@ func TestAwaitContextDoesNotWaitBehindABlockingAwait(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
 	require.NoError(t, p.AwaitContext(ctx2), "the finished work is reported")
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{8, 8, 8, 8}, got)
 }

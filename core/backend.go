@@ -25,7 +25,7 @@ import (
 //     other public methods while holding it (RWMutex read locks must not
 //     nest, or a waiting Close deadlocks them).
 //   - async.mu guards the stream and the bookkeeping of queued asynchronous
-//     uploads (UploadResidentAsyncAt, SynchronizeUploads).
+//     uploads (UploadAsync, SynchronizeUploads).
 //   - the launch pool's quarantine lock (quarantine.go, package streams)
 //     is held across the StreamSynchronize of its retries and the releases
 //     of what it holds (which take pinned.mu and the pools' locks inside

@@ -48,12 +48,12 @@ func randomBytes(r *rand.Rand, n int) []byte {
 
 func TestSmokeRoundTrip(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(100)
+	h, err := b.Alloc(100)
 	require.NoError(t, err)
 	data := randomBytes(rand.New(rand.NewSource(1)), 100)
-	require.NoError(t, b.UploadResident(h, data))
-	got, err := b.DownloadResident(h)
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(data, got))
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }

@@ -26,12 +26,12 @@ type Step struct {
 
 // Batch is one request of device work, run on one stream with one fence, in
 // this order: Clears and Fills (device memsets, no host-to-device bytes),
-// then Uploads (fused and planned like UploadResidentAtMany: packed,
-// staged in chunks or one copy each, never straight from pinned memory),
-// then Steps in order, each seeing what the ones before it wrote, then
-// Reads (fused and planned like DownloadResidentRangesInto) of what the
-// last step left. A captured Graph moves its uploads and reads one copy
-// each.
+// then Uploads (fused and planned like Upload: packed, staged in chunks or
+// one copy each, never straight from pinned memory), then Steps in order,
+// each seeing what the ones before it wrote, then Reads (fused and planned
+// like DownloadMany) of what the last step left. A captured Graph moves its
+// uploads and reads one copy each. Clears, Fills and Uploads into a buffer
+// of a static upload set are refused with ErrOwned.
 type Batch struct {
 	Clears  []Buffer   // zeroed by device memset
 	Fills   []Fill     // set to a byte value by device memset
@@ -227,6 +227,9 @@ func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 			b.unpinEntries(op, pl.pinned)
 		}
 	}()
+	if err := pl.checkWritable(op); err != nil {
+		return nil, err
+	}
 	if err := pl.resolveCopies(op); err != nil {
 		return nil, err
 	}
@@ -276,6 +279,30 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 	}
 	pl.lay.reads = n
 	return counts, nArgs, nil
+}
+
+// checkWritable refuses a clear, fill or upload into a buffer of a static
+// upload set (ErrOwned); steps may bind such buffers, to read them.
+func (pl *batchPlan) checkWritable(op string) error {
+	batch, lay := pl.batch, &pl.lay
+	for i := range lay.steps {
+		if !pl.ents[i].static.Load() {
+			continue
+		}
+		var h Buffer
+		switch {
+		case i < lay.fills:
+			h = batch.Clears[i]
+		case i < lay.uploads:
+			h = batch.Fills[i-lay.fills].Buf
+		default:
+			h = batch.Uploads[i-lay.uploads].Buf
+		}
+		err := staticWrite(op, h)
+		err.Detail = lay.label(i) + err.Detail
+		return err
+	}
+	return nil
 }
 
 // bufs lists every buffer the batch names, in layout order.
@@ -391,10 +418,10 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 
 // queueBatch queues pl on s: clears and fills, the uploads from upStage
 // (staged by transfer.Engine.StageBatch), the steps, bracketed by start and
-// end when both are set, then the reads into pl.xfer.Rd's staging. It records no completion event,
-// so it serves both a run (the caller records one) and a stream capture
-// (where nothing may be recorded for the host to wait on). On failure some
-// of it may be queued; the caller drains s.
+// end when both are set, then the reads into pl.xfer.Rd's staging. It
+// records no completion event, so it serves both a run (the caller records
+// one) and a stream capture (where nothing may be recorded for the host to
+// wait on). On failure some of it may be queued; the caller drains s.
 func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte, start, end Event) *Error {
 	batch := pl.batch
 	for i, h := range batch.Clears {
@@ -435,7 +462,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 }
 
 // pinBatch pins the distinct buffers of a batch once each, so an entry's
-// in-flight count counts unfinished batches (what FreeResident's message
+// in-flight count counts unfinished batches (what Free's message
 // reports), and returns the entry of every position of bufs (ents) and the
 // pinned entries to release (pinned).
 func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {

@@ -77,9 +77,9 @@ func TestRunHundredStepsOneFence(t *testing.T) {
 
 func TestRunValidatesEverythingBeforeQueueing(t *testing.T) {
 	f := newVAddFixture(t)
-	freed, err := f.b.AllocateResident(16)
+	freed, err := f.b.Alloc(16)
 	require.NoError(t, err)
-	require.NoError(t, f.b.FreeResident(freed))
+	require.NoError(t, f.b.Free(freed))
 	short := writtenResident(t, f.b, f.dev, u32s(1))
 	f.dev.ResetCalls()
 	vadd := core.ProgramVAddU32()
@@ -138,7 +138,7 @@ func TestRunValidatesEverythingBeforeQueueing(t *testing.T) {
 			}
 		})
 	}
-	require.NoError(t, f.b.FreeResident(short))
+	require.NoError(t, f.b.Free(short))
 	f.requireReleased(t)
 }
 
@@ -217,7 +217,7 @@ func TestRunConcurrentBatches(t *testing.T) {
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {
-			h, err := b.AllocateResident(64)
+			h, err := b.Alloc(64)
 			if err != nil {
 				errs <- err
 				return
@@ -237,7 +237,7 @@ func TestRunConcurrentBatches(t *testing.T) {
 					return
 				}
 			}
-			errs <- b.FreeResident(h)
+			errs <- b.Free(h)
 		}()
 	}
 	for range workers {
@@ -250,7 +250,7 @@ func TestRunConcurrentBatches(t *testing.T) {
 // per-launch overhead (validation, pinning, argument packing) plus sim's.
 func BenchmarkSimW5DependentLaunches(b *testing.B) {
 	be, _ := openSim(b, sim.Config{})
-	h, err := be.AllocateResident(4)
+	h, err := be.Alloc(4)
 	require.NoError(b, err)
 	steps := make([]core.Step, 100)
 	for i := range steps {

@@ -15,9 +15,9 @@ import (
 // count is one unfinished call per buffer.
 func TestBatchNamingBuffersManyTimes(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	x, err := b.AllocateResident(80)
+	x, err := b.Alloc(80)
 	require.NoError(t, err)
-	y, err := b.AllocateResident(80)
+	y, err := b.Alloc(80)
 	require.NoError(t, err)
 	var batch core.Batch
 	for i := range 20 {
@@ -31,7 +31,7 @@ func TestBatchNamingBuffersManyTimes(t *testing.T) {
 	p, err := b.RunAsync(batch)
 	require.NoError(t, err)
 	for _, h := range []core.Buffer{x, y} {
-		err := b.FreeResident(h)
+		err := b.Free(h)
 		require.ErrorIs(t, err, core.ErrInFlight)
 		assert.Contains(t, err.Error(), "(1 unfinished call)")
 	}
@@ -44,6 +44,6 @@ func TestBatchNamingBuffersManyTimes(t *testing.T) {
 		}
 		assert.Equal(t, []byte{v, v, v, v}, got, "read %d", i)
 	}
-	require.NoError(t, b.FreeResident(x))
-	require.NoError(t, b.FreeResident(y))
+	require.NoError(t, b.Free(x))
+	require.NoError(t, b.Free(y))
 }

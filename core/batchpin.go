@@ -6,14 +6,14 @@ import (
 	"unsafe"
 )
 
-// A synchronous transfer call (UploadResident*, DownloadResident*) holds
+// A synchronous transfer call (Upload, Download, DownloadMany) holds
 // its buffers in flight only while it runs. Rather than one atomic
 // increment and decrement per buffer (for 1024 buffers about as much host
 // time as the rest of the call's bookkeeping, the decrements mostly cache
 // misses after the call's own copying), it registers its whole list of
 // entries once in batchPins and removes it once. A buffer's uses are then
 // its entry's inflight count plus its occurrences in the registered lists;
-// readers (FreeResident, Close, the optimizer dispatcher) hold store.mu
+// readers (Free, Close, the optimizer dispatcher) hold store.mu
 // exclusively or shared and count both, so ErrInFlight stays exact.
 
 // batchPins is the entry lists of synchronous calls in progress.
@@ -24,7 +24,7 @@ type batchPins struct {
 }
 
 // add registers ents (non-empty) as in flight. Callers hold store.mu
-// shared, after validating every entry, so no FreeResident can remove one
+// shared, after validating every entry, so no Free can remove one
 // of them in between.
 func (p *batchPins) add(ents []*residentEntry) {
 	p.mu.Lock()

@@ -13,7 +13,7 @@ import (
 
 // A synchronous many-buffer transfer holds its buffers in flight from its
 // validation until it returns, counting a buffer once per time the call
-// names it: FreeResident in the middle of the call (from the phase hook,
+// names it: Free in the middle of the call (from the phase hook,
 // on the calling goroutine) is refused with ErrInFlight and the exact
 // count, a buffer the call does not name frees, and once the call has
 // returned every named buffer frees. The same holds for readbacks.
@@ -24,11 +24,11 @@ func TestSynchronousTransfersHoldTheirBuffersExactly(t *testing.T) {
 			n := core.PackMinCopiesForTest + 8
 			hs := make([]core.Buffer, n)
 			for i := range hs {
-				h, err := b.AllocateResident(256)
+				h, err := b.Alloc(256)
 				require.NoError(t, err)
 				hs[i] = h
 			}
-			bystander, err := b.AllocateResident(256)
+			bystander, err := b.Alloc(256)
 			require.NoError(t, err)
 			named := append([]core.Buffer{hs[0]}, hs...) // hs[0] twice
 			var once, twice, free error
@@ -38,17 +38,17 @@ func TestSynchronousTransfersHoldTheirBuffersExactly(t *testing.T) {
 					return
 				}
 				checked = true
-				once, twice, free = b.FreeResident(hs[1]), b.FreeResident(hs[0]), b.FreeResident(bystander)
+				once, twice, free = b.Free(hs[1]), b.Free(hs[0]), b.Free(bystander)
 			})
 			defer restore()
 			if readback {
-				_, err = b.DownloadResidentManyInto(named, nil)
+				_, err = b.DownloadMany(allOf(named), nil)
 			} else {
-				ups := make([]core.Upload, len(named))
+				ups := make([]core.UploadAt, len(named))
 				for i, h := range named {
-					ups[i] = core.Upload{Buf: h, Data: make([]byte, h.Len)}
+					ups[i] = core.UploadAt{Buf: h, Data: make([]byte, h.Len)}
 				}
-				err = b.UploadResidentMany(ups)
+				err = b.Upload(ups...)
 			}
 			require.NoError(t, err)
 			require.True(t, checked, "the packed path ran")
@@ -58,7 +58,7 @@ func TestSynchronousTransfersHoldTheirBuffersExactly(t *testing.T) {
 			assert.Contains(t, twice.Error(), "(2 unfinished calls)")
 			require.NoError(t, free, "a buffer the call does not name is not held")
 			for _, h := range hs {
-				require.NoError(t, b.FreeResident(h), "held no longer once the call returned")
+				require.NoError(t, b.Free(h), "held no longer once the call returned")
 			}
 			require.NoError(t, b.Close())
 			sim.RequireNoLeaks(t, dev)

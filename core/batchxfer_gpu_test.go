@@ -26,14 +26,14 @@ func TestGPUTransferBatchPlansRoundTrip(t *testing.T) {
 	for range count {
 		n := 16 << r.Intn(10)
 		n += r.Intn(n)
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
 		data := make([]byte, n)
 		r.Read(data)
 		ups = append(ups, core.UploadAt{Buf: h, Data: data})
 		reads = append(reads, core.Range{Buf: h, Len: n})
 	}
-	big, err := b.AllocateResident(24<<20 + 7)
+	big, err := b.Alloc(24<<20 + 7)
 	require.NoError(t, err)
 	bigData := make([]byte, big.Len)
 	r.Read(bigData)

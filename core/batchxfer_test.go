@@ -24,7 +24,7 @@ func TestBatchTransfersArePlanned(t *testing.T) {
 	var ups []core.UploadAt
 	var reads []core.Range
 	for i := range hs {
-		h, err := b.AllocateResident(1024 + i)
+		h, err := b.Alloc(1024 + i)
 		require.NoError(t, err)
 		hs[i] = h
 		data := make([]byte, h.Len)
@@ -42,7 +42,7 @@ func TestBatchTransfersArePlanned(t *testing.T) {
 	assert.EqualValues(t, 2, tel.PackedLaunches, "one scatter and one gather")
 	assert.Less(t, tel.DeviceCopies, uint64(2*n), "packed: fewer DMAs than copies")
 
-	big, err := b.AllocateResident(8 << 20)
+	big, err := b.Alloc(8 << 20)
 	require.NoError(t, err)
 	data := make([]byte, big.Len)
 	rng.Read(data)
@@ -66,7 +66,7 @@ func TestCapturedBatchKeepsPerCopyPath(t *testing.T) {
 	var ups []core.UploadAt
 	var reads []core.Range
 	for i := range n {
-		h, err := b.AllocateResident(256)
+		h, err := b.Alloc(256)
 		require.NoError(t, err)
 		ups = append(ups, core.UploadAt{Buf: h, Data: bytes.Repeat([]byte{byte(i)}, 256)})
 		reads = append(reads, core.Range{Buf: h, Len: 256})

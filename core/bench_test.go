@@ -12,75 +12,77 @@ import (
 
 // benchBuffers opens a Backend on sim with n resident buffers of size bytes
 // and one upload batch filling them.
-func benchBuffers(b *testing.B, n, size int) (*core.Backend, []core.Buffer, []core.Upload) {
+func benchBuffers(b *testing.B, n, size int) (*core.Backend, []core.Buffer, []core.UploadAt) {
 	be, _ := openSim(b, sim.Config{TotalMemory: 1 << 30})
 	r := rand.New(rand.NewSource(1))
 	bufs := make([]core.Buffer, n)
-	ups := make([]core.Upload, n)
+	ups := make([]core.UploadAt, n)
 	for i := range bufs {
-		h, err := be.AllocateResident(size)
+		h, err := be.Alloc(size)
 		require.NoError(b, err)
 		bufs[i] = h
-		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, size)}
+		ups[i] = core.UploadAt{Buf: h, Data: randomBytes(r, size)}
 	}
-	require.NoError(b, be.UploadResidentMany(ups)) // warms the staging and stream pools
+	require.NoError(b, be.Upload(ups...)) // warms the staging and stream pools
 	return be, bufs, ups
 }
 
-// BenchmarkUploadResidentMany is workload W1 on sim: 1024 x 4 KiB uploads
+// BenchmarkUpload is workload W1 on sim: 1024 x 4 KiB uploads
 // into 1024 resident buffers, one call.
-func BenchmarkUploadResidentMany(b *testing.B) {
+func BenchmarkUpload(b *testing.B) {
 	be, _, ups := benchBuffers(b, 1024, 4<<10)
 	b.SetBytes(1024 * 4 << 10)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := be.UploadResidentMany(ups); err != nil {
+		if err := be.Upload(ups...); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkDownloadResidentMany is workload W3 on sim: 1024 x 4 KiB
+// BenchmarkDownloadMany is workload W3 on sim: 1024 x 4 KiB
 // readbacks from 1024 resident buffers into fresh slices, one call.
-func BenchmarkDownloadResidentMany(b *testing.B) {
+func BenchmarkDownloadMany(b *testing.B) {
 	be, bufs, _ := benchBuffers(b, 1024, 4<<10)
+	rs := allOf(bufs)
 	b.SetBytes(1024 * 4 << 10)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := be.DownloadResidentMany(bufs); err != nil {
+		if _, err := be.DownloadMany(rs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkDownloadResidentManyInto is W3 into reused caller slots.
-func BenchmarkDownloadResidentManyInto(b *testing.B) {
+// BenchmarkDownloadManyInto is W3 into reused caller slots.
+func BenchmarkDownloadManyInto(b *testing.B) {
 	be, bufs, _ := benchBuffers(b, 1024, 4<<10)
-	dst, err := be.DownloadResidentManyInto(bufs, nil)
+	rs := allOf(bufs)
+	dst, err := be.DownloadMany(rs, nil)
 	require.NoError(b, err)
 	b.SetBytes(1024 * 4 << 10)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if dst, err = be.DownloadResidentManyInto(bufs, dst); err != nil {
+		if dst, err = be.DownloadMany(rs, dst); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkAllocateFreeResident is workload W4 on sim: a pooled 4 KiB
+// BenchmarkAllocateFree is workload W4 on sim: a pooled 4 KiB
 // resident allocation and its free (a device pool hit after the first).
-func BenchmarkAllocateFreeResident(b *testing.B) {
+func BenchmarkAllocateFree(b *testing.B) {
 	be, _ := openSim(b, sim.Config{TotalMemory: 1 << 30})
 	b.ReportAllocs()
 	for range b.N {
-		h, err := be.AllocateResident(4 << 10)
+		h, err := be.Alloc(4 << 10)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := be.FreeResident(h); err != nil {
+		if err := be.Free(h); err != nil {
 			b.Fatal(err)
 		}
 	}

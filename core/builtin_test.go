@@ -92,7 +92,7 @@ func TestBuiltinTwinsMatchPlainLoops(t *testing.T) {
 				for i, w := range in {
 					bufs[i] = residentWith(t, b, u32s(w...))
 				}
-				require.NoError(t, b.DispatchResident(bc.program(), bufs, core.DispatchConfig{Scalars: scalars}))
+				require.NoError(t, b.Dispatch(bc.program(), bufs, core.DispatchConfig{Scalars: scalars}))
 				for i, h := range bufs {
 					assert.Equal(t, want[i], words(deviceBytes(t, b, dev, h)), "n=%d buffer %d", n, i)
 				}
@@ -105,16 +105,16 @@ func TestBuiltinsTouchOnlyWholeElements(t *testing.T) {
 	// A 10-byte buffer holds two whole words; the trailing two bytes stay.
 	b, dev := openSim(t, sim.Config{})
 	h := residentWith(t, b, []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
-	require.NoError(t, b.DispatchResident(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{0xAABBCCDD}}))
+	require.NoError(t, b.Dispatch(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{0xAABBCCDD}}))
 	assert.Equal(t, []byte{0xDD, 0xCC, 0xBB, 0xAA, 0xDD, 0xCC, 0xBB, 0xAA, 9, 10}, deviceBytes(t, b, dev, h))
 }
 
 func TestBuiltinsInPlace(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	h := residentWith(t, b, u32s(1, 2, 3))
-	require.NoError(t, b.DispatchResident(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{}))
+	require.NoError(t, b.Dispatch(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{}))
 	assert.Equal(t, []uint32{2, 4, 6}, words(deviceBytes(t, b, dev, h)))
-	require.NoError(t, b.DispatchResident(core.ProgramScaleF32(), []core.Buffer{h, h},
+	require.NoError(t, b.Dispatch(core.ProgramScaleF32(), []core.Buffer{h, h},
 		core.DispatchConfig{Scalars: []uint32{math.Float32bits(1)}}))
 	assert.Equal(t, []uint32{2, 4, 6}, words(deviceBytes(t, b, dev, h)), "scaling denormal bit patterns by 1 keeps them")
 }

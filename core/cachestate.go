@@ -16,7 +16,7 @@ type StagingCache struct {
 	// Evict says when a readback, once its staging is copied out, evicts
 	// that staging's lines from the caches. The next DMA into staging whose
 	// lines are cached in many cores has to invalidate every copy; the
-	// eviction itself costs processor time. DownloadResident* calls leave
+	// eviction itself costs processor time. Download calls leave
 	// it to the copy helpers after they return, which do it when no call's
 	// copying needs them. A transfer that needs that staging meanwhile
 	// waits for it; readbacks of one size that follow one another get a

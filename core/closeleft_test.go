@@ -21,9 +21,9 @@ func TestCloseKeepsWhatItCouldNotFreeAndRetries(t *testing.T) {
 	dev := sim.New(sim.Config{TotalMemory: testMemory})
 	b, err := core.Open(dev, core.WithLogger(quietLogger), core.WithDevicePoolCap(0))
 	require.NoError(t, err)
-	h, err := b.AllocateResident(4096)
+	h, err := b.Alloc(4096)
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(h, make([]byte, 4096))) // leaves a pinned staging block cached
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4096)})) // leaves a pinned staging block cached
 	p, err := b.AllocHostPinned(64)
 	require.NoError(t, err)
 	_, cachedPinned := b.PoolCachedBytes()
@@ -64,10 +64,10 @@ func TestCloseKeepsWhatItCouldNotFreeAndRetries(t *testing.T) {
 // that HostFree fails the block stays counted, and the next Trim frees it.
 func TestUncachedStagingFreeFailureIsKeptForTrim(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithPinnedPoolCap(0))
-	h, err := b.AllocateResident(4096)
+	h, err := b.Alloc(4096)
 	require.NoError(t, err)
 	dev.FailNth(sim.OpHostFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
-	require.NoError(t, b.UploadResident(h, make([]byte, 4096)), "the transfer itself succeeded")
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4096)}), "the transfer itself succeeded")
 	require.Equal(t, 1, dev.Live().PinnedBuffers, "the driver kept the staging block")
 	assert.NotZero(t, b.MemoryStats().ReservedPinned, "and so does the count")
 
@@ -87,7 +87,7 @@ func TestGroupCloseRetriesFailedFrees(t *testing.T) {
 	g, err := core.OpenGroup(m.Drivers(), core.WithLogger(quietLogger), core.WithDevicePoolCap(0))
 	require.NoError(t, err)
 	for i := range 2 {
-		_, err := g.Backend(i).AllocateResident(256)
+		_, err := g.Backend(i).Alloc(256)
 		require.NoError(t, err)
 	}
 	m.Device(1).FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)

@@ -132,8 +132,8 @@ func TestCollectiveRefusesBadInput(t *testing.T) {
 	for _, h := range x {
 		_ = h
 	}
-	require.NoError(t, a.FreeResident(x[0]), "nothing left in flight")
-	require.NoError(t, b.FreeResident(x[1]))
+	require.NoError(t, a.Free(x[0]), "nothing left in flight")
+	require.NoError(t, b.Free(x[1]))
 }
 
 // TestCollectiveFaultsLeakNothing fails each operation a collective uses on
@@ -162,8 +162,8 @@ func TestCollectiveFaultsLeakNothing(t *testing.T) {
 			}
 			// The group still works after the failure.
 			require.NoError(t, g.AllReduce(x, x, core.DataFloat32, core.ReduceMax), "%s on %d", o, dev)
-			require.NoError(t, g.Backend(0).FreeResident(x[0]))
-			require.NoError(t, g.Backend(1).FreeResident(x[1]))
+			require.NoError(t, g.Backend(0).Free(x[0]))
+			require.NoError(t, g.Backend(1).Free(x[1]))
 			require.NoError(t, g.Close())
 			sim.RequireMachineNoLeaks(t, m)
 		}
@@ -191,17 +191,17 @@ func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 			defer func() { assert.NoError(t, c.Close()) }()
 			assert.Equal(t, r, c.Rank())
 			assert.Equal(t, 3, c.Size())
-			h, err := b.AllocateResident(8)
+			h, err := b.Alloc(8)
 			if !assert.NoError(t, err) {
 				return
 			}
-			assert.NoError(t, b.UploadResident(h, i32Bytes([]int32{int32(r + 1), int32(10 * (r + 1))})))
+			assert.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: i32Bytes([]int32{int32(r + 1), int32(10 * (r + 1))})}))
 			for k := 0; k < 3; k++ { // repeated calls meet in order
 				assert.NoError(t, c.AllReduce(h, h, core.DataInt32, core.ReduceSum))
 			}
-			results[r], err = b.DownloadResident(h)
+			results[r], err = b.Download(h.All(), nil)
 			assert.NoError(t, err)
-			assert.NoError(t, b.FreeResident(h))
+			assert.NoError(t, b.Free(h))
 		}(r)
 	}
 	wg.Wait()
@@ -257,7 +257,7 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 		requireKind(t, errs[r], core.ErrDriver)
 		requireKind(t, comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum), core.ErrClosed)
 		require.NoError(t, comms[r].Close())
-		require.NoError(t, g.Backend(r).FreeResident(bufs[r]), "nothing left in flight")
+		require.NoError(t, g.Backend(r).Free(bufs[r]), "nothing left in flight")
 	}
 }
 

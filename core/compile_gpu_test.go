@@ -55,7 +55,7 @@ func TestGPUCompileSaxpy(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, core.UploadSlice(b, xs, x))
 	require.NoError(t, core.UploadSlice(b, ys, y))
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBuffer(ys), core.ArgBuffer(xs), core.ArgFloat32(0.5), core.ArgUint32(uint32(n))}}))
 	got, err := core.DownloadSlice[float32](b, ys, nil)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ extern "C" __global__ void axpb(double *y, const long long *x, double a, long lo
 	ys, err := core.AllocSlice[float64](b, len(x))
 	require.NoError(t, err)
 	const bias = int64(1) << 40 // needs all 64 bits of the parameter
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBuffer(ys), core.ArgBuffer(xs), core.ArgFloat64(math.Pi), core.ArgInt64(bias), core.ArgInt64(int64(len(x)))}}))
 	got, err := core.DownloadSlice[float64](b, ys, nil)
 	require.NoError(t, err)
@@ -155,12 +155,12 @@ __global__ void fill(unsigned char *p, unsigned char v, unsigned short n, signed
 		Params: []core.ParamType{core.ParamBuffer, core.ParamUint8, core.ParamUint16, core.ParamInt8},
 		Grid:   core.GridRule{Blocks: 1}})
 	require.NoError(t, err)
-	buf, err := b.AllocateResident(1000)
+	buf, err := b.Alloc(1000)
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(buf, make([]byte, 1000)))
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{
+	require.NoError(t, b.Upload(core.UploadAt{Buf: buf, Data: make([]byte, 1000)}))
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBufferAt(buf, 100), core.ArgUint8(10), core.ArgUint16(300), core.ArgInt8(-1)}}))
-	got, err := b.DownloadResident(buf)
+	got, err := b.Download(buf.All(), nil)
 	require.NoError(t, err)
 	for i, v := range got {
 		want := byte(0)
@@ -209,7 +209,7 @@ func TestGPUCompileSecondBackendHitsTheDiskCache(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, core.UploadSlice(b2, xs, []float32{1, 2, 3, 4}))
 	require.NoError(t, core.UploadSlice(b2, ys, []float32{1, 1, 1, 1}))
-	require.NoError(t, b2.DispatchResident(p2, nil, core.DispatchConfig{Args: []core.Arg{
+	require.NoError(t, b2.Dispatch(p2, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBuffer(ys), core.ArgBuffer(xs), core.ArgFloat32(3), core.ArgUint32(4)}}))
 	got, err := core.DownloadSlice[float32](b2, ys, nil)
 	require.NoError(t, err)

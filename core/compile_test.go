@@ -65,7 +65,7 @@ func TestCompileOnSimRunsTheTwin(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, core.UploadSlice(b, xb, x))
 	require.NoError(t, core.UploadSlice(b, yb, y))
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBuffer(yb), core.ArgBuffer(xb), core.ArgFloat32(2), core.ArgUint32(uint32(len(x)))}}))
 	got, err := core.DownloadSlice[float32](b, yb, nil)
 	require.NoError(t, err)

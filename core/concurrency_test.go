@@ -22,10 +22,10 @@ import (
 // own model; the race detector checks the locking.
 func TestConcurrentMixedOperations(t *testing.T) {
 	b, _ := openSim(t, sim.Config{TotalMemory: 256 << 20}, core.WithPinnedPoolCap(1<<20))
-	shared, err := b.AllocateResident(1000)
+	shared, err := b.Alloc(1000)
 	require.NoError(t, err)
 	sharedData := randomBytes(rand.New(rand.NewSource(99)), 1000)
-	require.NoError(t, b.UploadResident(shared, sharedData))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: shared, Data: sharedData}))
 
 	const workers, rounds = 16, 25
 	var wg sync.WaitGroup
@@ -46,7 +46,7 @@ func TestConcurrentMixedOperations(t *testing.T) {
 	}
 	assert.Equal(t, uint64(1000), b.ResidentAllocatedBytes(), "every worker freed what it allocated")
 	assert.Zero(t, b.LaunchResourceCounts().Leases)
-	require.NoError(t, b.FreeResident(shared))
+	require.NoError(t, b.Free(shared))
 }
 
 func worker(b *core.Backend, shared core.Buffer, sharedData []byte, seed int64, rounds int) error {
@@ -59,29 +59,29 @@ func worker(b *core.Backend, shared core.Buffer, sharedData []byte, seed int64, 
 	var dst [][]byte
 	for round := range rounds {
 		n1, n2 := 1+r.Intn(5000), 1+r.Intn(300)
-		h1, err := b.AllocateResident(n1)
+		h1, err := b.Alloc(n1)
 		if err != nil {
 			return err
 		}
-		h2, err := b.AllocateResident(n2)
+		h2, err := b.Alloc(n2)
 		if err != nil {
 			return err
 		}
 		m1, m2 := randomBytes(r, n1), randomBytes(r, n2)
-		if err := b.UploadResidentMany([]core.Upload{{h1, m1}, {h2, m2}}); err != nil {
+		if err := b.Upload(core.UploadAt{Buf: h1, Data: m1}, core.UploadAt{Buf: h2, Data: m2}); err != nil {
 			return err
 		}
 		off := r.Intn(n1)
 		patch := randomBytes(r, r.Intn(n1-off+1))
 		copy(m1[off:], patch)
-		if err := b.UploadResidentAt(h1, off, patch); err != nil {
+		if err := b.Upload(core.UploadAt{Buf: h1, Offset: off, Data: patch}); err != nil {
 			return err
 		}
 		if round%3 == 0 {
 			k := r.Intn(min(n2, 512) + 1)
 			copy(pinned.Bytes(), randomBytes(r, k))
 			copy(m2, pinned.Bytes()[:k])
-			if err := b.UploadResidentAsyncAt(h2, 0, pinned.Pointer(), k); err != nil {
+			if err := b.UploadAsync(core.UploadAt{Buf: h2, Offset: 0, Data: pinned.Bytes()[:k]}); err != nil {
 				return err
 			}
 			// No in-flight check here: another worker's SynchronizeUploads
@@ -90,7 +90,7 @@ func worker(b *core.Backend, shared core.Buffer, sharedData []byte, seed int64, 
 				return err
 			}
 		}
-		dst, err = b.DownloadResidentManyInto([]core.Buffer{h1, h2, shared}, dst)
+		dst, err = b.DownloadMany(allOf([]core.Buffer{h1, h2, shared}), dst)
 		if err != nil {
 			return err
 		}
@@ -99,25 +99,25 @@ func worker(b *core.Backend, shared core.Buffer, sharedData []byte, seed int64, 
 		}
 		ro := r.Intn(1000)
 		rl := r.Intn(1000 - ro + 1)
-		rs, err := b.DownloadResidentBatchesInto([][]core.Range{{{shared, ro, rl}}, {{h1, 0, n1}, {h2, 0, 0}}}, nil)
+		rs, err := b.DownloadMany([]core.Range{shared.Slice(ro, rl), h1.All(), h2.Slice(0, 0)}, nil)
 		if err != nil {
 			return err
 		}
-		if !bytes.Equal(nonNil(rs[0][0]), sharedData[ro:ro+rl]) || !bytes.Equal(rs[1][0], m1) || len(rs[1][1]) != 0 {
-			return fmt.Errorf("round %d: batched bytes differ from the model", round)
+		if !bytes.Equal(nonNil(rs[0]), sharedData[ro:ro+rl]) || !bytes.Equal(rs[1], m1) || len(rs[2]) != 0 {
+			return fmt.Errorf("round %d: ranged bytes differ from the model", round)
 		}
-		if err := b.FreeResident(core.Buffer{ID: shared.ID, Len: 999}); !errors.Is(err, core.ErrUnknownHandle) {
+		if err := b.Free(core.Buffer{ID: shared.ID, Len: 999}); !errors.Is(err, core.ErrUnknownHandle) {
 			return fmt.Errorf("drifted free: want ErrUnknownHandle, got %v", err)
 		}
 		_ = b.Telemetry()
 		_ = b.LaunchResourceCounts()
-		if err := b.FreeResident(h1); err != nil {
+		if err := b.Free(h1); err != nil {
 			return err
 		}
-		if err := b.FreeResident(h2); err != nil {
+		if err := b.Free(h2); err != nil {
 			return err
 		}
-		if err := b.FreeResident(h1); !errors.Is(err, core.ErrUnknownHandle) {
+		if err := b.Free(h1); !errors.Is(err, core.ErrUnknownHandle) {
 			return fmt.Errorf("second free: want ErrUnknownHandle, got %v", err)
 		}
 	}
@@ -129,7 +129,7 @@ func worker(b *core.Backend, shared core.Buffer, sharedData []byte, seed int64, 
 // leaks (the cleanup's leak check).
 func TestCloseWaitsForRunningCalls(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(4096)
+	h, err := b.Alloc(4096)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -139,12 +139,12 @@ func TestCloseWaitsForRunningCalls(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for range 50 {
-				_, err := b.DownloadResident(h)
+				_, err := b.Download(h.All(), nil)
 				if errors.Is(err, core.ErrClosed) {
 					return
 				}
 				if err != nil {
-					t.Errorf("DownloadResident: %v", err)
+					t.Errorf("Download: %v", err)
 					return
 				}
 			}

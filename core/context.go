@@ -11,7 +11,7 @@ import (
 // the caller's wait when the context is done and return an ErrInFlight
 // error that wraps ctx.Err() (errors.Is(err, context.Canceled) or
 // context.DeadlineExceeded holds); the work keeps running. Nothing leaks:
-// its buffers stay in flight (FreeResident refuses them) and its staging and
+// its buffers stay in flight (Free refuses them) and its staging and
 // stream stay held until the work is collected, by a later Await, AwaitInto,
 // IsReady or Close of the Pending, which all still work after a cancelled
 // wait. RunContext and Graph.ReplayContext, whose callers never see the

@@ -44,7 +44,7 @@ func openSlow(t *testing.T) (*core.Backend, *slowDevice) {
 
 func TestAwaitIntoContextStopsAndThePendingIsStillCollectable(t *testing.T) {
 	b, dev := openSlow(t)
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	dev.hold.Store(true)
 	p, err := b.RunAsync(core.Batch{Uploads: []core.UploadAt{{Buf: h, Data: []byte{1, 2, 3, 4}}}, Reads: []core.Range{{Buf: h, Len: 4}}})
@@ -56,7 +56,7 @@ func TestAwaitIntoContextStopsAndThePendingIsStillCollectable(t *testing.T) {
 	requireErrKind(t, err, core.ErrInFlight, "still running")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, [][]byte{[]byte("keep")}, out)
-	requireErrKind(t, b.FreeResident(h), core.ErrInFlight) // the buffer is still bound to the work
+	requireErrKind(t, b.Free(h), core.ErrInFlight) // the buffer is still bound to the work
 
 	cctx, ccancel := context.WithCancel(context.Background())
 	ccancel()
@@ -66,12 +66,12 @@ func TestAwaitIntoContextStopsAndThePendingIsStillCollectable(t *testing.T) {
 	out, err = p.AwaitIntoContext(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{{1, 2, 3, 4}}, out)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 func TestAwaitContextReturnsWhenTheWorkFinishes(t *testing.T) {
 	b, dev := openSlow(t)
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	dev.hold.Store(true)
 	p, err := b.RunAsync(core.Batch{Fills: []core.Fill{{Buf: h, Value: 5}}})
@@ -83,14 +83,14 @@ func TestAwaitContextReturnsWhenTheWorkFinishes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, p.AwaitContext(ctx))
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{5, 5, 5, 5}, got)
 }
 
 func TestRunContextCancelledIsCollectedInTheBackground(t *testing.T) {
 	b, dev := openSlow(t)
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	dev.hold.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
@@ -107,7 +107,7 @@ func TestRunContextCancelledIsCollectedInTheBackground(t *testing.T) {
 
 func TestRunContextForms(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	out, err := b.RunContext(context.Background(), core.Batch{Fills: []core.Fill{{Buf: h, Value: 3}}, Reads: []core.Range{{Buf: h, Len: 4}}}, nil)
 	require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestRunContextForms(t *testing.T) {
 	cancel()
 	_, err = b.RunContext(ctx, core.Batch{Fills: []core.Fill{{Buf: h, Value: 4}}}, nil)
 	requireErrKind(t, err, core.ErrInvalidArgument, "nothing was queued")
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{3, 3, 3, 3}, got, "a done context queues nothing")
 	p0, err := b.RunAsync(core.Batch{Fills: []core.Fill{{Buf: h, Value: 6}}, Reads: []core.Range{{Buf: h, Len: 4}}})
@@ -136,7 +136,7 @@ func TestRunContextForms(t *testing.T) {
 
 func TestGraphReplayContext(t *testing.T) {
 	b, dev := openSlow(t)
-	h, err := b.AllocateResident(4)
+	h, err := b.Alloc(4)
 	require.NoError(t, err)
 	in := []byte{1, 2, 3, 4}
 	g, err := b.Capture(core.Batch{Uploads: []core.UploadAt{{Buf: h, Data: in}}, Reads: []core.Range{{Buf: h, Len: 4}}})

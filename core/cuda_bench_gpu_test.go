@@ -34,7 +34,7 @@ func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
 	b.SetBytes(1024 * 4096)
 	b.ResetTimer()
 	for range b.N {
-		if err := be.UploadResidentMany(ups); err != nil {
+		if err := be.Upload(ups...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,23 +44,24 @@ func BenchmarkGPUW1UploadMany1024x4KiB(b *testing.B) {
 func BenchmarkGPUW3DownloadMany1024x4KiB(b *testing.B) {
 	be := openBench(b)
 	bufs, _ := xferBuffers(b, be, 1024, 4096)
+	rs := allOf(bufs)
 	b.Run("Many", func(b *testing.B) {
 		b.SetBytes(1024 * 4096)
 		for range b.N {
-			if _, err := be.DownloadResidentMany(bufs); err != nil {
+			if _, err := be.DownloadMany(rs, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("ManyInto", func(b *testing.B) {
-		dst, err := be.DownloadResidentManyInto(bufs, nil)
+		dst, err := be.DownloadMany(rs, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.SetBytes(1024 * 4096)
 		b.ResetTimer()
 		for range b.N {
-			if dst, err = be.DownloadResidentManyInto(bufs, dst); err != nil {
+			if dst, err = be.DownloadMany(rs, dst); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -74,7 +75,7 @@ func BenchmarkGPUW2Upload256MiB(b *testing.B) {
 	b.SetBytes(256 << 20)
 	b.ResetTimer()
 	for range b.N {
-		if err := be.UploadResident(ups[0].Buf, ups[0].Data); err != nil {
+		if err := be.Upload(core.UploadAt{Buf: ups[0].Buf, Data: ups[0].Data}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -84,20 +85,20 @@ func BenchmarkGPUW2Upload256MiB(b *testing.B) {
 func BenchmarkGPUW6Download256MiB(b *testing.B) {
 	be := openBench(b)
 	bufs, _ := xferBuffers(b, be, 1, 256<<20)
-	dst, err := be.DownloadResidentInto(bufs[0], nil) // warms the staging pool
+	dst, err := be.Download(bufs[0].All(), nil) // warms the staging pool
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(256 << 20)
 	b.ResetTimer()
 	for range b.N {
-		if dst, err = be.DownloadResidentInto(bufs[0], dst); err != nil {
+		if dst, err = be.Download(bufs[0].All(), dst); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// W4: AllocateResident + FreeResident through the Backend (no optimizer):
+// W4: Alloc + Free through the Backend (no optimizer):
 // pooled sizes hit the device pool, larger ones go to cuMemAlloc/cuMemFree.
 func BenchmarkGPUW4AllocFree(b *testing.B) {
 	be := openBench(b)
@@ -107,11 +108,11 @@ func BenchmarkGPUW4AllocFree(b *testing.B) {
 	}{{"4KiB-pooled", 4096}, {"1MiB-pooled", 1 << 20}, {"16MiB-direct", 16 << 20}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				h, err := be.AllocateResident(c.n)
+				h, err := be.Alloc(c.n)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := be.FreeResident(h); err != nil {
+				if err := be.Free(h); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -85,7 +85,7 @@ func TestGPUDevices(t *testing.T) {
 	assert.NotZero(t, info.FeatureKey)
 	require.NoError(t, b.Close())
 	assert.ErrorIs(t, b.Close(), core.ErrClosed)
-	_, err = b.AllocateResident(1)
+	_, err = b.Alloc(1)
 	assert.ErrorIs(t, err, core.ErrClosed)
 
 	for _, ord := range []int{-1, len(devs), 1 << 40} {
@@ -109,29 +109,29 @@ func TestGPUDeviceMemoryReturnsAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	r := rand.New(rand.NewSource(6))
 	var bufs []core.Buffer
-	var ups []core.Upload
+	var ups []core.UploadAt
 	for _, sz := range []struct{ n, count int }{{1, 4}, {4096, 4}, {1 << 20, 4}, {3<<20 + 7, 4}, {64 << 20, 2}, {256 << 20, 1}} {
 		n := sz.n
 		for range sz.count {
-			h, err := b.AllocateResident(n)
+			h, err := b.Alloc(n)
 			require.NoError(t, err)
 			data := make([]byte, n)
 			r.Read(data)
-			bufs, ups = append(bufs, h), append(ups, core.Upload{Buf: h, Data: data})
+			bufs, ups = append(bufs, h), append(ups, core.UploadAt{Buf: h, Data: data})
 		}
 	}
-	require.NoError(t, b.UploadResidentMany(ups))
-	got, err := b.DownloadResidentMany(bufs)
+	require.NoError(t, b.Upload(ups...))
+	got, err := b.DownloadMany(allOf(bufs), nil)
 	require.NoError(t, err)
 	for i := range got {
 		require.True(t, bytes.Equal(got[i], ups[i].Data), "buffer %d", i)
 	}
 	p, err := b.AllocHostPinned(1 << 20)
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResidentAsyncAt(bufs[8], 0, p.Pointer(), 1<<20))
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: bufs[8], Offset: 0, Data: p.Bytes()[:1<<20]}))
 	require.NoError(t, b.SynchronizeUploads())
 	for _, h := range bufs[:len(bufs)/2] { // half freed (to the pool), half left for Close
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	freeDuring, _, err := probe.MemGetInfo()
 	require.NoError(t, err)
@@ -172,22 +172,22 @@ func TestGPUContextOnFreshThreads(t *testing.T) {
 }
 
 func roundTrip(b *core.Backend, seed int64, n int) error {
-	h, err := b.AllocateResident(n)
+	h, err := b.Alloc(n)
 	if err != nil {
 		return err
 	}
-	defer b.FreeResident(h)
+	defer b.Free(h)
 	data := make([]byte, n)
 	rand.New(rand.NewSource(seed)).Read(data)
-	if err := b.UploadResident(h, data); err != nil {
+	if err := b.Upload(core.UploadAt{Buf: h, Data: data}); err != nil {
 		return err
 	}
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(got, data) {
 		return fmt.Errorf("seed %d: %d bytes differ after a round trip", seed, n)
 	}
-	return b.FreeResident(h)
+	return b.Free(h)
 }

@@ -107,9 +107,9 @@ func TestBackendCloseClosesOwnedDriver(t *testing.T) {
 			drv := &closingDriver{Device: sim.New(sim.Config{TotalMemory: 64 << 20}), err: tc.err}
 			b, err := core.Open(drv)
 			require.NoError(t, err)
-			h, err := b.AllocateResident(4096)
+			h, err := b.Alloc(4096)
 			require.NoError(t, err)
-			require.NoError(t, b.UploadResident(h, make([]byte, 4096)))
+			require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4096)}))
 
 			err = b.Close()
 			if tc.wantErr == nil {
@@ -129,7 +129,7 @@ func TestBackendCloseRefusedKeepsDriverOpen(t *testing.T) {
 	drv := &closingDriver{Device: sim.New(sim.Config{TotalMemory: 64 << 20})}
 	b, err := core.Open(drv)
 	require.NoError(t, err)
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	_, release, err := core.PinForTest(b, []core.Buffer{h})
 	require.NoError(t, err)

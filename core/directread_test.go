@@ -19,7 +19,7 @@ func failDirectRead(t *testing.T, b *core.Backend, dev *sim.Device, h core.Buffe
 	t.Helper()
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
-	out, err := b.DownloadResidentInto(h, p.Bytes()[:0])
+	out, err := b.Download(h.All(), p.Bytes()[:0])
 	require.ErrorIs(t, err, core.ErrDriver)
 	assert.Len(t, out, 0, "dst is returned unchanged")
 	require.Equal(t, 1, b.LaunchResourceCounts().Quarantined)
@@ -44,7 +44,7 @@ func TestDirectReadbackMayWriteAfterItFailed(t *testing.T) {
 
 	// Any later call that leases a stream retries the quarantine: the copy
 	// lands in p's memory then, long after the failed call returned.
-	_, err = b.DownloadResident(hs[1])
+	_, err = b.Download(hs[1].All(), nil)
 	require.NoError(t, err)
 	assert.Zero(t, b.LaunchResourceCounts().Quarantined)
 	assert.Equal(t, init[0], p.Bytes(), "the quarantined copy wrote the caller's memory after the call failed")

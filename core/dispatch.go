@@ -1,12 +1,16 @@
 package core
 
-// DispatchResident launches p over bufs (in the program's order) with cfg
-// and waits for it with one fence. It is Run of a one-step Batch: every
-// argument is validated before anything is queued, and the bound buffers
-// stay in flight until the launch has completed. cfg.Timing has no effect
-// here (there is no Pending to report it); use DispatchResidentAsync.
-func (b *Backend) DispatchResident(p *Program, bufs []Buffer, cfg DispatchConfig) error {
-	const op = "DispatchResident"
+// Dispatch launches p over bufs (in the program's order) with cfg and waits
+// for it with one fence: Run of a one-step Batch. Every argument is checked
+// before anything is queued, and the bound buffers stay in flight (Free
+// refuses them) until the launch has completed. cfg.Timing has no effect
+// here, since there is no Pending to report it; use DispatchAsync.
+func (b *Backend) Dispatch(p *Program, bufs []Buffer, cfg DispatchConfig) error {
+	return b.dispatch("Dispatch", p, bufs, cfg)
+}
+
+// dispatch is Dispatch under op.
+func (b *Backend) dispatch(op string, p *Program, bufs []Buffer, cfg DispatchConfig) error {
 	if err := b.enter(op); err != nil {
 		return err
 	}
@@ -19,12 +23,17 @@ func (b *Backend) DispatchResident(p *Program, bufs []Buffer, cfg DispatchConfig
 	return w.close(op)
 }
 
-// DispatchResidentAsync validates and queues a launch of p over bufs like
-// DispatchResident and returns without waiting. The bound buffers stay in
-// flight (FreeResident refuses them) until the returned Pending completes;
-// with cfg.Timing set, Pending.DeviceTime reports the launch's device time.
-func (b *Backend) DispatchResidentAsync(p *Program, bufs []Buffer, cfg DispatchConfig) (*Pending, error) {
-	const op = "DispatchResidentAsync"
+// DispatchAsync checks and queues a launch of p over bufs like Dispatch and
+// returns without waiting. The bound buffers stay in flight (Free refuses
+// them) until the returned Pending completes; collect it with Await or
+// Close. With cfg.Timing set, Pending.DeviceTime reports the launch's
+// device time.
+func (b *Backend) DispatchAsync(p *Program, bufs []Buffer, cfg DispatchConfig) (*Pending, error) {
+	return b.dispatchAsync("DispatchAsync", p, bufs, cfg)
+}
+
+// dispatchAsync is DispatchAsync under op.
+func (b *Backend) dispatchAsync(op string, p *Program, bufs []Buffer, cfg DispatchConfig) (*Pending, error) {
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}

@@ -38,13 +38,13 @@ func runBuiltin(t *testing.T, b *core.Backend, p *core.Program, in [][]uint32, s
 	for i, w := range in {
 		bufs[i] = residentWith(t, b, u32s(w...))
 	}
-	require.NoError(t, b.DispatchResident(p, bufs, core.DispatchConfig{Scalars: scalars}))
-	got, err := b.DownloadResidentMany(bufs)
+	require.NoError(t, b.Dispatch(p, bufs, core.DispatchConfig{Scalars: scalars}))
+	got, err := b.DownloadMany(allOf(bufs), nil)
 	require.NoError(t, err)
 	out := make([][]uint32, len(got))
 	for i := range got {
 		out[i] = words(got[i])
-		require.NoError(t, b.FreeResident(bufs[i]))
+		require.NoError(t, b.Free(bufs[i]))
 	}
 	return out
 }
@@ -85,8 +85,8 @@ func TestGPUDispatchHundredStepsOneFence(t *testing.T) {
 	tel := b.Telemetry()
 	assert.Equal(t, uint64(1), tel.SyncPoints, "one fence")
 	assert.Equal(t, uint64(100), tel.KernelLaunches)
-	require.NoError(t, b.FreeResident(o))
-	require.NoError(t, b.FreeResident(c))
+	require.NoError(t, b.Free(o))
+	require.NoError(t, b.Free(c))
 }
 
 func TestGPUDispatchPendingTimingAndRelease(t *testing.T) {
@@ -102,7 +102,7 @@ func TestGPUDispatchPendingTimingAndRelease(t *testing.T) {
 		Reads: []core.Range{{Buf: x, Offset: 4 * (n - 1), Len: 4}},
 	})
 	require.NoError(t, err)
-	require.ErrorIs(t, b.FreeResident(x), core.ErrInFlight)
+	require.ErrorIs(t, b.Free(x), core.ErrInFlight)
 	for {
 		ready, err := pd.IsReady()
 		require.NoError(t, err)
@@ -110,7 +110,7 @@ func TestGPUDispatchPendingTimingAndRelease(t *testing.T) {
 			break
 		}
 	}
-	require.NoError(t, b.FreeResident(x), "ready work holds no buffer")
+	require.NoError(t, b.Free(x), "ready work holds no buffer")
 	out, err := pd.AwaitInto(nil)
 	require.NoError(t, err)
 	assert.Equal(t, []uint32{6}, words(out[0]))
@@ -129,7 +129,7 @@ func BenchmarkGPUW5DependentLaunches(b *testing.B) { benchW5(b, openBench(b)) }
 // benchW5 times 100 dependent vadd steps of one Batch, one fence each run,
 // after one untimed run that loads the module and warms the pools.
 func benchW5(b *testing.B, be *core.Backend) {
-	h, err := be.AllocateResident(4)
+	h, err := be.Alloc(4)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func benchW5(b *testing.B, be *core.Backend) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/100launches")
-	if err := be.FreeResident(h); err != nil {
+	if err := be.Free(h); err != nil {
 		b.Fatal(err)
 	}
 }

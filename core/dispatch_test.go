@@ -35,9 +35,9 @@ func words(b []byte) []uint32 {
 // residentWith allocates a buffer holding data.
 func residentWith(t testing.TB, b *core.Backend, data []byte) core.Buffer {
 	t.Helper()
-	h, err := b.AllocateResident(len(data))
+	h, err := b.Alloc(len(data))
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(h, data))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
 	return h
 }
 
@@ -151,9 +151,9 @@ func TestDispatchDerivesGridCountAndScalars(t *testing.T) {
 			s.Block, s.Grid.MaxBlocks = tt.block, tt.maxBlocks
 			p, err := core.NewProgram(s)
 			require.NoError(t, err)
-			h, err := b.AllocateResident(tt.bytes)
+			h, err := b.Alloc(tt.bytes)
 			require.NoError(t, err)
-			require.NoError(t, b.DispatchResident(p, []core.Buffer{h}, core.DispatchConfig{Grid: tt.override, Scalars: []uint32{42}}))
+			require.NoError(t, b.Dispatch(p, []core.Buffer{h}, core.DispatchConfig{Grid: tt.override, Scalars: []uint32{42}}))
 			require.Len(t, r.cfgs, 1)
 			assert.Equal(t, [3]uint32{tt.wantGrid, 1, 1}, r.cfgs[0].Grid)
 			assert.Equal(t, [3]uint32{tt.block, 1, 1}, r.cfgs[0].Block)
@@ -164,10 +164,10 @@ func TestDispatchDerivesGridCountAndScalars(t *testing.T) {
 	}
 }
 
-func TestDispatchResidentIgnoresTiming(t *testing.T) {
+func TestDispatchIgnoresTiming(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
 	h := residentWith(t, b, u32s(1, 2))
-	require.NoError(t, b.DispatchResident(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{Timing: true}))
+	require.NoError(t, b.Dispatch(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{Timing: true}))
 	assert.Zero(t, b.LaunchResourceCounts().TimingEvents.Created, "no Pending reports it, so no timing events are leased")
 }
 
@@ -177,11 +177,11 @@ func TestDispatchFixedGridPassesNoCount(t *testing.T) {
 	p, err := core.NewProgram(core.ProgramSpec{Image: kernels.FillPTX, Entry: kernels.FillEntry,
 		Block: 64, Grid: core.GridRule{Blocks: 9}, Buffers: 2, Scalars: 2, Host: r.kernel})
 	require.NoError(t, err)
-	h1, err := b.AllocateResident(16)
+	h1, err := b.Alloc(16)
 	require.NoError(t, err)
-	h2, err := b.AllocateResident(4)
+	h2, err := b.Alloc(4)
 	require.NoError(t, err)
-	require.NoError(t, b.DispatchResident(p, []core.Buffer{h1, h2}, core.DispatchConfig{Scalars: []uint32{7, 8}}))
+	require.NoError(t, b.Dispatch(p, []core.Buffer{h1, h2}, core.DispatchConfig{Scalars: []uint32{7, 8}}))
 	require.Len(t, r.cfgs, 1)
 	assert.Equal(t, [3]uint32{9, 1, 1}, r.cfgs[0].Grid)
 	require.Len(t, r.args[0], 4)
@@ -192,9 +192,9 @@ func TestDispatchRefusesBadArgumentsBeforeTouchingTheDevice(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	words16 := residentWith(t, b, make([]byte, 64))
 	words4 := residentWith(t, b, make([]byte, 16))
-	freed, err := b.AllocateResident(64)
+	freed, err := b.Alloc(64)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(freed))
+	require.NoError(t, b.Free(freed))
 	vadd, scale := core.ProgramVAddU32(), core.ProgramScaleF32()
 	tests := []struct {
 		name string
@@ -217,11 +217,11 @@ func TestDispatchRefusesBadArgumentsBeforeTouchingTheDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dev.ResetCalls()
-			err := b.DispatchResident(tt.p, tt.bufs, tt.cfg)
+			err := b.Dispatch(tt.p, tt.bufs, tt.cfg)
 			require.ErrorIs(t, err, tt.want)
 			assert.Contains(t, err.Error(), tt.msg)
 			assert.Contains(t, err.Error(), "Fix:")
-			pd, err := b.DispatchResidentAsync(tt.p, tt.bufs, tt.cfg)
+			pd, err := b.DispatchAsync(tt.p, tt.bufs, tt.cfg)
 			require.ErrorIs(t, err, tt.want)
 			assert.Nil(t, pd)
 			for _, op := range []sim.Op{sim.OpModuleLoad, sim.OpLaunch, sim.OpStreamCreate, sim.OpEventRecord} {
@@ -230,8 +230,8 @@ func TestDispatchRefusesBadArgumentsBeforeTouchingTheDevice(t *testing.T) {
 		})
 	}
 	// Nothing stayed in flight.
-	require.NoError(t, b.FreeResident(words16))
-	require.NoError(t, b.FreeResident(words4))
+	require.NoError(t, b.Free(words16))
+	require.NoError(t, b.Free(words4))
 }
 
 func TestProgramsSharingAnImageShareOneModule(t *testing.T) {
@@ -245,8 +245,8 @@ func TestProgramsSharingAnImageShareOneModule(t *testing.T) {
 	p2, err := core.NewProgram(s2)
 	require.NoError(t, err)
 	for range 3 {
-		require.NoError(t, b.DispatchResident(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
-		require.NoError(t, b.DispatchResident(p2, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
+		require.NoError(t, b.Dispatch(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
+		require.NoError(t, b.Dispatch(p2, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}))
 	}
 	// On the simulated device each program runs its own twin, so the second
 	// program with the same image and entry loads a module of its own.
@@ -256,15 +256,15 @@ func TestProgramsSharingAnImageShareOneModule(t *testing.T) {
 	assert.Len(t, r2.cfgs, 3, "each program runs its own twin")
 
 	// A different image is a second module; built-ins load their own.
-	require.NoError(t, b.DispatchResident(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{5}}))
-	require.NoError(t, b.DispatchResident(core.ProgramCopyU32(), []core.Buffer{h, h}, core.DispatchConfig{}))
+	require.NoError(t, b.Dispatch(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{5}}))
+	require.NoError(t, b.Dispatch(core.ProgramCopyU32(), []core.Buffer{h, h}, core.DispatchConfig{}))
 	assert.Equal(t, 4, dev.Live().Modules, "fill has the recorder's image and entry but its own twin, so its own module; copy adds one")
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, le32(5, 5, 5, 5), got, "the fill ran its own twin, not the recorder's")
 	require.NoError(t, b.Close())
 	assert.Zero(t, dev.Live().Modules, "Close unloads every module")
-	assert.ErrorIs(t, b.DispatchResident(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}), core.ErrClosed)
+	assert.ErrorIs(t, b.Dispatch(p1, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}}), core.ErrClosed)
 }
 
 func TestProgramWithoutTwinIsUnsupportedOnSim(t *testing.T) {
@@ -274,10 +274,10 @@ func TestProgramWithoutTwinIsUnsupportedOnSim(t *testing.T) {
 	s.Host = nil
 	p, err := core.NewProgram(s)
 	require.NoError(t, err)
-	err = b.DispatchResident(p, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+	err = b.Dispatch(p, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
 	require.ErrorIs(t, err, core.ErrUnsupported)
 	assert.Zero(t, dev.Calls(sim.OpModuleLoad))
-	require.NoError(t, b.FreeResident(h), "the buffer is not left in flight")
+	require.NoError(t, b.Free(h), "the buffer is not left in flight")
 }
 
 func TestUnknownEntryLeavesNoModuleLoaded(t *testing.T) {
@@ -287,7 +287,7 @@ func TestUnknownEntryLeavesNoModuleLoaded(t *testing.T) {
 	s.Entry = "no_such_kernel"
 	p, err := core.NewProgram(s)
 	require.NoError(t, err)
-	err = b.DispatchResident(p, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+	err = b.Dispatch(p, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
 	require.ErrorIs(t, err, core.ErrDriver)
 	assert.Contains(t, err.Error(), "no_such_kernel")
 	assert.Zero(t, dev.Live().Modules)
@@ -309,22 +309,22 @@ func TestDispatchConcurrentGoroutines(t *testing.T) {
 			for i := range a {
 				a[i] = r.Uint32()
 			}
-			h, err := b.AllocateResident(4 * n)
+			h, err := b.Alloc(4 * n)
 			if err != nil {
 				errs[w] = err
 				return
 			}
-			if err := b.UploadResident(h, u32s(a...)); err != nil {
+			if err := b.Upload(core.UploadAt{Buf: h, Data: u32s(a...)}); err != nil {
 				errs[w] = err
 				return
 			}
 			for range 10 {
-				if err := b.DispatchResident(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{}); err != nil {
+				if err := b.Dispatch(core.ProgramVAddU32(), []core.Buffer{h, h, h}, core.DispatchConfig{}); err != nil {
 					errs[w] = err
 					return
 				}
 			}
-			got, err := b.DownloadResident(h)
+			got, err := b.Download(h.All(), nil)
 			if err != nil {
 				errs[w] = err
 				return
@@ -335,7 +335,7 @@ func TestDispatchConcurrentGoroutines(t *testing.T) {
 					return
 				}
 			}
-			errs[w] = b.FreeResident(h)
+			errs[w] = b.Free(h)
 		}()
 	}
 	wg.Wait()

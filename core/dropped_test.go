@@ -55,14 +55,14 @@ func dropPending(t *testing.T, b *core.Backend, h core.Buffer, reads bool) {
 	require.NoError(t, err)
 }
 
-// untilFreed runs the garbage collector until FreeResident of h stops
+// untilFreed runs the garbage collector until Free of h stops
 // refusing it as in flight, for at most a bounded number of rounds.
 func untilFreed(t *testing.T, b *core.Backend, h core.Buffer) error {
 	t.Helper()
 	var err error
 	for range 200 {
 		runtime.GC()
-		if err = b.FreeResident(h); !errors.Is(err, core.ErrInFlight) {
+		if err = b.Free(h); !errors.Is(err, core.ErrInFlight) {
 			return err
 		}
 		time.Sleep(time.Millisecond) // let the cleanup goroutine run
@@ -79,11 +79,11 @@ func TestDroppedPendingIsCollectedAfterGC(t *testing.T) {
 		logs := &warnCapture{}
 		b, err := core.Open(dev, core.WithLogger(slog.New(logs)))
 		require.NoError(t, err)
-		h, err := b.AllocateResident(64)
+		h, err := b.Alloc(64)
 		require.NoError(t, err)
 		dropPending(t, b, h, reads)
 
-		err = b.FreeResident(h)
+		err = b.Free(h)
 		require.ErrorIs(t, err, core.ErrInFlight, "the work is still uncollected")
 		// Named by the upload, the step and (with reads) the read of one
 		// batch: one unfinished call.
@@ -102,7 +102,7 @@ func TestCollectedPendingDropsQuietly(t *testing.T) {
 	logs := &warnCapture{}
 	b, err := core.Open(dev, core.WithLogger(slog.New(logs)))
 	require.NoError(t, err)
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	func() {
 		p, err := b.RunAsync(core.Batch{Clears: []core.Buffer{h}})
@@ -113,7 +113,7 @@ func TestCollectedPendingDropsQuietly(t *testing.T) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	require.NoError(t, b.Close())
 	assert.Empty(t, logs.joined())
 	sim.RequireNoLeaks(t, dev)

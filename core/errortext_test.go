@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,56 +31,61 @@ func checkError(t *testing.T, op string, err error) *core.Error {
 // alike, each report the public call made and exactly one Fix.
 func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(16)
+	h, err := b.Alloc(16)
 	require.NoError(t, err)
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
-	id, err := d.AllocResident(16)
+	db, err := d.Alloc(16)
 	require.NoError(t, err)
 	fill := core.ProgramFillU32()
-	var out [][]byte
 
-	_, err = b.AllocateResident(0)
-	checkError(t, "AllocateResident", err)
-	checkError(t, "FreeResident", b.FreeResident(core.Buffer{ID: 1 << 60, Len: 3}))
-	checkError(t, "UploadResident", b.UploadResident(h, make([]byte, 3)))
-	checkError(t, "UploadResidentAt", b.UploadResidentAt(h, 10, make([]byte, 10))) // a range error: it wraps an accounting error with a Fix of its own
-	checkError(t, "UploadResidentAtMany", b.UploadResidentAtMany([]core.UploadAt{{Buf: h, Offset: -1, Data: []byte{1}}}))
-	_, err = b.DownloadResidentRange(h, 12, 8)
-	checkError(t, "DownloadResidentRange", err)
-	_, err = b.DownloadResidentRangesInto([]core.Range{{Buf: h, Offset: 1 << 40, Len: 1}}, nil)
-	checkError(t, "DownloadResidentRangesInto", err)
-	checkError(t, "UploadResidentAsyncAt", b.UploadResidentAsyncAt(h, 20, unsafe.Pointer(&out), 4))
+	_, err = b.Alloc(0)
+	checkError(t, "Alloc", err)
+	checkError(t, "Free", b.Free(core.Buffer{ID: 1 << 60, Len: 3}))
+	checkError(t, "UploadSlice", core.UploadSlice(b, h, make([]byte, 3)))
+	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: h, Offset: 10, Data: make([]byte, 10)})) // a range error: it wraps an accounting error with a Fix of its own
+	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: h, Data: []byte{1}}, core.UploadAt{Buf: h, Offset: -1, Data: []byte{1}}))
+	_, err = b.Download(h.Slice(12, 8), nil)
+	checkError(t, "Download", err)
+	_, err = b.DownloadMany([]core.Range{{Buf: h, Offset: 1 << 40, Len: 1}}, nil)
+	checkError(t, "DownloadMany", err)
+	checkError(t, "UploadAsync", b.UploadAsync(core.UploadAt{Buf: h, Offset: 20, Data: make([]byte, 4)}))
 	_, err = b.Run(core.Batch{Reads: []core.Range{{Buf: h, Offset: 8, Len: 16}}}, nil)
 	checkError(t, "Run", err)
 	_, err = b.RunAsync(core.Batch{Steps: []core.Step{{Program: nil}}})
 	checkError(t, "RunAsync", err)
-	checkError(t, "DispatchResident", b.DispatchResident(fill, []core.Buffer{h}, core.DispatchConfig{}))
-	_, err = d.AllocResident(-1)
-	checkError(t, "AllocResident", err)
-	checkError(t, "UploadResident", d.UploadResident(id, []byte{1}))
-	checkError(t, "UploadResidentAtMany", d.UploadResidentAtMany([]core.OptUploadAt{{ID: id, Offset: 15, Data: []byte{1, 2}}}))
-	_, err = d.ReadResidentRanges([]core.OptRange{{ID: id, Offset: 9, Len: 9}}, nil)
-	checkError(t, "ReadResidentRanges", err)
+	checkError(t, "Dispatch", b.Dispatch(fill, []core.Buffer{h}, core.DispatchConfig{}))
+	_, err = d.Alloc(-1)
+	checkError(t, "Alloc", err)
+	checkError(t, "Free", d.Free(h))
+	checkError(t, "Free", b.Free(db))
+	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: db, Offset: 15, Data: []byte{1, 2}}))
+	_, err = b.DownloadMany([]core.Range{db.Slice(9, 9)}, nil)
+	checkError(t, "DownloadMany", err)
 
-	// Driver failures reach the dispatcher's caller under the dispatcher
-	// call's name, not the Backend call it is built on.
+	// Driver failures reach the caller under the name of the call made.
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
-	checkError(t, "UploadResident", d.UploadResident(id, make([]byte, 16)))
+	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: db, Data: make([]byte, 16)}))
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
-	_, err = d.ReadResident(id)
-	checkError(t, "ReadResident", err)
+	_, err = b.Download(db.All(), nil)
+	checkError(t, "Download", err)
 	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
-	_, err = d.AllocResident(1 << 21)
-	checkError(t, "AllocResident", err)
+	_, err = d.Alloc(1 << 21)
+	checkError(t, "Alloc", err)
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
-	_, err = d.Run(core.OptBatch{Clears: []uint64{id}}, nil)
+	_, err = b.Run(core.Batch{Clears: []core.Buffer{db}}, nil)
 	checkError(t, "Run", err)
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	_, err = d.AcquireStaticUploads(1, [][]byte{{1, 2, 3}})
 	checkError(t, "AcquireStaticUploads", err)
-	checkError(t, "ReleaseStaticUploads", d.ReleaseStaticUploads(core.StaticSet{IDs: []uint64{1 << 62}}))
-	pd, err := b.DispatchResidentAsync(fill, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+	checkError(t, "ReleaseStaticUploads", d.ReleaseStaticUploads(core.StaticSet{Bufs: []core.Buffer{{ID: 1 << 62, Len: 1}}}))
+	set, err := d.AcquireStaticUploads(1, [][]byte{{1, 2, 3, 4}})
+	require.NoError(t, err)
+	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: set.Bufs[0], Data: []byte{9}}))
+	_, err = b.Run(core.Batch{Fills: []core.Fill{{Buf: set.Bufs[0], Value: 1}}}, nil)
+	checkError(t, "Run", err)
+	require.NoError(t, d.ReleaseStaticUploads(set))
+	pd, err := b.DispatchAsync(fill, []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
 	require.NoError(t, err)
 	_, err = pd.DeviceTime()
 	checkError(t, "Pending.DeviceTime", err)
@@ -111,15 +115,15 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 
-	require.NoError(t, d.FreeResident(id))
+	require.NoError(t, d.Free(db))
 	require.NoError(t, d.Close())
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 
 	// Close failures are Close's, with the failing part in the detail.
 	b2, dev2 := openSim(t, sim.Config{})
-	h2, err := b2.AllocateResident(16)
+	h2, err := b2.Alloc(16)
 	require.NoError(t, err)
-	require.NoError(t, b2.FreeResident(h2)) // into the device pool, which Close frees
+	require.NoError(t, b2.Free(h2)) // into the device pool, which Close frees
 	dev2.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	e := checkError(t, "Close", b2.Close())
 	assert.Contains(t, e.Error(), "close device pool: MemFree failed")
@@ -134,7 +138,7 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 // A Go twin's own error text and the simulated device's detail reach Error().
 func TestErrorTextCarriesTheCause(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(16)
+	h, err := b.Alloc(16)
 	require.NoError(t, err)
 	twin := func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
 		return errors.New("index 99 out of range in my kernel")
@@ -142,19 +146,19 @@ func TestErrorTextCarriesTheCause(t *testing.T) {
 	p, err := core.NewProgram(core.ProgramSpec{Image: kernels.FillPTX, Entry: kernels.FillEntry,
 		Grid: core.GridRule{Blocks: 1}, Buffers: 1, Host: twin})
 	require.NoError(t, err)
-	err = b.DispatchResident(p, []core.Buffer{h}, core.DispatchConfig{})
-	e := checkError(t, "DispatchResident", err)
+	err = b.Dispatch(p, []core.Buffer{h}, core.DispatchConfig{})
+	e := checkError(t, "Dispatch", err)
 	assert.Contains(t, err.Error(), "index 99 out of range in my kernel")
 	assert.Equal(t, cudaapi.CUDA_ERROR_LAUNCH_FAILED, e.Code)
 
 	missing, err := core.NewProgram(core.ProgramSpec{Image: kernels.FillPTX, Entry: "no_such_kernel",
 		Grid: core.GridRule{Blocks: 1}, Buffers: 1, Host: twin})
 	require.NoError(t, err)
-	err = b.DispatchResident(missing, []core.Buffer{h}, core.DispatchConfig{})
-	checkError(t, "DispatchResident", err)
+	err = b.Dispatch(missing, []core.Buffer{h}, core.DispatchConfig{})
+	checkError(t, "Dispatch", err)
 	assert.Contains(t, err.Error(), `declares no entry "no_such_kernel"`)
 	assert.Contains(t, err.Error(), "extern \"C\"", "the not-found Fix")
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 // Each class of driver result gets its own Fix sentence.
@@ -175,8 +179,8 @@ func TestDriverFixPerResultClass(t *testing.T) {
 	for code, want := range codes {
 		b, dev := openSim(t, sim.Config{})
 		dev.FailNth(sim.OpMemGetInfo, 1, code)
-		_, err := b.AllocateResident(16)
-		e := checkError(t, "AllocateResident", err)
+		_, err := b.Alloc(16)
+		e := checkError(t, "Alloc", err)
 		assert.Equal(t, code, e.Code)
 		assert.Contains(t, e.Fix, want, "%v", code)
 		if other, seen := fixes[e.Fix]; seen && want != codes[other] {

@@ -126,10 +126,10 @@ func newEvictRig(t *testing.T, plan xferplan.Tuning, n, size int, opts ...core.O
 		assert.Zero(t, r.bad.Load(), "a background eviction touched freed staging")
 	})
 	for i := range n {
-		h, err := b.AllocateResident(size)
+		h, err := b.Alloc(size)
 		require.NoError(t, err)
 		data := bytes.Repeat([]byte{byte(i*7 + 1)}, size)
-		require.NoError(t, b.UploadResident(h, data))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
 		r.hs, r.want = append(r.hs, h), append(r.want, data)
 	}
 	return r
@@ -139,7 +139,7 @@ func newEvictRig(t *testing.T, plan xferplan.Tuning, n, size int, opts ...core.O
 func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	t.Helper()
 	r.slow.Store(true)
-	out, err := r.b.DownloadResidentManyInto(r.hs, dst)
+	out, err := r.b.DownloadMany(allOf(r.hs), dst)
 	require.NoError(t, err)
 	for i := range r.want {
 		require.True(t, bytes.Equal(r.want[i], out[i]), "buffer %d", i)
@@ -147,11 +147,11 @@ func (r *evictRig) read(t *testing.T, dst [][]byte) [][]byte {
 	return out
 }
 
-// readFirst reads buffer 0 back into a new slice with DownloadResidentInto
+// readFirst reads buffer 0 back into a new slice with Download
 // (a staged single readback under the staged plans) and checks its bytes.
 func (r *evictRig) readFirst(t *testing.T) {
 	t.Helper()
-	out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+	out, err := r.b.Download(r.hs[0].All(), nil)
 	require.NoError(t, err)
 	require.Equal(t, r.want[0], out)
 }
@@ -294,7 +294,7 @@ func TestPackedPartsPinASecondSetThenEvictAfterReturning(t *testing.T) {
 	g := r.gateEvictions(t)
 	allocs := r.w.Calls(sim.OpHostAlloc)
 	g.returnsFirst(t, func() (err error) {
-		dst, err = r.b.DownloadResidentManyInto(r.hs, dst)
+		dst, err = r.b.DownloadMany(allOf(r.hs), dst)
 		return err
 	})
 	for i := range r.want {
@@ -452,13 +452,13 @@ func TestReadbackFailsWhileEvicting(t *testing.T) {
 				if op == sim.OpHostAlloc {
 					// Only a readback that cannot have its block back
 					// allocates: make the next one larger.
-					h, err := r.b.AllocateResident(4 << 20)
+					h, err := r.b.Alloc(4 << 20)
 					require.NoError(t, err)
 					r.hs = append(r.hs, h)
 				}
 				r.w.FailNth(op, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 				r.slow.Store(true)
-				out, err := r.b.DownloadResidentManyInto(r.hs, dst)
+				out, err := r.b.DownloadMany(allOf(r.hs), dst)
 				require.Error(t, err)
 				require.Equal(t, len(dst), len(out))
 				for i := range dst {
@@ -490,7 +490,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
 	var out []byte
 	g.returnsFirst(t, func() (err error) {
-		out, err = r.b.DownloadResidentInto(r.hs[0], nil)
+		out, err = r.b.Download(r.hs[0].All(), nil)
 		return err
 	})
 	assert.Equal(t, r.want[0], out)
@@ -514,7 +514,7 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	}
 	r.b.PoolCachedBytes()
 	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
-	out, err := r.b.DownloadResidentInto(r.hs[0], nil)
+	out, err := r.b.Download(r.hs[0].All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, r.want[0], out)
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpMemcpyDtoHAsync)-dmas, "the readback was not staged in chunks")

@@ -74,7 +74,7 @@ extern "C" __global__ void saxpy(float *y, const float *x, float a, unsigned int
 		fmt.Println(err)
 		return
 	}
-	err = b.DispatchResident(saxpy, nil, core.DispatchConfig{Args: []core.Arg{
+	err = b.Dispatch(saxpy, nil, core.DispatchConfig{Args: []core.Arg{
 		core.ArgBuffer(ys), core.ArgBuffer(xs), core.ArgFloat32(2), core.ArgUint32(uint32(len(y))),
 	}})
 	if err != nil {

@@ -32,7 +32,7 @@ func Example_readme() {
 	defer b.Close()
 	var bufs [3]core.Buffer // x, y and sum: four uint32 words each
 	for i := range bufs {
-		if bufs[i], err = b.AllocateResident(16); err != nil {
+		if bufs[i], err = b.Alloc(16); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -50,33 +50,33 @@ func Example_readme() {
 	// Output: last word: 44 fences: 1
 }
 
-// ExampleBackend_UploadResidentMany allocates resident buffers, uploads them
+// ExampleBackend_Upload allocates resident buffers, uploads them
 // with one fence, and reads them back whole and in part.
-func ExampleBackend_UploadResidentMany() {
+func ExampleBackend_Upload() {
 	b, err := core.Open(sim.New(sim.Config{}))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
 
-	greeting, err := b.AllocateResident(5)
+	greeting, err := b.Alloc(5)
 	if err != nil {
 		log.Fatal(err)
 	}
-	target, err := b.AllocateResident(6)
+	target, err := b.Alloc(6)
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Both uploads move with one stream synchronization.
-	err = b.UploadResidentMany([]core.Upload{{Buf: greeting, Data: []byte("hello")}, {Buf: target, Data: []byte("device")}})
+	err = b.Upload(core.UploadAt{Buf: greeting, Data: []byte("hello")}, core.UploadAt{Buf: target, Data: []byte("device")})
 	if err != nil {
 		log.Fatal(err)
 	}
-	all, err := b.DownloadResidentMany([]core.Buffer{greeting, target})
+	all, err := b.DownloadMany(allOf([]core.Buffer{greeting, target}), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	part, err := b.DownloadResidentRange(target, 3, 3)
+	part, err := b.Download(target.Slice(3, 3), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,10 +84,10 @@ func ExampleBackend_UploadResidentMany() {
 	fmt.Printf("%s %s, %s\n", all[0], all[1], part)
 	fmt.Printf("%d bytes up, %d bytes down, %d fences\n", t.HostToDeviceBytes, t.DeviceToHostBytes, t.SyncPoints)
 
-	if err := b.FreeResident(greeting); err != nil {
+	if err := b.Free(greeting); err != nil {
 		log.Fatal(err)
 	}
-	_, err = b.DownloadResident(greeting)
+	_, err = b.Download(greeting.All(), nil)
 	fmt.Println("after free:", errors.Is(err, core.ErrUnknownHandle))
 	// Output:
 	// hello device, ice
@@ -107,7 +107,7 @@ func ExampleBackend_Run() {
 
 	var bufs [4]core.Buffer
 	for i := range bufs {
-		if bufs[i], err = b.AllocateResident(4 * 4); err != nil {
+		if bufs[i], err = b.Alloc(4 * 4); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -156,15 +156,15 @@ func ExampleNewOptimizerDispatcher() {
 	defer d.Close()
 
 	// The pool: free, then allocate the same size again.
-	id, err := d.AllocResident(1 << 10)
+	id, err := d.Alloc(1 << 10)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := d.FreeResident(id); err != nil {
+	if err := d.Free(id); err != nil {
 		log.Fatal(err)
 	}
 	before := b.ResidentAllocatedBytes()
-	if _, err := d.AllocResident(1 << 10); err != nil {
+	if _, err := d.Alloc(1 << 10); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("pool hit, new device bytes:", b.ResidentAllocatedBytes()-before)
@@ -196,11 +196,11 @@ func exampleAdd(b *core.Backend, x, y []byte) (sum []byte, err error) {
 	var bufs []core.Buffer
 	defer func() {
 		for _, h := range bufs {
-			err = errors.Join(err, b.FreeResident(h))
+			err = errors.Join(err, b.Free(h))
 		}
 	}()
 	for range 3 {
-		h, err := b.AllocateResident(len(x))
+		h, err := b.Alloc(len(x))
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +222,7 @@ func exampleAdd(b *core.Backend, x, y []byte) (sum []byte, err error) {
 // with the CUDA result you choose, and reports what is still alive, so a
 // test checks results, failure paths and leaks. In a test, end with
 // t.Cleanup(func() { sim.CloseChecked(t, b, dev) }) instead of printing:
-// it fails on buffers still live before Close (a forgotten FreeResident,
+// it fails on buffers still live before Close (a forgotten Free,
 // which Close would free silently), on a failed Close and on anything left
 // on the device.
 func Example_testWithSim() {

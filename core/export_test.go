@@ -29,7 +29,7 @@ func SetPinHookForTest(f func(b *Backend)) (restore func()) {
 	return func() { pinHook = old }
 }
 
-// ResidentStoreFreeForTest reports whether FreeResident could take the
+// ResidentStoreFreeForTest reports whether Free could take the
 // resident table's lock right now (nothing holds it, shared or exclusive).
 func ResidentStoreFreeForTest(b *Backend) bool {
 	if !b.store.mu.TryLock() {

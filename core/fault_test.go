@@ -27,10 +27,10 @@ func faultPaths() []faultPath {
 	alloc := func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 		var got core.Buffer
 		return func() error {
-				h, err := b.AllocateResident(3000)
+				h, err := b.Alloc(3000)
 				if err == nil {
 					got = h
-					return b.FreeResident(h)
+					return b.Free(h)
 				}
 				return err
 			}, func(t *testing.T) {
@@ -40,52 +40,52 @@ func faultPaths() []faultPath {
 	buffers := func(t *testing.T, b *core.Backend, n int) []core.Buffer {
 		hs := make([]core.Buffer, n)
 		for i := range hs {
-			h, err := b.AllocateResident(100 + i)
+			h, err := b.Alloc(100 + i)
 			require.NoError(t, err) // not uploaded: the path's first transfer meets cold pools
 			hs[i] = h
 		}
 		return hs
 	}
 	return []faultPath{
-		{name: "AllocateResident pooled", setup: alloc},
-		{name: "AllocateResident exact", opts: []core.Option{core.WithResidentPoolLimit(0)}, setup: alloc},
-		{name: "UploadResidentMany", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+		{name: "Alloc pooled", setup: alloc},
+		{name: "Alloc exact", opts: []core.Option{core.WithResidentPoolLimit(0)}, setup: alloc},
+		{name: "Upload", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 			hs := buffers(t, b, 3)
-			ups := make([]core.Upload, len(hs))
+			ups := make([]core.UploadAt, len(hs))
 			for i, h := range hs {
-				ups[i] = core.Upload{Buf: h, Data: make([]byte, h.Len)}
+				ups[i] = core.UploadAt{Buf: h, Data: make([]byte, h.Len)}
 			}
-			return func() error { return b.UploadResidentMany(ups) }, func(*testing.T) {}
+			return func() error { return b.Upload(ups...) }, func(*testing.T) {}
 		}},
-		{name: "UploadResidentAtMany", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+		{name: "Upload", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 			hs := buffers(t, b, 2)
 			ups := []core.UploadAt{{hs[0], 1, []byte{1, 2}}, {hs[1], 3, []byte{3}}, {hs[0], 50, []byte{4}}}
-			return func() error { return b.UploadResidentAtMany(ups) }, func(*testing.T) {}
+			return func() error { return b.Upload(ups...) }, func(*testing.T) {}
 		}},
-		{name: "DownloadResidentManyInto", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+		{name: "DownloadMany", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 			hs := buffers(t, b, 3)
 			dst := [][]byte{[]byte("keep")}
 			var got [][]byte
 			return func() error {
 					var err error
-					got, err = b.DownloadResidentManyInto(hs, dst)
+					got, err = b.DownloadMany(allOf(hs), dst)
 					return err
 				}, func(t *testing.T) {
 					require.Len(t, got, 1)
 					assert.Equal(t, "keep", string(got[0]))
 				}
 		}},
-		{name: "DownloadResidentBatchesInto", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+		{name: "DownloadMany of ranges", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 			hs := buffers(t, b, 2)
-			dst := [][][]byte{{[]byte("keep")}}
-			var got [][][]byte
+			dst := [][]byte{[]byte("keep")}
+			var got [][]byte
 			return func() error {
 					var err error
-					got, err = b.DownloadResidentBatchesInto([][]core.Range{{{hs[0], 0, 10}}, {{hs[1], 5, 10}, {hs[0], 50, 3}}}, dst)
+					got, err = b.DownloadMany([]core.Range{hs[0].Slice(0, 10), hs[1].Slice(5, 10), hs[0].Slice(50, 3)}, dst)
 					return err
 				}, func(t *testing.T) {
 					require.Len(t, got, 1)
-					assert.Equal(t, "keep", string(got[0][0]))
+					assert.Equal(t, "keep", string(got[0]))
 				}
 		}},
 		{name: "AllocHostPinned", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
@@ -115,12 +115,12 @@ func faultPaths() []faultPath {
 				return nil
 			}, func(*testing.T) {}
 		}},
-		{name: "UploadResidentAsyncAt+SynchronizeUploads", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+		{name: "UploadAsync+SynchronizeUploads", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
 			hs := buffers(t, b, 1)
 			p, err := b.AllocHostPinned(64)
 			require.NoError(t, err)
 			return func() error {
-				if err := b.UploadResidentAsyncAt(hs[0], 0, p.Pointer(), 64); err != nil {
+				if err := b.UploadAsync(core.UploadAt{Buf: hs[0], Offset: 0, Data: p.Bytes()[:64]}); err != nil {
 					return err
 				}
 				if err := b.SynchronizeUploads(); err != nil {

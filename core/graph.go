@@ -20,7 +20,7 @@ import (
 // as with Run.
 //
 // Every buffer the batch names stays in flight from Capture until Close:
-// FreeResident refuses it with ErrInFlight, and Backend.Close refuses while
+// Free refuses it with ErrInFlight, and Backend.Close refuses while
 // any Graph is open. The graph also owns the pinned staging its copies read
 // and write, for its whole life.
 //

@@ -21,12 +21,12 @@ func ExampleBackend_Capture() {
 	defer b.Close()
 	var bufs [3]core.Buffer // x, y and sum: four uint32 words each
 	for i := range bufs {
-		if bufs[i], err = b.AllocateResident(16); err != nil {
+		if bufs[i], err = b.Alloc(16); err != nil {
 			log.Fatal(err)
 		}
 	}
 	x, y, sum := bufs[0], bufs[1], bufs[2]
-	if err := b.UploadResident(y, le32(100, 200, 300, 400)); err != nil {
+	if err := b.Upload(core.UploadAt{Buf: y, Data: le32(100, 200, 300, 400)}); err != nil {
 		log.Fatal(err)
 	}
 	in := make([]byte, 16) // the graph's upload source: rewrite it, never reslice it
@@ -47,11 +47,11 @@ func ExampleBackend_Capture() {
 		fmt.Println("replay", k, "first word:", binary.LittleEndian.Uint32(out[0]))
 	}
 	// The graph holds x, y and sum in flight until it is closed.
-	fmt.Println("free while captured:", b.FreeResident(x) != nil)
+	fmt.Println("free while captured:", b.Free(x) != nil)
 	if err := g.Close(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("fences:", b.Telemetry().SyncPoints, "free after Close:", b.FreeResident(x) == nil)
+	fmt.Println("fences:", b.Telemetry().SyncPoints, "free after Close:", b.Free(x) == nil)
 	// Output:
 	// replay 1 first word: 101
 	// replay 2 first word: 102

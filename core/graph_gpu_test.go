@@ -32,7 +32,7 @@ func TestGPUGraphReplayMatchesSim(t *testing.T) {
 	require.NoError(t, err)
 	simGraph, err := simB.Capture(sg.batch)
 	require.NoError(t, err)
-	require.ErrorIs(t, gpu.FreeResident(gg.a), core.ErrInFlight)
+	require.ErrorIs(t, gpu.Free(gg.a), core.ErrInFlight)
 	r := rand.New(rand.NewSource(15))
 	var got, want [][]byte
 	for i := range 100 {
@@ -111,13 +111,13 @@ func TestGPUGraphDependentChain(t *testing.T) {
 	}
 	require.NoError(t, g.Close())
 	for _, h := range []core.Buffer{p, q, one} {
-		require.NoError(t, gpu.FreeResident(h))
+		require.NoError(t, gpu.Free(h))
 	}
 }
 
 // w5Batch is W5's batch: 100 dependent vadd steps over one 4-byte buffer.
 func w5Batch(b *testing.B, be *core.Backend) (core.Batch, core.Buffer) {
-	h, err := be.AllocateResident(4)
+	h, err := be.Alloc(4)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func BenchmarkGPUW5GGraphReplay(b *testing.B) {
 	if err := g.Close(); err != nil {
 		b.Fatal(err)
 	}
-	if err := be.FreeResident(h); err != nil {
+	if err := be.Free(h); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -210,7 +210,7 @@ func BenchmarkGPUCaptureW5(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/capture")
-	if err := be.FreeResident(h); err != nil {
+	if err := be.Free(h); err != nil {
 		b.Fatal(err)
 	}
 }

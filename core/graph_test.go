@@ -28,7 +28,7 @@ func newGraphBatch(t testing.TB, b *core.Backend) *graphBatch {
 	t.Helper()
 	g := &graphBatch{}
 	for _, p := range []*core.Buffer{&g.a, &g.c, &g.o} {
-		h, err := b.AllocateResident(16)
+		h, err := b.Alloc(16)
 		require.NoError(t, err)
 		*p = h
 	}
@@ -56,7 +56,7 @@ func (g *graphBatch) fill(r *rand.Rand) {
 func (g *graphBatch) free(t testing.TB, b *core.Backend) {
 	t.Helper()
 	for _, h := range []core.Buffer{g.a, g.c, g.o} {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 }
 
@@ -97,12 +97,12 @@ func TestGraphHoldsBuffersInFlightUntilClose(t *testing.T) {
 	gb := newGraphBatch(t, b)
 	g, err := b.Capture(gb.batch)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.FreeResident(gb.a), core.ErrInFlight)
+	require.ErrorIs(t, b.Free(gb.a), core.ErrInFlight)
 	require.ErrorIs(t, b.Close(), core.ErrInFlight)
 	g2, err := b.Capture(gb.batch) // a second graph over the same buffers is fine
 	require.NoError(t, err, "graphs share buffers")
 	require.NoError(t, g.Close())
-	require.ErrorIs(t, b.FreeResident(gb.a), core.ErrInFlight, "the second graph still holds it")
+	require.ErrorIs(t, b.Free(gb.a), core.ErrInFlight, "the second graph still holds it")
 	_, err = g.Replay(nil)
 	require.ErrorIs(t, err, core.ErrClosed)
 	_, err = g.ReplayAsync()
@@ -131,9 +131,9 @@ func TestGraphCloseReleasesEverything(t *testing.T) {
 func TestGraphCaptureValidatesLikeRun(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	gb := newGraphBatch(t, b)
-	stale, err := b.AllocateResident(16)
+	stale, err := b.Alloc(16)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(stale))
+	require.NoError(t, b.Free(stale))
 	bad := []func(*core.Batch){
 		func(x *core.Batch) { x.Reads[1].Len = 16 },
 		func(x *core.Batch) { x.Uploads[0].Offset = 12 },
@@ -251,7 +251,7 @@ func TestGraphConcurrentReplaysAreSerialized(t *testing.T) {
 
 func TestGraphEmptyBatch(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(8)
+	h, err := b.Alloc(8)
 	require.NoError(t, err)
 	g, err := b.Capture(core.Batch{Reads: []core.Range{{Buf: h}}})
 	require.NoError(t, err)
@@ -260,9 +260,9 @@ func TestGraphEmptyBatch(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Empty(t, got[0])
 	assert.Zero(t, dev.Calls(sim.OpStreamBeginCapture)+dev.Calls(sim.OpGraphLaunch), "nothing reaches the device")
-	require.ErrorIs(t, b.FreeResident(h), core.ErrInFlight)
+	require.ErrorIs(t, b.Free(h), core.ErrInFlight)
 	require.NoError(t, g.Close())
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 func TestGraphNilReceivers(t *testing.T) {
@@ -274,9 +274,6 @@ func TestGraphNilReceivers(t *testing.T) {
 	require.ErrorIs(t, g.Close(), core.ErrInvalidArgument)
 	var b *core.Backend
 	_, err = b.Capture(core.Batch{})
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	var d *core.OptimizerDispatcher
-	_, err = d.Capture(core.OptBatch{})
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 }
 
@@ -379,30 +376,32 @@ func TestGraphCloseFailureKeepsGraphOpen(t *testing.T) {
 	require.NoError(t, err, "a failed Close changes nothing")
 	dev.FailNth(sim.OpGraphDestroy, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	require.ErrorIs(t, g.Close(), core.ErrDriver)
-	require.ErrorIs(t, b.FreeResident(gb.a), core.ErrInFlight, "still open")
+	require.ErrorIs(t, b.Free(gb.a), core.ErrInFlight, "still open")
 	_, err = g.Replay(nil)
 	require.ErrorIs(t, err, core.ErrDriver, "its executable graph is gone")
 	require.NoError(t, g.Close())
 	gb.free(t, b)
 }
 
-func TestOptimizerCapture(t *testing.T) {
+// TestCaptureDispatcherBuffers: a graph of dispatcher Buffers holds them
+// in flight until it is closed, against the dispatcher's Free and Close.
+func TestCaptureDispatcherBuffers(t *testing.T) {
 	d, b, _ := openOpt(t)
-	ids := make([]uint64, 3)
+	ids := make([]core.Buffer, 3)
 	for i := range ids {
-		id, err := d.AllocResident(16)
+		id, err := d.Alloc(16)
 		require.NoError(t, err)
 		ids[i] = id
 	}
 	in := u32s(1, 2, 3, 4)
-	g, err := d.Capture(core.OptBatch{
-		Fills:   []core.OptFill{{ID: ids[1], Value: 0}},
-		Uploads: []core.OptUploadAt{{ID: ids[0], Data: in}},
-		Steps:   []core.OptStep{{Program: core.ProgramVAddU32(), IDs: ids}},
-		Reads:   []core.OptRange{{ID: ids[2], Len: 16}},
+	g, err := b.Capture(core.Batch{
+		Fills:   []core.Fill{{Buf: ids[1], Value: 0}},
+		Uploads: []core.UploadAt{{Buf: ids[0], Data: in}},
+		Steps:   []core.Step{{Program: core.ProgramVAddU32(), Bufs: ids}},
+		Reads:   []core.Range{{Buf: ids[2], Len: 16}},
 	})
 	require.NoError(t, err)
-	require.ErrorIs(t, d.FreeResident(ids[0]), core.ErrInFlight)
+	require.ErrorIs(t, d.Free(ids[0]), core.ErrInFlight)
 	require.ErrorIs(t, d.Close(), core.ErrInFlight)
 	for k := range uint32(3) {
 		copy(in, u32s(k, k+1, k+2, k+3))
@@ -410,10 +409,10 @@ func TestOptimizerCapture(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []uint32{k, k + 1, k + 2, k + 3}, words(out[0]))
 	}
-	_, err = d.Capture(core.OptBatch{Clears: []uint64{999}})
+	_, err = b.Capture(core.Batch{Clears: []core.Buffer{{ID: 999, Len: 16}}})
 	require.ErrorIs(t, err, core.ErrUnknownHandle)
 	require.NoError(t, g.Close())
-	require.NoError(t, d.FreeResident(ids[0]))
+	require.NoError(t, d.Free(ids[0]))
 	require.NoError(t, d.Close())
 	require.NoError(t, b.Close())
 }
@@ -424,7 +423,7 @@ func TestOptimizerCapture(t *testing.T) {
 // sim's execution of the 100 launches.
 func BenchmarkSimW5GGraphReplay(b *testing.B) {
 	be, _ := openSim(b, sim.Config{})
-	h, err := be.AllocateResident(4)
+	h, err := be.Alloc(4)
 	require.NoError(b, err)
 	steps := make([]core.Step, 100)
 	for i := range steps {
@@ -441,5 +440,5 @@ func BenchmarkSimW5GGraphReplay(b *testing.B) {
 	}
 	b.StopTimer()
 	require.NoError(b, g.Close())
-	require.NoError(b, be.FreeResident(h))
+	require.NoError(b, be.Free(h))
 }

@@ -7,7 +7,7 @@ import (
 
 // pin validates bufs against the resident table and marks each of them in
 // flight, all or nothing, returning their device addresses in order. Until
-// release is called, FreeResident refuses those buffers with ErrInFlight and
+// release is called, Free refuses those buffers with ErrInFlight and
 // Close refuses with ErrInFlight, so the addresses stay valid while queued
 // device work uses them.
 //
@@ -61,7 +61,7 @@ func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buff
 		ents[i] = e
 	}
 	// Counts change only after every handle validated, so a bad batch marks
-	// nothing. Holding mu shared keeps FreeResident (exclusive) from
+	// nothing. Holding mu shared keeps Free (exclusive) from
 	// removing an entry between its check and these increments.
 	runPinHook(b)
 	for _, e := range ents {
@@ -82,9 +82,9 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 }
 
 // pinHook, when set (tests only), runs in pinEntries between validating the
-// handles and marking them in flight: the window in which a FreeResident
+// handles and marking them in flight: the window in which a Free
 // must not be able to remove a validated entry. Tests set it to run
-// FreeResident in exactly that window.
+// Free in exactly that window.
 var pinHook func(b *Backend)
 
 // runPinHook runs pinHook, if set; every place that marks resident buffers

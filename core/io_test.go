@@ -30,16 +30,16 @@ func newIOFixture(t *testing.T) *ioFixture {
 	f := &ioFixture{b: b, dev: dev}
 	r := rand.New(rand.NewSource(42))
 	for _, n := range []int{64, 100, 4096} {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
 		f.bufs = append(f.bufs, h)
 		f.want = append(f.want, randomBytes(r, n))
 	}
-	ups := make([]core.Upload, len(f.bufs))
+	ups := make([]core.UploadAt, len(f.bufs))
 	for i := range ups {
-		ups[i] = core.Upload{Buf: f.bufs[i], Data: f.want[i]}
+		ups[i] = core.UploadAt{Buf: f.bufs[i], Data: f.want[i]}
 	}
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	f.bad = badHandles(t, b, f.bufs[0])
 	b.ResetTelemetry()
 	return f
@@ -88,32 +88,33 @@ func TestUploadRefusals(t *testing.T) {
 		numbers  []any
 	}
 	cases := []tc{
-		{"full short", func() error { return f.b.UploadResident(h0, make([]byte, 63)) }, core.ErrInvalidArgument, []any{"exactly 64 bytes but got 63"}},
-		{"full long", func() error { return f.b.UploadResident(h0, make([]byte, 65)) }, core.ErrInvalidArgument, []any{"got 65"}},
-		{"full nil", func() error { return f.b.UploadResident(h0, nil) }, core.ErrInvalidArgument, []any{"got 0"}},
+		{"full short", func() error { return core.UploadSlice(f.b, h0, make([]byte, 63)) }, core.ErrInvalidArgument, []any{"exactly 64 bytes but got 63"}},
+		{"full long", func() error { return core.UploadSlice(f.b, h0, make([]byte, 65)) }, core.ErrInvalidArgument, []any{"got 65"}},
+		{"full nil", func() error { return core.UploadSlice(f.b, h0, []byte(nil)) }, core.ErrInvalidArgument, []any{"got 0"}},
+		{"long", func() error { return f.b.Upload(core.UploadAt{Buf: h0, Data: make([]byte, 65)}) }, core.ErrInvalidArgument, []any{"65 bytes at offset 0", "its 64 bytes"}},
 		{"many: bad length at item 2", func() error {
-			return f.b.UploadResidentMany([]core.Upload{{h0, good0}, {h1, good1}, {h1, good0}})
-		}, core.ErrInvalidArgument, []any{"item 2", h1.ID, 100, 64}},
+			return f.b.Upload(core.UploadAt{Buf: h0, Data: good0}, core.UploadAt{Buf: h1, Data: good1}, core.UploadAt{Buf: h1, Data: make([]byte, 101)})
+		}, core.ErrInvalidArgument, []any{"item 2", h1.ID, 101, 100}},
 		{"many: unknown handle at item 1", func() error {
-			return f.b.UploadResidentMany([]core.Upload{{h0, good0}, {core.Buffer{ID: 1 << 60, Len: 100}, good1}})
+			return f.b.Upload(core.UploadAt{Buf: h0, Data: good0}, core.UploadAt{Buf: core.Buffer{ID: 1 << 60, Len: 100}, Data: good1})
 		}, core.ErrUnknownHandle, []any{"item 1", uint64(1 << 60)}},
-		{"at negative offset", func() error { return f.b.UploadResidentAt(h0, -1, []byte{1}) }, core.ErrInvalidArgument, []any{-1}},
-		{"at past end", func() error { return f.b.UploadResidentAt(h0, 60, make([]byte, 5)) }, core.ErrInvalidArgument, []any{"5 bytes at offset 60", "its 64 bytes"}},
-		{"at empty past end", func() error { return f.b.UploadResidentAt(h0, 65, nil) }, core.ErrInvalidArgument, []any{"offset 65"}},
-		{"at overflow", func() error { return f.b.UploadResidentAt(h0, math.MaxInt, []byte{1}) }, core.ErrInvalidArgument, []any{math.MaxInt}},
+		{"at negative offset", func() error { return f.b.Upload(core.UploadAt{Buf: h0, Offset: -1, Data: []byte{1}}) }, core.ErrInvalidArgument, []any{-1}},
+		{"at past end", func() error { return f.b.Upload(core.UploadAt{Buf: h0, Offset: 60, Data: make([]byte, 5)}) }, core.ErrInvalidArgument, []any{"5 bytes at offset 60", "its 64 bytes"}},
+		{"at empty past end", func() error { return f.b.Upload(core.UploadAt{Buf: h0, Offset: 65, Data: nil}) }, core.ErrInvalidArgument, []any{"offset 65"}},
+		{"at overflow", func() error { return f.b.Upload(core.UploadAt{Buf: h0, Offset: math.MaxInt, Data: []byte{1}}) }, core.ErrInvalidArgument, []any{math.MaxInt}},
 		{"at many: bad item 1", func() error {
-			return f.b.UploadResidentAtMany([]core.UploadAt{{h0, 0, good0}, {h1, 99, []byte{1, 2}}})
+			return f.b.Upload(core.UploadAt{Buf: h0, Offset: 0, Data: good0}, core.UploadAt{Buf: h1, Offset: 99, Data: []byte{1, 2}})
 		}, core.ErrInvalidArgument, []any{"item 1", "2 bytes at offset 99"}},
 	}
 	for name, h := range f.bad {
 		cases = append(cases,
-			tc{"full " + name, func() error { return f.b.UploadResident(h, make([]byte, max(h.Len, 0))) }, core.ErrUnknownHandle, []any{h.ID}},
+			tc{"full " + name, func() error { return f.b.Upload(core.UploadAt{Buf: h, Data: make([]byte, max(h.Len, 0))}) }, core.ErrUnknownHandle, []any{h.ID}},
 			tc{"many " + name, func() error {
-				return f.b.UploadResidentMany([]core.Upload{{h0, good0}, {h, make([]byte, max(h.Len, 0))}})
+				return f.b.Upload(core.UploadAt{Buf: h0, Data: good0}, core.UploadAt{Buf: h, Data: make([]byte, max(h.Len, 0))})
 			}, core.ErrUnknownHandle, []any{"item 1", h.ID}},
-			tc{"at " + name, func() error { return f.b.UploadResidentAt(h, 0, []byte{1}) }, core.ErrUnknownHandle, []any{h.ID}},
+			tc{"at " + name, func() error { return f.b.Upload(core.UploadAt{Buf: h, Offset: 0, Data: []byte{1}}) }, core.ErrUnknownHandle, []any{h.ID}},
 			tc{"at many " + name, func() error {
-				return f.b.UploadResidentAtMany([]core.UploadAt{{h, 0, nil}})
+				return f.b.Upload(core.UploadAt{Buf: h, Offset: 0, Data: nil})
 			}, core.ErrUnknownHandle, []any{h.ID}},
 		)
 	}
@@ -127,7 +128,6 @@ func TestReadbackRefusalsPreserveOutputs(t *testing.T) {
 	h0, h1 := f.bufs[0], f.bufs[1]
 	keep := []byte("caller bytes")
 	dst := [][]byte{keep, nil}
-	dst3 := [][][]byte{{keep}}
 	type tc struct {
 		name     string
 		call     func() error
@@ -145,39 +145,34 @@ func TestReadbackRefusalsPreserveOutputs(t *testing.T) {
 		assert.Nil(t, got[1])
 		return err
 	}
-	check3 := func(got [][][]byte, err error) error {
-		require.Len(t, got, 1)
-		assert.Equal(t, "caller bytes", string(got[0][0]))
-		return err
-	}
 	cases := []tc{
-		{"range negative offset", func() error { _, err := f.b.DownloadResidentRange(h0, -1, 1); return err }, core.ErrInvalidArgument, []any{-1}},
-		{"range negative length", func() error { _, err := f.b.DownloadResidentRange(h0, 0, -5); return err }, core.ErrInvalidArgument, []any{-5}},
-		{"range past end", func() error { _, err := f.b.DownloadResidentRange(h0, 60, 5); return err }, core.ErrInvalidArgument, []any{"5 bytes at offset 60", "its 64 bytes"}},
-		{"range empty past end", func() error { _, err := f.b.DownloadResidentRange(h0, 65, 0); return err }, core.ErrInvalidArgument, []any{"offset 65"}},
-		{"range overflow", func() error { _, err := f.b.DownloadResidentRange(h0, math.MaxInt, 1); return err }, core.ErrInvalidArgument, []any{math.MaxInt}},
+		{"range negative offset", func() error { _, err := f.b.Download(h0.Slice(-1, 1), nil); return err }, core.ErrInvalidArgument, []any{-1}},
+		{"range negative length", func() error { _, err := f.b.Download(h0.Slice(0, -5), nil); return err }, core.ErrInvalidArgument, []any{-5}},
+		{"range past end", func() error { _, err := f.b.Download(h0.Slice(60, 5), nil); return err }, core.ErrInvalidArgument, []any{"5 bytes at offset 60", "its 64 bytes"}},
+		{"range empty past end", func() error { _, err := f.b.Download(h0.Slice(65, 0), nil); return err }, core.ErrInvalidArgument, []any{"offset 65"}},
+		{"range overflow", func() error { _, err := f.b.Download(h0.Slice(math.MaxInt, 1), nil); return err }, core.ErrInvalidArgument, []any{math.MaxInt}},
 		{"ranges into: bad item 1", func() error {
-			return check2(f.b.DownloadResidentRangesInto([]core.Range{{h0, 0, 64}, {h1, 50, 51}}, dst))
+			return check2(f.b.DownloadMany([]core.Range{{h0, 0, 64}, {h1, 50, 51}}, dst))
 		}, core.ErrInvalidArgument, []any{"item 1", "51 bytes at offset 50", "its 100 bytes"}},
-		{"batches into: bad item in batch 1", func() error {
-			return check3(f.b.DownloadResidentBatchesInto([][]core.Range{{{h0, 0, 1}}, {{h1, 0, 101}}}, dst3))
-		}, core.ErrInvalidArgument, []any{"batch 1 item 0", "101 bytes"}},
+		{"ranges into: bad whole range 1", func() error {
+			return check2(f.b.DownloadMany([]core.Range{h0.Slice(0, 1), h1.Slice(0, 101)}, dst))
+		}, core.ErrInvalidArgument, []any{"item 1", "101 bytes"}},
 	}
 	for name, h := range f.bad {
 		cases = append(cases,
-			tc{"full " + name, func() error { _, err := f.b.DownloadResident(h); return err }, core.ErrUnknownHandle, []any{h.ID}},
-			tc{"into " + name, func() error { return check1(f.b.DownloadResidentInto(h, keep)) }, core.ErrUnknownHandle, []any{h.ID}},
-			tc{"many " + name, func() error { _, err := f.b.DownloadResidentMany([]core.Buffer{h0, h}); return err }, core.ErrUnknownHandle, []any{"item 1", h.ID}},
+			tc{"full " + name, func() error { _, err := f.b.Download(h.All(), nil); return err }, core.ErrUnknownHandle, []any{h.ID}},
+			tc{"into " + name, func() error { return check1(f.b.Download(h.All(), keep)) }, core.ErrUnknownHandle, []any{h.ID}},
+			tc{"many " + name, func() error { _, err := f.b.DownloadMany(allOf([]core.Buffer{h0, h}), nil); return err }, core.ErrUnknownHandle, []any{"item 1", h.ID}},
 			tc{"many into " + name, func() error {
-				return check2(f.b.DownloadResidentManyInto([]core.Buffer{h0, h}, dst))
+				return check2(f.b.DownloadMany(allOf([]core.Buffer{h0, h}), dst))
 			}, core.ErrUnknownHandle, []any{"item 1", h.ID}},
-			tc{"range " + name, func() error { _, err := f.b.DownloadResidentRange(h, 0, 0); return err }, core.ErrUnknownHandle, []any{h.ID}},
+			tc{"range " + name, func() error { _, err := f.b.Download(h.Slice(0, 0), nil); return err }, core.ErrUnknownHandle, []any{h.ID}},
 			tc{"ranges into " + name, func() error {
-				return check2(f.b.DownloadResidentRangesInto([]core.Range{{h, 0, 0}}, dst))
+				return check2(f.b.DownloadMany([]core.Range{{h, 0, 0}}, dst))
 			}, core.ErrUnknownHandle, []any{h.ID}},
-			tc{"batches into " + name, func() error {
-				return check3(f.b.DownloadResidentBatchesInto([][]core.Range{{}, {{h0, 0, 1}, {h, 0, 0}}}, dst3))
-			}, core.ErrUnknownHandle, []any{"batch 1 item 1", h.ID}},
+			tc{"ranges into, second " + name, func() error {
+				return check2(f.b.DownloadMany([]core.Range{h0.Slice(0, 1), h.Slice(0, 0)}, dst))
+			}, core.ErrUnknownHandle, []any{"item 1", h.ID}},
 		)
 	}
 	for _, c := range cases {
@@ -199,7 +194,7 @@ func TestUploadsMatchModel(t *testing.T) {
 			ups = append(ups, core.UploadAt{Buf: f.bufs[i], Offset: off, Data: data})
 			copy(f.want[i][off:], data) // later uploads win, as if applied in order
 		}
-		require.NoError(t, f.b.UploadResidentAtMany(ups), "round %d", round)
+		require.NoError(t, f.b.Upload(ups...), "round %d", round)
 		f.requireModel(t)
 	}
 }
@@ -207,15 +202,15 @@ func TestUploadsMatchModel(t *testing.T) {
 func TestReadbacksMatchModel(t *testing.T) {
 	f := newIOFixture(t)
 	r := rand.New(rand.NewSource(9))
-	got, err := f.b.DownloadResidentMany(f.bufs)
+	got, err := f.b.DownloadMany(allOf(f.bufs), nil)
 	require.NoError(t, err)
 	assert.Equal(t, f.want, got)
 	for i, h := range f.bufs {
-		one, err := f.b.DownloadResident(h)
+		one, err := f.b.Download(h.All(), nil)
 		require.NoError(t, err)
 		assert.Equal(t, f.want[i], one)
 	}
-	var batches [][]core.Range
+	var all []core.Range
 	var dst [][]byte
 	for round := range 50 {
 		var rs []core.Range
@@ -224,24 +219,23 @@ func TestReadbacksMatchModel(t *testing.T) {
 			off := r.Intn(f.bufs[i].Len + 1)
 			rs = append(rs, core.Range{Buf: f.bufs[i], Offset: off, Len: r.Intn(f.bufs[i].Len - off + 1)})
 		}
-		dst, err = f.b.DownloadResidentRangesInto(rs, dst)
+		dst, err = f.b.DownloadMany(rs, dst)
 		require.NoError(t, err)
 		require.Len(t, dst, len(rs))
 		for j, rg := range rs {
 			i := indexOf(f.bufs, rg.Buf)
 			require.Equal(t, f.want[i][rg.Offset:rg.Offset+rg.Len], nonNil(dst[j]), "round %d range %d", round, j)
 		}
-		batches = append(batches, rs)
+		all = append(all, rs...)
 	}
-	out, err := f.b.DownloadResidentBatchesInto(batches, nil)
+	// Every round's ranges at once, into new slices: one fence for all.
+	out, err := f.b.DownloadMany(all, nil)
 	require.NoError(t, err)
-	require.Len(t, out, len(batches))
-	for bi, rs := range batches {
-		require.Len(t, out[bi], len(rs))
-		for j, rg := range rs {
-			i := indexOf(f.bufs, rg.Buf)
-			require.Equal(t, f.want[i][rg.Offset:rg.Offset+rg.Len], nonNil(out[bi][j]))
-		}
+	require.Len(t, out, len(all))
+	for j, rg := range all {
+		i := indexOf(f.bufs, rg.Buf)
+		require.Equal(t, f.want[i][rg.Offset:rg.Offset+rg.Len], out[j])
+		require.Equal(t, len(out[j]), cap(out[j]), "a new slice's capacity is its length")
 	}
 }
 
@@ -265,7 +259,7 @@ func TestIntoCallsReuseCapacity(t *testing.T) {
 	f := newIOFixture(t)
 	h0, h1 := f.bufs[0], f.bufs[1]
 	dst := make([]byte, 3, 256)
-	got, err := f.b.DownloadResidentInto(h0, dst)
+	got, err := f.b.Download(h0.All(), dst)
 	require.NoError(t, err)
 	assert.Equal(t, f.want[0], got)
 	assert.Same(t, &dst[:1][0], &got[0], "the capacity of dst is reused")
@@ -273,7 +267,7 @@ func TestIntoCallsReuseCapacity(t *testing.T) {
 	slots := make([][]byte, 1, 4)
 	slots[0] = make([]byte, 0, 128)
 	inner := &slots[0][:1][0]
-	out, err := f.b.DownloadResidentManyInto([]core.Buffer{h1, h0}, slots)
+	out, err := f.b.DownloadMany(allOf([]core.Buffer{h1, h0}), slots)
 	require.NoError(t, err)
 	require.Len(t, out, 2)
 	assert.Same(t, &slots[0], &out[0], "the outer capacity is reused")
@@ -283,7 +277,7 @@ func TestIntoCallsReuseCapacity(t *testing.T) {
 
 	// Growing: fewer slots than requests still works, and existing slots
 	// are carried over.
-	grown, err := f.b.DownloadResidentRangesInto([]core.Range{{h0, 1, 2}, {h1, 0, 3}, {h0, 0, 0}}, out[:1])
+	grown, err := f.b.DownloadMany([]core.Range{{h0, 1, 2}, {h1, 0, 3}, {h0, 0, 0}}, out[:1])
 	require.NoError(t, err)
 	require.Len(t, grown, 3)
 	assert.Equal(t, f.want[0][1:3], grown[0])
@@ -295,33 +289,32 @@ func TestZeroLengthReadsTouchNothing(t *testing.T) {
 	f := newIOFixture(t)
 	h0, h1 := f.bufs[0], f.bufs[1]
 	calls := f.dev.CallCounts()
-	got, err := f.b.DownloadResidentRange(h0, 0, 0)
+	got, err := f.b.Download(h0.Slice(0, 0), nil)
 	require.NoError(t, err)
 	assert.NotNil(t, got)
 	assert.Empty(t, got)
-	got, err = f.b.DownloadResidentRange(h0, 64, 0)
+	got, err = f.b.Download(h0.Slice(64, 0), nil)
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
-	rs, err := f.b.DownloadResidentRangesInto([]core.Range{{h0, 3, 0}, {h1, 100, 0}}, [][]byte{[]byte("x")})
+	rs, err := f.b.DownloadMany([]core.Range{{h0, 3, 0}, {h1, 100, 0}}, [][]byte{[]byte("x")})
 	require.NoError(t, err)
 	require.Len(t, rs, 2)
 	assert.Empty(t, rs[0])
 	assert.Empty(t, rs[1])
 
-	batches, err := f.b.DownloadResidentBatchesInto([][]core.Range{{}, {{h1, 5, 0}}, nil}, nil)
+	fresh, err := f.b.DownloadMany([]core.Range{h1.Slice(5, 0)}, nil)
 	require.NoError(t, err)
-	require.Len(t, batches, 3)
-	assert.Empty(t, batches[0])
-	require.Len(t, batches[1], 1)
-	assert.Empty(t, batches[1][0])
+	require.Len(t, fresh, 1)
+	assert.NotNil(t, fresh[0], "a new slice, even of nothing")
+	assert.Empty(t, fresh[0])
 
-	many, err := f.b.DownloadResidentMany(nil)
+	many, err := f.b.DownloadMany(allOf(nil), nil)
 	require.NoError(t, err)
 	assert.Empty(t, many)
-	require.NoError(t, f.b.UploadResidentAt(h0, 64, nil))
-	require.NoError(t, f.b.UploadResidentAtMany([]core.UploadAt{{h0, 1, nil}, {h1, 0, []byte{}}}))
-	require.NoError(t, f.b.UploadResidentMany(nil))
+	require.NoError(t, f.b.Upload(core.UploadAt{Buf: h0, Offset: 64, Data: nil}))
+	require.NoError(t, f.b.Upload(core.UploadAt{Buf: h0, Offset: 1, Data: nil}, core.UploadAt{Buf: h1, Offset: 0, Data: []byte{}}))
+	require.NoError(t, f.b.Upload(nil...))
 
 	assert.Equal(t, calls, f.dev.CallCounts(), "zero-length work makes no driver call at all")
 	assert.Equal(t, core.Telemetry{}, f.b.Telemetry())
@@ -334,22 +327,22 @@ func TestOneSyncPerBatch(t *testing.T) {
 	const n, size = 8, 100
 	r := rand.New(rand.NewSource(3))
 	bufs := make([]core.Buffer, n)
-	ups := make([]core.Upload, n)
+	ups := make([]core.UploadAt, n)
 	for i := range bufs {
-		h, err := b.AllocateResident(size)
+		h, err := b.Alloc(size)
 		require.NoError(t, err)
 		bufs[i] = h
-		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, size)}
+		ups[i] = core.UploadAt{Buf: h, Data: randomBytes(r, size)}
 	}
 	syncs, h2d, d2h := dev.Calls(sim.OpStreamSynchronize), dev.Calls(sim.OpMemcpyHtoDAsync), dev.Calls(sim.OpMemcpyDtoHAsync)
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
 	assert.Equal(t, h2d+n, dev.Calls(sim.OpMemcpyHtoDAsync))
 	assert.Equal(t, core.Telemetry{HostToDeviceBytes: n * size, UploadOps: 1, SyncPoints: 1,
 		ResidentAllocationBytes: n * size, RequestedCopies: n, DeviceCopies: n}, b.Telemetry())
 
 	b.ResetTelemetry()
-	got, err := b.DownloadResidentMany(bufs)
+	got, err := b.DownloadMany(allOf(bufs), nil)
 	require.NoError(t, err)
 	for i := range got {
 		require.Equal(t, ups[i].Data, got[i])
@@ -373,7 +366,7 @@ func TestFusedCopyCounts(t *testing.T) {
 		{h0, 30, bytes.Repeat([]byte{3}, 10)}, // overlaps piece 2, touches piece 3
 		{h1, 0, bytes.Repeat([]byte{5}, 10)},
 	}
-	require.NoError(t, f.b.UploadResidentAtMany(ups))
+	require.NoError(t, f.b.Upload(ups...))
 	assert.Equal(t, h2d+2, f.dev.Calls(sim.OpMemcpyHtoDAsync))
 	tel := f.b.Telemetry()
 	assert.Equal(t, uint64(5), tel.RequestedCopies)
@@ -388,7 +381,7 @@ func TestFusedCopyCounts(t *testing.T) {
 	f.b.ResetTelemetry()
 	d2h := f.dev.Calls(sim.OpMemcpyDtoHAsync)
 	rs := []core.Range{{h0, 0, 10}, {h0, 5, 20}, {h0, 25, 5}, {h1, 0, 4}, {h1, 50, 4}, {h0, 0, 0}}
-	out, err := f.b.DownloadResidentRangesInto(rs, nil)
+	out, err := f.b.DownloadMany(rs, nil)
 	require.NoError(t, err)
 	assert.Equal(t, d2h+3, f.dev.Calls(sim.OpMemcpyDtoHAsync), "h0's ranges union into one copy; h1's two stay apart")
 	tel = f.b.Telemetry()

@@ -40,7 +40,7 @@ func TestGPUDispatchLaunchBatchMatchesPerLaunch(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, uint64(steps), b.Telemetry().KernelLaunches)
 		for _, h := range []core.Buffer{p, q, one} {
-			require.NoError(t, b.FreeResident(h))
+			require.NoError(t, b.Free(h))
 		}
 		return out
 	}

@@ -90,7 +90,7 @@ func newLaunchFixture(t *testing.T, arm launchArm) *launchFixture {
 	dev.ResetCalls()
 	t.Cleanup(func() {
 		for _, h := range []core.Buffer{f.p, f.q, f.one} {
-			assert.NoError(t, b.FreeResident(h))
+			assert.NoError(t, b.Free(h))
 		}
 		require.NoError(t, b.Close())
 		assert.True(t, dev.Live().Zero(), "live after Close: %v", dev.Live())

@@ -2,7 +2,7 @@ package core
 
 // LiveResidentBuffers returns how many resident buffers are live (allocated
 // and not freed, including those an OptimizerDispatcher owns) and their
-// bytes. Tests call it before Close to catch a forgotten FreeResident, which
+// bytes. Tests call it before Close to catch a forgotten Free, which
 // Close would otherwise free silently; sim.CloseChecked does. A nil or
 // closed Backend has none.
 func (b *Backend) LiveResidentBuffers() (count int, bytes uint64) {

@@ -30,17 +30,17 @@ func requireDeviceHoldsReserved(t *testing.T, b *core.Backend, dev *sim.Device) 
 // is a cache hit that makes no driver call.
 func TestFreedMemoryServesLaterAllocations1MiB(t *testing.T) {
 	b, dev := openSim(t, sim.Config{TotalMemory: 1 << 20})
-	h, err := b.AllocateResident(800000)
+	h, err := b.Alloc(800000)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 
 	calls := dev.CallCounts()
-	h, err = b.AllocateResident(800000)
+	h, err = b.Alloc(800000)
 	require.NoError(t, err, "a second 800,000-byte buffer is a cache hit")
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	assert.Equal(t, calls, dev.CallCounts(), "a cache hit and a cached free make no driver call")
 
-	small, err := b.AllocateResident(200000)
+	small, err := b.Alloc(200000)
 	require.NoError(t, err, "cached memory is the Backend's own: it must serve an allocation that fits")
 	st := requireDeviceHoldsReserved(t, b, dev)
 	assert.Equal(t, uint64(1), st.AllocRetries)
@@ -48,12 +48,12 @@ func TestFreedMemoryServesLaterAllocations1MiB(t *testing.T) {
 	assert.Zero(t, st.CachedDevice)
 	assert.Equal(t, uint64(200000), st.Allocated)
 	assert.Equal(t, uint64(800000), st.PeakAllocated)
-	require.NoError(t, b.FreeResident(small))
+	require.NoError(t, b.Free(small))
 
 	// And the other way round: the small one cached, the large one fits.
-	h, err = b.AllocateResident(800000)
+	h, err = b.Alloc(800000)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	requireDeviceHoldsReserved(t, b, dev)
 }
 
@@ -62,15 +62,15 @@ func TestFreedMemoryServesLaterAllocations1MiB(t *testing.T) {
 // failed as a driver out-of-memory.
 func TestRoundingStaysInsideTheBudget(t *testing.T) {
 	b, dev := openSim(t, sim.Config{TotalMemory: 1_000_000})
-	h, err := b.AllocateResident(800000)
+	h, err := b.Alloc(800000)
 	require.NoError(t, err)
 	st := requireDeviceHoldsReserved(t, b, dev)
 	assert.GreaterOrEqual(t, st.Reserved, uint64(800000))
 	assert.Less(t, st.Reserved-800000, uint64(800000/8), "rounding wastes less than 1/8")
 	// What does not fit is refused as ErrBudget, never as a driver failure.
-	_, err = b.AllocateResident(100000)
+	_, err = b.Alloc(100000)
 	requireKind(t, err, core.ErrBudget, "900000-byte budget", "still missing")
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 // Fill a 64 MiB device with mixed sizes, free everything: any size up to the
@@ -79,7 +79,7 @@ func TestAfterFreeingEverythingTheWholeBudgetIsAvailable(t *testing.T) {
 	b, dev := openSim(t, sim.Config{TotalMemory: 64 << 20})
 	var hs []core.Buffer
 	for i := 0; ; i++ {
-		h, err := b.AllocateResident(1 + (i*7919)%(3<<20))
+		h, err := b.Alloc(1 + (i*7919)%(3<<20))
 		if err != nil {
 			requireKind(t, err, core.ErrBudget)
 			break
@@ -88,16 +88,16 @@ func TestAfterFreeingEverythingTheWholeBudgetIsAvailable(t *testing.T) {
 	}
 	require.Greater(t, len(hs), 10)
 	for _, h := range hs {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	budget := b.MemoryStats().Budget
 	for _, n := range []int{32 << 20, int(budget), int(budget) - 1, 1, int(budget)/2 + 1} {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err, "%d bytes after everything was freed (budget %d)", n, budget)
 		requireDeviceHoldsReserved(t, b, dev)
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
-	_, err := b.AllocateResident(int(budget) + 1)
+	_, err := b.Alloc(int(budget) + 1)
 	requireKind(t, err, core.ErrBudget, "still missing")
 }
 
@@ -105,29 +105,29 @@ func TestAfterFreeingEverythingTheWholeBudgetIsAvailable(t *testing.T) {
 func TestLargeBuffersAreCachedWithoutDoubleWaste(t *testing.T) {
 	b, dev := openSim(t, sim.Config{TotalMemory: 1 << 30})
 	for _, n := range []int{1<<20 + 1, 33 << 20, 64<<20 - 3, 64 << 20} {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
 		st := b.MemoryStats()
 		assert.Less(t, 8*(st.Reserved-st.CachedDevice-uint64(n)), uint64(n), "n=%d reserved %d", n, st.Reserved)
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 		allocs := dev.Calls(sim.OpMemAlloc)
-		h, err = b.AllocateResident(n)
+		h, err = b.Alloc(n)
 		require.NoError(t, err)
 		assert.Equal(t, allocs, dev.Calls(sim.OpMemAlloc), "n=%d: a freed buffer of the same size is a cache hit", n)
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	requireDeviceHoldsReserved(t, b, dev)
 }
 
 func TestTrimGivesEveryCachedBlockBack(t *testing.T) {
 	b, dev := openSim(t, sim.Config{TotalMemory: 1 << 30})
-	keep, err := b.AllocateResident(5000)
+	keep, err := b.Alloc(5000)
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(keep, make([]byte, 5000))) // leaves pinned staging cached
+	require.NoError(t, b.Upload(core.UploadAt{Buf: keep, Data: make([]byte, 5000)})) // leaves pinned staging cached
 	for _, n := range []int{100, 70000, 3 << 20} {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	dc, pc := b.PoolCachedBytes()
 	require.NotZero(t, dc)
@@ -142,12 +142,12 @@ func TestTrimGivesEveryCachedBlockBack(t *testing.T) {
 	st = requireDeviceHoldsReserved(t, b, dev)
 	assert.Equal(t, st.Reserved, dev.Live().DeviceBytes)
 	assert.Zero(t, dev.Live().PinnedBytes, "no pinned staging is held after Trim")
-	got, err := b.DownloadResident(keep)
+	got, err := b.Download(keep.All(), nil)
 	require.NoError(t, err, "Trim never touches live buffers")
 	assert.Len(t, got, 5000)
 	require.NoError(t, b.Trim(), "Trim of empty caches is a no-op")
 
-	require.NoError(t, b.FreeResident(keep))
+	require.NoError(t, b.Free(keep))
 	require.NoError(t, b.Close())
 	requireKind(t, b.Trim(), core.ErrClosed)
 	sim.RequireNoLeaks(t, dev)
@@ -155,9 +155,9 @@ func TestTrimGivesEveryCachedBlockBack(t *testing.T) {
 
 func TestTrimReportsAFailedFreeAndKeepsTheBlock(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(4096)
+	h, err := b.Alloc(4096)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	err = b.Trim()
 	requireKind(t, err, core.ErrDriver, "MemFree")
@@ -173,16 +173,16 @@ func TestTrimReportsAFailedFreeAndKeepsTheBlock(t *testing.T) {
 // staging alone.
 func TestTrimLeavesWorkInFlightAlone(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(1 << 16)
+	h, err := b.Alloc(1 << 16)
 	require.NoError(t, err)
 	pb, err := b.AllocHostPinned(1 << 16)
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResidentAsyncAt(h, 0, pb.Pointer(), pb.Len()))
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: pb.Bytes()}))
 	require.NoError(t, b.Trim())
 	requireDeviceHoldsReserved(t, b, dev)
 	assert.Equal(t, uint64(1<<16), b.MemoryStats().Allocated)
 	require.NoError(t, b.SynchronizeUploads())
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	require.NoError(t, pb.Free())
 }
 
@@ -191,12 +191,12 @@ func TestMemoryStatsCountsAndPeaks(t *testing.T) {
 	st := b.MemoryStats()
 	assert.Equal(t, core.MemoryStats{Budget: 9 * (1 << 30) / 10, DeviceCacheCap: core.DeviceCacheCap(1 << 30), PinnedCacheCap: core.PinnedCacheCap(1 << 30)}, st)
 
-	h1, err := b.AllocateResident(1000)
+	h1, err := b.Alloc(1000)
 	require.NoError(t, err)
-	h2, err := b.AllocateResident(3000)
+	h2, err := b.Alloc(3000)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h1))
-	h3, err := b.AllocateResident(1000) // a hit
+	require.NoError(t, b.Free(h1))
+	h3, err := b.Alloc(1000) // a hit
 	require.NoError(t, err)
 	st = requireDeviceHoldsReserved(t, b, dev)
 	assert.Equal(t, uint64(4000), st.Allocated)
@@ -209,8 +209,8 @@ func TestMemoryStatsCountsAndPeaks(t *testing.T) {
 	assert.Equal(t, uint64(2), st.CacheMisses)
 	assert.Equal(t, dev.Calls(sim.OpMemGetInfo), st.FreeMemoryReads, "free memory is read once per miss, never on a hit")
 
-	require.NoError(t, b.FreeResident(h2))
-	require.NoError(t, b.FreeResident(h3))
+	require.NoError(t, b.Free(h2))
+	require.NoError(t, b.Free(h3))
 	st = b.MemoryStats()
 	assert.Zero(t, st.Allocated)
 	assert.Equal(t, uint64(4000), st.PeakAllocated)
@@ -221,7 +221,7 @@ func TestMemoryStatsCountsAndPeaks(t *testing.T) {
 
 	// A refusal counts as an OOM, and its error says what was cached,
 	// released and missing.
-	_, err = b.AllocateResident(1 << 30)
+	_, err = b.Alloc(1 << 30)
 	requireKind(t, err, core.ErrBudget, "4096 cached", "4096 released", "still missing")
 	st = b.MemoryStats()
 	assert.Equal(t, uint64(1), st.OOMs)
@@ -248,9 +248,9 @@ func TestCacheCapsFollowDeviceMemory(t *testing.T) {
 	assert.Equal(t, uint64(20<<30), core.DeviceCacheCap(80<<30))
 	assert.Equal(t, 1280<<20, core.ResidentClassLimit(80<<30))
 	b, _ := openSim(t, sim.Config{TotalMemory: 1 << 30}, core.WithDevicePoolCap(0))
-	h, err := b.AllocateResident(100)
+	h, err := b.Alloc(100)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	dc, _ := b.PoolCachedBytes()
 	assert.Zero(t, dc, "a zero cap caches nothing")
 	assert.Zero(t, b.MemoryStats().Reserved)
@@ -266,20 +266,20 @@ func TestTrimKeepsCallerPinnedBuffers(t *testing.T) {
 	require.NoError(t, pb.Free())
 }
 
-// BenchmarkW4BSim is workload W4B on sim: a 4 KiB AllocateResident and
-// FreeResident pair through the Backend's cache.
+// BenchmarkW4BSim is workload W4B on sim: a 4 KiB Alloc and
+// Free pair through the Backend's cache.
 func BenchmarkW4BSim(b *testing.B) {
 	be, _ := openSim(b, sim.Config{TotalMemory: 1 << 30})
-	h, err := be.AllocateResident(4 << 10)
+	h, err := be.Alloc(4 << 10)
 	require.NoError(b, err)
-	require.NoError(b, be.FreeResident(h))
+	require.NoError(b, be.Free(h))
 	b.ReportAllocs()
 	for b.Loop() {
-		h, err := be.AllocateResident(4 << 10)
+		h, err := be.Alloc(4 << 10)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := be.FreeResident(h); err != nil {
+		if err := be.Free(h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func BenchmarkChurnSim(b *testing.B) {
 	live := make([]core.Buffer, 0, churn.DefaultMaxLive)
 	var err error
 	run := func() {
-		if live, err = churn.Run(steps, live, be.AllocateResident, be.FreeResident); err != nil {
+		if live, err = churn.Run(steps, live, be.Alloc, be.Free); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -47,11 +47,11 @@ func checkMisalignedPacked(t *testing.T, b *core.Backend, seed int64) {
 	cpu := make([][]byte, len(sizes))
 	for i, n := range sizes {
 		var err error
-		bufs[i], err = b.AllocateResident(n)
+		bufs[i], err = b.Alloc(n)
 		require.NoError(t, err)
 		cpu[i] = make([]byte, n)
 		r.Read(cpu[i])
-		require.NoError(t, b.UploadResident(bufs[i], cpu[i]))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: bufs[i], Data: cpu[i]}))
 	}
 	packedBefore := b.Telemetry().PackedLaunches
 	for round := range 3 {
@@ -65,9 +65,9 @@ func checkMisalignedPacked(t *testing.T, b *core.Backend, seed int64) {
 			}
 		}
 		r.Shuffle(len(ups), func(i, j int) { ups[i], ups[j] = ups[j], ups[i] })
-		require.NoError(t, b.UploadResidentAtMany(ups), "round %d: packed upload of %d misaligned segments", round, len(ups))
+		require.NoError(t, b.Upload(ups...), "round %d: packed upload of %d misaligned segments", round, len(ups))
 		for i, h := range bufs {
-			got, err := b.DownloadResident(h)
+			got, err := b.Download(h.All(), nil)
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(cpu[i], got), "round %d: buffer %d differs from the CPU copy after the scatter", round, i)
 		}
@@ -78,7 +78,7 @@ func checkMisalignedPacked(t *testing.T, b *core.Backend, seed int64) {
 				rs = append(rs, s)
 			}
 		}
-		got, err := b.DownloadResidentRangesInto(rs, nil)
+		got, err := b.DownloadMany(rs, nil)
 		require.NoError(t, err, "round %d: packed read of %d misaligned segments", round, len(rs))
 		for k, x := range rs {
 			i := 0
@@ -91,7 +91,7 @@ func checkMisalignedPacked(t *testing.T, b *core.Backend, seed int64) {
 	}
 	require.Greater(t, b.Telemetry().PackedLaunches-packedBefore, uint64(5), "the segments went through the scatter and gather kernels")
 	for _, h := range bufs {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 }
 

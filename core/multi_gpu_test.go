@@ -80,8 +80,8 @@ func TestGPUPeerCopySameDevice(t *testing.T) {
 	require.NoError(t, core.CopyPeer(a, a, []core.PeerCopy{{Dst: back, Src: src, SrcOffset: 1, Len: n - 1}}))
 	require.True(t, bytesEqual(data[1:], getBytes(t, a, back)[:n-1]))
 	for _, f := range []func() error{
-		func() error { return a.FreeResident(src) }, func() error { return a.FreeResident(back) },
-		func() error { return b.FreeResident(dst) },
+		func() error { return a.Free(src) }, func() error { return a.Free(back) },
+		func() error { return b.Free(dst) },
 	} {
 		require.NoError(t, f())
 	}
@@ -171,8 +171,8 @@ func TestGPUNCCLJoinOneRank(t *testing.T) {
 	require.NoError(t, c.AllReduce(h, out, core.DataFloat32, core.ReduceSum))
 	require.True(t, bytesEqual(in, getBytes(t, b, out)), "one-rank all-reduce is the identity")
 	require.NoError(t, c.Close())
-	require.NoError(t, b.FreeResident(h))
-	require.NoError(t, b.FreeResident(out))
+	require.NoError(t, b.Free(h))
+	require.NoError(t, b.Free(out))
 }
 
 func TestGPUMultiDevicePeerCopyBothWays(t *testing.T) {
@@ -260,9 +260,9 @@ func rawCopy(b *testing.B, dstDev, srcDev int, dst, src uint64, n uint64) {
 
 func benchPeer(b *testing.B, dst, src *core.Backend, dstDev, srcDev int) {
 	for _, n := range []int{16 << 20, 256 << 20} {
-		sb, err := src.AllocateResident(n)
+		sb, err := src.Alloc(n)
 		require.NoError(b, err)
-		db, err := dst.AllocateResident(n)
+		db, err := dst.Alloc(n)
 		require.NoError(b, err)
 		sp, _ := src.ResidentDevicePtr(sb)
 		dp, _ := dst.ResidentDevicePtr(db)
@@ -276,8 +276,8 @@ func benchPeer(b *testing.B, dst, src *core.Backend, dstDev, srcDev int) {
 			}
 		})
 		b.Run(fmt.Sprintf("%dMiB/raw", n>>20), func(b *testing.B) { rawCopy(b, dstDev, srcDev, dp, sp, uint64(n)) })
-		require.NoError(b, src.FreeResident(sb))
-		require.NoError(b, dst.FreeResident(db))
+		require.NoError(b, src.Free(sb))
+		require.NoError(b, dst.Free(db))
 	}
 }
 
@@ -305,7 +305,7 @@ func BenchmarkGPUAllReduce(b *testing.B) {
 	const size = 256 << 20
 	bufs := make([]core.Buffer, n)
 	for r := range bufs {
-		h, err := g.Backend(r).AllocateResident(size)
+		h, err := g.Backend(r).Alloc(size)
 		require.NoError(b, err)
 		bufs[r] = h
 	}

@@ -7,27 +7,27 @@ import (
 	"github.com/vyre-go/vyrecuda/core/sim"
 )
 
-// benchPoolHit measures AllocResident+FreeResident of one size after the
+// benchPoolHit measures Alloc+Free of one size after the
 // first round trip has put a buffer of that size in the pool, so every
 // iteration is a pool hit: no driver call (W4; target <= 0.5 us, PyTorch's
 // caching allocator 5.2 us).
 func benchPoolHit(b *testing.B, d *core.OptimizerDispatcher, n int) {
 	b.Helper()
-	id, err := d.AllocResident(n)
+	id, err := d.Alloc(n)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := d.FreeResident(id); err != nil {
+	if err := d.Free(id); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		id, err := d.AllocResident(n)
+		id, err := d.Alloc(n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := d.FreeResident(id); err != nil {
+		if err := d.Free(id); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,12 +68,12 @@ func BenchmarkOptimizerPoolHitParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			id, err := d.AllocResident(4096)
+			id, err := d.Alloc(4096)
 			if err != nil {
 				b.Error(err)
 				return
 			}
-			if err := d.FreeResident(id); err != nil {
+			if err := d.Free(id); err != nil {
 				b.Error(err)
 				return
 			}

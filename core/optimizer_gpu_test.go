@@ -67,13 +67,13 @@ func TestGPUOptimizerStaticAndMemset(t *testing.T) {
 	if h2d := be.Telemetry().HostToDeviceBytes; h2d != 0 || !warm.CacheHit {
 		t.Fatalf("warm: %d bytes uploaded, hit %v; want 0, true", h2d, warm.CacheHit)
 	}
-	id, err := d.AllocResident(64)
+	id, err := d.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	be.ResetTelemetry()
-	out, err := d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: 0xA5}},
-		Reads: []core.OptRange{{ID: id, Len: 64}, {ID: warm.IDs[1], Len: 512}}}, nil)
+	out, err := be.Run(core.Batch{Fills: []core.Fill{{Buf: id, Value: 0xA5}},
+		Reads: []core.Range{{Buf: id, Len: 64}, {Buf: warm.Bufs[1], Len: 512}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

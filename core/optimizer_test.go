@@ -37,15 +37,15 @@ func openOpt(t testing.TB, opts ...core.OptimizerOption) (*core.OptimizerDispatc
 	return d, b, dev
 }
 
-func allocIDs(t *testing.T, d *core.OptimizerDispatcher, lens ...int) []uint64 {
+func allocBufs(t *testing.T, d *core.OptimizerDispatcher, lens ...int) []core.Buffer {
 	t.Helper()
-	ids := make([]uint64, len(lens))
+	bufs := make([]core.Buffer, len(lens))
 	for i, n := range lens {
-		id, err := d.AllocResident(n)
+		h, err := d.Alloc(n)
 		require.NoError(t, err)
-		ids[i] = id
+		bufs[i] = h
 	}
-	return ids
+	return bufs
 }
 
 // The reference's pool budget test: with a 64-byte cap the second freed
@@ -56,11 +56,11 @@ func TestOptimizerPoolBudgetEvictsAndCloseReleases(t *testing.T) {
 	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(64))
 	require.NoError(t, err)
 
-	ids := allocIDs(t, d, 64, 64)
+	ids := allocBufs(t, d, 64, 64)
 	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "two live buffers")
-	require.NoError(t, d.FreeResident(ids[0]))
+	require.NoError(t, d.Free(ids[0]))
 	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "one live, one pooled")
-	require.NoError(t, d.FreeResident(ids[1]))
+	require.NoError(t, d.Free(ids[1]))
 	assert.Equal(t, base+64, b.ResidentAllocatedBytes(), "the pool keeps only its cap")
 	assert.Equal(t, core.OptimizerStats{PooledBuffers: 1, PooledBytes: 64, PoolCap: 64,
 		StaticCap: b.DeviceMemoryBytes() / 32}, d.Stats())
@@ -83,12 +83,12 @@ func TestOptimizerDefaultCapsAreOneThirtySecondOfMemory(t *testing.T) {
 // changes nothing.
 func TestOptimizerPoolAccountingIsCheckedNotSaturating(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
-	ids := allocIDs(t, d, 64)
-	require.NoError(t, d.FreeResident(ids[0]))
+	ids := allocBufs(t, d, 64)
+	require.NoError(t, d.Free(ids[0]))
 	core.SetOptimizerPooledBytesForTest(d, 10)
 	before, bytesBefore, calls := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
 
-	_, err := d.AllocResident(64)
+	_, err := d.Alloc(64)
 	require.ErrorIs(t, err, core.ErrBudget)
 	assert.Contains(t, err.Error(), "10 - 64")
 	assert.Equal(t, before, d.Stats())
@@ -96,7 +96,7 @@ func TestOptimizerPoolAccountingIsCheckedNotSaturating(t *testing.T) {
 	assert.Equal(t, calls, dev.CallCounts())
 
 	core.SetOptimizerPooledBytesForTest(d, 64)
-	_, err = d.AllocResident(64)
+	_, err = d.Alloc(64)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(0), d.Stats().PooledBytes)
 }
@@ -110,17 +110,17 @@ func TestOptimizerPoolAccountingMatchesModel(t *testing.T) {
 	base := b.ResidentAllocatedBytes()
 	r := rand.New(rand.NewSource(7))
 	sizes := []int{50, 100, 200, 300, 700, 1200}
-	live := map[uint64]int{}
+	live := map[core.Buffer]int{}
 	for step := 0; step < 400; step++ {
 		if len(live) == 0 || r.Intn(2) == 0 {
 			n := sizes[r.Intn(len(sizes))]
-			id, err := d.AllocResident(n)
+			h, err := d.Alloc(n)
 			require.NoError(t, err)
-			live[id] = n
+			live[h] = n
 		} else {
-			for id := range live {
-				require.NoError(t, d.FreeResident(id))
-				delete(live, id)
+			for h := range live {
+				require.NoError(t, d.Free(h))
+				delete(live, h)
 				break
 			}
 		}
@@ -138,53 +138,53 @@ func TestOptimizerPoolAccountingMatchesModel(t *testing.T) {
 
 func TestOptimizerReusesExactSizeOnly(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
-	first := allocIDs(t, d, 64)[0]
+	first := allocBufs(t, d, 64)[0]
 	pattern := bytes.Repeat([]byte{0xC3}, 64)
-	require.NoError(t, d.UploadResident(first, pattern))
-	old, err := d.Buffer(first)
+	require.NoError(t, b.Upload(core.UploadAt{Buf: first, Data: pattern}))
+	old, err := b.ResidentDevicePtr(first)
 	require.NoError(t, err)
-	require.NoError(t, d.FreeResident(first))
+	require.NoError(t, d.Free(first))
 
 	allocs, resident := dev.Calls(sim.OpMemAlloc), b.ResidentAllocatedBytes()
-	smaller := allocIDs(t, d, 32)[0]
+	smaller := allocBufs(t, d, 32)[0]
 	assert.Equal(t, allocs+1, dev.Calls(sim.OpMemAlloc), "a 64-byte pooled buffer never serves 32 bytes")
 	assert.Equal(t, resident+32, b.ResidentAllocatedBytes())
 	assert.Equal(t, []int{64}, core.OptimizerPooledLensForTest(d))
 
-	reused := allocIDs(t, d, 64)[0]
+	reused := allocBufs(t, d, 64)[0]
 	assert.Equal(t, allocs+1, dev.Calls(sim.OpMemAlloc), "the exact size is a pool hit")
-	assert.NotEqual(t, first, reused, "a reused buffer gets a fresh id")
-	got, err := d.Buffer(reused)
+	assert.NotEqual(t, first.ID, reused.ID, "a reused buffer gets a fresh handle")
+	got, err := b.ResidentDevicePtr(reused)
 	require.NoError(t, err)
-	assert.Equal(t, old, got)
-	data, err := d.ReadResident(reused)
+	assert.Equal(t, old, got, "the pooled buffer itself came back")
+	data, err := b.Download(reused.All(), nil)
 	require.NoError(t, err)
-	assert.Equal(t, pattern, data, "the pooled buffer itself came back")
+	assert.Equal(t, pattern, data, "with its bytes")
 	assert.Empty(t, core.OptimizerPooledLensForTest(d))
 
-	_, err = d.ReadResident(first)
-	require.ErrorIs(t, err, core.ErrUnknownHandle, "the freed id stays unknown after its buffer is reused")
-	require.NoError(t, d.FreeResident(smaller))
-	require.NoError(t, d.FreeResident(reused))
+	_, err = b.Download(first.All(), nil)
+	require.ErrorIs(t, err, core.ErrUnknownHandle, "the freed handle stays unknown after its buffer is reused")
+	require.NoError(t, d.Free(smaller))
+	require.NoError(t, d.Free(reused))
 }
 
 func TestOptimizerEvictsLargestPooledFirst(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(1000))
-	ids := allocIDs(t, d, 100, 200, 300, 500, 400, 1200)
+	ids := allocBufs(t, d, 100, 200, 300, 500, 400, 1200)
 	for _, id := range ids[:3] {
-		require.NoError(t, d.FreeResident(id))
+		require.NoError(t, d.Free(id))
 	}
 	assert.Equal(t, []int{100, 200, 300}, core.OptimizerPooledLensForTest(d))
 
 	frees := dev.Calls(sim.OpMemFree)
-	require.NoError(t, d.FreeResident(ids[3])) // 600+500 > 1000: the 300 goes
+	require.NoError(t, d.Free(ids[3])) // 600+500 > 1000: the 300 goes
 	assert.Equal(t, []int{100, 200, 500}, core.OptimizerPooledLensForTest(d))
-	require.NoError(t, d.FreeResident(ids[4])) // 800+400 > 1000: the 500 goes
+	require.NoError(t, d.Free(ids[4])) // 800+400 > 1000: the 500 goes
 	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
 	assert.Equal(t, frees+2, dev.Calls(sim.OpMemFree))
 
 	resident := b.ResidentAllocatedBytes()
-	require.NoError(t, d.FreeResident(ids[5])) // alone over the cap: freed at once
+	require.NoError(t, d.Free(ids[5])) // alone over the cap: freed at once
 	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
 	assert.Equal(t, resident-1200, b.ResidentAllocatedBytes())
 	assert.Equal(t, uint64(700), d.Stats().PooledBytes)
@@ -193,8 +193,8 @@ func TestOptimizerEvictsLargestPooledFirst(t *testing.T) {
 func TestOptimizerZeroPoolCapFreesEverything(t *testing.T) {
 	d, b, _ := openOpt(t, core.WithOptimizerPoolCap(0))
 	base := b.ResidentAllocatedBytes()
-	id := allocIDs(t, d, 64)[0]
-	require.NoError(t, d.FreeResident(id))
+	id := allocBufs(t, d, 64)[0]
+	require.NoError(t, d.Free(id))
 	assert.Equal(t, base, b.ResidentAllocatedBytes())
 	assert.Zero(t, d.Stats().PooledBuffers)
 }
@@ -203,110 +203,108 @@ func TestOptimizerRejectsBadSizes(t *testing.T) {
 	d, _, dev := openOpt(t)
 	for _, n := range []int{0, -1, math.MinInt} {
 		calls := dev.CallCounts()
-		_, err := d.AllocResident(n)
+		_, err := d.Alloc(n)
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), strconv.Itoa(n))
 		assert.Equal(t, calls, dev.CallCounts())
 	}
 }
 
-// badIDs returns ids that are not live ids of d, by name.
-func badIDs(t *testing.T, d *core.OptimizerDispatcher, b *core.Backend) map[string]uint64 {
+// badBufs returns handles that are not live buffers of d, by name.
+func badBufs(t *testing.T, d *core.OptimizerDispatcher, b *core.Backend) map[string]core.Buffer {
 	t.Helper()
-	freed := allocIDs(t, d, 16)[0]
-	require.NoError(t, d.FreeResident(freed))
+	freed := allocBufs(t, d, 16)[0]
+	require.NoError(t, d.Free(freed))
+	pooled := allocBufs(t, d, 16)[0] // the freed buffer again, under a new handle
+	t.Cleanup(func() { assert.NoError(t, d.Free(pooled)) })
 	other, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
-	foreign, err := other.AllocResident(64)
+	foreign, err := other.Alloc(64)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, other.Close()) })
-	direct, err := b.AllocateResident(64)
+	direct, err := b.Alloc(64)
 	require.NoError(t, err)
-	return map[string]uint64{
-		"zero":                0,
-		"never issued":        math.MaxUint64 - 3,
-		"freed":               freed,
-		"other dispatcher's":  foreign,
-		"backend buffer's id": direct.ID,
+	t.Cleanup(func() { assert.NoError(t, b.Free(direct)) })
+	return map[string]core.Buffer{
+		"zero":               {},
+		"never issued":       {ID: math.MaxUint64 - 3, Len: 64},
+		"freed":              freed,
+		"other dispatcher's": foreign,
+		"backend buffer":     direct,
 	}
 }
 
-func TestOptimizerRefusesUnknownIDs(t *testing.T) {
+// TestOptimizerRefusesForeignBuffers: the dispatcher's Free takes only its
+// own live buffers; a freed handle is unknown to every Backend verb too.
+func TestOptimizerRefusesForeignBuffers(t *testing.T) {
 	d, b, dev := openOpt(t)
-	live := allocIDs(t, d, 64)[0]
-	calls := map[string]func(id uint64) error{
-		"FreeResident":   d.FreeResident,
-		"UploadResident": func(id uint64) error { return d.UploadResident(id, make([]byte, 64)) },
-		"UploadResidentMany": func(id uint64) error {
-			return d.UploadResidentMany([]core.OptUpload{{ID: live, Data: make([]byte, 64)}, {ID: id, Data: make([]byte, 64)}})
+	live := allocBufs(t, d, 64)[0]
+	for name, h := range badBufs(t, d, b) {
+		t.Run(name, func(t *testing.T) {
+			stats, resident, before := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
+			err := d.Free(h)
+			require.ErrorIs(t, err, core.ErrUnknownHandle)
+			assert.Contains(t, err.Error(), "handle "+strconv.FormatUint(h.ID, 10)+" ")
+			assert.Equal(t, stats, d.Stats())
+			assert.Equal(t, resident, b.ResidentAllocatedBytes())
+			assert.Equal(t, before, dev.CallCounts())
+		})
+	}
+	freed := allocBufs(t, d, 32)[0]
+	require.NoError(t, d.Free(freed))
+	calls := map[string]func() error{
+		"Upload": func() error {
+			return b.Upload(core.UploadAt{Buf: live, Data: make([]byte, 64)}, core.UploadAt{Buf: freed})
 		},
-		"ReadResident": func(id uint64) error { _, err := d.ReadResident(id); return err },
-		"ReadResidentRanges": func(id uint64) error {
-			_, err := d.ReadResidentRanges([]core.OptRange{{ID: id, Len: 1}}, nil)
-			return err
-		},
-		"Run": func(id uint64) error {
-			_, err := d.Run(core.OptBatch{Clears: []uint64{live}, Reads: []core.OptRange{{ID: id, Len: 1}}}, nil)
-			return err
-		},
-		"Run step": func(id uint64) error {
-			_, err := d.Run(core.OptBatch{Steps: []core.OptStep{{Program: core.ProgramVAddU32(), IDs: []uint64{live, live, id}}}}, nil)
+		"Download": func() error { _, err := b.Download(freed.All(), nil); return err },
+		"Run step": func() error {
+			_, err := b.Run(core.Batch{Steps: []core.Step{{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{live, live, freed}}}}, nil)
 			if err != nil && !strings.Contains(err.Error(), "step 0 buffer 2: ") {
 				return fmt.Errorf("message does not name the step and buffer: %w", err)
 			}
 			return err
 		},
-		"Buffer": func(id uint64) error { _, err := d.Buffer(id); return err },
 	}
-	for name, id := range badIDs(t, d, b) {
-		for call, f := range calls {
-			t.Run(name+"/"+call, func(t *testing.T) {
-				stats, resident, before := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
-				err := f(id)
-				require.ErrorIs(t, err, core.ErrUnknownHandle)
-				assert.Contains(t, err.Error(), "id "+strconv.FormatUint(id, 10)+" ")
-				assert.Equal(t, stats, d.Stats())
-				assert.Equal(t, resident, b.ResidentAllocatedBytes())
-				assert.Equal(t, before, dev.CallCounts())
-			})
-		}
+	for name, call := range calls {
+		before := dev.CallCounts()
+		requireKind(t, call(), core.ErrUnknownHandle, freed.ID)
+		assert.Equal(t, before, dev.CallCounts(), name)
 	}
-	// The refusals left no busy mark behind: the live id still frees.
-	require.NoError(t, d.FreeResident(live))
+	require.NoError(t, d.Free(live))
 }
 
 func TestOptimizerLengthAndRangeMismatches(t *testing.T) {
 	d, b, _ := openOpt(t)
-	ids := allocIDs(t, d, 64, 32)
+	ids := allocBufs(t, d, 64, 32)
 	want := bytes.Repeat([]byte{7}, 64)
-	require.NoError(t, d.UploadResident(ids[0], want))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: ids[0], Data: want}))
 	b.ResetTelemetry()
 	cases := []struct {
 		name  string
 		call  func() error
 		parts []string
 	}{
-		{"short upload", func() error { return d.UploadResident(ids[0], make([]byte, 63)) },
-			[]string{"holds 64 bytes but 63 bytes"}},
-		{"long upload", func() error { return d.UploadResident(ids[0], make([]byte, 65)) },
-			[]string{"holds 64 bytes but 65 bytes"}},
+		{"short whole upload", func() error { return core.UploadSlice(b, ids[0], make([]byte, 63)) },
+			[]string{"needs exactly 64 bytes but got 63"}},
+		{"long upload", func() error { return b.Upload(core.UploadAt{Buf: ids[0], Data: make([]byte, 65)}) },
+			[]string{"65 bytes at offset 0 do not fit its 64 bytes"}},
 		{"second of many", func() error {
-			return d.UploadResidentMany([]core.OptUpload{{ID: ids[1], Data: make([]byte, 32)}, {ID: ids[0], Data: make([]byte, 10)}})
-		}, []string{"upload 1: id " + strconv.FormatUint(ids[0], 10), "64 bytes but 10"}},
+			return b.Upload(core.UploadAt{Buf: ids[1], Data: make([]byte, 32)}, core.UploadAt{Buf: ids[0], Offset: 60, Data: make([]byte, 10)})
+		}, []string{"item 1: handle " + strconv.FormatUint(ids[0].ID, 10), "10 bytes at offset 60"}},
 		{"upload past the end", func() error {
-			return d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[0], Offset: 60, Data: make([]byte, 8)}})
+			return b.Upload(core.UploadAt{Buf: ids[0], Offset: 60, Data: make([]byte, 8)})
 		}, []string{"8 bytes at offset 60", "its 64 bytes"}},
 		{"negative upload offset", func() error {
-			return d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[0], Offset: -1, Data: make([]byte, 1)}})
+			return b.Upload(core.UploadAt{Buf: ids[0], Offset: -1, Data: make([]byte, 1)})
 		}, []string{"offset -1"}},
 		{"read past the end", func() error {
-			_, err := d.ReadResidentRanges([]core.OptRange{{ID: ids[1], Offset: 30, Len: 3}}, nil)
+			_, err := b.DownloadMany([]core.Range{{Buf: ids[1], Offset: 30, Len: 3}}, nil)
 			return err
 		}, []string{"3 bytes at offset 30", "its 32 bytes"}},
 		{"run read past the end", func() error {
-			_, err := d.Run(core.OptBatch{Clears: []uint64{ids[0]}, Reads: []core.OptRange{{ID: ids[1], Len: 33}}}, nil)
+			_, err := b.Run(core.Batch{Clears: []core.Buffer{ids[0]}, Reads: []core.Range{{Buf: ids[1], Len: 33}}}, nil)
 			return err
-		}, []string{"read 0: id " + strconv.FormatUint(ids[1], 10), "33 bytes at offset 0"}},
+		}, []string{"read 0: handle " + strconv.FormatUint(ids[1].ID, 10), "33 bytes at offset 0"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -319,28 +317,28 @@ func TestOptimizerLengthAndRangeMismatches(t *testing.T) {
 		})
 	}
 	assert.Equal(t, core.Telemetry{}, b.Telemetry(), "no byte moved")
-	got, err := d.ReadResident(ids[0])
+	got, err := b.Download(ids[0].All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "the run with a bad read did not clear")
 }
 
-func TestOptimizerUploadsAndReadsByID(t *testing.T) {
+func TestOptimizerBuffersMoveBytesWithOneFence(t *testing.T) {
 	d, b, _ := openOpt(t)
 	r := rand.New(rand.NewSource(3))
-	ids := allocIDs(t, d, 100, 4096, 7)
+	ids := allocBufs(t, d, 100, 4096, 7)
 	want := [][]byte{randomBytes(r, 100), randomBytes(r, 4096), randomBytes(r, 7)}
 	b.ResetTelemetry()
-	require.NoError(t, d.UploadResidentMany([]core.OptUpload{{ids[0], want[0]}, {ids[1], want[1]}, {ids[2], want[2]}}))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: ids[0], Data: want[0]}, core.UploadAt{Buf: ids[1], Data: want[1]}, core.UploadAt{Buf: ids[2], Data: want[2]}))
 	assert.Equal(t, uint64(1), b.Telemetry().SyncPoints, "one fence for the batch")
 	patch := []byte{1, 2, 3}
-	require.NoError(t, d.UploadResidentAtMany([]core.OptUploadAt{{ID: ids[1], Offset: 10, Data: patch}}))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: ids[1], Offset: 10, Data: patch}))
 	copy(want[1][10:], patch)
 
-	got, err := d.ReadResidentMany(ids)
+	got, err := b.DownloadMany(allOf(ids), nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 	dst := [][]byte{make([]byte, 0, 16)}
-	out, err := d.ReadResidentRanges([]core.OptRange{{ID: ids[1], Offset: 8, Len: 6}, {ID: ids[2], Offset: 2, Len: 5}}, dst)
+	out, err := b.DownloadMany([]core.Range{{Buf: ids[1], Offset: 8, Len: 6}, {Buf: ids[2], Offset: 2, Len: 5}}, dst)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{want[1][8:14], want[2][2:7]}, out)
 }
@@ -349,12 +347,12 @@ func TestOptimizerUploadsAndReadsByID(t *testing.T) {
 // bytes and go to the device as memsets.
 func TestOptimizerClearAndFillUseMemset(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(4096))
-	id := allocIDs(t, d, 64)[0]
-	require.NoError(t, d.UploadResident(id, bytes.Repeat([]byte{0xFF}, 64)))
+	id := allocBufs(t, d, 64)[0]
+	require.NoError(t, b.Upload(core.UploadAt{Buf: id, Data: bytes.Repeat([]byte{0xFF}, 64)}))
 
 	b.ResetTelemetry()
 	memsets, copies := dev.Calls(sim.OpMemsetD8Async), dev.Calls(sim.OpMemcpyHtoDAsync)
-	out, err := d.Run(core.OptBatch{Clears: []uint64{id}, Reads: []core.OptRange{{ID: id, Len: 64}}}, nil)
+	out, err := b.Run(core.Batch{Clears: []core.Buffer{id}, Reads: []core.Range{{Buf: id, Len: 64}}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{make([]byte, 64)}, out)
 	tel := b.Telemetry()
@@ -365,18 +363,18 @@ func TestOptimizerClearAndFillUseMemset(t *testing.T) {
 	assert.Equal(t, copies, dev.Calls(sim.OpMemcpyHtoDAsync), "no host-to-device copy queued")
 
 	b.ResetTelemetry()
-	out, err = d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: 0xA5}}, Reads: []core.OptRange{{ID: id, Len: 64}}}, out)
+	out, err = b.Run(core.Batch{Fills: []core.Fill{{Buf: id, Value: 0xA5}}, Reads: []core.Range{{Buf: id, Len: 64}}}, out)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{bytes.Repeat([]byte{0xA5}, 64)}, out)
 	assert.Zero(t, b.Telemetry().HostToDeviceBytes)
 	assert.Equal(t, memsets+2, dev.Calls(sim.OpMemsetD8Async))
-	require.NoError(t, d.FreeResident(id))
+	require.NoError(t, d.Free(id))
 }
 
 func TestOptimizerRunSequenceWithOneFence(t *testing.T) {
 	d, b, _ := openOpt(t)
 	const n = 256
-	ids := allocIDs(t, d, 4*n, 4*n, 4*n)
+	ids := allocBufs(t, d, 4*n, 4*n, 4*n)
 	a, c := make([]byte, 4*n), make([]byte, 4*n)
 	for i := 0; i < n; i++ {
 		binary.LittleEndian.PutUint32(a[4*i:], uint32(i))
@@ -388,14 +386,14 @@ func TestOptimizerRunSequenceWithOneFence(t *testing.T) {
 	}
 	b.ResetTelemetry()
 	vadd := core.ProgramVAddU32()
-	out, err := d.Run(core.OptBatch{
-		Clears:  []uint64{ids[2]},
-		Uploads: []core.OptUploadAt{{ID: ids[0], Data: a}, {ID: ids[1], Data: c}},
-		Steps: []core.OptStep{
-			{Program: vadd, IDs: []uint64{ids[0], ids[1], ids[2]}},
-			{Program: vadd, IDs: []uint64{ids[2], ids[1], ids[2]}},
+	out, err := b.Run(core.Batch{
+		Clears:  []core.Buffer{ids[2]},
+		Uploads: []core.UploadAt{{Buf: ids[0], Data: a}, {Buf: ids[1], Data: c}},
+		Steps: []core.Step{
+			{Program: vadd, Bufs: []core.Buffer{ids[0], ids[1], ids[2]}},
+			{Program: vadd, Bufs: []core.Buffer{ids[2], ids[1], ids[2]}},
 		},
-		Reads: []core.OptRange{{ID: ids[2], Len: 4 * n}},
+		Reads: []core.Range{{Buf: ids[2], Len: 4 * n}},
 	}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{want}, out)
@@ -407,64 +405,71 @@ func TestOptimizerRunSequenceWithOneFence(t *testing.T) {
 
 func TestOptimizerRefusesBusyAndInFlightBuffers(t *testing.T) {
 	d, b, _ := openOpt(t)
-	id := allocIDs(t, d, 64)[0]
-	buf, err := d.Buffer(id)
-	require.NoError(t, err)
-	_, release, err := core.PinForTest(b, []core.Buffer{buf})
+	id := allocBufs(t, d, 64)[0]
+	_, release, err := core.PinForTest(b, []core.Buffer{id})
 	require.NoError(t, err)
 	stats := d.Stats()
 
-	err = d.FreeResident(id)
+	err = d.Free(id)
 	require.ErrorIs(t, err, core.ErrInFlight)
-	assert.Contains(t, err.Error(), fmt.Sprintf("id %d", id))
+	assert.Contains(t, err.Error(), fmt.Sprintf("handle %d", id.ID))
 	require.ErrorIs(t, d.Close(), core.ErrInFlight)
 	assert.Equal(t, stats, d.Stats(), "refusals change nothing")
-	_, err = d.ReadResident(id)
+	_, err = b.Download(id.All(), nil)
 	require.NoError(t, err, "a refused Close left the dispatcher open")
 
 	release()
-	require.NoError(t, d.FreeResident(id))
+	require.NoError(t, d.Free(id))
 }
 
 func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 	type faultCase struct {
 		name string
 		arm  func(dev *sim.Device)
-		call func(d *core.OptimizerDispatcher, live uint64) error
+		call func(d *core.OptimizerDispatcher, b *core.Backend, live core.Buffer) error
 		kind error
 	}
 	cases := []faultCase{
 		// Out of memory with nothing cached to give back is a budget refusal.
 		{"alloc fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
-			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrBudget},
+			func(d *core.OptimizerDispatcher, _ *core.Backend, _ core.Buffer) error {
+				_, err := d.Alloc(128)
+				return err
+			}, core.ErrBudget},
 		{"alloc returns null", func(dev *sim.Device) { dev.NullNth(sim.OpMemAlloc, 1) },
-			func(d *core.OptimizerDispatcher, _ uint64) error { _, err := d.AllocResident(128); return err }, core.ErrDriver},
+			func(d *core.OptimizerDispatcher, _ *core.Backend, _ core.Buffer) error {
+				_, err := d.Alloc(128)
+				return err
+			}, core.ErrDriver},
 		{"upload copy fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
-			func(d *core.OptimizerDispatcher, live uint64) error {
-				return d.UploadResident(live, make([]byte, 64))
+			func(d *core.OptimizerDispatcher, b *core.Backend, live core.Buffer) error {
+				return b.Upload(core.UploadAt{Buf: live, Data: make([]byte, 64)})
 			}, core.ErrDriver},
 		{"read copy fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyDtoHAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
-			func(d *core.OptimizerDispatcher, live uint64) error { _, err := d.ReadResident(live); return err }, core.ErrDriver},
+			func(d *core.OptimizerDispatcher, b *core.Backend, live core.Buffer) error {
+				_, err := b.Download(live.All(), nil)
+				return err
+			}, core.ErrDriver},
 		{"memset fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemsetD8Async, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
-			func(d *core.OptimizerDispatcher, live uint64) error {
-				_, err := d.Run(core.OptBatch{Clears: []uint64{live}}, nil)
+			func(d *core.OptimizerDispatcher, b *core.Backend, live core.Buffer) error {
+				_, err := b.Run(core.Batch{Clears: []core.Buffer{live}}, nil)
 				return err
 			}, core.ErrDriver},
 		{"real free of an over-cap buffer fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
-			func(d *core.OptimizerDispatcher, live uint64) error { return d.FreeResident(live) }, core.ErrDriver},
+			func(d *core.OptimizerDispatcher, b *core.Backend, live core.Buffer) error { return d.Free(live) }, core.ErrDriver},
 		{"static alloc of the second payload fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemAlloc, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
-			func(d *core.OptimizerDispatcher, _ uint64) error {
+			func(d *core.OptimizerDispatcher, _ *core.Backend, _ core.Buffer) error {
 				_, err := d.AcquireStaticUploads(1, [][]byte{{1, 2}, {3}, {4}})
 				return err
 			}, core.ErrBudget},
 		{"static upload fails", func(dev *sim.Device) { dev.FailNth(sim.OpMemcpyHtoDAsync, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
-			func(d *core.OptimizerDispatcher, _ uint64) error {
+			func(d *core.OptimizerDispatcher, _ *core.Backend, _ core.Buffer) error {
 				// 32 bytes: one of the payloads comes from the pool.
 				_, err := d.AcquireStaticUploads(1, [][]byte{make([]byte, 32), {3}})
 				return err
 			}, core.ErrDriver},
 		{"static upload staging fails", func(dev *sim.Device) { dev.FailNth(sim.OpHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
-			func(d *core.OptimizerDispatcher, _ uint64) error {
+			func(d *core.OptimizerDispatcher, _ *core.Backend, _ core.Buffer) error {
 				// Larger than any pinned block the pool kept from earlier uploads.
 				_, err := d.AcquireStaticUploads(2, [][]byte{make([]byte, 32), make([]byte, 2<<20)})
 				return err
@@ -475,13 +480,13 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 			// Cap 40: the pooled 32-byte buffer fits, the live 64-byte one
 			// does not, so freeing it is a real free.
 			d, b, dev := openOpt(t, core.WithOptimizerPoolCap(40))
-			ids := allocIDs(t, d, 64, 32)
-			require.NoError(t, d.UploadResident(ids[0], bytes.Repeat([]byte{9}, 64)))
-			require.NoError(t, d.FreeResident(ids[1]))
+			ids := allocBufs(t, d, 64, 32)
+			require.NoError(t, b.Upload(core.UploadAt{Buf: ids[0], Data: bytes.Repeat([]byte{9}, 64)}))
+			require.NoError(t, d.Free(ids[1]))
 			stats, resident, live := d.Stats(), b.ResidentAllocatedBytes(), dev.Live()
 
 			c.arm(dev)
-			err := c.call(d, ids[0])
+			err := c.call(d, b, ids[0])
 			require.ErrorIs(t, err, c.kind)
 			dev.ClearFaults()
 
@@ -489,23 +494,23 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 			assert.Equal(t, []int{32}, core.OptimizerPooledLensForTest(d))
 			assert.Equal(t, resident, b.ResidentAllocatedBytes())
 			assert.Equal(t, live.Allocations, dev.Live().Allocations)
-			got, err := d.ReadResident(ids[0])
+			got, err := b.Download(ids[0].All(), nil)
 			require.NoError(t, err, "the live id survived")
 			assert.Equal(t, bytes.Repeat([]byte{9}, 64), got)
-			require.NoError(t, d.FreeResident(ids[0]))
+			require.NoError(t, d.Free(ids[0]))
 		})
 	}
 }
 
-// An eviction whose real free fails does not fail the FreeResident that
+// An eviction whose real free fails does not fail the Free that
 // caused it: the evicted buffer is retired and Close frees it.
 func TestOptimizerEvictionFailureRetiresForClose(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(64))
 	base := b.ResidentAllocatedBytes()
-	ids := allocIDs(t, d, 64, 64)
-	require.NoError(t, d.FreeResident(ids[0]))
+	ids := allocBufs(t, d, 64, 64)
+	require.NoError(t, d.Free(ids[0]))
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
-	require.NoError(t, d.FreeResident(ids[1]))
+	require.NoError(t, d.Free(ids[1]))
 	s := d.Stats()
 	assert.Equal(t, 1, s.RetiredBuffers)
 	assert.Equal(t, uint64(64), s.PooledBytes)
@@ -519,8 +524,8 @@ func TestOptimizerCloseReleasesEverything(t *testing.T) {
 	base := b.ResidentAllocatedBytes()
 	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(4096), core.WithStaticCacheCap(300))
 	require.NoError(t, err)
-	live := allocIDs(t, d, 64, 128)
-	require.NoError(t, d.FreeResident(live[1]))
+	live := allocBufs(t, d, 64, 128)
+	require.NoError(t, d.Free(live[1]))
 	cached, err := d.AcquireStaticUploads(1, [][]byte{make([]byte, 100)})
 	require.NoError(t, err)
 	require.True(t, cached.Cached)
@@ -537,15 +542,15 @@ func TestOptimizerCloseReleasesEverything(t *testing.T) {
 	assert.Equal(t, base, b.ResidentAllocatedBytes())
 	for name, err := range map[string]error{
 		"Close":   d.Close(),
-		"Free":    d.FreeResident(live[0]),
+		"Free":    d.Free(live[0]),
 		"Release": d.ReleaseStaticUploads(cached),
-		"Alloc":   func() error { _, err := d.AllocResident(8); return err }(),
+		"Alloc":   func() error { _, err := d.Alloc(8); return err }(),
 		"Acquire": func() error { _, err := d.AcquireStaticUploads(1, [][]byte{{1}}); return err }(),
-		"Read":    func() error { _, err := d.ReadResident(live[0]); return err }(),
-		"Run":     func() error { _, err := d.Run(core.OptBatch{}, nil); return err }(),
 	} {
 		assert.ErrorIs(t, err, core.ErrClosed, name)
 	}
+	_, err = b.Download(live[0].All(), nil)
+	assert.ErrorIs(t, err, core.ErrUnknownHandle, "Close freed the dispatcher's buffers")
 	assert.Equal(t, core.OptimizerStats{PoolCap: 4096, StaticCap: 300}, d.Stats())
 	require.NoError(t, b.Close())
 	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
@@ -555,13 +560,13 @@ func TestOptimizerAfterBackendClose(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
-	id := allocIDs(t, d, 64)[0]
-	other := allocIDs(t, d, 64)[0]
-	require.NoError(t, d.FreeResident(other))
+	id := allocBufs(t, d, 64)[0]
+	other := allocBufs(t, d, 64)[0]
+	require.NoError(t, d.Free(other))
 	require.NoError(t, b.Close())
-	_, err = d.AllocResident(64)
-	require.ErrorIs(t, err, core.ErrClosed, "no pooled id of a closed Backend is handed out")
-	_, err = d.ReadResident(id)
+	_, err = d.Alloc(64)
+	require.ErrorIs(t, err, core.ErrClosed, "no pooled buffer of a closed Backend is handed out")
+	_, err = b.Download(id.All(), nil)
 	require.ErrorIs(t, err, core.ErrClosed)
 	require.NoError(t, d.Close(), "the Backend already freed everything")
 	_, err = core.NewOptimizerDispatcher(b)
@@ -589,13 +594,13 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 			r := rand.New(rand.NewSource(int64(w)))
 			for i := 0; i < rounds; i++ {
 				n := []int{64, 256, 1000}[r.Intn(3)]
-				id, err := d.AllocResident(n)
+				id, err := d.Alloc(n)
 				if err != nil {
 					errs <- err
 					return
 				}
 				want := bytes.Repeat([]byte{byte(w)}, n)
-				if err := d.UploadResident(id, want); err != nil {
+				if err := b.Upload(core.UploadAt{Buf: id, Data: want}); err != nil {
 					errs <- err
 					return
 				}
@@ -604,8 +609,8 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 					errs <- err
 					return
 				}
-				out, err := d.Run(core.OptBatch{
-					Reads: []core.OptRange{{ID: id, Len: n}, {ID: set.IDs[0], Len: 1}},
+				out, err := b.Run(core.Batch{
+					Reads: []core.Range{{Buf: id, Len: n}, {Buf: set.Bufs[0], Len: 1}},
 				}, nil)
 				if err != nil {
 					errs <- err
@@ -619,7 +624,7 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 					errs <- err
 					return
 				}
-				if err := d.FreeResident(id); err != nil {
+				if err := d.Free(id); err != nil {
 					errs <- err
 					return
 				}
@@ -645,13 +650,13 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 // The pool-hit round trip is the hot path: it must not allocate.
 func TestOptimizerPoolHitDoesNotAllocate(t *testing.T) {
 	d, _, dev := openOpt(t)
-	id := allocIDs(t, d, 4096)[0]
-	require.NoError(t, d.FreeResident(id))
+	id := allocBufs(t, d, 4096)[0]
+	require.NoError(t, d.Free(id))
 	calls := dev.CallCounts()
 	allocs := testing.AllocsPerRun(100, func() {
-		id, err := d.AllocResident(4096)
+		id, err := d.Alloc(4096)
 		if err == nil {
-			err = d.FreeResident(id)
+			err = d.Free(id)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 // TestOptimizerDispatcherCloseRetriesTheQuarantine: a dispatcher read whose
 // fence and drain fail leaves its work quarantined, holding the id in
-// flight; once the stream can synchronize again, FreeResident and Close of
+// flight; once the stream can synchronize again, Free and Close of
 // the dispatcher retry the quarantine instead of refusing the id as in
 // flight (TestCoreConcurrentFaults failed on that in long mode).
 func TestOptimizerDispatcherCloseRetriesTheQuarantine(t *testing.T) {
@@ -22,19 +22,19 @@ func TestOptimizerDispatcherCloseRetriesTheQuarantine(t *testing.T) {
 		require.NoError(t, err)
 		d, err := core.NewOptimizerDispatcher(b)
 		require.NoError(t, err)
-		id, err := d.AllocResident(4096)
+		id, err := d.Alloc(4096)
 		require.NoError(t, err)
-		require.NoError(t, d.UploadResident(id, make([]byte, 4096)))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: id, Data: make([]byte, 4096)}))
 
 		dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 		dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
-		_, err = d.ReadResident(id)
+		_, err = b.Download(id.All(), nil)
 		require.ErrorIs(t, err, core.ErrDriver)
 		require.Equal(t, 1, b.LaunchResourceCounts().Quarantined)
 		dev.ClearFaults()
 
 		if !closeFirst {
-			require.NoError(t, d.FreeResident(id))
+			require.NoError(t, d.Free(id))
 			require.Zero(t, b.LaunchResourceCounts().Quarantined)
 		}
 		require.NoError(t, d.Close())

@@ -9,10 +9,10 @@ import (
 	"github.com/vyre-go/vyrecuda/core"
 )
 
-// Buffers an OptimizerDispatcher owns (live ids, its free pool, its static
-// cache) are refused by Backend.FreeResident with ErrOwned, changing nothing:
-// the cache keeps handing out live buffers and the dispatcher's Close frees
-// everything.
+// Buffers an OptimizerDispatcher owns (live ones and its static cache) are
+// refused by Backend.Free with ErrOwned, and its pooled ones are under
+// handles no caller holds, changing nothing: the cache keeps handing out
+// live buffers and the dispatcher's Close frees everything.
 func TestBackendFreeRefusesDispatcherBuffers(t *testing.T) {
 	d, b, _ := openOpt(t)
 	payload := []byte("static payload")
@@ -20,51 +20,47 @@ func TestBackendFreeRefusesDispatcherBuffers(t *testing.T) {
 	set, err := d.AcquireStaticUploads(7, [][]byte{payload})
 	require.NoError(t, err)
 	require.NoError(t, d.ReleaseStaticUploads(set))
-	err = b.FreeResident(set.Bufs[0])
+	err = b.Free(set.Bufs[0])
 	require.ErrorIs(t, err, core.ErrOwned, "a cached static buffer")
-	assert.Contains(t, err.Error(), "FreeResident: owned by an optimizer dispatcher")
+	assert.Contains(t, err.Error(), "Free: owned by an optimizer dispatcher")
 
 	again, err := d.AcquireStaticUploads(7, [][]byte{payload})
 	require.NoError(t, err)
 	assert.True(t, again.CacheHit)
-	got, err := b.DownloadResident(again.Bufs[0])
+	got, err := b.Download(again.Bufs[0].All(), nil)
 	require.NoError(t, err, "the cache hit's buffer is live")
 	assert.Equal(t, payload, got)
 	require.NoError(t, d.ReleaseStaticUploads(again))
 
-	live, err := d.AllocResident(64)
+	live, err := d.Alloc(64)
 	require.NoError(t, err)
-	liveBuf, err := d.Buffer(live)
-	require.NoError(t, err)
-	require.ErrorIs(t, b.FreeResident(liveBuf), core.ErrOwned, "a live id's buffer")
+	require.ErrorIs(t, b.Free(live), core.ErrOwned, "a live buffer")
 
-	pooled, err := d.AllocResident(32)
+	pooled, err := d.Alloc(32)
 	require.NoError(t, err)
-	pooledBuf, err := d.Buffer(pooled)
-	require.NoError(t, err)
-	require.NoError(t, d.FreeResident(pooled))
+	require.NoError(t, d.Free(pooled))
 	require.Equal(t, 1, d.Stats().PooledBuffers)
-	require.ErrorIs(t, b.FreeResident(pooledBuf), core.ErrOwned, "a pooled buffer")
+	require.ErrorIs(t, b.Free(pooled), core.ErrUnknownHandle, "a pooled buffer's old handle")
 
-	// Nothing changed: the dispatcher still frees its live id, and Close
+	// Nothing changed: the dispatcher still frees its live buffer, and Close
 	// frees everything, returning the Backend's bytes to zero.
-	require.NoError(t, d.FreeResident(live))
+	require.NoError(t, d.Free(live))
 	require.NoError(t, d.Close())
 	assert.Zero(t, b.ResidentAllocatedBytes())
 
 	// A buffer of the Backend's own is unaffected.
-	h, err := b.AllocateResident(16)
+	h, err := b.Alloc(16)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 // Once the Backend is closed (its buffers gone), the dispatcher refuses to
-// free or pool ids instead of handing them out again.
+// free or pool buffers instead of handing them out again.
 func TestDispatcherFreeAfterBackendClosed(t *testing.T) {
 	d, b, _ := openOpt(t)
-	id, err := d.AllocResident(64)
+	id, err := d.Alloc(64)
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, d.FreeResident(id), core.ErrClosed)
+	require.ErrorIs(t, d.Free(id), core.ErrClosed)
 	assert.Zero(t, d.Stats().PooledBuffers)
 }

@@ -24,7 +24,7 @@ func packedSet(t *testing.T, b *core.Backend, dev *sim.Device, r *rand.Rand, cou
 	bufs := make([]core.Buffer, count)
 	want := make([][]byte, count)
 	for i := range bufs {
-		h, err := b.AllocateResident(lens[i%len(lens)])
+		h, err := b.Alloc(lens[i%len(lens)])
 		require.NoError(t, err)
 		bufs[i] = h
 		want[i] = randomBytes(r, h.Len)
@@ -81,7 +81,7 @@ func TestPackedUploadMovesBytesWithOneDMAAndOneLaunch(t *testing.T) {
 			}
 			b.ResetTelemetry()
 			calls := dev.CallCounts()
-			require.NoError(t, b.UploadResidentAtMany(ups))
+			require.NoError(t, b.Upload(ups...))
 			for i, h := range bufs {
 				require.Equal(t, want[i], simBytes(t, b, dev, h), "buffer %d", i)
 			}
@@ -107,9 +107,9 @@ func TestPackedReadbackMatchesPerCopyPath(t *testing.T) {
 	pbufs, want := packedSet(t, packed, pdev, r, 48, lens...)
 	qbufs := make([]core.Buffer, len(pbufs))
 	for i, h := range pbufs {
-		q, err := plain.AllocateResident(h.Len)
+		q, err := plain.Alloc(h.Len)
 		require.NoError(t, err)
-		require.NoError(t, plain.UploadResident(q, want[i]))
+		require.NoError(t, plain.Upload(core.UploadAt{Buf: q, Data: want[i]}))
 		qbufs[i] = q
 	}
 	// Ranges with overlaps, touching pieces and empty ones.
@@ -123,9 +123,9 @@ func TestPackedReadbackMatchesPerCopyPath(t *testing.T) {
 	}
 	packed.ResetTelemetry()
 	plain.ResetTelemetry()
-	got, err := packed.DownloadResidentRangesInto(pr, nil)
+	got, err := packed.DownloadMany(pr, nil)
 	require.NoError(t, err)
-	ref, err := plain.DownloadResidentRangesInto(qr, nil)
+	ref, err := plain.DownloadMany(qr, nil)
 	require.NoError(t, err)
 	require.Len(t, got, len(ref))
 	for i := range got {
@@ -142,9 +142,9 @@ func TestPackedReadbackMatchesPerCopyPath(t *testing.T) {
 	assert.Equal(t, uint64(1), pt.PackedLaunches)
 	assert.Equal(t, uint64(1), pt.SyncPoints)
 
-	many, err := packed.DownloadResidentMany(pbufs)
+	many, err := packed.DownloadMany(allOf(pbufs), nil)
 	require.NoError(t, err)
-	into, err := packed.DownloadResidentManyInto(pbufs, make([][]byte, 3, 100))
+	into, err := packed.DownloadMany(allOf(pbufs), make([][]byte, 3, 100))
 	require.NoError(t, err)
 	for i := range pbufs {
 		require.Equal(t, want[i], many[i])
@@ -156,17 +156,17 @@ func TestPackedPathsReuseModuleAndStaging(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	r := rand.New(rand.NewSource(5))
 	bufs, want := packedSet(t, b, dev, r, core.PackMinCopiesForTest, 4096)
-	ups := make([]core.Upload, len(bufs))
+	ups := make([]core.UploadAt, len(bufs))
 	for i, h := range bufs {
-		ups[i] = core.Upload{Buf: h, Data: want[i]}
+		ups[i] = core.UploadAt{Buf: h, Data: want[i]}
 	}
-	require.NoError(t, b.UploadResidentMany(ups))
-	_, err := b.DownloadResidentMany(bufs)
+	require.NoError(t, b.Upload(ups...))
+	_, err := b.DownloadMany(allOf(bufs), nil)
 	require.NoError(t, err)
 	calls := dev.CallCounts()
 	for range 3 {
-		require.NoError(t, b.UploadResidentMany(ups))
-		got, err := b.DownloadResidentMany(bufs)
+		require.NoError(t, b.Upload(ups...))
+		got, err := b.DownloadMany(allOf(bufs), nil)
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
@@ -182,12 +182,12 @@ func TestPackedBelowThresholdUsesPerCopyPath(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	n := core.PackMinCopiesForTest - 1
 	bufs, want := packedSet(t, b, dev, r, n, 64)
-	ups := make([]core.Upload, n)
+	ups := make([]core.UploadAt, n)
 	for i, h := range bufs {
-		ups[i] = core.Upload{Buf: h, Data: want[i]}
+		ups[i] = core.UploadAt{Buf: h, Data: want[i]}
 	}
 	h2d := dev.Calls(sim.OpMemcpyHtoDAsync)
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	assert.Equal(t, h2d+uint64(n), dev.Calls(sim.OpMemcpyHtoDAsync))
 	assert.Zero(t, dev.Calls(sim.OpLaunch))
 	assert.Zero(t, dev.Live().Modules)
@@ -226,12 +226,12 @@ func TestPackedUploadInParts(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, packedInParts)
 	r := rand.New(rand.NewSource(8))
 	bufs, _ := packedSet(t, b, dev, r, 64, 65536, 4095)
-	ups := make([]core.Upload, len(bufs))
+	ups := make([]core.UploadAt, len(bufs))
 	for i, h := range bufs {
-		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+		ups[i] = core.UploadAt{Buf: h, Data: randomBytes(r, h.Len)}
 	}
 	b.ResetTelemetry()
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	for i, h := range bufs {
 		require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
 	}
@@ -259,13 +259,13 @@ func packedUploadFault(t *testing.T, f packedFault, size int) {
 	r := rand.New(rand.NewSource(3))
 	n := core.PackMinCopiesForTest
 	bufs, old := packedSet(t, b, dev, r, n, size)
-	ups := make([]core.Upload, n)
+	ups := make([]core.UploadAt, n)
 	for i, h := range bufs {
-		ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+		ups[i] = core.UploadAt{Buf: h, Data: randomBytes(r, h.Len)}
 	}
 	b.ResetTelemetry()
 	f.arm(dev)
-	err := b.UploadResidentMany(ups)
+	err := b.Upload(ups...)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, core.ErrDriver)
 	assert.Contains(t, err.Error(), f.want)
@@ -279,12 +279,12 @@ func packedUploadFault(t *testing.T, f packedFault, size int) {
 	}
 	assert.Zero(t, b.Telemetry().UploadOps, "a failed upload is not counted")
 	// The Backend stays usable and the same batch then succeeds.
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	for i, h := range bufs {
 		require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
 	}
 	for _, h := range bufs {
-		require.NoError(t, b.FreeResident(h), "nothing is left in flight")
+		require.NoError(t, b.Free(h), "nothing is left in flight")
 	}
 	require.NoError(t, b.Close())
 	sim.RequireNoLeaks(t, dev)
@@ -327,7 +327,7 @@ func packedReadbackFailure(t *testing.T, f packedFault, opt core.Option) {
 		snapshot[i] = bytes.Clone(dst[i])
 	}
 	f.arm(dev)
-	out, err := b.DownloadResidentManyInto(bufs, dst)
+	out, err := b.DownloadMany(allOf(bufs), dst)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, core.ErrDriver)
 	assert.Contains(t, err.Error(), f.want)
@@ -338,13 +338,13 @@ func packedReadbackFailure(t *testing.T, f packedFault, opt core.Option) {
 	}
 	assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
 	assert.Zero(t, b.Telemetry().ReadbackOps)
-	got, err := b.DownloadResidentManyInto(bufs, dst)
+	got, err := b.DownloadMany(allOf(bufs), dst)
 	require.NoError(t, err)
 	for i := range got {
 		require.Equal(t, want[i], got[i], fmt.Sprint(i))
 	}
 	for _, h := range bufs {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	require.NoError(t, b.Close())
 	sim.RequireNoLeaks(t, dev)
@@ -368,7 +368,7 @@ func TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit(t *testing.T) {
 
 	t.Run("readback", func(t *testing.T) {
 		b.ResetTelemetry()
-		got, err := b.DownloadResidentMany(bufs)
+		got, err := b.DownloadMany(allOf(bufs), nil)
 		require.NoError(t, err)
 		assert.Equal(t, old, got)
 		tel := b.Telemetry()
@@ -377,12 +377,12 @@ func TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit(t *testing.T) {
 		assert.Equal(t, uint64(1), tel.SyncPoints)
 	})
 	t.Run("upload", func(t *testing.T) {
-		ups := make([]core.Upload, n)
+		ups := make([]core.UploadAt, n)
 		for i, h := range bufs {
-			ups[i] = core.Upload{Buf: h, Data: randomBytes(r, h.Len)}
+			ups[i] = core.UploadAt{Buf: h, Data: randomBytes(r, h.Len)}
 		}
 		b.ResetTelemetry()
-		require.NoError(t, b.UploadResidentMany(ups))
+		require.NoError(t, b.Upload(ups...))
 		for i, h := range bufs {
 			require.Equal(t, ups[i].Data, simBytes(t, b, dev, h), "buffer %d", i)
 		}

@@ -42,9 +42,9 @@ func newPartsRig(t *testing.T, r *rand.Rand, n, parts, workers int, opts ...core
 	for range n {
 		data := make([]byte, 1+r.Intn(3000))
 		r.Read(data)
-		h, err := b.AllocateResident(len(data))
+		h, err := b.Alloc(len(data))
 		require.NoError(t, err)
-		require.NoError(t, b.UploadResident(h, data))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
 		g.hs, g.want = append(g.hs, h), append(g.want, data)
 	}
 	return g
@@ -82,7 +82,7 @@ func packedReadbackInParts(t *testing.T, parts, workers int, opt core.Option) {
 		}
 	}
 	tel0, dmas0, ups0 := g.b.Telemetry(), g.dev.Calls(sim.OpMemcpyDtoHAsync), g.dev.Calls(sim.OpMemcpyHtoDAsync)
-	out, err := g.b.DownloadResidentManyInto(g.hs, dst)
+	out, err := g.b.DownloadMany(allOf(g.hs), dst)
 	require.NoError(t, err)
 	tel := g.b.Telemetry()
 	// At most parts: a part boundary that falls inside the piece of the
@@ -103,10 +103,10 @@ func packedReadbackInParts(t *testing.T, parts, workers int, opt core.Option) {
 		}
 	}
 
-	many, err := g.b.DownloadResidentMany(g.hs)
+	many, err := g.b.DownloadMany(allOf(g.hs), nil)
 	require.NoError(t, err)
 	for i := range g.hs {
-		require.True(t, bytes.Equal(g.want[i], many[i]), "DownloadResidentMany %d", i)
+		require.True(t, bytes.Equal(g.want[i], many[i]), "DownloadMany %d", i)
 	}
 
 	// Overlapping ranges, out of order: requests share fused copies.
@@ -115,21 +115,17 @@ func packedReadbackInParts(t *testing.T, parts, workers int, opt core.Option) {
 		n := len(g.want[i])
 		rs = append(rs, core.Range{Buf: g.hs[i], Offset: n / 3, Len: n - n/3}, core.Range{Buf: g.hs[i], Len: n / 2})
 	}
-	got, err := g.b.DownloadResidentRangesInto(rs, nil)
+	got, err := g.b.DownloadMany(rs, nil)
 	require.NoError(t, err)
 	for k, x := range rs {
 		require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], got[k]), "range %d", k)
 	}
 
-	batches := [][]core.Range{rs[:5], nil, rs[5:]}
-	bout, err := g.b.DownloadResidentBatchesInto(batches, [][][]byte{nil, nil, make([][]byte, 0, len(rs))})
+	into, err := g.b.DownloadMany(rs, make([][]byte, 0, len(rs)))
 	require.NoError(t, err)
-	require.Len(t, bout, 3)
-	assert.Empty(t, bout[1])
-	for k, batch := range batches {
-		for j, x := range batch {
-			require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], bout[k][j]), "batch %d item %d", k, j)
-		}
+	require.Len(t, into, len(rs))
+	for k, x := range rs {
+		require.True(t, bytes.Equal(g.want[indexOf(g.hs, x.Buf)][x.Offset:x.Offset+x.Len], into[k]), "range %d into slots", k)
 	}
 }
 
@@ -161,10 +157,10 @@ func TestPackedReadbackInPartsFailure(t *testing.T) {
 				}
 				headers := append([][]byte(nil), dst...)
 				g.dev.FailNth(f.op, f.nth, cudaapi.CUDA_ERROR_UNKNOWN)
-				out, err := g.b.DownloadResidentManyInto(g.hs, dst)
+				out, err := g.b.DownloadMany(allOf(g.hs), dst)
 				var ce *core.Error
 				require.ErrorAs(t, err, &ce)
-				assert.Equal(t, "DownloadResidentManyInto", ce.Op)
+				assert.Equal(t, "DownloadMany", ce.Op)
 				assert.Equal(t, unsafe.SliceData(dst), unsafe.SliceData(out))
 				for i := range dst {
 					require.Equal(t, headers[i], dst[i][:len(headers[i]):cap(headers[i])], "slot %d header", i)
@@ -174,7 +170,7 @@ func TestPackedReadbackInPartsFailure(t *testing.T) {
 						"slot %d holds neither its old bytes nor its buffer's", i)
 				}
 				g.dev.ClearFaults()
-				out, err = g.b.DownloadResidentManyInto(g.hs, dst)
+				out, err = g.b.DownloadMany(allOf(g.hs), dst)
 				require.NoError(t, err)
 				for i := range g.hs {
 					require.True(t, bytes.Equal(g.want[i], out[i]), "slot %d after the failure", i)
@@ -192,7 +188,7 @@ func TestAtomicReadbacksLandWhole(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
 	g := newPartsRig(t, r, 12, 5, 4, core.WithAtomicReadbacks(true))
 	dmas0 := g.dev.Calls(sim.OpMemcpyDtoHAsync)
-	out, err := g.b.DownloadResidentManyInto(g.hs, nil)
+	out, err := g.b.DownloadMany(allOf(g.hs), nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), g.dev.Calls(sim.OpMemcpyDtoHAsync)-dmas0, "one DMA of the pieces")
 	for i := range g.hs {
@@ -204,7 +200,7 @@ func TestAtomicReadbacksLandWhole(t *testing.T) {
 		dst[i] = make([]byte, len(g.want[i]))
 	}
 	g.dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
-	_, err = g.b.DownloadResidentManyInto(g.hs, dst)
+	_, err = g.b.DownloadMany(allOf(g.hs), dst)
 	require.Error(t, err)
 	for i := range dst {
 		require.True(t, bytes.Equal(dst[i], make([]byte, len(dst[i]))), "slot %d changed", i)
@@ -218,11 +214,11 @@ func TestAtomicReadbacksLandWhole(t *testing.T) {
 			core.WithPlanTuning(xferplan.Tuning{Only: xferplan.Kinds(xferplan.Staged), StageMin: 64, MinChunk: 256, MaxChunk: 256}))
 		data := make([]byte, 2000)
 		r.Read(data)
-		h, err := staged.b.AllocateResident(len(data))
+		h, err := staged.b.Alloc(len(data))
 		require.NoError(t, err)
-		require.NoError(t, staged.b.UploadResident(h, data))
+		require.NoError(t, staged.b.Upload(core.UploadAt{Buf: h, Data: data}))
 		dmas0 = staged.dev.Calls(sim.OpMemcpyDtoHAsync)
-		one, err := staged.b.DownloadResidentInto(h, nil)
+		one, err := staged.b.Download(h.All(), nil)
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(data, one))
 		if atomic {
@@ -233,12 +229,12 @@ func TestAtomicReadbacksLandWhole(t *testing.T) {
 	}
 }
 
-// TestDownloadResidentManyResultsAreIndependent: the new slices
-// DownloadResidentMany returns, whatever the plan (one DMA or parts, one
+// TestDownloadManyResultsAreIndependent: the new slices
+// DownloadMany returns, whatever the plan (one DMA or parts, one
 // copy goroutine or several) and with a buffer named twice, each hold
 // their buffer's bytes with capacity equal to their length, so writing or
 // appending to one changes no other.
-func TestDownloadResidentManyResultsAreIndependent(t *testing.T) {
+func TestDownloadManyResultsAreIndependent(t *testing.T) {
 	for _, parts := range []int{1, 3} {
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprintf("parts%d/workers%d", parts, workers), func(t *testing.T) {
@@ -246,7 +242,7 @@ func TestDownloadResidentManyResultsAreIndependent(t *testing.T) {
 				g := newPartsRig(t, r, 40, parts, workers)
 				hs := append(append([]core.Buffer(nil), g.hs...), g.hs[3], g.hs[0])
 				want := append(append([][]byte(nil), g.want...), g.want[3], g.want[0])
-				got, err := g.b.DownloadResidentMany(hs)
+				got, err := g.b.DownloadMany(allOf(hs), nil)
 				require.NoError(t, err)
 				require.Len(t, got, len(hs))
 				for i := range hs {

@@ -55,11 +55,11 @@ func TestTypedParamsReachTheTwinWithTheirValues(t *testing.T) {
 	var seen []core.KernelArg
 	p := typedProgram(t, everyType, recordTwin(&seen))
 	assert.Equal(t, 1, p.Buffers())
-	buf, err := b.AllocateResident(128)
+	buf, err := b.Alloc(128)
 	require.NoError(t, err)
 	args := []core.Arg{core.ArgBufferAt(buf, 8), core.ArgInt8(-3), core.ArgInt16(-300), core.ArgInt32(-70000), core.ArgInt64(-1 << 40),
 		core.ArgUint8(250), core.ArgUint16(65000), core.ArgUint32(4e9), core.ArgUint64(1 << 63), core.ArgFloat32(1.5), core.ArgFloat64(-2.25)}
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: args}))
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: args}))
 
 	require.Len(t, seen, len(args))
 	assert.True(t, seen[0].IsPtr)
@@ -79,7 +79,7 @@ func TestTypedParamsReachTheTwinWithTheirValues(t *testing.T) {
 	}
 
 	// The offset moved the pointer: the twin wrote from byte 8 on.
-	got, err := b.DownloadResident(buf)
+	got, err := b.Download(buf.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, make([]byte, 8), got[:8])
 	assert.Equal(t, uint64(0xfd), binary.LittleEndian.Uint64(got[8:]), "an int8 travels zero-extended in its slot")
@@ -90,7 +90,7 @@ func TestTypedDispatchRefusalsQueueNothing(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	var seen []core.KernelArg
 	p := typedProgram(t, []core.ParamType{core.ParamBuffer, core.ParamFloat64, core.ParamInt64}, recordTwin(&seen))
-	buf, err := b.AllocateResident(64)
+	buf, err := b.Alloc(64)
 	require.NoError(t, err)
 	good := []core.Arg{core.ArgBuffer(buf), core.ArgFloat64(1), core.ArgInt64(2)}
 	for _, tt := range []struct {
@@ -115,24 +115,24 @@ func TestTypedDispatchRefusalsQueueNothing(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := dev.Calls(sim.OpLaunch)
-			err := b.DispatchResident(p, tt.bufs, tt.cfg)
+			err := b.Dispatch(p, tt.bufs, tt.cfg)
 			requireErrKind(t, err, core.ErrInvalidArgument, tt.frags...)
 			assert.Equal(t, before, dev.Calls(sim.OpLaunch), "nothing launched")
 		})
 	}
 	// A foreign handle inside Args is refused like any bound buffer.
-	requireErrKind(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{core.ArgBuffer(core.Buffer{ID: 1 << 40, Len: 64}), core.ArgFloat64(1), core.ArgInt64(2)}}),
+	requireErrKind(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{core.ArgBuffer(core.Buffer{ID: 1 << 40, Len: 64}), core.ArgFloat64(1), core.ArgInt64(2)}}),
 		core.ErrUnknownHandle)
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: good}))
-	require.NoError(t, b.FreeResident(buf), "nothing was left in flight")
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: good}))
+	require.NoError(t, b.Free(buf), "nothing was left in flight")
 }
 
 func TestTypedArgsToAU32ProgramAreRefused(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	buf, err := b.AllocateResident(16)
+	buf, err := b.Alloc(16)
 	require.NoError(t, err)
 	before := dev.Calls(sim.OpLaunch)
-	err = b.DispatchResident(core.ProgramFillU32(), []core.Buffer{buf}, core.DispatchConfig{Scalars: []uint32{1}, Args: []core.Arg{core.ArgUint32(1)}})
+	err = b.Dispatch(core.ProgramFillU32(), []core.Buffer{buf}, core.DispatchConfig{Scalars: []uint32{1}, Args: []core.Arg{core.ArgUint32(1)}})
 	requireErrKind(t, err, core.ErrInvalidArgument, "not typed Args")
 	assert.Equal(t, before, dev.Calls(sim.OpLaunch))
 }
@@ -168,13 +168,13 @@ func TestTypedGridFollowsTheBufferAfterItsOffset(t *testing.T) {
 		Grid:   core.GridRule{ElemSize: 4, FromBuffer: 1},
 		Params: []core.ParamType{core.ParamInt32, core.ParamBuffer, core.ParamBuffer}, Host: host})
 	require.NoError(t, err)
-	small, err := b.AllocateResident(4 * 32)
+	small, err := b.Alloc(4 * 32)
 	require.NoError(t, err)
-	big, err := b.AllocateResident(4 * 100)
+	big, err := b.Alloc(4 * 100)
 	require.NoError(t, err)
 	// FromBuffer 1 is the second buffer parameter: big, 100 elements, less
 	// 36 skipped by the offset: 64 elements, 2 blocks of 32.
-	require.NoError(t, b.DispatchResident(p, nil, core.DispatchConfig{Args: []core.Arg{core.ArgInt32(0), core.ArgBuffer(small), core.ArgBufferAt(big, 36*4)}}))
+	require.NoError(t, b.Dispatch(p, nil, core.DispatchConfig{Args: []core.Arg{core.ArgInt32(0), core.ArgBuffer(small), core.ArgBufferAt(big, 36*4)}}))
 	require.Len(t, cfgs, 1)
 	assert.Equal(t, uint32(2), cfgs[0].Grid[0])
 }
@@ -183,9 +183,9 @@ func TestTypedAndU32StepsShareABatch(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
 	var seen []core.KernelArg
 	p := typedProgram(t, []core.ParamType{core.ParamBuffer, core.ParamUint64}, recordTwin(&seen))
-	out, err := b.AllocateResident(16)
+	out, err := b.Alloc(16)
 	require.NoError(t, err)
-	other, err := b.AllocateResident(16)
+	other, err := b.Alloc(16)
 	require.NoError(t, err)
 	dst, err := b.Run(core.Batch{
 		Steps: []core.Step{
@@ -214,7 +214,7 @@ func TestTypedStepsReplayFromAGraph(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
 	var seen []core.KernelArg
 	p := typedProgram(t, []core.ParamType{core.ParamBuffer, core.ParamFloat64, core.ParamInt16}, recordTwin(&seen))
-	out, err := b.AllocateResident(32)
+	out, err := b.Alloc(32)
 	require.NoError(t, err)
 	args := []core.Arg{core.ArgBufferAt(out, 8), core.ArgFloat64(-0.5), core.ArgInt16(-2)}
 	g, err := b.Capture(core.Batch{

@@ -34,7 +34,7 @@ func newPDLChain(t *testing.T, b *core.Backend) *pdlChain {
 	const n = 1 << 18 // bytes
 	c := &pdlChain{in: [2][]byte{make([]byte, n), make([]byte, n)}}
 	for _, p := range []*core.Buffer{&c.x, &c.y, &c.z, &c.w} {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
 		*p = h
 	}
@@ -54,7 +54,7 @@ func newPDLChain(t *testing.T, b *core.Backend) *pdlChain {
 func (c *pdlChain) free(t *testing.T, b *core.Backend) {
 	t.Helper()
 	for _, h := range []core.Buffer{c.x, c.y, c.z, c.w} {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 }
 

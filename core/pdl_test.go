@@ -67,7 +67,7 @@ func runPingPong(t *testing.T, b *core.Backend, steps int) {
 	const n = 16
 	var bufs [3]core.Buffer
 	for i := range bufs {
-		h, err := b.AllocateResident(4 * n)
+		h, err := b.Alloc(4 * n)
 		require.NoError(t, err)
 		bufs[i] = h
 	}
@@ -89,7 +89,7 @@ func runPingPong(t *testing.T, b *core.Backend, steps int) {
 		require.Equal(t, wantQ, words(out[1])[i])
 	}
 	for _, h := range bufs {
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 }
 
@@ -190,9 +190,9 @@ func TestProgrammaticLaunchOnlyForWaitingStepsAfterALaunch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{})
-			x, err := b.AllocateResident(64)
+			x, err := b.Alloc(64)
 			require.NoError(t, err)
-			y, err := b.AllocateResident(64)
+			y, err := b.Alloc(64)
 			require.NoError(t, err)
 			var steps []core.Step
 			want := uint32(0)
@@ -214,19 +214,19 @@ func TestProgrammaticLaunchOnlyForWaitingStepsAfterALaunch(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, dev.Calls(sim.OpLaunchProgrammatic))
 			assert.Equal(t, uint64(len(tc.progs)), dev.Calls(sim.OpLaunch))
-			require.NoError(t, b.FreeResident(x))
-			require.NoError(t, b.FreeResident(y))
+			require.NoError(t, b.Free(x))
+			require.NoError(t, b.Free(y))
 		})
 	}
 }
 
 func TestProgrammaticLaunchFailureStopsAtTheStep(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	p, err := b.AllocateResident(64)
+	p, err := b.Alloc(64)
 	require.NoError(t, err)
-	q, err := b.AllocateResident(64)
+	q, err := b.Alloc(64)
 	require.NoError(t, err)
-	one, err := b.AllocateResident(64)
+	one, err := b.Alloc(64)
 	require.NoError(t, err)
 	dev.FailNth(sim.OpLaunchProgrammatic, 3, cudaapi.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
 	dst := [][]byte{[]byte("kept")}
@@ -236,7 +236,7 @@ func TestProgrammaticLaunchFailureStopsAtTheStep(t *testing.T) {
 	assert.Contains(t, err.Error(), "step 3")
 	assert.Equal(t, dst, got, "the caller's slots stay as they were")
 	for _, h := range []core.Buffer{p, q, one} {
-		require.NoError(t, b.FreeResident(h), "nothing stays in flight")
+		require.NoError(t, b.Free(h), "nothing stays in flight")
 	}
 }
 

@@ -46,7 +46,7 @@ type peerCache struct {
 // refused with ErrUnknownHandle), ranges must fit, and within one buffer
 // the source and destination ranges of a copy must not overlap; a failure
 // changes nothing. While the copy runs, the buffers are in flight on both
-// Backends (FreeResident refuses them and Close waits). The Backends'
+// Backends (Free refuses them and Close waits). The Backends'
 // drivers must work together: the real driver (OpenCUDA, OpenDevices), or
 // devices of one sim.Machine; others fail with ErrUnsupported.
 func CopyPeer(dst, src *Backend, copies []PeerCopy) error {

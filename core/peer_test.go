@@ -32,15 +32,15 @@ func openMachine(t testing.TB, n int, peer [][]bool) (*core.Group, *sim.Machine)
 // putBytes allocates a buffer on b holding data.
 func putBytes(t testing.TB, b *core.Backend, data []byte) core.Buffer {
 	t.Helper()
-	h, err := b.AllocateResident(len(data))
+	h, err := b.Alloc(len(data))
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(h, data))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
 	return h
 }
 
 func getBytes(t testing.TB, b *core.Backend, h core.Buffer) []byte {
 	t.Helper()
-	out, err := b.DownloadResident(h)
+	out, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	return out
 }
@@ -148,8 +148,8 @@ func TestPeerCopyRefusesBadInput(t *testing.T) {
 	}
 	assert.Equal(t, before, m.Device(1).CallCounts(), "nothing reached the device")
 	// Nothing stayed in flight: both buffers free.
-	require.NoError(t, a.FreeResident(src))
-	require.NoError(t, b.FreeResident(dst))
+	require.NoError(t, a.Free(src))
+	require.NoError(t, b.Free(dst))
 	// Zero-length copies touch nothing.
 	require.NoError(t, core.CopyPeer(b, a, nil))
 	// A closed Backend refuses.
@@ -169,8 +169,8 @@ func TestPeerCopyUnsupportedDrivers(t *testing.T) {
 	var r cudaapi.Result
 	require.ErrorAs(t, err, &r)
 	assert.Equal(t, cudaapi.CUDA_ERROR_INVALID_DEVICE, r)
-	require.NoError(t, a.FreeResident(src))
-	require.NoError(t, b.FreeResident(dst))
+	require.NoError(t, a.Free(src))
+	require.NoError(t, b.Free(dst))
 }
 
 // TestPeerCopyFaultsLeakNothing injects a failure into every driver
@@ -202,8 +202,8 @@ func TestPeerCopyFaultsLeakNothing(t *testing.T) {
 				}
 				got := getBytes(t, b, dst)
 				assert.True(t, bytes.Equal(got, old) || bytes.Equal(got, data), "%s on device %d: mixed bytes", o, dev)
-				require.NoError(t, a.FreeResident(src), "%s on device %d", o, dev)
-				require.NoError(t, b.FreeResident(dst), "%s on device %d", o, dev)
+				require.NoError(t, a.Free(src), "%s on device %d", o, dev)
+				require.NoError(t, b.Free(dst), "%s on device %d", o, dev)
 				require.NoError(t, g.Close(), "%s on device %d", o, dev)
 				sim.RequireMachineNoLeaks(t, m)
 			}
@@ -229,7 +229,7 @@ func TestPeerCopyMultiDeviceConcurrent(t *testing.T) {
 	outs := make([]core.Buffer, 9)
 	for i := 0; i < 3; i++ {
 		for j := 0; j < 3; j++ {
-			h, err := g.Backend(j).AllocateResident(1 << 14)
+			h, err := g.Backend(j).Alloc(1 << 14)
 			require.NoError(t, err)
 			outs[i*3+j] = h
 		}

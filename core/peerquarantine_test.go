@@ -42,14 +42,14 @@ func TestPeerCopyQuarantinesEachSideOnItsOwnBackend(t *testing.T) {
 	src, dst := failPeerDrain(t, m, a, b)
 
 	m.Device(1).FailRate(1, 1, sim.OpStreamSynchronize)
-	assert.ErrorIs(t, a.FreeResident(src), core.ErrInFlight, "the stuck copy may still read the source")
-	assert.ErrorIs(t, b.FreeResident(dst), core.ErrInFlight, "the stuck copy may still write the destination")
+	assert.ErrorIs(t, a.Free(src), core.ErrInFlight, "the stuck copy may still read the source")
+	assert.ErrorIs(t, b.Free(dst), core.ErrInFlight, "the stuck copy may still write the destination")
 	m.Device(1).ClearFaults()
 
-	require.NoError(t, a.FreeResident(src), "the source's retry drains the destination's stream and releases its buffer")
+	require.NoError(t, a.Free(src), "the source's retry drains the destination's stream and releases its buffer")
 	assert.Zero(t, b.LaunchResourceCounts().Quarantined)
 	assert.Equal(t, bytes.Repeat([]byte{7}, 1<<10), getBytes(t, b, dst), "the queued copy ran")
-	require.NoError(t, b.FreeResident(dst))
+	require.NoError(t, b.Free(dst))
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())
 }
@@ -118,8 +118,8 @@ func TestPeerCopyQuarantinesBothWaysConcurrently(t *testing.T) {
 			defer wg.Done()
 			b := bs[w%2]
 			for range 20 {
-				_ = b.FreeResident(bufs[w%2][0]) // retries both quarantines; may or may not succeed yet
-				_, _ = b.DownloadResident(bufs[w%2][1])
+				_ = b.Free(bufs[w%2][0]) // retries both quarantines; may or may not succeed yet
+				_, _ = b.Download(bufs[w%2][1].All(), nil)
 			}
 		}()
 	}
@@ -128,11 +128,11 @@ func TestPeerCopyQuarantinesBothWaysConcurrently(t *testing.T) {
 		m.Device(i).ClearFaults()
 	}
 	for i, b := range bs {
-		if err := b.FreeResident(bufs[i][0]); err != nil {
+		if err := b.Free(bufs[i][0]); err != nil {
 			require.ErrorIs(t, err, core.ErrUnknownHandle, "freed by a goroutine above")
 		}
 		assert.Equal(t, bytes.Repeat([]byte{byte(2 - i)}, 256), getBytes(t, b, bufs[i][1]), "the queued copy into Backend %d ran", i)
-		require.NoError(t, b.FreeResident(bufs[i][1]))
+		require.NoError(t, b.Free(bufs[i][1]))
 	}
 	for _, b := range bs {
 		assert.Zero(t, b.LaunchResourceCounts().Quarantined)

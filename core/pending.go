@@ -12,9 +12,9 @@ import (
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
-// Pending is device work queued by RunAsync or DispatchResidentAsync and not
+// Pending is device work queued by RunAsync or DispatchAsync and not
 // yet collected. Until it completes, the buffers it binds are in flight:
-// FreeResident refuses them and Backend.Close refuses with ErrInFlight.
+// Free refuses them and Backend.Close refuses with ErrInFlight.
 //
 // Completion, whichever way it is observed (IsReady, Await, AwaitInto,
 // Close), drops the in-flight marks and returns the stream, events and
@@ -32,7 +32,7 @@ import (
 // once the garbage collector finds it unreachable: its work is waited for
 // and everything it holds released, with a warning logged to the Backend's
 // logger, so the buffers it bound can be freed and the Backend closed.
-// Until that happens (it needs a garbage collection) FreeResident and Close
+// Until that happens (it needs a garbage collection) Free and Close
 // still refuse; collect every Pending explicitly.
 type Pending struct {
 	w *pendingWork
@@ -111,7 +111,7 @@ func (w *pendingWork) query() bool {
 func (p *Pending) work(op string) (*pendingWork, error) {
 	if p == nil || p.w == nil {
 		return nil, newError(op, KindInvalidArgument, "the Pending is nil",
-			"use the Pending returned by RunAsync or DispatchResidentAsync, after checking its error")
+			"use the Pending returned by RunAsync or DispatchAsync, after checking its error")
 	}
 	return p.w, nil
 }

@@ -35,7 +35,7 @@ func newVAddFixture(t *testing.T) *vaddFixture {
 // dispatch of a test meets empty pools.
 func writtenResident(t *testing.T, b *core.Backend, dev *sim.Device, data []byte) core.Buffer {
 	t.Helper()
-	h, err := b.AllocateResident(len(data))
+	h, err := b.Alloc(len(data))
 	require.NoError(t, err)
 	ptr, err := b.ResidentDevicePtr(h)
 	require.NoError(t, err)
@@ -51,7 +51,7 @@ func (f *vaddFixture) requireReleased(t *testing.T) {
 	t.Helper()
 	assert.Zero(t, f.b.LaunchResourceCounts().Leases, "leases out")
 	for _, h := range f.bufs() {
-		require.NoError(t, f.b.FreeResident(h))
+		require.NoError(t, f.b.Free(h))
 	}
 	require.NoError(t, f.b.Close())
 	assert.True(t, f.dev.Live().Zero(), "live after Close: %v", f.dev.Live())
@@ -59,9 +59,9 @@ func (f *vaddFixture) requireReleased(t *testing.T) {
 
 func TestPendingIsReadyReleasesBuffers(t *testing.T) {
 	f := newVAddFixture(t)
-	pd, err := f.b.DispatchResidentAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
+	pd, err := f.b.DispatchAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
 	require.NoError(t, err)
-	require.ErrorIs(t, f.b.FreeResident(f.o), core.ErrInFlight, "bound buffers are in flight")
+	require.ErrorIs(t, f.b.Free(f.o), core.ErrInFlight, "bound buffers are in flight")
 	require.ErrorIs(t, f.b.Close(), core.ErrInFlight, "Backend.Close refuses while work is pending")
 	for {
 		ready, err := pd.IsReady()
@@ -82,9 +82,9 @@ func TestPendingIsReadyReleasesBuffers(t *testing.T) {
 
 func TestPendingAwaitThenFreeSucceeds(t *testing.T) {
 	f := newVAddFixture(t)
-	pd, err := f.b.DispatchResidentAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
+	pd, err := f.b.DispatchAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
 	require.NoError(t, err)
-	require.ErrorIs(t, f.b.FreeResident(f.a), core.ErrInFlight)
+	require.ErrorIs(t, f.b.Free(f.a), core.ErrInFlight)
 	require.NoError(t, pd.Await())
 	assert.Equal(t, uint64(1), f.b.Telemetry().SyncPoints)
 	assert.Equal(t, uint64(1), f.b.Telemetry().KernelLaunches)
@@ -145,7 +145,7 @@ func TestPendingAwaitIntoDeliversReadsOnce(t *testing.T) {
 
 func TestPendingWithoutReadsAwaitIntoGivesNoSlots(t *testing.T) {
 	f := newVAddFixture(t)
-	pd, err := f.b.DispatchResidentAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
+	pd, err := f.b.DispatchAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
 	require.NoError(t, err)
 	out, err := pd.AwaitInto(make([][]byte, 3))
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestPendingWithoutReadsAwaitIntoGivesNoSlots(t *testing.T) {
 
 func TestPendingDeviceTime(t *testing.T) {
 	f := newVAddFixture(t)
-	pd, err := f.b.DispatchResidentAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{Timing: true})
+	pd, err := f.b.DispatchAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{Timing: true})
 	require.NoError(t, err)
 	_, err = pd.DeviceTime()
 	require.ErrorIs(t, err, core.ErrInvalidArgument, "not finished yet")
@@ -165,7 +165,7 @@ func TestPendingDeviceTime(t *testing.T) {
 	assert.Equal(t, sim.LaunchOverhead+sim.EventOverhead, d, "the simulated clock charges one launch and the end record between the timing events")
 	assert.Equal(t, 2, f.b.LaunchResourceCounts().TimingEvents.Idle, "both timing events went back")
 
-	pd, err = f.b.DispatchResidentAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
+	pd, err = f.b.DispatchAsync(core.ProgramVAddU32(), f.bufs(), core.DispatchConfig{})
 	require.NoError(t, err)
 	require.NoError(t, pd.Await())
 	_, err = pd.DeviceTime()

@@ -11,14 +11,14 @@ import (
 
 // PinnedBuffer is page-locked host memory allocated through a Backend, for
 // callers that fill it directly and upload from it with
-// UploadResidentAsyncAt. It stays valid until Free or the Backend's Close.
+// UploadAsync. It stays valid until Free or the Backend's Close.
 type PinnedBuffer struct {
 	b   *Backend
 	reg *hostmem.Region
 }
 
 // AllocHostPinned allocates n bytes of page-locked host memory. Fill Bytes()
-// and upload from it with UploadResidentAsyncAt; Free it when done (Close
+// and upload from it with UploadAsync; Free it when done (Close
 // frees what is left).
 func (b *Backend) AllocHostPinned(n int) (*PinnedBuffer, error) {
 	const op = "AllocHostPinned"
@@ -73,7 +73,7 @@ func (p *PinnedBuffer) Len() int {
 }
 
 // Pointer returns the address of the buffer's first byte, for
-// UploadResidentAsyncAt (nil for a nil PinnedBuffer).
+// UploadAsync (nil for a nil PinnedBuffer).
 func (p *PinnedBuffer) Pointer() unsafe.Pointer {
 	if p == nil {
 		return nil
@@ -124,7 +124,7 @@ func (b *Backend) settlePinnedUses() {
 
 // PinHostBuffer page-locks n bytes of caller memory starting at p (memory
 // from C, mmap or a Go allocation kept alive by the caller), so
-// UploadResidentAsyncAt can copy from it. The memory must stay valid until
+// UploadAsync can copy from it. The memory must stay valid until
 // UnpinHostBuffer or the Backend's Close. Ranges must not overlap ones
 // already pinned through this Backend.
 func (b *Backend) PinHostBuffer(p unsafe.Pointer, n int) error {

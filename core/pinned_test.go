@@ -52,21 +52,21 @@ func TestAllocHostPinned(t *testing.T) {
 	})
 }
 
-func TestUploadResidentAsyncAt(t *testing.T) {
+func TestUploadAsync(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(256)
+	h, err := b.Alloc(256)
 	require.NoError(t, err)
 	p, err := b.AllocHostPinned(128)
 	require.NoError(t, err)
 	data := randomBytes(rand.New(rand.NewSource(5)), 128)
 	copy(p.Bytes(), data)
 
-	require.NoError(t, b.UploadResidentAsyncAt(h, 100, p.Pointer(), 128))
-	require.NoError(t, b.UploadResidentAsyncAt(h, 0, unsafe.Add(p.Pointer(), 28), 100))
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Offset: 100, Data: p.Bytes()}))
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: p.Bytes()[28:128]}))
 	assert.Equal(t, 1, b.LaunchResourceCounts().Leases, "queued on one backend-owned stream")
 	assert.Equal(t, 1, dev.Live().Streams)
 
-	requireKind(t, b.FreeResident(h), core.ErrInFlight, h.ID)
+	requireKind(t, b.Free(h), core.ErrInFlight, h.ID)
 	requireKind(t, p.Free(), core.ErrInFlight, "2 queued")
 	requireKind(t, b.Close(), core.ErrInFlight, "2 asynchronous")
 
@@ -77,47 +77,46 @@ func TestUploadResidentAsyncAt(t *testing.T) {
 	require.NoError(t, b.SynchronizeUploads(), "nothing queued: returns at once")
 	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
 
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, data[28:], got[:100])
 	assert.Equal(t, data, got[100:228])
 	tel := b.Telemetry()
 	assert.Equal(t, uint64(228+256), tel.HostToDeviceBytes+tel.DeviceToHostBytes)
 	require.NoError(t, p.Free())
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
-func TestUploadResidentAsyncAtRefusals(t *testing.T) {
+func TestUploadAsyncRefusals(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	p, err := b.AllocHostPinned(32)
 	require.NoError(t, err)
 	pageable := make([]byte, 32)
-	src := p.Pointer()
+	mem := make([]byte, 64)
+	require.NoError(t, b.PinHostBuffer(unsafe.Pointer(&mem[0]), 32))
+	src := p.Bytes()
 	cases := []struct {
 		name     string
-		h        core.Buffer
-		off      int
-		src      unsafe.Pointer
-		n        int
+		ups      []core.UploadAt
 		sentinel error
 		numbers  []any
 	}{
-		{"negative length", h, 0, src, -1, core.ErrInvalidArgument, []any{-1}},
-		{"negative offset", h, -1, src, 1, core.ErrInvalidArgument, []any{-1}},
-		{"past end", h, 60, src, 5, core.ErrInvalidArgument, []any{"5 bytes at offset 60"}},
-		{"offset overflow", h, math.MaxInt, src, 1, core.ErrInvalidArgument, []any{math.MaxInt}},
-		{"nil source", h, 0, nil, 1, core.ErrInvalidArgument, []any{"nil"}},
-		{"pageable source", h, 0, unsafe.Pointer(&pageable[0]), 32, core.ErrInvalidArgument, []any{"not inside memory pinned"}},
-		{"source runs past pinned buffer", h, 0, unsafe.Add(src, 31), 2, core.ErrInvalidArgument, []any{"+2"}},
-		{"unknown handle", core.Buffer{ID: 1 << 62, Len: 64}, 0, src, 1, core.ErrUnknownHandle, []any{uint64(1 << 62)}},
-		{"drifted handle", core.Buffer{ID: h.ID, Len: 65}, 0, src, 1, core.ErrUnknownHandle, []any{65}},
+		{"negative offset", []core.UploadAt{{Buf: h, Offset: -1, Data: src[:1]}}, core.ErrInvalidArgument, []any{-1}},
+		{"past end", []core.UploadAt{{Buf: h, Offset: 60, Data: src[:5]}}, core.ErrInvalidArgument, []any{"5 bytes at offset 60"}},
+		{"offset overflow", []core.UploadAt{{Buf: h, Offset: math.MaxInt, Data: src[:1]}}, core.ErrInvalidArgument, []any{math.MaxInt}},
+		{"pageable source", []core.UploadAt{{Buf: h, Data: pageable}}, core.ErrInvalidArgument, []any{"not inside memory pinned"}},
+		{"source runs past pinned memory", []core.UploadAt{{Buf: h, Data: mem[31:33]}}, core.ErrInvalidArgument, []any{"+2"}},
+		{"unknown handle", []core.UploadAt{{Buf: core.Buffer{ID: 1 << 62, Len: 64}, Data: src[:1]}}, core.ErrUnknownHandle, []any{uint64(1 << 62)}},
+		{"drifted handle", []core.UploadAt{{Buf: core.Buffer{ID: h.ID, Len: 65}, Data: src[:1]}}, core.ErrUnknownHandle, []any{65}},
+		{"second item pageable", []core.UploadAt{{Buf: h, Data: src}, {Buf: h, Offset: 32, Data: pageable}}, core.ErrInvalidArgument, []any{"item 1", "not inside memory pinned"}},
+		{"second item past end", []core.UploadAt{{Buf: h, Data: src}, {Buf: h, Offset: 40, Data: src}}, core.ErrInvalidArgument, []any{"item 1", "32 bytes at offset 40"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			calls, tel := dev.CallCounts(), b.Telemetry()
-			err := b.UploadResidentAsyncAt(c.h, c.off, c.src, c.n)
+			err := b.UploadAsync(c.ups...)
 			requireKind(t, err, c.sentinel, c.numbers...)
 			assert.Equal(t, calls, dev.CallCounts())
 			assert.Equal(t, tel, b.Telemetry())
@@ -125,43 +124,45 @@ func TestUploadResidentAsyncAtRefusals(t *testing.T) {
 		})
 	}
 	calls := dev.CallCounts()
-	require.NoError(t, b.UploadResidentAsyncAt(h, 64, nil, 0), "zero bytes queue nothing")
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Offset: 64, Data: nil}), "zero bytes queue nothing")
 	assert.Equal(t, calls, dev.CallCounts())
-	require.NoError(t, b.FreeResident(h), "no refusal left the handle in flight")
+	require.NoError(t, b.Free(h), "no refusal left the handle in flight")
 	require.NoError(t, p.Free(), "no refusal left the source pending")
+	require.NoError(t, b.UnpinHostBuffer(unsafe.Pointer(&mem[0])), "no refusal left the registered memory pending")
 	runtime.KeepAlive(pageable)
+	runtime.KeepAlive(mem)
 }
 
-func TestUploadResidentAsyncAtDriverFailures(t *testing.T) {
+func TestUploadAsyncDriverFailures(t *testing.T) {
 	for _, op := range []sim.Op{sim.OpStreamCreate, sim.OpEventCreate, sim.OpMemcpyHtoDAsync} {
 		t.Run(op.String(), func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{})
-			h, err := b.AllocateResident(64)
+			h, err := b.Alloc(64)
 			require.NoError(t, err)
 			p, err := b.AllocHostPinned(64)
 			require.NoError(t, err)
 			dev.FailNth(op, 1, cudaapi.CUDA_ERROR_UNKNOWN)
-			err = b.UploadResidentAsyncAt(h, 0, p.Pointer(), 64)
+			err = b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: p.Bytes()})
 			requireKind(t, err, core.ErrDriver)
 			assert.Zero(t, b.LaunchResourceCounts().Leases)
 			assert.Zero(t, b.Telemetry().HostToDeviceBytes)
-			require.NoError(t, b.FreeResident(h), "the handle is not left in flight")
+			require.NoError(t, b.Free(h), "the handle is not left in flight")
 			require.NoError(t, p.Free(), "the source is not left pending")
 		})
 	}
 	t.Run("synchronize fails, then retried", func(t *testing.T) {
 		b, dev := openSim(t, sim.Config{})
-		h, err := b.AllocateResident(64)
+		h, err := b.Alloc(64)
 		require.NoError(t, err)
 		p, err := b.AllocHostPinned(64)
 		require.NoError(t, err)
 		copy(p.Bytes(), "async bytes")
-		require.NoError(t, b.UploadResidentAsyncAt(h, 0, p.Pointer(), 64))
+		require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: p.Bytes()}))
 		dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 		requireKind(t, b.SynchronizeUploads(), core.ErrDriver)
-		requireKind(t, b.FreeResident(h), core.ErrInFlight, "1 unfinished call") // still queued after the failed wait
+		requireKind(t, b.Free(h), core.ErrInFlight, "1 unfinished call") // still queued after the failed wait
 		require.NoError(t, b.SynchronizeUploads())
-		got, err := b.DownloadResidentRange(h, 0, 11)
+		got, err := b.Download(h.Slice(0, 11), nil)
 		require.NoError(t, err)
 		assert.Equal(t, "async bytes", string(got))
 	})
@@ -169,7 +170,7 @@ func TestUploadResidentAsyncAtDriverFailures(t *testing.T) {
 
 func TestPinHostBuffer(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	mem := make([]byte, 4096)
 	copy(mem, "registered")
@@ -182,14 +183,14 @@ func TestPinHostBuffer(t *testing.T) {
 
 	dev.FailNth(sim.OpHostRegister, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	requireKind(t, b.PinHostBuffer(p, len(mem)), core.ErrDriver, "HostRegister")
-	requireKind(t, b.UploadResidentAsyncAt(h, 0, p, 10), core.ErrInvalidArgument, "not inside memory pinned")
+	requireKind(t, b.UploadAsync(core.UploadAt{Buf: h, Data: mem[:10]}), core.ErrInvalidArgument, "not inside memory pinned")
 
 	require.NoError(t, b.PinHostBuffer(p, len(mem)))
 	requireKind(t, b.PinHostBuffer(unsafe.Add(p, 100), 10), core.ErrInvalidArgument, "overlaps")
-	require.NoError(t, b.UploadResidentAsyncAt(h, 0, p, 10))
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Data: mem[:10]}))
 	requireKind(t, b.UnpinHostBuffer(p), core.ErrInFlight, "1 queued")
 	require.NoError(t, b.SynchronizeUploads())
-	got, err := b.DownloadResidentRange(h, 0, 10)
+	got, err := b.Download(h.Slice(0, 10), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "registered", string(got))
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,42 +12,42 @@ import (
 	"github.com/vyre-go/vyrecuda/core/sim"
 )
 
-// TestFreeResidentInsideThePinWindow forces the interleaving a race
-// detector and a stress test only hit by luck: a FreeResident of a buffer
+// TestFreeInsideThePinWindow forces the interleaving a race
+// detector and a stress test only hit by luck: a Free of a buffer
 // that a call has validated but not yet marked in flight. The pin hook runs
-// in exactly that window; when FreeResident could take the resident table
+// in exactly that window; when Free could take the resident table
 // there (the window is open), the hook frees the buffer synchronously. The
 // contract: a buffer used by queued work is never freed under it, so that
-// FreeResident must be refused with ErrInFlight; if the window is closed
+// Free must be refused with ErrInFlight; if the window is closed
 // (the table is held), the free is tried once the call has returned, when
 // the queued work still holds the buffer, with the same answer. Either way
 // the work then completes on the buffer and the buffer frees afterwards.
 // Synchronous calls pin too (their window is the same); they hold nothing
 // once they return.
-func TestFreeResidentInsideThePinWindow(t *testing.T) {
+func TestFreeInsideThePinWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// start queues work on h that holds it until finish runs.
 		start  func(b *core.Backend, h core.Buffer, src []byte) (finish func() error, err error)
 		expect func(data []byte) []byte
 	}{
-		{"UploadResidentAsyncAt", func(b *core.Backend, h core.Buffer, src []byte) (func() error, error) {
-			err := b.UploadResidentAsyncAt(h, 0, unsafe.Pointer(&src[0]), len(src))
+		{"UploadAsync", func(b *core.Backend, h core.Buffer, src []byte) (func() error, error) {
+			err := b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: src})
 			return b.SynchronizeUploads, err
 		}, func(data []byte) []byte { return data }},
-		{"DispatchResidentAsync", func(b *core.Backend, h core.Buffer, _ []byte) (func() error, error) {
-			p, err := b.DispatchResidentAsync(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{0x01010101}})
+		{"DispatchAsync", func(b *core.Backend, h core.Buffer, _ []byte) (func() error, error) {
+			p, err := b.DispatchAsync(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{0x01010101}})
 			if err != nil {
 				return nil, err
 			}
 			return p.Await, nil
 		}, func(data []byte) []byte { return bytes.Repeat([]byte{1}, len(data)) }},
-		{"DownloadResident", func(b *core.Backend, h core.Buffer, _ []byte) (func() error, error) {
-			_, err := b.DownloadResident(h)
+		{"Download", func(b *core.Backend, h core.Buffer, _ []byte) (func() error, error) {
+			_, err := b.Download(h.All(), nil)
 			return nil, err
 		}, nil},
-		{"UploadResident", func(b *core.Backend, h core.Buffer, src []byte) (func() error, error) {
-			return nil, b.UploadResident(h, src)
+		{"Upload", func(b *core.Backend, h core.Buffer, src []byte) (func() error, error) {
+			return nil, b.Upload(core.UploadAt{Buf: h, Data: src})
 		}, nil},
 		{"RunAsync", func(b *core.Backend, h core.Buffer, _ []byte) (func() error, error) {
 			p, err := b.RunAsync(core.Batch{Fills: []core.Fill{{Buf: h, Value: 7}}})
@@ -60,7 +59,7 @@ func TestFreeResidentInsideThePinWindow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _ := openSim(t, sim.Config{})
-			h, err := b.AllocateResident(256)
+			h, err := b.Alloc(256)
 			require.NoError(t, err)
 			pb, err := b.AllocHostPinned(256)
 			require.NoError(t, err)
@@ -77,7 +76,7 @@ func TestFreeResidentInsideThePinWindow(t *testing.T) {
 				}
 				fired = true
 				if open = core.ResidentStoreFreeForTest(b); open {
-					inWindow = b.FreeResident(h)
+					inWindow = b.Free(h)
 				}
 			})
 			finish, err := tc.start(b, h, src)
@@ -85,22 +84,22 @@ func TestFreeResidentInsideThePinWindow(t *testing.T) {
 			require.True(t, fired, "the call did not pin its buffer")
 			if open {
 				require.True(t, errors.Is(inWindow, core.ErrInFlight),
-					"FreeResident between validation and the in-flight mark must be refused as in flight; got %v", inWindow)
+					"Free between validation and the in-flight mark must be refused as in flight; got %v", inWindow)
 			}
 			require.NoError(t, err, "the call whose buffer a free raced")
 			if finish == nil { // a synchronous call: done, nothing holds the buffer
-				require.NoError(t, b.FreeResident(h))
+				require.NoError(t, b.Free(h))
 				require.NoError(t, pb.Free())
 				return
 			}
 			if !open {
-				require.ErrorIs(t, b.FreeResident(h), core.ErrInFlight, "FreeResident while the queued work holds the buffer")
+				require.ErrorIs(t, b.Free(h), core.ErrInFlight, "Free while the queued work holds the buffer")
 			}
 			require.NoError(t, finish())
-			got, err := b.DownloadResident(h)
+			got, err := b.Download(h.All(), nil)
 			require.NoError(t, err)
 			assert.Equal(t, tc.expect(src), got, "the queued work's result")
-			require.NoError(t, b.FreeResident(h))
+			require.NoError(t, b.Free(h))
 			require.NoError(t, pb.Free())
 		})
 	}

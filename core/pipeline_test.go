@@ -39,18 +39,18 @@ func TestPipelinedUploadMovesEveryChunk(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{}, smallPipeline)
 			r := rand.New(rand.NewSource(int64(tt.n)))
-			h, err := b.AllocateResident(tt.bufLen)
+			h, err := b.Alloc(tt.bufLen)
 			require.NoError(t, err)
 			old := randomBytes(r, tt.bufLen)
-			require.NoError(t, b.UploadResident(h, old))
+			require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: old}))
 			data := randomBytes(r, tt.n)
 			b.ResetTelemetry()
 			syncs := dev.Calls(sim.OpStreamSynchronize)
 			queries, records := dev.Calls(sim.OpEventQuery), dev.Calls(sim.OpEventRecord)
 			if tt.viaFull {
-				require.NoError(t, b.UploadResident(h, data))
+				require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
 			} else {
-				require.NoError(t, b.UploadResidentAt(h, tt.off, data))
+				require.NoError(t, b.Upload(core.UploadAt{Buf: h, Offset: tt.off, Data: data}))
 			}
 			want := bytes.Clone(old)
 			copy(want[tt.off:], data)
@@ -77,13 +77,13 @@ func TestPipelinedUploadMovesEveryChunk(t *testing.T) {
 func TestPipelinedDownloads(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, smallPipeline)
 	r := rand.New(rand.NewSource(9))
-	h, err := b.AllocateResident(1000)
+	h, err := b.Alloc(1000)
 	require.NoError(t, err)
 	want := randomBytes(r, h.Len)
-	require.NoError(t, b.UploadResident(h, want))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: want}))
 
 	b.ResetTelemetry()
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	tel := b.Telemetry()
@@ -91,18 +91,18 @@ func TestPipelinedDownloads(t *testing.T) {
 	assert.Equal(t, uint64(16), tel.SyncPoints, "one wait per chunk")
 	assert.Equal(t, uint64(1000), tel.DeviceToHostBytes)
 
-	rng, err := b.DownloadResidentRange(h, 100, 600)
+	rng, err := b.Download(h.Slice(100, 600), nil)
 	require.NoError(t, err)
 	require.Equal(t, want[100:700], rng)
 
 	roomy := make([]byte, 5, 2000)
-	into, err := b.DownloadResidentInto(h, roomy)
+	into, err := b.Download(h.All(), roomy)
 	require.NoError(t, err)
 	require.Equal(t, want, into)
 	assert.Equal(t, unsafe.SliceData(roomy), unsafe.SliceData(into), "enough capacity is reused")
 
 	small := make([]byte, 10, 20)
-	into, err = b.DownloadResidentInto(h, small)
+	into, err = b.Download(h.All(), small)
 	require.NoError(t, err)
 	require.Equal(t, want, into)
 	assert.Len(t, small, 10)
@@ -132,7 +132,7 @@ func TestPipelineFailuresLeakNothing(t *testing.T) {
 			t.Run(tt.name+"/"+dir, func(t *testing.T) {
 				b, dev := openSim(t, sim.Config{}, smallPipeline)
 				r := rand.New(rand.NewSource(1))
-				h, err := b.AllocateResident(1000)
+				h, err := b.Alloc(1000)
 				require.NoError(t, err)
 				want := randomBytes(r, h.Len)
 				ptr, err := b.ResidentDevicePtr(h)
@@ -142,17 +142,17 @@ func TestPipelineFailuresLeakNothing(t *testing.T) {
 				tt.arm(dev)
 				switch dir {
 				case "upload":
-					err = b.UploadResident(h, randomBytes(r, h.Len))
+					err = b.Upload(core.UploadAt{Buf: h, Data: randomBytes(r, h.Len)})
 					assert.Zero(t, b.Telemetry().UploadOps)
 				case "download":
 					var got []byte
-					got, err = b.DownloadResident(h)
+					got, err = b.Download(h.All(), nil)
 					assert.Nil(t, got)
 					assert.Zero(t, b.Telemetry().ReadbackOps)
 				default:
 					dst := bytes.Repeat([]byte{7}, 10)
 					var got []byte
-					got, err = b.DownloadResidentInto(h, dst)
+					got, err = b.Download(h.All(), dst)
 					assert.Equal(t, unsafe.SliceData(dst), unsafe.SliceData(got))
 					assert.Len(t, got, 10)
 					assert.Equal(t, bytes.Repeat([]byte{7}, 10), dst, "a new output was to be allocated: dst is untouched")
@@ -163,11 +163,11 @@ func TestPipelineFailuresLeakNothing(t *testing.T) {
 				assert.Equal(t, 0, b.LaunchResourceCounts().Leases)
 				dev.ClearFaults()
 				if dir != "upload" {
-					got, err := b.DownloadResident(h)
+					got, err := b.Download(h.All(), nil)
 					require.NoError(t, err)
 					require.Equal(t, want, got, "the buffer is unchanged")
 				}
-				require.NoError(t, b.FreeResident(h), "nothing is left in flight")
+				require.NoError(t, b.Free(h), "nothing is left in flight")
 				require.NoError(t, b.Close())
 				sim.RequireNoLeaks(t, dev)
 			})
@@ -192,7 +192,7 @@ func TestTransferPathsAgree(t *testing.T) {
 		lens := []int{1, 64, 333, 1000, 4096, 17}
 		bufs := make([]core.Buffer, 40)
 		for i := range bufs {
-			h, err := b.AllocateResident(lens[i%len(lens)])
+			h, err := b.Alloc(lens[i%len(lens)])
 			require.NoError(t, err)
 			bufs[i] = h
 		}
@@ -204,25 +204,25 @@ func TestTransferPathsAgree(t *testing.T) {
 				off := r.Intn(h.Len)
 				ups = append(ups, core.UploadAt{Buf: h, Offset: off, Data: randomBytes(r, r.Intn(h.Len-off+1))})
 			}
-			require.NoError(t, b.UploadResidentAtMany(ups), "%s round %d", name, round)
+			require.NoError(t, b.Upload(ups...), "%s round %d", name, round)
 			h := bufs[r.Intn(len(bufs))]
-			require.NoError(t, b.UploadResident(h, randomBytes(r, h.Len)))
+			require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: randomBytes(r, h.Len)}))
 			var rs []core.Range
 			for range 1 + r.Intn(50) {
 				h := bufs[r.Intn(len(bufs))]
 				off := r.Intn(h.Len + 1)
 				rs = append(rs, core.Range{Buf: h, Offset: off, Len: r.Intn(h.Len - off + 1)})
 			}
-			got, err := b.DownloadResidentRangesInto(rs, nil)
+			got, err := b.DownloadMany(rs, nil)
 			require.NoError(t, err)
 			for _, g := range got {
 				reads = append(reads, nonNil(g))
 			}
-			one, err := b.DownloadResident(bufs[r.Intn(len(bufs))])
+			one, err := b.Download(bufs[r.Intn(len(bufs))].All(), nil)
 			require.NoError(t, err)
 			reads = append(reads, one)
 		}
-		all, err := b.DownloadResidentMany(bufs)
+		all, err := b.DownloadMany(allOf(bufs), nil)
 		require.NoError(t, err)
 		reads = append(reads, all...)
 		if ref == nil {
@@ -245,12 +245,12 @@ func TestStagedWithABlockPerChunk(t *testing.T) {
 		ChunkBytes: 64, Blocks: 64, Workers: 4, BytesPerWorker: 16})
 	b, dev := openSim(t, sim.Config{}, opt)
 	r := rand.New(rand.NewSource(5))
-	h, err := b.AllocateResident(1000) // 16 chunks
+	h, err := b.Alloc(1000) // 16 chunks
 	require.NoError(t, err)
 	want := randomBytes(r, h.Len)
 	records, syncs := dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
 	b.ResetTelemetry()
-	require.NoError(t, b.UploadResident(h, want))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: want}))
 	assert.Equal(t, uint64(16), b.Telemetry().DeviceCopies)
 	assert.Equal(t, records, dev.Calls(sim.OpEventRecord), "no block reused: no event")
 	assert.Equal(t, syncs+1, dev.Calls(sim.OpStreamSynchronize))
@@ -259,7 +259,7 @@ func TestStagedWithABlockPerChunk(t *testing.T) {
 
 	records, syncs = dev.Calls(sim.OpEventRecord), dev.Calls(sim.OpStreamSynchronize)
 	b.ResetTelemetry()
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	assert.Equal(t, records+16, dev.Calls(sim.OpEventRecord), "an event after every DMA")

@@ -33,18 +33,18 @@ func staleReader(t *testing.T, ptr uint64, n int) *core.Program {
 func TestPoisonCacheCatchesKernelUseAfterFree(t *testing.T) {
 	for _, poison := range []bool{false, true} {
 		b, dev := openSim(t, sim.Config{PoisonCache: poison})
-		live, err := b.AllocateResident(16)
+		live, err := b.Alloc(16)
 		require.NoError(t, err)
-		h, err := b.AllocateResident(4 << 10)
+		h, err := b.Alloc(4 << 10)
 		require.NoError(t, err)
 		ptr, err := b.ResidentDevicePtr(h)
 		require.NoError(t, err)
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 		dc, _ := b.PoolCachedBytes()
 		require.Equal(t, uint64(4<<10), dc, "the pool kept the memory")
 		assert.Equal(t, poison, dev.Poisoned(ptr))
 
-		err = b.DispatchResident(staleReader(t, ptr, 4<<10), []core.Buffer{live}, core.DispatchConfig{})
+		err = b.Dispatch(staleReader(t, ptr, 4<<10), []core.Buffer{live}, core.DispatchConfig{})
 		if !poison {
 			require.NoError(t, err, "without poisoning the stale read goes unnoticed")
 		} else {
@@ -54,19 +54,19 @@ func TestPoisonCacheCatchesKernelUseAfterFree(t *testing.T) {
 
 		// Reallocating takes the memory out of the cache: usable again, and
 		// with poisoning its unwritten bytes show the poison pattern.
-		h2, err := b.AllocateResident(4 << 10)
+		h2, err := b.Alloc(4 << 10)
 		require.NoError(t, err)
 		ptr2, err := b.ResidentDevicePtr(h2)
 		require.NoError(t, err)
 		require.Equal(t, ptr, ptr2, "a pool hit")
 		assert.False(t, dev.Poisoned(ptr2))
-		got, err := b.DownloadResident(h2)
+		got, err := b.Download(h2.All(), nil)
 		require.NoError(t, err)
 		if poison {
 			assert.Equal(t, bytes.Repeat([]byte{sim.PoisonByte}, 4<<10), got)
 		}
-		require.NoError(t, b.FreeResident(h2))
-		require.NoError(t, b.FreeResident(live))
+		require.NoError(t, b.Free(h2))
+		require.NoError(t, b.Free(live))
 	}
 }
 
@@ -74,11 +74,11 @@ func TestPoisonCacheCatchesKernelUseAfterFree(t *testing.T) {
 // accesses, with CUDA_ERROR_ILLEGAL_ADDRESS.
 func TestPoisonCacheRefusesCopies(t *testing.T) {
 	b, dev := openSim(t, sim.Config{PoisonCache: true})
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	ptr, err := b.ResidentDevicePtr(h)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 
 	s, err := dev.StreamCreate()
 	require.NoError(t, err)
@@ -89,29 +89,33 @@ func TestPoisonCacheRefusesCopies(t *testing.T) {
 	require.NoError(t, dev.StreamDestroy(s))
 }
 
-// A buffer the optimizer dispatcher pooled is still a live Backend buffer,
-// but with PoisonCache the Backend's own calls on it fail until the pool
-// hands it out again.
+// A buffer the optimizer dispatcher pooled is still allocated, but with
+// PoisonCache a kernel reading it through a kept device pointer fails until
+// the pool hands it out again; the handle it was freed under is unknown.
 func TestPoisonCacheCoversTheOptimizerPool(t *testing.T) {
-	b, _ := openSim(t, sim.Config{PoisonCache: true})
+	b, dev := openSim(t, sim.Config{PoisonCache: true})
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
-	id, err := d.AllocResident(64)
+	live, err := b.Alloc(16)
 	require.NoError(t, err)
-	buf, err := d.Buffer(id)
+	h, err := d.Alloc(64)
 	require.NoError(t, err)
-	require.NoError(t, d.UploadResident(id, make([]byte, 64)))
-	require.NoError(t, d.FreeResident(id))
+	ptr, err := b.ResidentDevicePtr(h)
+	require.NoError(t, err)
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 64)}))
+	require.NoError(t, d.Free(h))
+	assert.True(t, dev.Poisoned(ptr))
 
-	_, err = b.DownloadResident(buf)
-	require.ErrorIs(t, err, core.ErrDriver, "reading a pooled buffer through a kept handle")
-	var ce *core.Error
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, cudaapi.CUDA_ERROR_ILLEGAL_ADDRESS, ce.Code)
+	_, err = b.Download(h.All(), nil)
+	require.ErrorIs(t, err, core.ErrUnknownHandle, "reading a pooled buffer through a kept handle")
+	err = b.Dispatch(staleReader(t, ptr, 64), []core.Buffer{live}, core.DispatchConfig{})
+	require.ErrorIs(t, err, core.ErrDriver, "reading it through a kept device pointer")
+	assert.Contains(t, err.Error(), "use after free")
 
-	id2, err := d.AllocResident(64)
+	h2, err := d.Alloc(64)
 	require.NoError(t, err)
-	require.NoError(t, d.UploadResident(id2, make([]byte, 64)), "reused from the pool, usable again")
+	require.NoError(t, b.Upload(core.UploadAt{Buf: h2, Data: make([]byte, 64)}), "reused from the pool, usable again")
+	require.NoError(t, b.Free(live))
 	require.NoError(t, d.Close())
 }
 
@@ -136,37 +140,37 @@ func poisonWorkload(t *testing.T, b *core.Backend) {
 	for round := range 2 {
 		v := byte(round + 1)
 		bufs := make([]core.Buffer, 40)
-		ups := make([]core.Upload, len(bufs))
+		ups := make([]core.UploadAt, len(bufs))
 		for i := range bufs {
-			bufs[i], err = b.AllocateResident(4 << 10)
+			bufs[i], err = b.Alloc(4 << 10)
 			require.NoError(t, err)
-			ups[i] = core.Upload{Buf: bufs[i], Data: bytes.Repeat([]byte{v + byte(i)}, 4<<10)}
+			ups[i] = core.UploadAt{Buf: bufs[i], Data: bytes.Repeat([]byte{v + byte(i)}, 4<<10)}
 		}
-		require.NoError(t, b.UploadResidentMany(ups))
-		got, err := b.DownloadResidentMany(bufs)
+		require.NoError(t, b.Upload(ups...))
+		got, err := b.DownloadMany(allOf(bufs), nil)
 		require.NoError(t, err)
 		for i := range got {
 			require.Equal(t, ups[i].Data, got[i], "round %d buffer %d", round, i)
 		}
 		for _, h := range bufs {
-			require.NoError(t, b.FreeResident(h))
+			require.NoError(t, b.Free(h))
 		}
 
-		big, err := b.AllocateResident(1 << 20)
+		big, err := b.Alloc(1 << 20)
 		require.NoError(t, err)
 		data := bytes.Repeat([]byte{v}, 1<<20)
-		require.NoError(t, b.UploadResident(big, data))
-		back, err := b.DownloadResidentInto(big, nil)
+		require.NoError(t, b.Upload(core.UploadAt{Buf: big, Data: data}))
+		back, err := b.Download(big.All(), nil)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(data, back))
-		require.NoError(t, b.FreeResident(big))
+		require.NoError(t, b.Free(big))
 
-		id, err := d.AllocResident(64)
+		id, err := d.Alloc(64)
 		require.NoError(t, err)
-		out, err := d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: v}}, Reads: []core.OptRange{{ID: id, Len: 64}}}, nil)
+		out, err := b.Run(core.Batch{Fills: []core.Fill{{Buf: id, Value: v}}, Reads: []core.Range{{Buf: id, Len: 64}}}, nil)
 		require.NoError(t, err)
 		require.Equal(t, bytes.Repeat([]byte{v}, 64), out[0])
-		require.NoError(t, d.FreeResident(id))
+		require.NoError(t, d.Free(id))
 	}
 	require.NoError(t, d.Close())
 }

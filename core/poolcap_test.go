@@ -15,10 +15,10 @@ import (
 func TestZeroPoolCapsCacheNothing(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithDevicePoolCap(0), core.WithPinnedPoolCap(0))
 	for range 3 {
-		h, err := b.AllocateResident(4 << 10)
+		h, err := b.Alloc(4 << 10)
 		require.NoError(t, err)
-		require.NoError(t, b.UploadResident(h, make([]byte, 4<<10)))
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4<<10)}))
+		require.NoError(t, b.Free(h))
 		dc, hc := b.PoolCachedBytes()
 		assert.Zero(t, dc, "device pool with cap 0 cached bytes")
 		assert.Zero(t, hc, "pinned pool with cap 0 cached bytes")
@@ -30,9 +30,9 @@ func TestZeroPoolCapsCacheNothing(t *testing.T) {
 	// The default caps do cache: the same loop allocates once.
 	b2, dev2 := openSim(t, sim.Config{})
 	for range 3 {
-		h, err := b2.AllocateResident(4 << 10)
+		h, err := b2.Alloc(4 << 10)
 		require.NoError(t, err)
-		require.NoError(t, b2.FreeResident(h))
+		require.NoError(t, b2.Free(h))
 	}
 	assert.Equal(t, uint64(1), dev2.Calls(sim.OpMemAlloc))
 	dc, _ := b2.PoolCachedBytes()

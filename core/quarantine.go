@@ -22,7 +22,7 @@ import (
 //
 // The quarantine is retried (one StreamSynchronize per held stream) at
 // cheap moments that need no lock but its own: before every lease
-// acquisition, when FreeResident finds a buffer in flight (PinnedBuffer.Free
+// acquisition, when Free finds a buffer in flight (PinnedBuffer.Free
 // and UnpinHostBuffer pinned memory a direct copy holds), and at Close.
 // A stream that synchronizes gives everything of its entry back normally.
 // Close gives up on streams that still fail (SettleQuarantine): on a real

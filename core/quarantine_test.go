@@ -50,13 +50,13 @@ var (
 		}
 	}
 	upload = func(t *testing.T, b *core.Backend, h core.Buffer, data []byte) ([]byte, error) {
-		return nil, b.UploadResident(h, data)
+		return nil, b.Upload(core.UploadAt{Buf: h, Data: data})
 	}
 	download = func(t *testing.T, b *core.Backend, h core.Buffer, _ []byte) ([]byte, error) {
-		return b.DownloadResident(h)
+		return b.Download(h.All(), nil)
 	}
 	twoRanges = func(t *testing.T, b *core.Backend, h core.Buffer, data []byte) ([]byte, error) {
-		return nil, b.UploadResidentAtMany([]core.UploadAt{{Buf: h, Data: data[:8]}, {Buf: h, Offset: 32, Data: data[32:40]}})
+		return nil, b.Upload(core.UploadAt{Buf: h, Data: data[:8]}, core.UploadAt{Buf: h, Offset: 32, Data: data[32:40]})
 	}
 	twoRangesWant = func(before, data []byte) []byte {
 		w := bytes.Clone(before)
@@ -91,7 +91,7 @@ func quarantineCases() []quarantineCase {
 		{name: "readback fence", arm: failBoth(sim.OpStreamSynchronize, 1), call: download, staged: true},
 		{name: "readback copy", opts: []core.Option{noPacking}, arm: failBoth(sim.OpMemcpyDtoHAsync, 2),
 			call: func(t *testing.T, b *core.Backend, h core.Buffer, _ []byte) ([]byte, error) {
-				_, err := b.DownloadResidentRangesInto([]core.Range{{Buf: h, Len: 8}, {Buf: h, Offset: 32, Len: 8}}, nil)
+				_, err := b.DownloadMany([]core.Range{{Buf: h, Len: 8}, {Buf: h, Offset: 32, Len: 8}}, nil)
 				return nil, err
 			}, staged: true},
 		{name: "packed upload fence", opts: []core.Option{packing}, arm: failBoth(sim.OpStreamSynchronize, 1),
@@ -100,7 +100,7 @@ func quarantineCases() []quarantineCase {
 			call: twoRanges, want: unchanged, done: twoRangesWant, staged: true, devStaged: true},
 		{name: "packed gather fence", opts: []core.Option{packing}, arm: failBoth(sim.OpStreamSynchronize, 1),
 			call: func(t *testing.T, b *core.Backend, h core.Buffer, _ []byte) ([]byte, error) {
-				_, err := b.DownloadResidentRangesInto([]core.Range{{Buf: h, Len: 8}, {Buf: h, Offset: 32, Len: 8}}, nil)
+				_, err := b.DownloadMany([]core.Range{{Buf: h, Len: 8}, {Buf: h, Offset: 32, Len: 8}}, nil)
 				return nil, err
 			}, staged: true, devStaged: true},
 		// Every chunk's DMA is queued on one stream: its fence and the drain
@@ -118,7 +118,7 @@ func quarantineCases() []quarantineCase {
 				require.NoError(t, err)
 				defer func() { assert.NoError(t, pb.Free()) }()
 				copy(pb.Bytes(), data)
-				if err := b.UploadResidentAsyncAt(h, 0, pb.Pointer(), len(data)); err != nil {
+				if err := b.UploadAsync(core.UploadAt{Buf: h, Offset: 0, Data: pb.Bytes()[:len(data)]}); err != nil {
 					return nil, err
 				}
 				return nil, b.SynchronizeUploads()
@@ -137,7 +137,7 @@ func quarantineSetup(t *testing.T, opts []core.Option) (*sim.Device, *core.Backe
 	var hs [2]core.Buffer
 	var init [2][]byte
 	for i := range hs {
-		hs[i], err = b.AllocateResident(qLen)
+		hs[i], err = b.Alloc(qLen)
 		require.NoError(t, err)
 		init[i] = randomBytes(r, qLen)
 		ptr, err := b.ResidentDevicePtr(hs[i])
@@ -184,7 +184,7 @@ func TestFailedDrainQuarantinesUntilASyncSucceeds(t *testing.T) {
 			if !tc.idle {
 				// The target stays in flight while the stream cannot be synchronized.
 				dev.FailRate(1, 1, sim.OpStreamSynchronize)
-				assert.ErrorIs(t, b.FreeResident(hs[0]), core.ErrInFlight)
+				assert.ErrorIs(t, b.Free(hs[0]), core.ErrInFlight)
 			}
 			dev.ClearFaults()
 
@@ -206,7 +206,7 @@ func TestFailedDrainQuarantinesUntilASyncSucceeds(t *testing.T) {
 			pin2, dev2 := outsidePools(b, dev)
 			assert.Equal(t, pin0, pin2, "every staging block is back")
 			assert.Equal(t, dev0, dev2, "every device staging allocation is back")
-			require.NoError(t, b.FreeResident(hs[0]))
+			require.NoError(t, b.Free(hs[0]))
 			require.NoError(t, b.Close())
 			sim.RequireNoLeaks(t, dev)
 		})
@@ -281,10 +281,10 @@ func TestDirectCopyQuarantineReleasesThePinnedSource(t *testing.T) {
 		call func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error
 	}{
 		{"upload", func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error {
-			return b.UploadResident(h, p.Bytes())
+			return b.Upload(core.UploadAt{Buf: h, Data: p.Bytes()})
 		}},
 		{"readback", func(b *core.Backend, h core.Buffer, p *core.PinnedBuffer) error {
-			_, err := b.DownloadResidentInto(h, p.Bytes()[:0])
+			_, err := b.Download(h.All(), p.Bytes()[:0])
 			return err
 		}},
 	} {

@@ -3,137 +3,109 @@ package core
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
 
-// Range names Len bytes of Buf starting at byte Offset.
+// Range names Len bytes of Buf starting at byte Offset: what Download and
+// DownloadMany read and a Batch's Reads name. Build one with Buffer.All or
+// Buffer.Slice; a range is checked against its buffer when a call uses it.
 type Range struct {
 	Buf         Buffer
 	Offset, Len int
 }
 
-// DownloadResident reads the whole of h into a new slice.
-func (b *Backend) DownloadResident(h Buffer) ([]byte, error) {
-	const op = "DownloadResident"
-	if err := b.enter(op); err != nil {
-		return nil, err
-	}
-	defer b.exit()
-	return b.readOne(op, Range{Buf: h, Len: h.Len}, nil, false)
-}
+// All returns the range of every byte of h.
+func (h Buffer) All() Range { return Range{Buf: h, Len: h.Len} }
 
-// DownloadResidentInto reads the whole of h into dst's storage, growing it
-// only when its capacity is too small, and returns the result (append-style:
-// use the returned slice). On failure it returns dst unchanged, and the
-// bytes of dst's storage are unchanged too, with two exceptions:
-//   - a device failure in the middle of a staged transfer (the planner
-//     stages single reads from 256 KiB, writing each chunk into dst's
-//     storage as it arrives) may leave a prefix of that storage holding h's
-//     bytes;
+// Slice returns the range of n bytes of h starting at byte off. It does
+// not check them: the call that uses the range refuses one that does not
+// lie inside h.
+func (h Buffer) Slice(off, n int) Range { return Range{Buf: h, Offset: off, Len: n} }
+
+// Download reads the bytes r names and returns them, with one fence. They
+// go into dst's storage when its capacity suffices, else into a new slice,
+// append-style: use the returned slice (of length r.Len), as with append.
+// A nil dst always gives a new slice, never nil, even for an empty range. An
+// empty range reads nothing and never touches the device. On failure Download
+// returns dst unchanged, and the bytes of dst's storage are unchanged too,
+// with two exceptions:
+//   - a device failure in the middle of a large read (streamed in chunks
+//     from 256 KiB, each written into dst's storage as it arrives) may leave
+//     a prefix of that storage holding r's bytes;
 //   - when dst's storage lies inside memory pinned through this Backend
 //     (AllocHostPinned, PinHostBuffer), the device copies into it directly,
-//     and after a failure any of its first h.Len bytes may hold h's bytes.
+//     and after a failure any of its first r.Len bytes may hold r's bytes.
 //     If the failure also left the copy's stream unsynchronized (the Backend
 //     quarantines it; see Close), the copy may still write them after
-//     DownloadResidentInto returned, at any moment until a later call on
-//     the Backend synchronizes that stream. Until then the memory stays in
-//     use: PinnedBuffer.Free and UnpinHostBuffer refuse it with ErrInFlight,
-//     and if the stream never synchronizes Close leaves it pinned. After a
+//     Download returned, at any moment until a later call on the Backend
+//     synchronizes that stream. Until then the memory stays in use:
+//     PinnedBuffer.Free and UnpinHostBuffer refuse it with ErrInFlight, and
+//     if the stream never synchronizes Close leaves it pinned. After a
 //     failed direct read, use that memory for nothing else until Free or
 //     UnpinHostBuffer succeeds.
-func (b *Backend) DownloadResidentInto(h Buffer, dst []byte) ([]byte, error) {
-	const op = "DownloadResidentInto"
+func (b *Backend) Download(r Range, dst []byte) ([]byte, error) {
+	return b.download("Download", r, dst)
+}
+
+// download is Download under op.
+func (b *Backend) download(op string, r Range, dst []byte) ([]byte, error) {
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	return b.readOne(op, Range{Buf: h, Len: h.Len}, dst, true)
+	return b.readOne(op, r, dst, dst != nil)
 }
 
-// DownloadResidentMany reads every buffer in hs with one fence and returns
-// one new slice per handle, in order. Each slice's capacity is its length,
-// so writing or appending to one never changes another; the slices of
-// small buffers may share one allocation of up to 1 MiB, which stays
-// alive while any of them does. A loop of readbacks is faster with
-// DownloadResidentManyInto, which reuses the storage it returned last
-// time: new memory is cold, and the process may have to fault its pages
-// in (W3's shape on the reference H100 host: 1.15-1.79 ms a call into new
-// slices, against 0.19-0.30 ms into reused ones).
-func (b *Backend) DownloadResidentMany(hs []Buffer) ([][]byte, error) {
-	const op = "DownloadResidentMany"
-	if err := b.enter(op); err != nil {
-		return nil, err
-	}
-	defer b.exit()
-	out := make([][]byte, len(hs))
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		transfer.FreshDrain(out))
-	if err != nil {
-		return nil, err
-	}
-	defer g.Release()
-	g.DrainAll()
-	return out, nil
+// DownloadMany reads every range of rs with one fence for all of them and
+// returns their bytes, one slice per range in order. Overlapping and
+// touching ranges of one buffer are read once; empty ranges read nothing,
+// and a call whose ranges are all empty never touches the device.
+//
+// With dst nil every slice is new, with a capacity equal to its length, so
+// writing or appending to one never changes another; the slices of small
+// ranges may share one allocation of up to 1 MiB, which stays alive while
+// any of them does. Otherwise the results go into dst's slots,
+// append-style: slot i reuses the capacity of dst's i-th slice (any slot
+// within dst's capacity) and dst's own capacity is reused for the slots.
+// A loop of readbacks is faster reusing the slots it got last time: new
+// memory is cold, and the process may have to fault its pages in (1024
+// ranges of 4 KiB on an H100 host: 1.15-1.79 ms a call into new slices,
+// against 0.19-0.30 ms into reused ones).
+//
+// On failure DownloadMany returns dst unchanged, with every slot's header
+// as it was. The bytes of the slots are unchanged too unless the device
+// fails in the middle of a large readback: those move in parts, each
+// range's bytes reaching its slot as soon as their part has landed, so such
+// a failure may leave some slots' storage holding all of their range's
+// bytes (the others keep theirs). WithAtomicReadbacks rules that out, at
+// the cost of the overlap.
+func (b *Backend) DownloadMany(rs []Range, dst [][]byte) ([][]byte, error) {
+	return b.downloadMany("DownloadMany", rs, dst)
 }
 
-// DownloadResidentManyInto reads every buffer in hs with one fence into the
-// slots of dst: slot i reuses the capacity of dst's i-th slice (and dst's own
-// capacity is reused for the slots), append-style. On failure it returns dst
-// unchanged, with every slot's header as it was. The bytes of the slots
-// are unchanged too unless the device fails in the middle of a large
-// readback: those move in parts, each buffer's bytes reaching its slot as
-// soon as their part has landed, so such a failure may leave some slots'
-// storage holding all of their buffer's bytes (the others keep theirs).
-// WithAtomicReadbacks rules that out, at the cost of the overlap.
-func (b *Backend) DownloadResidentManyInto(hs []Buffer, dst [][]byte) ([][]byte, error) {
-	const op = "DownloadResidentManyInto"
+// downloadMany is DownloadMany under op.
+func (b *Backend) downloadMany(op string, rs []Range, dst [][]byte) ([][]byte, error) {
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	res := transfer.GetSlots(len(hs))
-	defer transfer.PutSlots(res)
-	g, err := b.gather(op, len(hs), func(i int) Range { return Range{Buf: hs[i], Len: hs[i].Len} }, nil, nil,
-		transfer.SlotDrain(dst, *res))
-	if err != nil {
-		return dst, err
+	at := func(i int) Range { return rs[i] }
+	if dst == nil {
+		out := make([][]byte, len(rs))
+		g, err := b.gather(op, len(rs), at, nil, nil, transfer.FreshDrain(out))
+		if err != nil {
+			return nil, err
+		}
+		defer g.Release()
+		g.DrainAll()
+		return out, nil
 	}
-	defer g.Release()
-	g.DrainAll()
-	out := transfer.GrowSlots(dst, len(hs))
-	copy(out, *res)
-	transfer.Phase("unpack")
-	return out, nil
-}
-
-// DownloadResidentRange reads n bytes of h starting at byte off into a new
-// slice. A zero-length range gives an empty slice without touching the device.
-func (b *Backend) DownloadResidentRange(h Buffer, off, n int) ([]byte, error) {
-	const op = "DownloadResidentRange"
-	if err := b.enter(op); err != nil {
-		return nil, err
-	}
-	defer b.exit()
-	return b.readOne(op, Range{Buf: h, Offset: off, Len: n}, nil, false)
-}
-
-// DownloadResidentRangesInto reads every range with one fence into the slots
-// of dst, append-style as in DownloadResidentManyInto. Overlapping and
-// touching ranges of one buffer are read once. On failure it returns dst
-// unchanged, as DownloadResidentManyInto says.
-func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte, error) {
-	const op = "DownloadResidentRangesInto"
-	if err := b.enter(op); err != nil {
-		return dst, err
-	}
-	defer b.exit()
 	res := transfer.GetSlots(len(rs))
 	defer transfer.PutSlots(res)
-	g, err := b.gather(op, len(rs), func(i int) Range { return rs[i] }, nil, nil, transfer.SlotDrain(dst, *res))
+	g, err := b.gather(op, len(rs), at, nil, nil, transfer.SlotDrain(dst, *res))
 	if err != nil {
 		return dst, err
 	}
@@ -141,70 +113,8 @@ func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte
 	g.DrainAll()
 	out := transfer.GrowSlots(dst, len(rs))
 	copy(out, *res)
+	transfer.Phase("unpack")
 	return out, nil
-}
-
-// DownloadResidentBatchesInto reads several batches of ranges with one fence
-// for all of them: result[i][j] holds batches[i][j]. Every level reuses the
-// capacity of dst, append-style. On failure it returns dst unchanged.
-func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte) ([][][]byte, error) {
-	const op = "DownloadResidentBatchesInto"
-	if err := b.enter(op); err != nil {
-		return dst, err
-	}
-	defer b.exit()
-	total := 0
-	for i, batch := range batches {
-		t, err := accounting.AddLen(total, len(batch))
-		if err != nil {
-			return dst, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("batch %d brings the range count past %d", i, math.MaxInt),
-				Fix:    "split the batches", Err: err}
-		}
-		total = t
-	}
-	flat := make([]Range, 0, total)
-	for _, batch := range batches {
-		flat = append(flat, batch...)
-	}
-	starts := make([]int, len(batches))
-	for i := 1; i < len(batches); i++ {
-		starts[i] = starts[i-1] + len(batches[i-1])
-	}
-	label := func(i int) string {
-		bi := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
-		return fmt.Sprintf("batch %d item %d: ", bi, i-starts[bi])
-	}
-	res := transfer.GetSlots(total)
-	defer transfer.PutSlots(res)
-	g, err := b.gather(op, total, func(i int) Range { return flat[i] }, label, nil,
-		&transfer.Drain{Dest: batchDest(dst, starts), Res: *res})
-	if err != nil {
-		return dst, err
-	}
-	defer g.Release()
-	g.DrainAll()
-	out := transfer.GrowSlots(dst, len(batches))
-	for i, batch := range batches {
-		out[i] = transfer.GrowSlots(out[i], len(batch))
-		copy(out[i], (*res)[starts[i]:])
-	}
-	return out, nil
-}
-
-// batchDest is the drain dest of DownloadResidentBatchesInto: flat request
-// i, item i-starts[k] of batch k, reuses that slot of dst as
-// transfer.SlotDest does.
-func batchDest(dst [][][]byte, starts []int) func(i, n int) []byte {
-	batches := dst[:cap(dst)]
-	return func(i, n int) []byte {
-		k := sort.Search(len(starts), func(k int) bool { return starts[k] > i }) - 1
-		var slots [][]byte
-		if k < len(batches) {
-			slots = batches[k][:cap(batches[k])]
-		}
-		return transfer.ReuseSlot(slots, i-starts[k], n)
-	}
 }
 
 // readOne reads r for the single-range calls: into dst's storage,
@@ -312,7 +222,7 @@ func readRangeError(op string, label func(i int) string, i int, r Range, ptr uin
 // (transfer.Engine.Gather): fused, staged into pinned memory, queued on
 // leased streams and fenced once. Nothing about the caller's outputs is
 // touched here, so a failure leaves them as they were, except by a staged
-// or direct single read (see DownloadResidentInto). When every range is
+// or direct single read (see Download). When every range is
 // empty it makes no driver call at all.
 //
 // label names request i in messages; nil means "item i: " for batches of

@@ -26,17 +26,17 @@ func TestManyIntoReadsEveryOrderOfBuffers(t *testing.T) {
 			hs := make([]core.Buffer, n)
 			want := map[uint64][]byte{}
 			for i := range hs {
-				h, err := b.AllocateResident(8 + 16*i)
+				h, err := b.Alloc(8 + 16*i)
 				require.NoError(t, err)
 				hs[i] = h
 				want[h.ID] = bytes.Repeat([]byte{byte(i + 1)}, h.Len)
-				require.NoError(t, b.UploadResident(h, want[h.ID]))
+				require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: want[h.ID]}))
 			}
 			rev := slices.Clone(hs)
 			slices.Reverse(rev)
 			twice := append(slices.Clone(hs[:5]), hs[2], hs[7])
 			for _, batch := range [][]core.Buffer{hs, rev, twice} {
-				got, err := b.DownloadResidentManyInto(batch, nil)
+				got, err := b.DownloadMany(allOf(batch), nil)
 				require.NoError(t, err)
 				require.Len(t, got, len(batch))
 				for i, h := range batch {

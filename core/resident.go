@@ -28,11 +28,15 @@ type residentEntry struct {
 	ptr   uint64
 	n     int
 	alloc devmem.Block // the device block from the pool
-	owned bool         // an OptimizerDispatcher's: Backend.FreeResident refuses it (set before insertion, then read-only)
+	owned bool         // an OptimizerDispatcher's: Backend.Free refuses it (set before insertion, then read-only)
+	// static marks a buffer of a static upload set: uploads, clears and
+	// fills refuse it. The dispatcher sets it once the set's payloads are
+	// in, and rekey clears it when the buffer returns to the free pool.
+	static atomic.Bool
 	// inflight counts uses by unfinished work. It is changed atomically while
 	// store.mu is held shared (pins) or without the lock (releases), and read
 	// while store.mu is held exclusively, which excludes new pins: that is
-	// what makes FreeResident's check-then-remove safe.
+	// what makes Free's check-then-remove safe.
 	inflight atomic.Int64
 }
 
@@ -69,15 +73,32 @@ func (s *residentStore) lookup(op string, h Buffer) (*residentEntry, *Error) {
 	if e.n != h.Len {
 		return nil, newError(op, KindUnknownHandle,
 			fmt.Sprintf("handle %d says %d bytes but the buffer has %d bytes", h.ID, h.Len, e.n),
-			"use the Buffer value AllocateResident returned, unmodified")
+			"use the Buffer value Alloc returned, unmodified")
 	}
 	return e, nil
+}
+
+// lookupWritable is lookup for a call that writes h's bytes from the host
+// or by memset: a buffer of a static upload set is refused with ErrOwned.
+func (s *residentStore) lookupWritable(op string, h Buffer) (*residentEntry, *Error) {
+	e, err := s.lookup(op, h)
+	if err == nil && e.static.Load() {
+		return nil, staticWrite(op, h)
+	}
+	return e, err
 }
 
 func unknownHandle(op string, h Buffer) *Error {
 	return newError(op, KindUnknownHandle,
 		fmt.Sprintf("handle %d (%d bytes) is not a live buffer of this Backend", h.ID, h.Len),
-		"use a Buffer returned by this Backend's AllocateResident and not yet freed")
+		"use a Buffer returned by this Backend's Alloc (or an OptimizerDispatcher's) and not yet freed")
+}
+
+// staticWrite reports a write into a buffer of a static upload set.
+func staticWrite(op string, h Buffer) *Error {
+	return newError(op, KindOwned,
+		fmt.Sprintf("handle %d (%d bytes) belongs to a static upload set, whose contents are immutable", h.ID, h.Len),
+		"write into a buffer from Alloc or OptimizerDispatcher.Alloc instead; a static set's buffers may only be read")
 }
 
 // inflightTotal sums the in-flight uses over the table; it takes mu
@@ -117,21 +138,22 @@ func (b *Backend) releaseBytes(op string, n uint64) {
 	}
 }
 
-// AllocateResident allocates an n-byte resident buffer on the device. Its
-// memory comes from the Backend's device cache (memory.go): a buffer up to
-// the resident class limit reserves n rounded up to its size class (less
-// than 1/8 more) and is served without any driver call when the cache holds
-// a freed block of that class; a larger one reserves exactly n. The bytes
-// reserved, cached ones included, never exceed 9/10 of device memory, and a
-// new block from the driver takes at most 9/10 of its live free memory, read
-// once per such block. When the allocation does not fit, cached blocks are
-// given back to the driver (first what suffices, then all) and it is tried
-// again before it fails with ErrBudget. Every failure holds nothing.
-func (b *Backend) AllocateResident(n int) (Buffer, error) {
-	return b.allocateResident("AllocateResident", n, false)
+// Alloc allocates an n-byte buffer on the device and returns its handle,
+// which every transfer and dispatch verb accepts until Free. The contents
+// are unspecified: Upload into it or clear it before reading. n must be
+// positive. Memory comes from the Backend's device cache first: a buffer up
+// to the cache's class limit reserves n rounded up to its size class (less
+// than 1/8 more) and is served without any driver call when a freed block of
+// that class is cached; a larger one reserves exactly n. The bytes reserved,
+// cached ones included, never exceed 9/10 of device memory, and a new block
+// from the driver takes at most 9/10 of its live free memory. When the
+// allocation does not fit, cached blocks are given back to the driver and it
+// is tried again before it fails with ErrBudget. A failure holds nothing.
+func (b *Backend) Alloc(n int) (Buffer, error) {
+	return b.allocateResident("Alloc", n, false)
 }
 
-// allocateResident is AllocateResident under the caller's op; owned marks
+// allocateResident is Alloc under the caller's op; owned marks
 // the buffer as an OptimizerDispatcher's.
 func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error) {
 	if err := b.enter(op); err != nil {
@@ -177,17 +199,18 @@ func (b *Backend) freeDevice(op string, e *residentEntry) error {
 	return b.devPool.Free(op, e.alloc)
 }
 
-// FreeResident frees a resident buffer. It refuses unknown, foreign, freed
-// and length-drifted handles (ErrUnknownHandle), handles bound to unfinished
-// work (ErrInFlight) and buffers an OptimizerDispatcher owns, including those
-// of its free pool and static cache (ErrOwned: free them through the
-// dispatcher), changing nothing. If the driver fails to free the memory the
-// buffer stays live and the call can be retried.
-func (b *Backend) FreeResident(h Buffer) error {
-	return b.freeResident("FreeResident", h, false)
+// Free frees a buffer from Alloc; its handle is unknown from then on, and
+// since handles are never reused it can never reach another buffer. Free
+// refuses, changing nothing: unknown, foreign, already freed and modified
+// handles (ErrUnknownHandle); buffers bound to unfinished work such as a
+// Pending or a Graph (ErrInFlight); and buffers an OptimizerDispatcher owns
+// (ErrOwned: free those with OptimizerDispatcher.Free). If the driver fails
+// to free the memory the buffer stays live and the call can be retried.
+func (b *Backend) Free(h Buffer) error {
+	return b.freeResident("Free", h, false)
 }
 
-// freeResident is FreeResident under the caller's op; owner is true when an
+// freeResident is Free under the caller's op; owner is true when an
 // OptimizerDispatcher frees a buffer it owns.
 func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 	if err := b.enter(op); err != nil {
@@ -204,7 +227,7 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 		b.store.mu.Unlock()
 		return newError(op, KindOwned,
 			fmt.Sprintf("handle %d (%d bytes) belongs to an optimizer dispatcher (a live id, its free pool or its static cache)", h.ID, h.Len),
-			"free it with OptimizerDispatcher.FreeResident, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
+			"free it with OptimizerDispatcher.Free, release its static set with ReleaseStaticUploads, or let OptimizerDispatcher.Close free it")
 	}
 	if e.inflight.Load() > 0 && b.launch.QuarantinedRefs() > 0 {
 		// (Only inflight: the quarantine never holds a synchronous call's list.)
@@ -271,6 +294,54 @@ func (b *Backend) ownedLive(h Buffer) bool {
 	defer b.store.mu.RUnlock()
 	e, err := b.store.lookup("", h)
 	return err == nil && e.owned
+}
+
+// rekeyOwned moves an idle dispatcher-owned buffer to a fresh handle id and
+// clears its static mark: the dispatcher pools a freed buffer under the new
+// handle, so the one its caller held is unknown from then on and a stale
+// copy can never reach the buffer's next owner. It refuses, changing
+// nothing, a buffer that unfinished work still uses (ErrInFlight) and a
+// closed Backend (ErrClosed).
+func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
+	if err := b.enter(op); err != nil {
+		return Buffer{}, err
+	}
+	defer b.exit()
+	b.store.mu.Lock()
+	defer b.store.mu.Unlock()
+	e, herr := b.store.lookup(op, h)
+	if herr != nil {
+		return Buffer{}, herr
+	}
+	if uses := b.store.uses(e); uses > 0 {
+		// Work the Backend still holds the buffer for (e.g. a failed
+		// transfer's quarantined copy) may write into it: pooling it would
+		// hand that memory to the next Alloc.
+		return Buffer{}, newError(op, KindInFlight,
+			fmt.Sprintf("handle %d is used by unfinished Backend work (%s)", h.ID, mentions(uses)),
+			"wait for the pending work using it; the dispatcher frees it at Close")
+	}
+	id, err := handleIDs.Next()
+	if err != nil {
+		return Buffer{}, &Error{Op: op, Kind: KindBudget, Detail: "the process-wide handle id space is exhausted",
+			Fix: "restart the process; handle ids are never reused", Err: err}
+	}
+	b.store.table.del(h.ID)
+	b.store.table.put(id, e)
+	e.static.Store(false)
+	return Buffer{ID: id, Len: h.Len}, nil
+}
+
+// markStatic marks the live buffers bufs as a static upload set's, whose
+// uploads, clears and fills are refused from then on.
+func (b *Backend) markStatic(bufs []Buffer) {
+	b.store.mu.RLock()
+	defer b.store.mu.RUnlock()
+	for _, h := range bufs {
+		if e := b.store.table.get(h.ID); e != nil {
+			e.static.Store(true)
+		}
+	}
 }
 
 // releaseAll frees every resident buffer; Close calls it with life held

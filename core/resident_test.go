@@ -55,11 +55,11 @@ func TestOpenMakesNoDeviceCalls(t *testing.T) {
 	assert.Equal(t, uint64(testMemory), free)
 }
 
-func TestAllocateResidentRejectsBadSizes(t *testing.T) {
+func TestAllocRejectsBadSizes(t *testing.T) {
 	for _, n := range []int{0, -1, math.MinInt} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{})
-			h, err := b.AllocateResident(n)
+			h, err := b.Alloc(n)
 			requireKind(t, err, core.ErrInvalidArgument, n)
 			assert.Equal(t, core.Buffer{}, h)
 			assert.Zero(t, b.ResidentAllocatedBytes())
@@ -76,16 +76,16 @@ func TestResidentBudget(t *testing.T) {
 	exact := core.WithResidentPoolLimit(0) // exact-size allocations, so free memory is predictable
 	t.Run("total budget is 9/10 of device memory", func(t *testing.T) {
 		b, dev := openSim(t, sim.Config{TotalMemory: 10_000}, exact)
-		_, err := b.AllocateResident(9_001)
+		_, err := b.Alloc(9_001)
 		requireKind(t, err, core.ErrBudget, 9001, "9000-byte budget", "1 still missing")
 		assert.Zero(t, dev.Calls(sim.OpMemAlloc), "the budget is checked before the device allocation")
 		assert.Zero(t, b.ResidentAllocatedBytes())
-		h, err := b.AllocateResident(9_000)
+		h, err := b.Alloc(9_000)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(9_000), b.ResidentAllocatedBytes())
-		_, err = b.AllocateResident(1)
+		_, err = b.Alloc(1)
 		requireKind(t, err, core.ErrBudget, "9000 bytes reserved of a 9000-byte budget", "1 still missing")
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 		assert.Zero(t, b.ResidentAllocatedBytes())
 	})
 	t.Run("new bytes are capped by live free memory", func(t *testing.T) {
@@ -93,50 +93,50 @@ func TestResidentBudget(t *testing.T) {
 		other, err := dev.MemAlloc(9_000) // someone else's memory: 1000 bytes stay free
 		require.NoError(t, err)
 		defer func() { require.NoError(t, dev.MemFree(other)) }()
-		_, err = b.AllocateResident(901)
+		_, err = b.Alloc(901)
 		requireKind(t, err, core.ErrBudget, 901, "1000 device bytes free", "1 still missing")
-		h, err := b.AllocateResident(900)
+		h, err := b.Alloc(900)
 		require.NoError(t, err)
 		// Resident 900 and 100 free: the budget keeps the owned 900 and adds 90.
-		_, err = b.AllocateResident(91)
+		_, err = b.Alloc(91)
 		requireKind(t, err, core.ErrBudget, 91, "100 device bytes free", "1 still missing")
-		h2, err := b.AllocateResident(90)
+		h2, err := b.Alloc(90)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(990), b.ResidentAllocatedBytes())
-		require.NoError(t, b.FreeResident(h))
-		require.NoError(t, b.FreeResident(h2))
+		require.NoError(t, b.Free(h))
+		require.NoError(t, b.Free(h2))
 	})
 	t.Run("no live free memory allows no growth", func(t *testing.T) {
 		b, dev := openSim(t, sim.Config{TotalMemory: 10_000}, exact)
-		h, err := b.AllocateResident(2_000)
+		h, err := b.Alloc(2_000)
 		require.NoError(t, err)
 		other, err := dev.MemAlloc(8_000)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, dev.MemFree(other)) }()
-		_, err = b.AllocateResident(1)
+		_, err = b.Alloc(1)
 		requireKind(t, err, core.ErrBudget, "0 device bytes free", "2000 bytes reserved", "1 still missing")
 		assert.Equal(t, uint64(2_000), b.ResidentAllocatedBytes())
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	})
 }
 
 func TestHandlesAreUniqueAcrossBackends(t *testing.T) {
 	b1, _ := openSim(t, sim.Config{})
 	b2, _ := openSim(t, sim.Config{})
-	h1, err := b1.AllocateResident(64)
+	h1, err := b1.Alloc(64)
 	require.NoError(t, err)
-	h2, err := b2.AllocateResident(64)
+	h2, err := b2.Alloc(64)
 	require.NoError(t, err)
 	assert.NotEqual(t, h1.ID, h2.ID)
 	assert.NotZero(t, h1.ID)
 
-	err = b2.FreeResident(h1)
+	err = b2.Free(h1)
 	requireKind(t, err, core.ErrUnknownHandle, h1.ID)
 	_, err = b1.ResidentDevicePtr(h1)
 	require.NoError(t, err, "a refused foreign free leaves the owner's buffer alone")
 
-	require.NoError(t, b1.FreeResident(h1))
-	h3, err := b1.AllocateResident(64)
+	require.NoError(t, b1.Free(h1))
+	h3, err := b1.Alloc(64)
 	require.NoError(t, err)
 	assert.Greater(t, h3.ID, h2.ID, "ids are never reused")
 }
@@ -151,16 +151,16 @@ func TestHandleIDExhaustionRollsBack(t *testing.T) {
 			b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(limit))
 			saved := core.HandleIDsForTest()
 			core.SetHandleIDsForTest(math.MaxUint64)
-			_, err := b.AllocateResident(128)
+			_, err := b.Alloc(128)
 			core.SetHandleIDsForTest(saved)
 			requireKind(t, err, core.ErrBudget, "exhausted")
 			assert.Zero(t, b.ResidentAllocatedBytes())
 			if !pooled {
 				assert.Zero(t, dev.Live().Allocations, "the device allocation was freed")
 			}
-			h, err := b.AllocateResident(128)
+			h, err := b.Alloc(128)
 			require.NoError(t, err)
-			require.NoError(t, b.FreeResident(h))
+			require.NoError(t, b.Free(h))
 		})
 	}
 }
@@ -170,11 +170,11 @@ func TestHandleIDExhaustionRollsBack(t *testing.T) {
 // a length-drifted copy of a live one (live must be a live handle of b).
 func badHandles(t *testing.T, b *core.Backend, live core.Buffer) map[string]core.Buffer {
 	t.Helper()
-	freed, err := b.AllocateResident(32)
+	freed, err := b.Alloc(32)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(freed))
+	require.NoError(t, b.Free(freed))
 	other, _ := openSim(t, sim.Config{})
-	foreign, err := other.AllocateResident(live.Len)
+	foreign, err := other.Alloc(live.Len)
 	require.NoError(t, err)
 	return map[string]core.Buffer{
 		"zero":           {},
@@ -186,14 +186,14 @@ func badHandles(t *testing.T, b *core.Backend, live core.Buffer) map[string]core
 	}
 }
 
-func TestFreeResidentRefusals(t *testing.T) {
+func TestFreeRefusals(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	live, err := b.AllocateResident(256)
+	live, err := b.Alloc(256)
 	require.NoError(t, err)
 	for name, h := range badHandles(t, b, live) {
 		t.Run(name, func(t *testing.T) {
 			before, calls := b.ResidentAllocatedBytes(), dev.CallCounts()
-			err := b.FreeResident(h)
+			err := b.Free(h)
 			requireKind(t, err, core.ErrUnknownHandle, h.ID)
 			assert.Equal(t, before, b.ResidentAllocatedBytes())
 			assert.Equal(t, calls, dev.CallCounts())
@@ -202,7 +202,7 @@ func TestFreeResidentRefusals(t *testing.T) {
 		})
 	}
 	t.Run("drift names both lengths", func(t *testing.T) {
-		err := b.FreeResident(core.Buffer{ID: live.ID, Len: 255})
+		err := b.Free(core.Buffer{ID: live.ID, Len: 255})
 		requireKind(t, err, core.ErrUnknownHandle, live.ID, 255, 256)
 	})
 	t.Run("in flight", func(t *testing.T) {
@@ -211,41 +211,41 @@ func TestFreeResidentRefusals(t *testing.T) {
 		want, err := b.ResidentDevicePtr(live)
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{want, want}, ptrs)
-		err = b.FreeResident(live)
+		err = b.Free(live)
 		requireKind(t, err, core.ErrInFlight, live.ID, "2 unfinished calls")
 		release()
 		release() // idempotent
 		err = b.Close()
 		require.NoError(t, err, "released pins leave nothing in flight")
-		err = b.FreeResident(live)
+		err = b.Free(live)
 		requireKind(t, err, core.ErrClosed)
 	})
 }
 
 func TestPinIsAllOrNothing(t *testing.T) {
 	b, _ := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	_, _, err = core.PinForTest(b, []core.Buffer{h, {ID: h.ID, Len: 63}})
 	requireKind(t, err, core.ErrUnknownHandle, "item 1", h.ID)
-	require.NoError(t, b.FreeResident(h), "a refused pin marked nothing in flight")
+	require.NoError(t, b.Free(h), "a refused pin marked nothing in flight")
 }
 
-func TestFreeResidentDriverFailureKeepsBuffer(t *testing.T) {
+func TestFreeDriverFailureKeepsBuffer(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
-	h, err := b.AllocateResident(4096)
+	h, err := b.Alloc(4096)
 	require.NoError(t, err)
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
-	err = b.FreeResident(h)
+	err = b.Free(h)
 	requireKind(t, err, core.ErrDriver)
 	assert.Equal(t, uint64(4096), b.ResidentAllocatedBytes())
 	_, err = b.ResidentDevicePtr(h)
 	require.NoError(t, err, "the buffer stays live after a failed free")
-	require.NoError(t, b.FreeResident(h), "and the free can be retried")
+	require.NoError(t, b.Free(h), "and the free can be retried")
 	assert.Zero(t, b.ResidentAllocatedBytes())
 }
 
-func TestAllocateResidentDriverFailuresRollBack(t *testing.T) {
+func TestAllocDriverFailuresRollBack(t *testing.T) {
 	oom := func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }
 	unknown := func(d *sim.Device) { d.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_UNKNOWN) }
 	cases := []struct {
@@ -269,16 +269,16 @@ func TestAllocateResidentDriverFailuresRollBack(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(c.limit))
 			c.arm(dev)
-			h, err := b.AllocateResident(1000)
+			h, err := b.Alloc(1000)
 			requireKind(t, err, c.want, c.inMsg)
 			assert.Equal(t, core.Buffer{}, h)
 			assert.Zero(t, b.ResidentAllocatedBytes())
 			assert.Zero(t, b.MemoryStats().Reserved)
 			assert.Zero(t, b.Telemetry().ResidentAllocationBytes)
 			assert.Zero(t, dev.Live().Allocations)
-			h, err = b.AllocateResident(1000)
+			h, err = b.Alloc(1000)
 			require.NoError(t, err, "the Backend still works")
-			require.NoError(t, b.FreeResident(h))
+			require.NoError(t, b.Free(h))
 		})
 	}
 }
@@ -287,29 +287,29 @@ func TestResidentAccountingRepair(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	b, _ := openSim(t, sim.Config{}, core.WithLogger(logger))
-	h1, err := b.AllocateResident(100)
+	h1, err := b.Alloc(100)
 	require.NoError(t, err)
-	h2, err := b.AllocateResident(300)
+	h2, err := b.Alloc(300)
 	require.NoError(t, err)
 	core.SetResidentBytesForTest(b, 50) // corrupt: releasing 100 would underflow
-	require.NoError(t, b.FreeResident(h1))
+	require.NoError(t, b.Free(h1))
 	assert.Equal(t, uint64(300), b.ResidentAllocatedBytes(), "rebuilt from the live table")
 	assert.Contains(t, logs.String(), "rebuilt")
 	assert.Contains(t, logs.String(), "rebuilt=300")
-	require.NoError(t, b.FreeResident(h2))
+	require.NoError(t, b.Free(h2))
 	assert.Zero(t, b.ResidentAllocatedBytes())
 }
 
 func TestResidentAllocationTelemetryAndPoolReuse(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(3000)
+	h, err := b.Alloc(3000)
 	require.NoError(t, err)
 	p1, err := b.ResidentDevicePtr(h)
 	require.NoError(t, err)
 	assert.NotZero(t, p1)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	allocs := dev.Calls(sim.OpMemAlloc)
-	h, err = b.AllocateResident(2900) // the same 3072-byte size class: a cache hit
+	h, err = b.Alloc(2900) // the same 3072-byte size class: a cache hit
 	require.NoError(t, err)
 	assert.Equal(t, allocs, dev.Calls(sim.OpMemAlloc))
 	p2, err := b.ResidentDevicePtr(h)
@@ -319,16 +319,16 @@ func TestResidentAllocationTelemetryAndPoolReuse(t *testing.T) {
 	assert.Equal(t, uint64(2900), b.ResidentAllocatedBytes())
 	b.ResetTelemetry()
 	assert.Equal(t, core.Telemetry{}, b.Telemetry())
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 }
 
 func TestCloseReleasesEverythingAndRefusesAfterwards(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(1024))
-	small, err := b.AllocateResident(100) // pooled
+	small, err := b.Alloc(100) // pooled
 	require.NoError(t, err)
-	_, err = b.AllocateResident(1 << 20) // exact
+	_, err = b.Alloc(1 << 20) // exact
 	require.NoError(t, err)
-	require.NoError(t, b.UploadResident(small, make([]byte, 100)))
+	require.NoError(t, b.Upload(core.UploadAt{Buf: small, Data: make([]byte, 100)}))
 	pb, err := b.AllocHostPinned(64)
 	require.NoError(t, err)
 	assert.False(t, dev.Live().Zero())
@@ -340,39 +340,26 @@ func TestCloseReleasesEverythingAndRefusesAfterwards(t *testing.T) {
 
 	h := small
 	calls := map[string]func() error{
-		"Close":              b.Close,
-		"AllocateResident":   func() error { _, err := b.AllocateResident(1); return err },
-		"FreeResident":       func() error { return b.FreeResident(h) },
-		"ResidentDevicePtr":  func() error { _, err := b.ResidentDevicePtr(h); return err },
-		"LiveFreeMemory":     func() error { _, err := b.LiveFreeMemory(); return err },
-		"UploadResident":     func() error { return b.UploadResident(h, make([]byte, 100)) },
-		"UploadResidentMany": func() error { return b.UploadResidentMany([]core.Upload{{Buf: h}}) },
-		"UploadResidentAt":   func() error { return b.UploadResidentAt(h, 0, nil) },
-		"UploadResidentAtMany": func() error {
-			return b.UploadResidentAtMany([]core.UploadAt{{Buf: h}})
-		},
-		"DownloadResident":     func() error { _, err := b.DownloadResident(h); return err },
-		"DownloadResidentInto": func() error { _, err := b.DownloadResidentInto(h, nil); return err },
-		"DownloadResidentMany": func() error { _, err := b.DownloadResidentMany([]core.Buffer{h}); return err },
-		"DownloadResidentManyInto": func() error {
-			_, err := b.DownloadResidentManyInto([]core.Buffer{h}, nil)
+		"Close":             b.Close,
+		"Alloc":             func() error { _, err := b.Alloc(1); return err },
+		"Free":              func() error { return b.Free(h) },
+		"ResidentDevicePtr": func() error { _, err := b.ResidentDevicePtr(h); return err },
+		"LiveFreeMemory":    func() error { _, err := b.LiveFreeMemory(); return err },
+		"Upload":            func() error { return b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 100)}) },
+		"UploadSlice":       func() error { return core.UploadSlice(b, h, make([]byte, 100)) },
+		"Download":          func() error { _, err := b.Download(h.All(), nil); return err },
+		"DownloadMany":      func() error { _, err := b.DownloadMany(nil, nil); return err },
+		"Dispatch":          func() error { return b.Dispatch(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{}) },
+		"DispatchAsync": func() error {
+			_, err := b.DispatchAsync(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{})
 			return err
 		},
-		"DownloadResidentRange": func() error { _, err := b.DownloadResidentRange(h, 0, 0); return err },
-		"DownloadResidentRangesInto": func() error {
-			_, err := b.DownloadResidentRangesInto(nil, nil)
-			return err
-		},
-		"DownloadResidentBatchesInto": func() error {
-			_, err := b.DownloadResidentBatchesInto(nil, nil)
-			return err
-		},
-		"AllocHostPinned":       func() error { _, err := b.AllocHostPinned(1); return err },
-		"PinnedBuffer.Free":     pb.Free,
-		"PinHostBuffer":         func() error { return b.PinHostBuffer(nil, 1) },
-		"UnpinHostBuffer":       func() error { return b.UnpinHostBuffer(nil) },
-		"UploadResidentAsyncAt": func() error { return b.UploadResidentAsyncAt(h, 0, nil, 0) },
-		"SynchronizeUploads":    b.SynchronizeUploads,
+		"AllocHostPinned":    func() error { _, err := b.AllocHostPinned(1); return err },
+		"PinnedBuffer.Free":  pb.Free,
+		"PinHostBuffer":      func() error { return b.PinHostBuffer(nil, 1) },
+		"UnpinHostBuffer":    func() error { return b.UnpinHostBuffer(nil) },
+		"UploadAsync":        func() error { return b.UploadAsync(core.UploadAt{Buf: h}) },
+		"SynchronizeUploads": b.SynchronizeUploads,
 	}
 	for name, call := range calls {
 		err := call()

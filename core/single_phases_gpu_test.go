@@ -81,7 +81,7 @@ func BenchmarkGPUSinglePhases(b *testing.B) {
 	}
 }
 
-// benchSingle times UploadResident or DownloadResidentInto of one n-byte
+// benchSingle times Upload or Download of one n-byte
 // buffer from and into one Go slice, as the sweep does, with each phase's
 // median.
 func benchSingle(b *testing.B, be *core.Backend, n int, down bool) {
@@ -89,10 +89,10 @@ func benchSingle(b *testing.B, be *core.Backend, n int, down bool) {
 	h, data := bufs[0], ups[0].Data
 	call := func() (err error) {
 		if down {
-			data, err = be.DownloadResidentInto(h, data)
+			data, err = be.Download(h.All(), data)
 			return err
 		}
-		return be.UploadResident(h, data)
+		return be.Upload(core.UploadAt{Buf: h, Data: data})
 	}
 	for range 5 {
 		if err := call(); err != nil {

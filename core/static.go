@@ -38,15 +38,19 @@ func staticCacheKey(domain, feature uint64, payloads [][]byte) staticKey {
 	return k
 }
 
-// StaticSet is one acquisition of immutable resident payloads, one buffer per
-// payload in order. IDs name them for the dispatcher's calls (Run steps and
-// reads); Bufs are the same buffers as Backend handles. Both stay valid until
-// the set is released (and, for a cached set, as long as the cache keeps it).
-// The buffers are shared by every acquisition of the same content: never
-// write into them, by upload or by kernel.
+// StaticSet is one acquisition of immutable resident payloads: Bufs holds
+// one buffer per payload, in order. Bind them to dispatches and Batch
+// steps, and read them with Download, until the set is released. The
+// buffers are shared by every acquisition of the same content: uploads,
+// clears and fills into them are refused with ErrOwned, and a kernel must
+// only read them.
 type StaticSet struct {
-	IDs  []uint64
+	// Bufs are the set's buffers, one per payload in order.
 	Bufs []Buffer
+	// IDs are the handle ids of Bufs, in order.
+	//
+	// Deprecated: use Bufs; the dispatcher's calls take Buffers.
+	IDs []uint64
 	// CacheHit reports that the set came from the cache and nothing was
 	// uploaded.
 	CacheHit bool
@@ -145,13 +149,13 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 		return StaticSet{}, err
 	}
 
-	// The upload runs unlocked; the new ids are marked busy so Close and
-	// eviction leave them alone meanwhile.
-	ups := make([]Upload, len(bufs))
-	for i := range bufs {
-		ups[i] = Upload{Buf: bufs[i], Data: payloads[i]}
+	// The upload runs unlocked; the new buffers are marked busy so Close
+	// and eviction leave them alone meanwhile. They become immutable only
+	// once their payloads are in.
+	upErr := d.b.uploadCall(op, len(bufs), func(i int) (Buffer, int, []byte) { return bufs[i], 0, payloads[i] }, true)
+	if upErr == nil {
+		d.b.markStatic(bufs)
 	}
-	upErr := withOp(op, d.b.UploadResidentMany(ups))
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -261,14 +265,8 @@ func (d *OptimizerDispatcher) allocStaticLocked(op string, payloads [][]byte) ([
 			return nil, nil, nil, err
 		}
 		bufs, pooled = append(bufs, buf), append(pooled, fromPool)
-		id, err := d.newIDLocked(buf, fromPool)
-		if err != nil {
-			undo()
-			return nil, nil, nil, &Error{Op: op, Kind: KindBudget, Detail: "the process-wide id space is exhausted",
-				Fix: "restart the process; ids are never reused", Err: err}
-		}
-		ids = append(ids, id)
-		d.ids[id] = optBuf{buf: buf, static: true, busy: 1}
+		ids = append(ids, buf.ID)
+		d.ids[buf.ID] = optBuf{buf: buf, static: true, busy: 1}
 	}
 	return ids, bufs, pooled, nil
 }
@@ -400,9 +398,9 @@ func (d *OptimizerDispatcher) ReleaseStaticUploads(set StaticSet) error {
 		return dispatcherClosed(op)
 	}
 	a := d.static.sets[set.token]
-	if a == nil || len(a.ids) != len(set.IDs) || (len(a.ids) > 0 && a.ids[0] != set.IDs[0]) {
+	if a == nil || len(a.bufs) != len(set.Bufs) || (len(a.bufs) > 0 && a.bufs[0] != set.Bufs[0]) {
 		return newError(op, KindUnknownHandle,
-			fmt.Sprintf("static set %d (%d buffers) is not an outstanding acquisition of this dispatcher", set.token, len(set.IDs)),
+			fmt.Sprintf("static set %d (%d buffers) is not an outstanding acquisition of this dispatcher", set.token, len(set.Bufs)),
 			"release each set AcquireStaticUploads returned exactly once")
 	}
 	if a.entry != nil {
@@ -415,7 +413,7 @@ func (d *OptimizerDispatcher) ReleaseStaticUploads(set StaticSet) error {
 		return nil
 	}
 	for _, id := range a.ids {
-		if err := d.checkIdle(op, id, d.ids[id]); err != nil {
+		if err := d.checkIdle(op, d.ids[id]); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,7 @@ func TestStaticCacheWarmAcquisitionUploadsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, cold.CacheHit)
 	assert.True(t, cold.Cached)
-	require.Len(t, cold.IDs, 2)
+	require.Len(t, cold.Bufs, 2)
 	require.NoError(t, d.ReleaseStaticUploads(cold))
 	tel := b.Telemetry()
 	assert.Equal(t, uint64(768), tel.HostToDeviceBytes, "each payload uploaded exactly once")
@@ -41,10 +41,10 @@ func TestStaticCacheWarmAcquisitionUploadsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, warm.CacheHit)
 	assert.True(t, warm.Cached)
-	assert.Equal(t, cold.IDs, warm.IDs)
+	assert.Equal(t, cold.Bufs, warm.Bufs)
 	assert.Equal(t, cold.Bufs, warm.Bufs)
 	assert.Equal(t, core.Telemetry{}, b.Telemetry(), "a warm acquisition touches nothing")
-	got, err := d.ReadResidentMany(warm.IDs)
+	got, err := b.DownloadMany(allOf(warm.Bufs), nil)
 	require.NoError(t, err)
 	assert.Equal(t, [][]byte{a, c}, got)
 	require.NoError(t, d.ReleaseStaticUploads(warm))
@@ -79,7 +79,7 @@ func TestStaticCacheKeySeparatesEveryInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, second.CacheHit)
 	assert.Equal(t, uint64(3), b.Telemetry().HostToDeviceBytes)
-	assert.NotEqual(t, first.IDs, second.IDs)
+	assert.NotEqual(t, first.Bufs, second.Bufs)
 	require.NoError(t, d.ReleaseStaticUploads(first))
 	require.NoError(t, d.ReleaseStaticUploads(second))
 }
@@ -150,7 +150,7 @@ func TestStaticOverCapSetIsFreedOnRelease(t *testing.T) {
 	assert.Equal(t, base+200, b.ResidentAllocatedBytes())
 	require.NoError(t, d.ReleaseStaticUploads(s))
 	assert.Equal(t, []int{200}, core.OptimizerPooledLensForTest(d), "released through the free pool")
-	_, err := d.ReadResident(s.IDs[0])
+	_, err := b.Download(s.Bufs[0].All(), nil)
 	require.ErrorIs(t, err, core.ErrUnknownHandle)
 
 	allocs := dev.Calls(sim.OpMemAlloc)
@@ -195,26 +195,55 @@ func TestStaticReleaseRefusals(t *testing.T) {
 	require.NoError(t, other.ReleaseStaticUploads(foreign))
 }
 
-func TestStaticBuffersAreReadOnlyThroughTheDispatcher(t *testing.T) {
-	d, _, _ := openOpt(t)
+// Static buffers are immutable: every path that writes them from the host
+// or by memset refuses with ErrOwned and moves nothing, and the dispatcher's
+// Free refuses them; kernels may read them.
+func TestStaticBuffersAreReadOnly(t *testing.T) {
+	d, b, dev := openOpt(t)
 	payload := bytes.Repeat([]byte{3, 0, 0, 0}, 64)
 	s, err := d.AcquireStaticUploads(1, [][]byte{payload})
 	require.NoError(t, err)
-	id := s.IDs[0]
-	out := allocIDs(t, d, len(payload))[0]
+	id := s.Bufs[0]
+	out := allocBufs(t, d, len(payload))[0]
 
-	require.ErrorIs(t, d.FreeResident(id), core.ErrInvalidArgument)
-	require.ErrorIs(t, d.UploadResident(id, payload), core.ErrInvalidArgument)
-	_, err = d.Run(core.OptBatch{Clears: []uint64{id}}, nil)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	_, err = d.Run(core.OptBatch{Fills: []core.OptFill{{ID: id, Value: 1}}}, nil)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorIs(t, d.Free(id), core.ErrInvalidArgument)
+	pb, err := b.AllocHostPinned(len(payload))
+	require.NoError(t, err)
+	calls, tel := dev.CallCounts(), b.Telemetry()
+	writes := map[string]func() error{
+		"Upload": func() error { return b.Upload(core.UploadAt{Buf: id, Data: payload}) },
+		"Upload, second item": func() error {
+			return b.Upload(core.UploadAt{Buf: out, Data: payload}, core.UploadAt{Buf: id, Offset: 4, Data: payload[:4]})
+		},
+		"empty Upload":  func() error { return b.Upload(core.UploadAt{Buf: id}) },
+		"UploadSlice":   func() error { return core.UploadSlice(b, id, payload) },
+		"UploadSliceAt": func() error { return core.UploadSliceAt(b, id, 1, []uint32{7}) },
+		"UploadAsync":   func() error { return b.UploadAsync(core.UploadAt{Buf: id, Data: pb.Bytes()}) },
+		"Run clear":     func() error { _, err := b.Run(core.Batch{Clears: []core.Buffer{id}}, nil); return err },
+		"Run fill":      func() error { _, err := b.Run(core.Batch{Fills: []core.Fill{{Buf: id, Value: 1}}}, nil); return err },
+		"Run upload": func() error {
+			_, err := b.Run(core.Batch{Uploads: []core.UploadAt{{Buf: id, Data: payload}}}, nil)
+			return err
+		},
+		"RunAsync upload": func() error {
+			_, err := b.RunAsync(core.Batch{Uploads: []core.UploadAt{{Buf: id, Data: payload}}})
+			return err
+		},
+		"Capture fill": func() error { _, err := b.Capture(core.Batch{Fills: []core.Fill{{Buf: id, Value: 1}}}); return err },
+	}
+	for name, write := range writes {
+		err := write()
+		requireKind(t, err, core.ErrOwned, id.ID, "static upload set")
+		assert.Equal(t, calls, dev.CallCounts(), name)
+		assert.Equal(t, tel, b.Telemetry(), name)
+	}
+	require.NoError(t, pb.Free())
 
 	// Bound as a kernel input and read back, it works.
-	res, err := d.Run(core.OptBatch{
-		Clears: []uint64{out},
-		Steps:  []core.OptStep{{Program: core.ProgramVAddU32(), IDs: []uint64{id, id, out}}},
-		Reads:  []core.OptRange{{ID: out, Len: len(payload)}, {ID: id, Len: len(payload)}},
+	res, err := b.Run(core.Batch{
+		Clears: []core.Buffer{out},
+		Steps:  []core.Step{{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{id, id, out}}},
+		Reads:  []core.Range{{Buf: out, Len: len(payload)}, {Buf: id, Len: len(payload)}},
 	}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, bytes.Repeat([]byte{6, 0, 0, 0}, 64), res[0])
@@ -257,7 +286,7 @@ func TestStaticCacheSkipsInFlightEntries(t *testing.T) {
 // A cold acquisition that takes a pooled buffer, then fails with a drain
 // that fails too, leaves the buffer to the Backend's quarantine: its queued
 // copy may still write into it. The dispatcher must not pool it again (a
-// later AllocResident would hand it out while the copy is pending); it is
+// later Alloc would hand it out while the copy is pending); it is
 // retired and freed once the quarantine drains.
 func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
@@ -265,11 +294,11 @@ func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
 	const n = 512
-	id, err := d.AllocResident(n)
+	id, err := d.Alloc(n)
 	require.NoError(t, err)
-	pooled, err := d.Buffer(id)
+	pooledPtr, err := b.ResidentDevicePtr(id)
 	require.NoError(t, err)
-	require.NoError(t, d.FreeResident(id))
+	require.NoError(t, d.Free(id))
 	require.Equal(t, 1, d.Stats().PooledBuffers)
 
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED) // the upload's fence
@@ -282,17 +311,12 @@ func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	assert.Equal(t, 1, st.RetiredBuffers)
 
 	dev.ClearFaults()
-	again, err := d.AllocResident(n)
+	again, err := d.Alloc(n)
 	require.NoError(t, err)
-	buf, err := d.Buffer(again)
+	ptr, err := b.ResidentDevicePtr(again)
 	require.NoError(t, err)
-	ptr, err := b.ResidentDevicePtr(buf)
-	require.NoError(t, err)
-	old, err := b.ResidentDevicePtr(pooled)
-	if err == nil {
-		assert.NotEqual(t, old, ptr, "the quarantined buffer's memory is not handed out again")
-	}
-	require.NoError(t, d.FreeResident(again))
+	assert.NotEqual(t, pooledPtr, ptr, "the quarantined buffer's memory is not handed out again")
+	require.NoError(t, d.Free(again))
 	require.NoError(t, d.Close())
 	assert.Equal(t, base, b.ResidentAllocatedBytes())
 }

@@ -13,14 +13,14 @@ import (
 )
 
 // TestBlockingWaitsRecordNoCompletionEvent: a call that waits with the
-// fence itself (Run, DispatchResident, RunContext with a context that is
+// fence itself (Run, Dispatch, RunContext with a context that is
 // never done) queues its work and one synchronization, and no completion
 // event, which only a Pending's IsReady (or a polling wait) would read;
-// RunAsync, DispatchResidentAsync and a polling RunContext record one, and
+// RunAsync, DispatchAsync and a polling RunContext record one, and
 // it answers IsReady.
 func TestBlockingWaitsRecordNoCompletionEvent(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	h, err := b.AllocateResident(16)
+	h, err := b.Alloc(16)
 	require.NoError(t, err)
 	fill := core.Batch{Fills: []core.Fill{{Buf: h, Value: 3}}, Reads: []core.Range{{Buf: h, Len: 16}}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -31,8 +31,8 @@ func TestBlockingWaitsRecordNoCompletionEvent(t *testing.T) {
 		records uint64
 	}{
 		{"Run", func() error { _, err := b.Run(fill, nil); return err }, 0},
-		{"DispatchResident", func() error {
-			return b.DispatchResident(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+		{"Dispatch", func() error {
+			return b.Dispatch(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
 		}, 0},
 		{"RunContext(Background)", func() error { _, err := b.RunContext(context.Background(), fill, nil); return err }, 0},
 		{"RunContext(deadline)", func() error { _, err := b.RunContext(ctx, fill, nil); return err }, 1},
@@ -44,8 +44,8 @@ func TestBlockingWaitsRecordNoCompletionEvent(t *testing.T) {
 			assert.True(t, done, "the sim completes work when it is queried")
 			return p.Close()
 		}, 1},
-		{"DispatchResidentAsync", func() error {
-			p, err := b.DispatchResidentAsync(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{2}})
+		{"DispatchAsync", func() error {
+			p, err := b.DispatchAsync(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{2}})
 			require.NoError(t, err)
 			return p.Await()
 		}, 1},
@@ -56,7 +56,7 @@ func TestBlockingWaitsRecordNoCompletionEvent(t *testing.T) {
 		assert.Equal(t, tc.records, dev.Calls(sim.OpEventRecord)-before, "%s: completion events recorded", tc.name)
 		assert.NotEqual(t, syncs, dev.Calls(sim.OpStreamSynchronize)+dev.Calls(sim.OpEventQuery), "%s waited", tc.name)
 	}
-	got, err := b.DownloadResident(h)
+	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{2, 0, 0, 0}, got[:4], "the last dispatch ran")
 }

@@ -50,32 +50,32 @@ var (
 type xferOpener func(b *testing.B, opt core.Option) *core.Backend
 
 // xferBuffers allocates count buffers of n random bytes on be and uploads them.
-func xferBuffers(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, []core.Upload) {
+func xferBuffers(b *testing.B, be *core.Backend, count, n int) ([]core.Buffer, []core.UploadAt) {
 	return xferSizedBuffers(b, be, slices.Repeat([]int{n}, count))
 }
 
 // xferSizedBuffers allocates a buffer of random bytes per size on be and
 // uploads them.
-func xferSizedBuffers(b *testing.B, be *core.Backend, sizes []int) ([]core.Buffer, []core.Upload) {
+func xferSizedBuffers(b *testing.B, be *core.Backend, sizes []int) ([]core.Buffer, []core.UploadAt) {
 	b.Helper()
 	r := rand.New(rand.NewSource(1))
 	bufs := make([]core.Buffer, len(sizes))
-	ups := make([]core.Upload, len(sizes))
+	ups := make([]core.UploadAt, len(sizes))
 	for i, n := range sizes {
-		h, err := be.AllocateResident(n)
+		h, err := be.Alloc(n)
 		if err != nil {
-			b.Fatalf("AllocateResident: %v", err)
+			b.Fatalf("Alloc: %v", err)
 		}
 		data := make([]byte, n)
 		r.Read(data)
-		bufs[i], ups[i] = h, core.Upload{Buf: h, Data: data}
+		bufs[i], ups[i] = h, core.UploadAt{Buf: h, Data: data}
 	}
-	if err := be.UploadResidentMany(ups); err != nil { // warms pools and modules
-		b.Fatalf("UploadResidentMany: %v", err)
+	if err := be.Upload(ups...); err != nil { // warms pools and modules
+		b.Fatalf("Upload: %v", err)
 	}
 	b.Cleanup(func() {
 		for _, h := range bufs {
-			_ = be.FreeResident(h)
+			_ = be.Free(h)
 		}
 	})
 	return bufs, ups
@@ -86,13 +86,13 @@ func benchW1(b *testing.B, open xferOpener) {
 		b.Run(p.name, func(b *testing.B) {
 			be := p.open(b, open)
 			_, ups := xferBuffers(b, be, 1024, 4<<10)
-			if err := be.UploadResidentMany(ups); err != nil {
+			if err := be.Upload(ups...); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(1024 * 4 << 10)
 			b.ResetTimer()
 			for range b.N {
-				if err := be.UploadResidentMany(ups); err != nil {
+				if err := be.Upload(ups...); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -105,14 +105,15 @@ func benchW3(b *testing.B, open xferOpener) {
 		b.Run(p.name, func(b *testing.B) {
 			be := p.open(b, open)
 			bufs, _ := xferBuffers(b, be, 1024, 4<<10)
-			dst, err := be.DownloadResidentManyInto(bufs, nil)
+			rs := allOf(bufs)
+			dst, err := be.DownloadMany(rs, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(1024 * 4 << 10)
 			b.ResetTimer()
 			for range b.N {
-				if dst, err = be.DownloadResidentManyInto(bufs, dst); err != nil {
+				if dst, err = be.DownloadMany(rs, dst); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -128,7 +129,7 @@ func benchW2(b *testing.B, open xferOpener) {
 			b.SetBytes(256 << 20)
 			b.ResetTimer()
 			for range b.N {
-				if err := be.UploadResident(ups[0].Buf, ups[0].Data); err != nil {
+				if err := be.Upload(core.UploadAt{Buf: ups[0].Buf, Data: ups[0].Data}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -141,14 +142,14 @@ func benchW6(b *testing.B, open xferOpener) {
 		b.Run(p.name, func(b *testing.B) {
 			be := p.open(b, open)
 			bufs, _ := xferBuffers(b, be, 1, 256<<20)
-			dst, err := be.DownloadResidentInto(bufs[0], nil)
+			dst, err := be.Download(bufs[0].All(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(256 << 20)
 			b.ResetTimer()
 			for range b.N {
-				if dst, err = be.DownloadResidentInto(bufs[0], dst); err != nil {
+				if dst, err = be.Download(bufs[0].All(), dst); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -289,14 +290,15 @@ func benchPhasesOf(b *testing.B, open xferOpener, download bool, variants []xfer
 		b.Run(v.name, func(b *testing.B) {
 			be := v.open(b, open)
 			bufs, ups := xferSizedBuffers(b, be, sizes)
+			rs := allOf(bufs)
 			var dst [][]byte
 			call := func() error {
 				if download {
 					var err error
-					dst, err = be.DownloadResidentManyInto(bufs, dst)
+					dst, err = be.DownloadMany(rs, dst)
 					return err
 				}
-				return be.UploadResidentMany(ups)
+				return be.Upload(ups...)
 			}
 			for range 5 {
 				if err := call(); err != nil {

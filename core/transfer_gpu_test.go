@@ -53,9 +53,9 @@ func TestGPUTransferPackedMatchesPlain(t *testing.T) {
 		for i := range wb {
 			n := lens[i%len(lens)]
 			var err error
-			wb[i], err = writer.AllocateResident(n)
+			wb[i], err = writer.Alloc(n)
 			require.NoError(t, err)
-			rb[i], err = reader.AllocateResident(n)
+			rb[i], err = reader.Alloc(n)
 			require.NoError(t, err)
 			want[i] = make([]byte, n)
 			r.Read(want[i])
@@ -72,31 +72,31 @@ func TestGPUTransferPackedMatchesPlain(t *testing.T) {
 			ups = append(ups, core.UploadAt{Buf: wb[k], Offset: off, Data: d})
 			copy(want[k][off:], d)
 		}
-		require.NoError(t, writer.UploadResidentAtMany(ups))
-		got, err := writer.DownloadResidentManyInto(wb, nil)
+		require.NoError(t, writer.Upload(ups...))
+		got, err := writer.DownloadMany(allOf(wb), nil)
 		require.NoError(t, err)
 		for i := range got {
 			require.True(t, bytes.Equal(want[i], got[i]), "writer read back buffer %d", i)
 		}
 		// Round trip through the other Backend's path.
-		var cross []core.Upload
+		var cross []core.UploadAt
 		for i, h := range rb {
-			cross = append(cross, core.Upload{Buf: h, Data: got[i]})
+			cross = append(cross, core.UploadAt{Buf: h, Data: got[i]})
 		}
-		require.NoError(t, reader.UploadResidentMany(cross))
+		require.NoError(t, reader.Upload(cross...))
 		var rs []core.Range
 		for _, h := range rb {
 			rs = append(rs, core.Range{Buf: h, Offset: h.Len / 3, Len: h.Len - h.Len/3}, core.Range{Buf: h, Len: h.Len / 2})
 		}
-		back, err := reader.DownloadResidentRangesInto(rs, nil)
+		back, err := reader.DownloadMany(rs, nil)
 		require.NoError(t, err)
 		for j, rg := range rs {
 			i := j / 2
 			require.True(t, bytes.Equal(want[i][rg.Offset:rg.Offset+rg.Len], back[j]), "range %d", j)
 		}
 		for i := range wb {
-			require.NoError(t, writer.FreeResident(wb[i]))
-			require.NoError(t, reader.FreeResident(rb[i]))
+			require.NoError(t, writer.Free(wb[i]))
+			require.NoError(t, reader.Free(rb[i]))
 		}
 	}
 	assert.NotZero(t, packed.Telemetry().PackedLaunches, "the packed Backend took the packed path")
@@ -112,31 +112,31 @@ func TestGPUTransferPipelinedMatchesPlain(t *testing.T) {
 	const n = 72<<20 + 123
 	want := make([]byte, n)
 	r.Read(want)
-	h, err := piped.AllocateResident(n)
+	h, err := piped.Alloc(n)
 	require.NoError(t, err)
-	defer func() { require.NoError(t, piped.FreeResident(h)) }()
+	defer func() { require.NoError(t, piped.Free(h)) }()
 	piped.ResetTelemetry()
-	require.NoError(t, piped.UploadResident(h, want))
+	require.NoError(t, piped.Upload(core.UploadAt{Buf: h, Data: want}))
 	assert.Greater(t, piped.Telemetry().DeviceCopies, uint64(1), "uploaded in chunks")
-	got, err := piped.DownloadResident(h)
+	got, err := piped.Download(h.All(), nil)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, got), "download")
-	into, err := piped.DownloadResidentInto(h, make([]byte, 0, n+10))
+	into, err := piped.Download(h.All(), make([]byte, 0, n+10))
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want, into), "download into")
-	part, err := piped.DownloadResidentRange(h, 1000, n-2000)
+	part, err := piped.Download(h.Slice(1000, n-2000), nil)
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(want[1000:n-1000], part), "range")
 	// At an offset, read back by the per-copy path of small ranges.
 	patch := make([]byte, 20<<20)
 	r.Read(patch)
-	require.NoError(t, piped.UploadResidentAt(h, 777, patch))
+	require.NoError(t, piped.Upload(core.UploadAt{Buf: h, Offset: 777, Data: patch}))
 	copy(want[777:], patch)
 	var rs []core.Range
 	for off := 0; off < n; off += n / 7 {
 		rs = append(rs, core.Range{Buf: h, Offset: off, Len: min(4096, n-off)})
 	}
-	back, err := piped.DownloadResidentRangesInto(rs, nil)
+	back, err := piped.DownloadMany(rs, nil)
 	require.NoError(t, err)
 	for i, rg := range rs {
 		require.True(t, bytes.Equal(want[rg.Offset:rg.Offset+rg.Len], back[i]), fmt.Sprint("range ", i))
@@ -187,16 +187,16 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 			be := openXferGPU(t, v.opt)
 			hs := make([]core.Buffer, len(sizes))
 			want := make([][]byte, len(sizes))
-			ups := make([]core.Upload, len(sizes))
+			ups := make([]core.UploadAt, len(sizes))
 			for i, n := range sizes {
 				var err error
-				hs[i], err = be.AllocateResident(n)
+				hs[i], err = be.Alloc(n)
 				require.NoError(t, err)
 				want[i] = make([]byte, n)
 				r.Read(want[i])
-				ups[i] = core.Upload{Buf: hs[i], Data: want[i]}
+				ups[i] = core.UploadAt{Buf: hs[i], Data: want[i]}
 			}
-			require.NoError(t, be.UploadResidentMany(ups))
+			require.NoError(t, be.Upload(ups...))
 			tel0 := be.Telemetry()
 			dst := make([][]byte, len(hs))
 			for i := range dst {
@@ -204,7 +204,7 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 					dst[i] = make([]byte, 0, sizes[i])
 				}
 			}
-			got, err := be.DownloadResidentManyInto(hs, dst)
+			got, err := be.DownloadMany(allOf(hs), dst)
 			require.NoError(t, err)
 			for i := range hs {
 				require.True(t, bytes.Equal(want[i], got[i]), "buffer %d", i)
@@ -224,7 +224,7 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 				n := hs[i].Len
 				rs = append(rs, core.Range{Buf: hs[i], Offset: n / 3, Len: n - n/3}, core.Range{Buf: hs[i], Len: n / 2})
 			}
-			back, err := be.DownloadResidentRangesInto(rs, nil)
+			back, err := be.DownloadMany(rs, nil)
 			require.NoError(t, err)
 			for j, rg := range rs {
 				i := indexOf(hs, rg.Buf)

@@ -39,9 +39,9 @@ func TestSameImageAndEntryEachRunItsOwnTwin(t *testing.T) {
 	require.NoError(t, err)
 	x, y := residentWith(t, b, make([]byte, 8)), residentWith(t, b, make([]byte, 8))
 
-	require.NoError(t, b.DispatchResident(p1, []core.Buffer{x}, core.DispatchConfig{}))
-	require.NoError(t, b.DispatchResident(p2, []core.Buffer{y}, core.DispatchConfig{}))
-	got, err := b.DownloadResidentMany([]core.Buffer{x, y})
+	require.NoError(t, b.Dispatch(p1, []core.Buffer{x}, core.DispatchConfig{}))
+	require.NoError(t, b.Dispatch(p2, []core.Buffer{y}, core.DispatchConfig{}))
+	got, err := b.DownloadMany(allOf([]core.Buffer{x, y}), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{1, 1, 1, 1, 1, 1, 1, 1}, got[0])
 	assert.Equal(t, []byte{2, 2, 2, 2, 2, 2, 2, 2}, got[1], "the second program ran the first one's twin")
@@ -54,6 +54,6 @@ func TestSameImageAndEntryEachRunItsOwnTwin(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []byte{2, 2, 2, 2, 2, 2, 2, 2}, out[0])
 	assert.Equal(t, []byte{1, 1, 1, 1, 1, 1, 1, 1}, out[1])
-	require.NoError(t, b.FreeResident(x))
-	require.NoError(t, b.FreeResident(y))
+	require.NoError(t, b.Free(x))
+	require.NoError(t, b.Free(y))
 }

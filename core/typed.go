@@ -44,15 +44,15 @@ func AllocSlice[T Numeric](b *Backend, n int) (Buffer, error) {
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("%d elements of %d bytes", n, size), "ask for a positive element count whose byte size fits an int")
 	}
-	h, err := b.AllocateResident(n * size)
-	return h, withOp(op, err)
+	return b.allocateResident(op, n*size, false)
 }
 
 // UploadSlice copies src into the whole of buf, as its bytes (see Numeric
 // for the layout); len(src)*size must equal buf.Len. src is read in place:
 // no copy is made beyond the one into staging that every upload makes.
 func UploadSlice[T Numeric](b *Backend, buf Buffer, src []T) error {
-	return withOp("UploadSlice", b.UploadResident(buf, bytesOf(src)))
+	data := bytesOf(src)
+	return b.uploadCall("UploadSlice", 1, func(int) (Buffer, int, []byte) { return buf, 0, data }, true)
 }
 
 // UploadSliceAt copies src into buf starting at element index (byte offset
@@ -64,30 +64,31 @@ func UploadSliceAt[T Numeric](b *Backend, buf Buffer, index int, src []T) error 
 		return newError(op, KindInvalidArgument, fmt.Sprintf("element index %d of %d-byte elements", index, size),
 			"pass an element index inside the buffer")
 	}
-	return withOp(op, b.UploadResidentAt(buf, index*size, bytesOf(src)))
+	data := bytesOf(src)
+	return b.uploadCall(op, 1, func(int) (Buffer, int, []byte) { return buf, index * size, data }, false)
 }
 
 // DownloadSlice reads the whole of buf as elements of T into dst's storage,
 // growing it only when its capacity is too small (append-style: use the
 // returned slice), with no copy beyond the one out of staging. buf.Len must
 // be a multiple of T's size. On failure dst is returned unchanged, its
-// contents as DownloadResidentInto leaves them.
+// contents as Download leaves them.
 func DownloadSlice[T Numeric](b *Backend, buf Buffer, dst []T) ([]T, error) {
 	const op = "DownloadSlice"
 	size := sizeOf[T]()
 	if buf.Len < 0 || buf.Len%size != 0 {
 		return dst, newError(op, KindInvalidArgument,
 			fmt.Sprintf("handle %d holds %d bytes, not a whole number of %d-byte elements", buf.ID, buf.Len, size),
-			"read it with DownloadResidentInto, or as an element type whose size divides its length")
+			"read it with Download, or as an element type whose size divides its length")
 	}
 	n := buf.Len / size
 	out := dst[:0]
 	if cap(dst) < n {
 		out = make([]T, 0, n)
 	}
-	got, err := b.DownloadResidentInto(buf, bytesOf(out[:0]))
+	got, err := b.download(op, buf.All(), bytesOf(out[:0]))
 	if err != nil {
-		return dst, withOp(op, err)
+		return dst, err
 	}
 	if len(got) != buf.Len || (n > 0 && unsafe.SliceData(got) != (*byte)(unsafe.Pointer(unsafe.SliceData(out[:n])))) {
 		return dst, newError(op, KindInvalidArgument, "the download did not land in the element storage",

@@ -20,7 +20,7 @@ func TestTypedSlicesRoundTripLittleEndian(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 32, h.Len)
 	require.NoError(t, core.UploadSlice(b, h, src))
-	raw, err := b.DownloadResident(h)
+	raw, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	for i, v := range src {
 		assert.Equal(t, math.Float64bits(v), binary.LittleEndian.Uint64(raw[8*i:]), "element %d is stored little-endian", i)
@@ -48,7 +48,7 @@ func TestTypedSlicesRoundTripLittleEndian(t *testing.T) {
 	cx, err := core.AllocSlice[complex64](b, 1)
 	require.NoError(t, err)
 	require.NoError(t, core.UploadSlice(b, cx, []complex64{complex(1, 2)}))
-	raw, err = b.DownloadResident(cx)
+	raw, err = b.Download(cx.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, math.Float32bits(1), binary.LittleEndian.Uint32(raw), "real part first")
 	assert.Equal(t, math.Float32bits(2), binary.LittleEndian.Uint32(raw[4:]))
@@ -68,13 +68,13 @@ func TestTypedSliceRefusalsLeaveThingsAsTheyWere(t *testing.T) {
 	assert.Equal(t, "UploadSliceAt", e.Op)
 	requireErrKind(t, core.UploadSliceAt(b, h, -1, []uint32{1}), core.ErrInvalidArgument)
 
-	odd, err := b.AllocateResident(6)
+	odd, err := b.Alloc(6)
 	require.NoError(t, err)
 	dst := []uint32{9, 9}
 	out, err := core.DownloadSlice(b, odd, dst)
 	requireErrKind(t, err, core.ErrInvalidArgument, "6 bytes, not a whole number of 4-byte elements")
 	assert.Equal(t, []uint32{9, 9}, out)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	out, err = core.DownloadSlice(b, h, dst)
 	e = requireErrKind(t, err, core.ErrUnknownHandle)
 	assert.Equal(t, "DownloadSlice", e.Op)

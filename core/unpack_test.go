@@ -40,15 +40,15 @@ func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 			r := rand.New(rand.NewSource(11))
 			hs := make([]core.Buffer, tc.count)
 			want := make([][]byte, tc.count)
-			ups := make([]core.Upload, tc.count)
+			ups := make([]core.UploadAt, tc.count)
 			for i := range hs {
 				n := tc.size - r.Intn(70) // odd lengths around the copies' 64-byte body
-				h, err := b.AllocateResident(n)
+				h, err := b.Alloc(n)
 				require.NoError(t, err)
 				hs[i], want[i] = h, randomBytes(r, n)
-				ups[i] = core.Upload{Buf: h, Data: want[i]}
+				ups[i] = core.UploadAt{Buf: h, Data: want[i]}
 			}
-			require.NoError(t, b.UploadResidentMany(ups))
+			require.NoError(t, b.Upload(ups...))
 			// Slots carved out of one backing array at odd offsets, with
 			// guard bytes between them.
 			backing := bytes.Repeat([]byte{0xCD}, tc.count*(tc.size+80))
@@ -61,7 +61,7 @@ func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 				dst[i] = backing[off : off : off+h.Len]
 				off += h.Len + 16
 			}
-			got, err := b.DownloadResidentManyInto(hs, dst)
+			got, err := b.DownloadMany(allOf(hs), dst)
 			require.NoError(t, err)
 			for i := range hs {
 				require.Equal(t, want[i], got[i], "slot %d", i)
@@ -77,11 +77,11 @@ func TestUnpackedSlotsHoldExactlyTheirBytes(t *testing.T) {
 					require.Equal(t, byte(0xCD), backing[k], "guard byte %d after slot %d", k, i)
 				}
 			}
-			fresh, err := b.DownloadResidentMany(hs)
+			fresh, err := b.DownloadMany(allOf(hs), nil)
 			require.NoError(t, err)
 			require.Equal(t, want, fresh)
 			for _, h := range hs {
-				require.NoError(t, b.FreeResident(h))
+				require.NoError(t, b.Free(h))
 			}
 			require.NoError(t, b.Close())
 			sim.RequireNoLeaks(t, dev)

@@ -9,64 +9,41 @@ import (
 	"github.com/vyre-go/vyrecuda/fusion"
 )
 
-// Upload is one full-buffer upload: Data must be exactly Buf.Len bytes.
-type Upload struct {
-	Buf  Buffer
-	Data []byte
-}
-
-// UploadAt is one upload of Data into Buf starting at byte Offset; the
-// written range must lie inside the buffer.
+// UploadAt is one write of Data into Buf starting at byte Offset; the
+// written range must lie inside the buffer. Buffer.All and Buffer.Slice
+// name the ranges Download reads; an UploadAt names its range by Offset and
+// the length of Data.
 type UploadAt struct {
 	Buf    Buffer
 	Offset int
 	Data   []byte
 }
 
-// UploadResident copies data into the whole of h; len(data) must equal h.Len.
-func (b *Backend) UploadResident(h Buffer, data []byte) error {
-	const op = "UploadResident"
-	if err := b.enter(op); err != nil {
-		return err
-	}
-	defer b.exit()
-	return b.upload(op, 1, func(int) (Buffer, int, []byte) { return h, 0, data }, true)
+// Upload writes each item's Data into its Buf starting at byte Offset and
+// returns once every byte has landed on the device, with one fence for the
+// whole call however many items it has. Every item is checked before any
+// byte moves: its buffer must be live and its range must lie inside it, or
+// the call fails with nothing written. Where items overlap, later ones win,
+// exactly as if applied in order. Empty Data writes nothing, and a call
+// without items touches nothing. Data is only read; the caller may reuse it
+// as soon as Upload returns. Small items are packed into one transfer and
+// large ones are streamed in chunks; Data lying in memory pinned through
+// this Backend (AllocHostPinned, PinHostBuffer) is copied by the device
+// directly. A buffer of a static upload set (OptimizerDispatcher.
+// AcquireStaticUploads) is immutable and refused with ErrOwned.
+func (b *Backend) Upload(ups ...UploadAt) error {
+	return b.uploadCall("Upload", len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, ups[i].Offset, ups[i].Data }, false)
 }
 
-// UploadResidentMany copies each upload's data into the whole of its buffer,
-// with one stream synchronization for the batch. Every item is validated
-// before any byte moves; a bad item fails the call with nothing written.
-// When several uploads write the same buffer, later ones win.
-func (b *Backend) UploadResidentMany(ups []Upload) error {
-	const op = "UploadResidentMany"
+// uploadCall is Upload under op, for the n items at names; full asks for
+// whole-buffer writes, whose data must be exactly the buffer's length
+// (UploadSlice and the deprecated full-buffer uploads).
+func (b *Backend) uploadCall(op string, n int, at func(i int) (Buffer, int, []byte), full bool) error {
 	if err := b.enter(op); err != nil {
 		return err
 	}
 	defer b.exit()
-	return b.upload(op, len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, 0, ups[i].Data }, true)
-}
-
-// UploadResidentAt copies data into h starting at byte off. The range
-// [off, off+len(data)) must lie inside h; an empty data writes nothing.
-func (b *Backend) UploadResidentAt(h Buffer, off int, data []byte) error {
-	const op = "UploadResidentAt"
-	if err := b.enter(op); err != nil {
-		return err
-	}
-	defer b.exit()
-	return b.upload(op, 1, func(int) (Buffer, int, []byte) { return h, off, data }, false)
-}
-
-// UploadResidentAtMany performs several offset uploads with one stream
-// synchronization. Every item is validated before any byte moves; where
-// uploads overlap, later ones win, exactly as if applied in order.
-func (b *Backend) UploadResidentAtMany(ups []UploadAt) error {
-	const op = "UploadResidentAtMany"
-	if err := b.enter(op); err != nil {
-		return err
-	}
-	defer b.exit()
-	return b.upload(op, len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, ups[i].Offset, ups[i].Data }, false)
+	return b.upload(op, n, at, full)
 }
 
 // itemPrefix names a batch item in messages; single calls need no index.
@@ -100,14 +77,14 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		h, off, data := at(i)
 		// The usual item (a live handle, a range that fits) takes no call.
 		if e := b.store.table.get(h.ID); e != nil && e.n == h.Len && bad < 0 &&
-			uploadFits(off, len(data), h.Len, e.ptr, full) {
+			uploadFits(off, len(data), h.Len, e.ptr, full) && !e.static.Load() {
 			ents[i] = e
 			if len(data) > 0 {
 				copies = append(copies, fusion.UploadCopy{Handle: h.ID, Dst: e.ptr + uint64(off), Data: data})
 			}
 			continue
 		}
-		e, herr := b.store.lookup(op, h)
+		e, herr := b.store.lookupWritable(op, h)
 		if herr != nil {
 			b.store.mu.RUnlock()
 			herr.Detail = itemPrefix(n, i) + herr.Detail
@@ -131,7 +108,7 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 		return uploadRangeError(op, n, bad, h, off, data, ents[bad].ptr, full)
 	}
 	// Counts change only after every item validated, so a bad batch marks
-	// nothing; holding mu shared keeps FreeResident out meanwhile.
+	// nothing; holding mu shared keeps Free out meanwhile.
 	b.pinCall(ents)
 	b.store.mu.RUnlock()
 	defer b.unpinCall(op, ents)
@@ -159,7 +136,7 @@ func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr u
 		if len(data) != h.Len {
 			return newError(op, KindInvalidArgument,
 				fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
-				"pass data of the buffer's length, or use UploadResidentAt for part of it")
+				"pass data of the buffer's length, or use Backend.Upload to write part of it")
 		}
 	} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
 		return &Error{Op: op, Kind: KindInvalidArgument,

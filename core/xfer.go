@@ -64,7 +64,7 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 // straight into memory pinned through this Backend, and a packed read of
 // many buffers in parts may leave part of the caller's storage holding the
 // device's bytes when the device fails mid-transfer (see
-// DownloadResidentInto and DownloadResidentManyInto).
+// Download and DownloadMany).
 func WithAtomicReadbacks(on bool) Option {
 	return func(c *config) { c.xfer.AtomicReads = on }
 }

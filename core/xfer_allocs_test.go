@@ -26,24 +26,25 @@ func TestTransferAllocationsDoNotGrowWithItems(t *testing.T) {
 			b, _ := openSim(t, sim.Config{}, opt, core.WithCopyHelperLinger(0))
 			allocs := func(n int) (up, down float64) {
 				hs := make([]core.Buffer, n)
-				ups := make([]core.Upload, n)
+				ups := make([]core.UploadAt, n)
 				for i := range hs {
-					h, err := b.AllocateResident(64)
+					h, err := b.Alloc(64)
 					require.NoError(t, err)
-					hs[i], ups[i] = h, core.Upload{Buf: h, Data: make([]byte, 64)}
+					hs[i], ups[i] = h, core.UploadAt{Buf: h, Data: make([]byte, 64)}
 				}
 				dst := make([][]byte, n)
 				for i := range dst {
 					dst[i] = make([]byte, 0, 64)
 				}
-				up = testing.AllocsPerRun(20, func() { require.NoError(t, b.UploadResidentMany(ups)) })
+				rs := allOf(hs)
+				up = testing.AllocsPerRun(20, func() { require.NoError(t, b.Upload(ups...)) })
 				down = testing.AllocsPerRun(20, func() {
 					var err error
-					dst, err = b.DownloadResidentManyInto(hs, dst)
+					dst, err = b.DownloadMany(rs, dst)
 					require.NoError(t, err)
 				})
 				for _, h := range hs {
-					require.NoError(t, b.FreeResident(h))
+					require.NoError(t, b.Free(h))
 				}
 				return up, down
 			}

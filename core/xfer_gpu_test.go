@@ -24,11 +24,11 @@ func TestGPUTransferEveryPlanRoundTrips(t *testing.T) {
 	for _, n := range []int{1, 4096, 65536 + 3, 256 << 10, 1<<20 + 13, 4 << 20, 16<<20 + 1, 72<<20 + 5} {
 		want := make([]byte, n)
 		r.Read(want)
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
-		require.NoError(t, b.UploadResident(h, want), "%d bytes", n)
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: want}), "%d bytes", n)
 		dst := make([]byte, 0, n)
-		got, err := b.DownloadResidentInto(h, dst)
+		got, err := b.Download(h.All(), dst)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, got), "%d bytes from a Go slice", n)
 		require.Equal(t, unsafe.SliceData(dst), unsafe.SliceData(got), "exact capacity reused")
@@ -37,38 +37,38 @@ func TestGPUTransferEveryPlanRoundTrips(t *testing.T) {
 		p, err := b.AllocHostPinned(n)
 		require.NoError(t, err)
 		r.Read(p.Bytes())
-		require.NoError(t, b.UploadResident(h, p.Bytes()[:n]))
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: p.Bytes()[:n]}))
 		back := make([]byte, n)
 		copy(back, p.Bytes())
 		clear(p.Bytes())
-		got, err = b.DownloadResidentInto(h, p.Bytes()[:0:n])
+		got, err = b.Download(h.All(), p.Bytes()[:0:n])
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(back, got), "%d bytes pinned", n)
 		require.NoError(t, p.Free())
-		require.NoError(t, b.FreeResident(h))
+		require.NoError(t, b.Free(h))
 	}
 	// Packed: many buffers of mixed sizes, uploaded and read back into
 	// slots of exactly their capacity.
 	const count = 700
 	hs := make([]core.Buffer, count)
-	ups := make([]core.Upload, count)
+	ups := make([]core.UploadAt, count)
 	dst := make([][]byte, count)
 	for i := range hs {
 		n := 16 << r.Intn(14)
 		n += r.Intn(n)
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
 		data := make([]byte, n)
 		r.Read(data)
-		hs[i], ups[i], dst[i] = h, core.Upload{Buf: h, Data: data}, make([]byte, 0, n)
+		hs[i], ups[i], dst[i] = h, core.UploadAt{Buf: h, Data: data}, make([]byte, 0, n)
 	}
 	b.ResetTelemetry()
-	require.NoError(t, b.UploadResidentMany(ups))
+	require.NoError(t, b.Upload(ups...))
 	require.NotZero(t, b.Telemetry().PackedLaunches, "packed")
-	out, err := b.DownloadResidentManyInto(hs, dst)
+	out, err := b.DownloadMany(allOf(hs), dst)
 	require.NoError(t, err)
 	for i := range hs {
 		require.True(t, bytes.Equal(ups[i].Data, out[i]), "buffer %d", i)
-		require.NoError(t, b.FreeResident(hs[i]))
+		require.NoError(t, b.Free(hs[i]))
 	}
 }

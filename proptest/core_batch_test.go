@@ -1,9 +1,9 @@
 package proptest
 
 // Steps for batched device work: Backend.Run and RunAsync (clears, fills,
-// uploads, kernel steps and reads on one stream with one fence), the
-// OptimizerDispatcher's transfer calls and its Run(OptBatch), and a custom
-// Program with its own Go twin beside the built-ins.
+// uploads, kernel steps and reads on one stream with one fence), the same
+// calls and the transfer verbs over an OptimizerDispatcher's Buffers, and a
+// custom Program with its own Go twin beside the built-ins.
 //
 // The model states the documented order of a batch: clears and fills, then
 // uploads (later ones win where they overlap), then the steps in order, each
@@ -66,7 +66,7 @@ func init() {
 	// user made.
 	opAliases["AwaitInto"] = []string{"Pending.AwaitInto"}
 	for _, c := range optCalls {
-		opAliases["opt."+c] = []string{c}
+		opAliases["opt."+c] = []string{optOps[c]}
 	}
 }
 
@@ -100,8 +100,8 @@ type kernelStep struct {
 	value uint32
 }
 
-// batchStep is Backend.Run or RunAsync (then AwaitInto), or, with opt, one
-// of the dispatcher's transfer calls or its Run.
+// batchStep is Backend.Run or RunAsync (then AwaitInto), or, with opt, Run
+// or one of the transfer verbs over the dispatcher's Buffers.
 type batchStep struct {
 	withFault
 	opt     bool
@@ -118,8 +118,15 @@ type batchStep struct {
 	dst     dstSpec
 }
 
-var optCalls = [...]string{"Run", "UploadResident", "UploadResidentMany", "UploadResidentAtMany",
-	"ReadResident", "ReadResidentMany", "ReadResidentRanges"}
+// optCalls are the calls a dispatcher step makes, by label: Run; the first
+// upload as UploadSlice (exactly the buffer's length); every upload from
+// offset 0 or at its drawn offset with Upload; the first read whole with
+// Download; every read whole into new slices, or the drawn ranges into
+// caller slots, with DownloadMany. optOps names each one's Op.
+var optCalls = [...]string{"Run", "UploadSlice", "UploadWhole", "UploadAt", "Download", "DownloadWhole", "DownloadRanges"}
+
+var optOps = map[string]string{"Run": "Run", "UploadSlice": "UploadSlice", "UploadWhole": "Upload", "UploadAt": "Upload",
+	"Download": "Download", "DownloadWhole": "DownloadMany", "DownloadRanges": "DownloadMany"}
 
 func drawBatch(src entropy, opt bool) *batchStep {
 	s := &batchStep{opt: opt, api: src.intn(2)}
@@ -374,13 +381,7 @@ func (s *batchStep) run(r *runner) error {
 		return s.runOpt(r, o, o.content)
 	}
 	it := r.resolveBatch(s, nil)
-	b := core.Batch{Clears: it.clears, Steps: it.kern, Reads: it.rs}
-	for i, h := range it.fills {
-		b.Fills = append(b.Fills, core.Fill{Buf: h, Value: s.values[i]})
-	}
-	for i, h := range it.ups {
-		b.Uploads = append(b.Uploads, core.UploadAt{Buf: h, Offset: it.upOff[i], Data: it.upData[i]})
-	}
+	b := it.batch()
 	r.logf("batch %s: %d clears %d fills %d uploads %d steps %d reads", s, len(b.Clears), len(b.Fills), len(b.Uploads), len(b.Steps), len(b.Reads))
 	dst := s.dst.slots2()
 	before := snap2(dst)
@@ -620,9 +621,20 @@ func applyKernel(c content, k core.Step) {
 	}
 }
 
-// runOpt runs a dispatcher call: Run(OptBatch) with everything drawn, or one
-// transfer call with the uploads (whole-buffer calls: their data) or the
-// reads of the draw.
+// batch is the drawn batch.
+func (it *batchItems) batch() core.Batch {
+	b := core.Batch{Clears: it.clears, Steps: it.kern, Reads: it.rs}
+	for i, h := range it.fills {
+		b.Fills = append(b.Fills, core.Fill{Buf: h, Value: it.fillVals[i]})
+	}
+	for i, h := range it.ups {
+		b.Uploads = append(b.Uploads, core.UploadAt{Buf: h, Offset: it.upOff[i], Data: it.upData[i]})
+	}
+	return b
+}
+
+// runOpt runs Run with everything drawn, or one transfer verb with the
+// uploads or the reads of the draw, over the dispatcher's Buffers.
 func (s *batchStep) runOpt(r *runner, o *optModel, c *optContent) error {
 	it := r.resolveBatch(s, o)
 	call := "opt." + optCalls[s.api]
@@ -630,99 +642,73 @@ func (s *batchStep) runOpt(r *runner, o *optModel, c *optContent) error {
 	case "Run":
 		dst := s.dst.slots2()
 		before := snap2(dst)
-		b := it.optBatch()
+		b := it.batch()
 		r.logf("%s %+v", call, b)
-		got, err := o.d.Run(b, dst)
+		got, err := r.b.Run(b, dst)
 		return r.judgeBatch(call, it, c, err, got, dst, before, -1)
-	case "UploadResident", "UploadResidentMany", "UploadResidentAtMany":
-		return s.optUploads(r, o.d, it, c)
+	case "UploadSlice", "UploadWhole", "UploadAt":
+		return s.optUploads(r, it, c)
 	default:
-		return s.optReads(r, o.d, it, c)
+		return s.optReads(r, it, c)
 	}
 }
 
-// optBatch is the drawn batch in the dispatcher's terms.
-func (it *batchItems) optBatch() core.OptBatch {
-	var b core.OptBatch
-	for _, h := range it.clears {
-		b.Clears = append(b.Clears, h.ID)
-	}
-	for i, h := range it.fills {
-		b.Fills = append(b.Fills, core.OptFill{ID: h.ID, Value: it.fillVals[i]})
-	}
-	for i, h := range it.ups {
-		b.Uploads = append(b.Uploads, core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]})
-	}
-	for _, k := range it.kern {
-		st := core.OptStep{Program: k.Program, Config: k.Config}
-		for _, h := range k.Bufs {
-			st.IDs = append(st.IDs, h.ID)
-		}
-		b.Steps = append(b.Steps, st)
-	}
-	for _, x := range it.rs {
-		b.Reads = append(b.Reads, core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len})
-	}
-	return b
-}
-
-// optUploads runs UploadResident (the first upload), UploadResidentMany
-// (whole buffers) or UploadResidentAtMany with the drawn uploads.
-func (s *batchStep) optUploads(r *runner, d *core.OptimizerDispatcher, it *batchItems, c content) error {
-	call := "opt." + optCalls[s.api]
+// optUploads runs UploadSlice (the first upload, of exactly the buffer's
+// length), Upload of every upload from offset 0 (whole buffers), or Upload
+// of the drawn uploads.
+func (s *batchStep) optUploads(r *runner, it *batchItems, c content) error {
+	label := optCalls[s.api]
+	call := "opt." + label
 	it.clears, it.fills, it.kern, it.reads, it.rs = nil, nil, nil, nil, nil
 	if len(it.ups) == 0 {
 		return nil
 	}
-	if optCalls[s.api] != "UploadResidentAtMany" {
+	if label != "UploadAt" {
 		for i, h := range it.ups {
 			it.upOff[i] = 0
 			if s.upAt[i].mode >= placeZero && h.Len > 0 {
 				it.upData[i] = patternData(s.seeds[i], h.Len)
 			}
-			// A whole-buffer upload needs data of the buffer's length.
-			it.badUp[i] = len(it.upData[i]) != h.Len
+			it.badUp[i] = !rangeOK(0, len(it.upData[i]), h.Len)
+			if label == "UploadSlice" {
+				it.badUp[i] = len(it.upData[i]) != h.Len // exactly the buffer's length
+			}
 		}
 	}
-	if optCalls[s.api] == "UploadResident" {
+	if label == "UploadSlice" {
 		it.ups, it.upData, it.upOff, it.badUp = it.ups[:1], it.upData[:1], it.upOff[:1], it.badUp[:1]
 	}
 	it.recheck()
 	r.logf("%s %d uploads", call, len(it.ups))
 	var err error
-	switch optCalls[s.api] {
-	case "UploadResident":
-		err = d.UploadResident(it.ups[0].ID, it.upData[0])
-	case "UploadResidentMany":
-		ups := make([]core.OptUpload, len(it.ups))
+	if label == "UploadSlice" {
+		err = core.UploadSlice(r.b, it.ups[0], it.upData[0])
+	} else {
+		ups := make([]core.UploadAt, len(it.ups))
 		for i, h := range it.ups {
-			ups[i] = core.OptUpload{ID: h.ID, Data: it.upData[i]}
+			ups[i] = core.UploadAt{Buf: h, Offset: it.upOff[i], Data: it.upData[i]}
 		}
-		err = d.UploadResidentMany(ups)
-	default:
-		ups := make([]core.OptUploadAt, len(it.ups))
-		for i, h := range it.ups {
-			ups[i] = core.OptUploadAt{ID: h.ID, Offset: it.upOff[i], Data: it.upData[i]}
-		}
-		err = d.UploadResidentAtMany(ups)
+		err = r.b.Upload(ups...)
 	}
 	return r.judgeTransfer(call, it, c, err, nil, true)
 }
 
-// optReads runs ReadResident (the first read, whole), ReadResidentMany
-// (whole buffers) or ReadResidentRanges with the drawn reads.
-func (s *batchStep) optReads(r *runner, d *core.OptimizerDispatcher, it *batchItems, c content) error {
-	call := "opt." + optCalls[s.api]
+// optReads runs Download (the first read, whole), DownloadMany of every
+// read's whole buffer into new slices, or DownloadMany of the drawn ranges
+// into caller slots.
+func (s *batchStep) optReads(r *runner, it *batchItems, c content) error {
+	label := optCalls[s.api]
+	call := "opt." + label
 	it.clears, it.fills, it.kern, it.ups, it.upData, it.upOff, it.badUp = nil, nil, nil, nil, nil, nil, nil
 	if len(it.rs) == 0 {
 		return nil
 	}
-	if optCalls[s.api] != "ReadResidentRanges" {
+	if label != "DownloadRanges" {
 		for i, x := range it.rs {
-			it.rs[i] = core.Range{Buf: x.Buf, Len: max(x.Buf.Len, 0)}
+			it.rs[i] = x.Buf.All()
 		}
 	}
-	if optCalls[s.api] == "ReadResident" {
+	if label == "Download" {
 		it.rs, it.reads = it.rs[:1], it.reads[:1]
 	}
 	it.recheck()
@@ -731,31 +717,23 @@ func (s *batchStep) optReads(r *runner, d *core.OptimizerDispatcher, it *batchIt
 		got [][]byte
 		err error
 	)
-	switch optCalls[s.api] {
-	case "ReadResident":
+	switch label {
+	case "Download":
 		var one []byte
-		one, err = d.ReadResident(it.rs[0].Buf.ID)
+		one, err = r.b.Download(it.rs[0], nil)
 		got = [][]byte{one}
 		if err != nil && one != nil {
 			return fmt.Errorf("failed %s returned bytes", call)
 		}
-	case "ReadResidentMany":
-		ids := make([]uint64, len(it.rs))
-		for i, x := range it.rs {
-			ids[i] = x.Buf.ID
-		}
-		got, err = d.ReadResidentMany(ids)
+	case "DownloadWhole":
+		got, err = r.b.DownloadMany(it.rs, nil)
 		if err != nil && got != nil {
 			return fmt.Errorf("failed %s returned slots", call)
 		}
 	default:
-		rs := make([]core.OptRange, len(it.rs))
-		for i, x := range it.rs {
-			rs[i] = core.OptRange{ID: x.Buf.ID, Offset: x.Offset, Len: x.Len}
-		}
 		dst := s.dst.slots2()
 		before := snap2(dst)
-		got, err = d.ReadResidentRanges(rs, dst)
+		got, err = r.b.DownloadMany(it.rs, dst)
 		if err != nil && !snap2(got).equal(before) {
 			return fmt.Errorf("failed %s changed the caller's output slots", call)
 		}
@@ -763,9 +741,8 @@ func (s *batchStep) optReads(r *runner, d *core.OptimizerDispatcher, it *batchIt
 	return r.judgeTransfer(call, it, c, err, got, false)
 }
 
-// judgeTransfer judges one of the dispatcher's upload or read calls: on
-// success the bytes, the device calls and telemetry of the Backend
-// transfer it is built on.
+// judgeTransfer judges a transfer verb over the dispatcher's Buffers: on
+// success the bytes, the device calls and telemetry of the transfer.
 func (r *runner) judgeTransfer(call string, it *batchItems, c content, err error, got [][]byte, upload bool) error {
 	want := it.allowed(err)
 	if upload {
@@ -869,9 +846,9 @@ func (r *runner) drainThroughDispatcher() error {
 		if !ok {
 			continue
 		}
-		got, err := r.opt.d.ReadResident(id)
+		got, err := r.b.Download(core.Buffer{ID: id, Len: n}.All(), nil)
 		if err != nil || len(got) != n {
-			return fmt.Errorf("ReadResident after faults were disarmed, with a quarantine: %d bytes, %v", len(got), err)
+			return fmt.Errorf("Download of a dispatcher buffer after faults were disarmed, with a quarantine: %d bytes, %v", len(got), err)
 		}
 		if q := r.b.LaunchResourceCounts().Quarantined; q != 0 {
 			return fmt.Errorf("a lease acquisition with faults disarmed left %d quarantined lease(s)", q)

@@ -14,7 +14,6 @@ import (
 	"maps"
 	"math/bits"
 	"math/rand"
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -397,7 +396,7 @@ func (s *allocStep) String() string {
 const remainingCap = 8 << 20
 
 func (s *allocStep) run(r *runner) error {
-	const call = "AllocateResident"
+	const call = "Alloc"
 	resident := r.b.ResidentAllocatedBytes()
 	left := int(r.budgetLeft())
 	n := s.size
@@ -430,8 +429,8 @@ func (s *allocStep) run(r *runner) error {
 	}
 	// Concurrent allocations can take the memory at any time.
 	r.allowOOM = n > 0 && r.cfg.shared
-	r.logf("AllocateResident(%d) left=%d", n, left)
-	h, err := r.b.AllocateResident(n)
+	r.logf("Alloc(%d) left=%d", n, left)
+	h, err := r.b.Alloc(n)
 	if r.cfg.shared && n > 0 && errors.Is(err, core.ErrBudget) {
 		return nil
 	}
@@ -488,7 +487,7 @@ func (s *freeStep) setFault(f *faultSpec) { s.f = f }
 func (s *freeStep) String() string        { return fmt.Sprintf("free(%d)%s", s.pick, s.faultString()) }
 
 func (s *freeStep) run(r *runner) error {
-	const call = "FreeResident"
+	const call = "Free"
 	h := r.pick(s.pick)
 	var want core.Kind
 	switch {
@@ -497,11 +496,11 @@ func (s *freeStep) run(r *runner) error {
 	case r.m.bufs[h.ID].inFlight():
 		want = core.KindInFlight
 	}
-	r.logf("FreeResident(%+v) quarantined=%v", h, r.maybeQuarantined(h.ID))
-	err := r.b.FreeResident(h)
+	r.logf("Free(%+v) quarantined=%v", h, r.maybeQuarantined(h.ID))
+	err := r.b.Free(h)
 	if want == 0 && r.maybeQuarantined(h.ID) && errors.Is(err, core.ErrInFlight) {
 		// Work of a failed call that the quarantine holds may still use
-		// the buffer: FreeResident retried the quarantine, which did not
+		// the buffer: Free retried the quarantine, which did not
 		// synchronize.
 		want = core.KindInFlight
 		countOutcome(call+" (quarantine held)", rejected)
@@ -635,7 +634,8 @@ func (r *runner) doUploads(call string, items []upItem, full bool, do func() err
 	return nil
 }
 
-// uploadStep is UploadResident with data of the handle's length plus delta.
+// uploadStep is UploadSlice (a whole-buffer upload: exactly the buffer's
+// length) with data of the handle's length plus delta.
 type uploadStep struct {
 	withFault
 	pick, delta, seed int
@@ -649,10 +649,10 @@ func (s *uploadStep) String() string {
 func (s *uploadStep) run(r *runner) error {
 	h := r.pick(s.pick)
 	data := patternData(s.seed, h.Len+s.delta)
-	return r.doUploads("UploadResident", []upItem{{h, 0, data}}, true, func() error { return r.b.UploadResident(h, data) })
+	return r.doUploads("UploadSlice", []upItem{{h, 0, data}}, true, func() error { return core.UploadSlice(r.b, h, data) })
 }
 
-// uploadAtStep is UploadResidentAt.
+// uploadAtStep is Upload of one range.
 type uploadAtStep struct {
 	withFault
 	pick int
@@ -669,11 +669,13 @@ func (s *uploadAtStep) run(r *runner) error {
 	h := r.pick(s.pick)
 	off, n := s.at.resolve(h.Len)
 	data := patternData(s.seed, n)
-	return r.doUploads("UploadResidentAt", []upItem{{h, off, data}}, false, func() error { return r.b.UploadResidentAt(h, off, data) })
+	return r.doUploads("Upload", []upItem{{h, off, data}}, false, func() error { return r.b.Upload(core.UploadAt{Buf: h, Offset: off, Data: data}) })
 }
 
-// uploadManyStep is UploadResidentMany; picks repeat, so later uploads of a
-// buffer overwrite earlier ones.
+// uploadManyStep is Upload of several buffers from offset 0, with data of
+// each one's length plus a delta (a short one writes a prefix, a long one
+// is refused); picks repeat, so later uploads of a buffer overwrite earlier
+// ones.
 type uploadManyStep struct {
 	withFault
 	picks, deltas, seeds []int
@@ -698,17 +700,17 @@ func (s *uploadManyStep) String() string {
 
 func (s *uploadManyStep) run(r *runner) error {
 	items := make([]upItem, len(s.picks))
-	ups := make([]core.Upload, len(s.picks))
+	ups := make([]core.UploadAt, len(s.picks))
 	for i, p := range s.picks {
 		h := r.pick(p)
 		items[i] = upItem{h, 0, patternData(s.seeds[i], h.Len+s.deltas[i])}
-		ups[i] = core.Upload{Buf: h, Data: items[i].data}
+		ups[i] = core.UploadAt{Buf: h, Data: items[i].data}
 	}
-	return r.doUploads("UploadResidentMany", items, true, func() error { return r.b.UploadResidentMany(ups) })
+	return r.doUploads("Upload", items, false, func() error { return r.b.Upload(ups...) })
 }
 
-// uploadAtManyStep is UploadResidentAtMany with overlapping and repeated
-// destinations.
+// uploadAtManyStep is Upload of several ranges, with overlapping and
+// repeated destinations.
 type uploadAtManyStep struct {
 	withFault
 	picks []int
@@ -746,11 +748,14 @@ func (s *uploadAtManyStep) run(r *runner) error {
 		items[i] = upItem{h, off, patternData(s.seeds[i], n)}
 		ups[i] = core.UploadAt{Buf: h, Offset: off, Data: items[i].data}
 	}
-	return r.doUploads("UploadResidentAtMany", items, false, func() error { return r.b.UploadResidentAtMany(ups) })
+	return r.doUploads("Upload", items, false, func() error { return r.b.Upload(ups...) })
 }
 
 // ---- readbacks ----
 
+// The forms of readback a readStep draws: Download of a whole buffer into
+// a new slice or into caller storage, or of a range; DownloadMany of whole
+// buffers into new slices or into caller slots, or of ranges into slots.
 const (
 	readWhole = iota
 	readInto
@@ -758,12 +763,10 @@ const (
 	readMany
 	readManyInto
 	readRangesInto
-	readBatchesInto
 	numReadAPIs
 )
 
-var readCalls = [numReadAPIs]string{"DownloadResident", "DownloadResidentInto", "DownloadResidentRange",
-	"DownloadResidentMany", "DownloadResidentManyInto", "DownloadResidentRangesInto", "DownloadResidentBatchesInto"}
+var readCalls = [numReadAPIs]string{"Download", "Download", "Download", "DownloadMany", "DownloadMany", "DownloadMany"}
 
 // dstSpec describes caller-owned output slots handed to the Into calls.
 type dstSpec struct{ slots, spare, capMode, fill int }
@@ -829,14 +832,6 @@ func snap2(s [][]byte) snapshot {
 	return sn
 }
 
-func snap3(s [][][]byte) snapshot {
-	sn := snapshot{ptr: unsafe.Pointer(unsafe.SliceData(s)), len: len(s), cap: cap(s)}
-	for _, e := range s[:cap(s)] {
-		sn.elems = append(sn.elems, snap2(e))
-	}
-	return sn
-}
-
 func (a snapshot) equal(b snapshot) bool {
 	if a.ptr != b.ptr || a.len != b.len || a.cap != b.cap || !bytes.Equal(a.bytes, b.bytes) || len(a.elems) != len(b.elems) {
 		return false
@@ -849,46 +844,21 @@ func (a snapshot) equal(b snapshot) bool {
 	return true
 }
 
-// landedWhole reports whether a failed readback of many ranges (rs, split
-// into batches for DownloadResidentBatchesInto, else nil) changed nothing
+// landedWhole reports whether a failed readback of many ranges (rs) changed nothing
 // of the caller's slots (before) but what the documented exception allows:
 // a large readback moves in parts and hands each range to its slot as its
 // part lands, so a device failure may leave slots reused as storage holding
 // all of their range's bytes. Every header stays as it was, and a slot
 // either keeps all its bytes or holds its whole range followed by what
 // was there before.
-func (r *runner) landedWhole(after, before snapshot, rs []core.Range, batches []int) bool {
+func (r *runner) landedWhole(after, before snapshot, rs []core.Range) bool {
 	if after.ptr != before.ptr || after.len != before.len || after.cap != before.cap || len(after.elems) != len(before.elems) {
 		return false
 	}
-	if batches == nil {
-		for j := range after.elems {
-			if !r.slotLanded(after.elems[j], before.elems[j], rs, j) {
-				return false
-			}
-		}
-		return true
-	}
-	first := 0
-	for k := range after.elems {
-		n := 0
-		if k < len(batches) {
-			n = batches[k]
-		}
-		a, b := after.elems[k], before.elems[k]
-		if a.ptr != b.ptr || a.len != b.len || a.cap != b.cap || len(a.elems) != len(b.elems) {
+	for j := range after.elems {
+		if !r.slotLanded(after.elems[j], before.elems[j], rs, j) {
 			return false
 		}
-		for j := range a.elems {
-			var sub []core.Range
-			if j < n {
-				sub = rs[first : first+n]
-			}
-			if !r.slotLanded(a.elems[j], b.elems[j], sub, j) {
-				return false
-			}
-		}
-		first += n
 	}
 	return true
 }
@@ -905,14 +875,13 @@ func (r *runner) slotLanded(a, b snapshot, rs []core.Range, j int) bool {
 	return bytes.Equal(a.bytes[n:], b.bytes[n:]) && r.m.checkBytes(rs[j].Buf.ID, rs[j].Offset, a.bytes[:n]) == nil
 }
 
-// readStep reads with one of the seven readback calls.
+// readStep reads with one of the six forms of readback.
 type readStep struct {
 	withFault
-	api     int
-	picks   []int
-	ats     []place
-	batches []int // readBatchesInto: items per batch
-	dst     dstSpec
+	api   int
+	picks []int
+	ats   []place
+	dst   dstSpec
 }
 
 func drawRead(src entropy) *readStep {
@@ -921,13 +890,6 @@ func drawRead(src entropy) *readStep {
 	switch s.api {
 	case readMany, readManyInto, readRangesInto:
 		n = drawCount(src)
-	case readBatchesInto:
-		s.batches = make([]int, src.intn(4))
-		n = 0
-		for i := range s.batches {
-			s.batches[i] = src.intn(4)
-			n += s.batches[i]
-		}
 	}
 	if s.api == readRangesInto && chance(src, 30) {
 		s.picks, s.ats = drawWide(src)
@@ -942,7 +904,7 @@ func drawRead(src entropy) *readStep {
 
 func (s *readStep) setFault(f *faultSpec) { s.f = f }
 func (s *readStep) String() string {
-	return fmt.Sprintf("read(%s picks=%v ats=%v batches=%v dst=%+v)%s", readCalls[s.api], s.picks, s.ats, s.batches, s.dst, s.faultString())
+	return fmt.Sprintf("read(%d %s picks=%v ats=%v dst=%+v)%s", s.api, readCalls[s.api], s.picks, s.ats, s.dst, s.faultString())
 }
 
 func (s *readStep) run(r *runner) error {
@@ -951,7 +913,7 @@ func (s *readStep) run(r *runner) error {
 	for i, p := range s.picks {
 		h := r.pick(p)
 		rs[i] = core.Range{Buf: h, Len: h.Len}
-		if s.api == readRange || s.api == readRangesInto || s.api == readBatchesInto {
+		if s.api == readRange || s.api == readRangesInto {
 			rs[i].Offset, rs[i].Len = s.ats[i].resolve(h.Len)
 		}
 		r.logf("%s item %+v off=%d n=%d", call, h, rs[i].Offset, rs[i].Len)
@@ -987,76 +949,36 @@ func (s *readStep) run(r *runner) error {
 	case readWhole, readRange:
 		var out []byte
 		if s.api == readWhole {
-			out, err = r.b.DownloadResident(rs[0].Buf)
+			out, err = r.b.Download(rs[0].Buf.All(), nil)
 		} else {
-			out, err = r.b.DownloadResidentRange(rs[0].Buf, rs[0].Offset, rs[0].Len)
+			out, err = r.b.Download(rs[0].Buf.Slice(rs[0].Offset, rs[0].Len), nil)
 		}
 		got, nilOut = [][]byte{out}, out == nil
 	case readInto:
 		dst := s.dst.slice(s.dst.fill)
 		before = snap1(dst)
 		var out []byte
-		out, err = r.b.DownloadResidentInto(rs[0].Buf, dst)
+		out, err = r.b.Download(rs[0].Buf.All(), dst)
 		got = [][]byte{out}
 		after = func() snapshot { return snap1(out) }
 		reuse = func() error { return checkReuse(dst, out, rs[0].Len) }
 	case readMany:
-		hs := make([]core.Buffer, len(rs))
-		for i := range rs {
-			hs[i] = rs[i].Buf
-		}
-		got, err = r.b.DownloadResidentMany(hs)
+		got, err = r.b.DownloadMany(rs, nil)
 		nilOut = got == nil
+		if err == nil {
+			for i := range got {
+				if cap(got[i]) != len(got[i]) {
+					return fmt.Errorf("%s into new slices: result %d has capacity %d past its %d bytes", call, i, cap(got[i]), len(got[i]))
+				}
+			}
+		}
 	case readManyInto, readRangesInto:
 		dst := s.dst.slots2()
 		before = snap2(dst)
-		if s.api == readManyInto {
-			hs := make([]core.Buffer, len(rs))
-			for i := range rs {
-				hs[i] = rs[i].Buf
-			}
-			got, err = r.b.DownloadResidentManyInto(hs, dst)
-		} else {
-			got, err = r.b.DownloadResidentRangesInto(rs, dst)
-		}
+		got, err = r.b.DownloadMany(rs, dst)
 		out := got
 		after = func() snapshot { return snap2(out) }
 		reuse = func() error { return checkReuse2(dst, out, rs) }
-	case readBatchesInto:
-		batches := make([][]core.Range, len(s.batches))
-		at := 0
-		for i, n := range s.batches {
-			batches[i] = rs[at : at+n : at+n]
-			at += n
-		}
-		dst := make([][][]byte, s.dst.slots, s.dst.slots+s.dst.spare)
-		full := dst[:cap(dst)]
-		for i := range full {
-			full[i] = s.dst.slots2()
-		}
-		before = snap3(dst)
-		var out [][][]byte
-		out, err = r.b.DownloadResidentBatchesInto(batches, dst)
-		after = func() snapshot { return snap3(out) }
-		if err == nil {
-			if len(out) != len(batches) {
-				return fmt.Errorf("%s returned %d batches, want %d", call, len(out), len(batches))
-			}
-			for i := range out {
-				if len(out[i]) != len(batches[i]) {
-					return fmt.Errorf("%s batch %d has %d results, want %d", call, i, len(out[i]), len(batches[i]))
-				}
-				got = append(got, out[i]...)
-			}
-		}
-		reuse = func() error {
-			for i := range min(len(dst), len(out)) {
-				if err := checkReuse2(dst[i], out[i], batches[i]); err != nil {
-					return fmt.Errorf("batch %d: %w", i, err)
-				}
-			}
-			return nil
-		}
 	}
 
 	out, verr := r.judge(call, err, want)
@@ -1064,7 +986,7 @@ func (s *readStep) run(r *runner) error {
 		return verr
 	}
 	if out != succeeded {
-		if after != nil && !after().equal(before) && !r.landedWhole(after(), before, rs, s.batches) {
+		if after != nil && !after().equal(before) && !r.landedWhole(after(), before, rs) {
 			return fmt.Errorf("failed %s changed the caller's output slots", call)
 		}
 		if after == nil && !nilOut {
@@ -1229,15 +1151,14 @@ var resourceOps = map[sim.Op]bool{
 
 // ---- pinned memory and asynchronous uploads ----
 
-// asyncStep is UploadResidentAsyncAt from pinned memory (or from memory that
-// is not pinned, a nil pointer, or a range crossing the end of a pinned
-// region).
+// asyncStep is UploadAsync from pinned memory (or from memory that is not
+// pinned, nothing, or a range crossing the end of a pinned region).
 type asyncStep struct {
 	withFault
 	pick    int
 	at      place
 	slot    int
-	srcMode int // 0 inside a pinned slot, 1 crossing its end, 2 unpinned Go memory, 3 nil
+	srcMode int // 0 inside a pinned slot, 1 crossing its end, 2 unpinned Go memory, 3 no data
 	srcOff  int
 	seed    int
 }
@@ -1261,9 +1182,10 @@ func (s *asyncStep) String() string {
 }
 
 func (s *asyncStep) run(r *runner) error {
-	const call = "UploadResidentAsyncAt"
+	const call = "UploadAsync"
 	h := r.pick(s.pick)
 	off, n := s.at.resolve(h.Len)
+	n = max(n, 0) // a slice has no negative length
 	var slot *pinSlot
 	var live []*pinSlot
 	for _, p := range r.m.pinned {
@@ -1278,28 +1200,30 @@ func (s *asyncStep) run(r *runner) error {
 		slot = r.m.pinned[s.slot%len(r.m.pinned)]
 	}
 	mode := s.srcMode
-	if slot == nil && mode < 2 || slot != nil && len(slot.mem) == 0 {
-		mode = 2
+	if slot == nil && mode < 2 || slot != nil && len(slot.mem) == 0 || mode == 1 && len(slot.room) <= len(slot.mem) {
+		mode = 2 // a range can cross a slot's end only inside the allocation holding it
 	}
 	if mode == 0 && n > len(slot.mem) {
 		n = len(slot.mem) // a length the slot can hold
 	}
 	var (
-		src    unsafe.Pointer
+		src    []byte
 		inside bool
 		data   []byte
-		loose  []byte // unpinned source memory, kept alive across the call
 	)
 	switch mode {
 	case 0, 1:
 		so := 0
+		mem := slot.mem
 		if mode == 0 {
-			so = min(s.srcOff%(len(slot.mem)-max(n, 0)+1), len(slot.mem)-1)
+			so = min(s.srcOff%(len(slot.mem)-n+1), len(slot.mem)-1)
 		} else {
 			so = len(slot.mem) - 1 - s.srcOff%min(len(slot.mem), 4)
+			mem = slot.room
+			n = min(n, len(mem)-so)
 		}
-		src = unsafe.Pointer(&slot.mem[so])
-		inside = slot.live && slot.gen == r.gen && n >= 0 && so+n <= len(slot.mem)
+		src = mem[so : so+n]
+		inside = slot.live && slot.gen == r.gen && so+n <= len(slot.mem)
 		if inside {
 			if slot.pending == 0 {
 				fillPattern(slot.mem[so:so+n], s.seed)
@@ -1307,13 +1231,12 @@ func (s *asyncStep) run(r *runner) error {
 			data = bytes.Clone(slot.mem[so : so+n])
 		}
 	case 2:
-		loose = make([]byte, max(n, 1))
-		src = unsafe.Pointer(&loose[0])
+		src = make([]byte, n)
+	default:
+		n = 0
 	}
 	var want core.Kind
 	switch {
-	case n < 0:
-		want = core.KindInvalidArgument
 	case !r.m.valid(h):
 		want = core.KindUnknownHandle
 	case !rangeOK(off, n, h.Len):
@@ -1323,8 +1246,7 @@ func (s *asyncStep) run(r *runner) error {
 		want = core.KindInvalidArgument
 	}
 	r.logf("%s(%+v, %d, src mode %d, %d)", call, h, off, mode, n)
-	err := r.b.UploadResidentAsyncAt(h, off, src, n)
-	runtime.KeepAlive(loose)
+	err := r.b.UploadAsync(core.UploadAt{Buf: h, Offset: off, Data: src})
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
 		return verr
@@ -1644,7 +1566,7 @@ func (s *closeStep) run(r *runner) error {
 // that core/sim runs.
 var builtinPrograms = []*core.Program{core.ProgramFillU32(), core.ProgramCopyU32()}
 
-// dispatchStep is DispatchResidentAsync of ProgramFillU32 over one buffer or
+// dispatchStep is DispatchAsync of ProgramFillU32 over one buffer or
 // ProgramCopyU32 over two, holding them in flight until awaited.
 type dispatchStep struct {
 	withFault
@@ -1666,7 +1588,7 @@ func (s *dispatchStep) String() string {
 }
 
 func (s *dispatchStep) run(r *runner) error {
-	const call = "DispatchResidentAsync"
+	const call = "DispatchAsync"
 	dst := r.pick(s.dst)
 	d := &dispatch{fill: !s.copy, value: s.value, dst: dst.ID, n: max(dst.Len, 0) / 4 * 4, timing: s.timing}
 	prog, bufs, cfg := builtinPrograms[0], []core.Buffer{dst}, core.DispatchConfig{Scalars: []uint32{s.value}, Timing: s.timing}
@@ -1691,7 +1613,7 @@ func (s *dispatchStep) run(r *runner) error {
 		}
 	}
 	r.logf("%s(%s, %v, %+v)", call, prog.Name(), bufs, cfg)
-	p, err := r.b.DispatchResidentAsync(prog, bufs, cfg)
+	p, err := r.b.DispatchAsync(prog, bufs, cfg)
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
 		return verr
@@ -1951,8 +1873,9 @@ func TestCoreStateMachine(t *testing.T) {
 type optModel struct {
 	d           *core.OptimizerDispatcher
 	poolCap     uint64
-	ids         map[uint64]int // live ids and their lengths
-	order       []uint64       // every id handed out, for picks
+	ids         map[uint64]int // live buffers' handle ids and their lengths
+	order       []uint64       // every handle id handed out, for picks
+	lens        map[uint64]int // the length of every handle id handed out
 	pool        map[int]int    // pooled buffers: length -> count
 	pooledBytes uint64
 	sets        []*optSet
@@ -2033,7 +1956,7 @@ func (r *runner) optimizer() (*optModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NewOptimizerDispatcher: %v", err)
 	}
-	r.opt = &optModel{d: d, poolCap: poolCap, ids: make(map[uint64]int), pool: make(map[int]int)}
+	r.opt = &optModel{d: d, poolCap: poolCap, ids: make(map[uint64]int), lens: make(map[uint64]int), pool: make(map[int]int)}
 	return r.opt, nil
 }
 
@@ -2085,7 +2008,7 @@ func drawPow2(src entropy) int {
 	return 1 << src.intn(17)
 }
 
-// optAllocStep is OptimizerDispatcher.AllocResident.
+// optAllocStep is OptimizerDispatcher.Alloc.
 type optAllocStep struct {
 	withFault
 	size int
@@ -2095,7 +2018,7 @@ func (s *optAllocStep) setFault(f *faultSpec) { s.f = f }
 func (s *optAllocStep) String() string        { return fmt.Sprintf("optAlloc(%d)%s", s.size, s.faultString()) }
 
 func (s *optAllocStep) run(r *runner) error {
-	const call = "AllocResident"
+	const call = "Alloc"
 	o, err := r.optimizer()
 	if err != nil {
 		return err
@@ -2111,21 +2034,22 @@ func (s *optAllocStep) run(r *runner) error {
 		want = core.KindBudget
 	}
 	r.logf("optimizer %s(%d) pooled=%d left=%d", call, n, o.pool[n], left)
-	id, err := o.d.AllocResident(n)
-	out, verr := r.judge(call, err, want)
+	buf, err := o.d.Alloc(n)
+	out, verr := r.judge("opt."+call, err, want)
 	if verr != nil || out != succeeded {
 		return verr
 	}
-	buf, err := o.d.Buffer(id)
-	if err != nil || buf.Len != n {
-		return fmt.Errorf("Buffer(%d) of a new %d-byte id: %+v, %v (a pool must never serve a smaller request with a larger buffer)", id, n, buf, err)
+	id := buf.ID
+	if buf.Len != n {
+		return fmt.Errorf("%s(%d) returned %+v (a pool must never serve a smaller request with a larger buffer)", call, n, buf)
 	}
 	for _, old := range o.order {
 		if old == id {
-			return fmt.Errorf("%s returned id %d twice", call, id)
+			return fmt.Errorf("%s returned handle %d twice", call, id)
 		}
 	}
 	o.ids[id] = n
+	o.lens[id] = n
 	o.order = append(o.order, id)
 	if o.take(n) {
 		return r.noCalls(call + " from the pool")
@@ -2134,8 +2058,8 @@ func (s *optAllocStep) run(r *runner) error {
 	return r.expectAllocCalls(call)
 }
 
-// optFreeStep is OptimizerDispatcher.FreeResident of a live id, a freed one,
-// an id of an acquired static set, or one never handed out.
+// optFreeStep is OptimizerDispatcher.Free of a live buffer, a freed one, a
+// buffer of an acquired static set, or one never handed out.
 type optFreeStep struct {
 	withFault
 	pick int
@@ -2145,17 +2069,18 @@ func (s *optFreeStep) setFault(f *faultSpec) { s.f = f }
 func (s *optFreeStep) String() string        { return fmt.Sprintf("optFree(%d)%s", s.pick, s.faultString()) }
 
 func (s *optFreeStep) run(r *runner) error {
-	const call = "FreeResident"
+	const call = "Free"
 	o, err := r.optimizer()
 	if err != nil {
 		return err
 	}
 	var id uint64 = 1<<62 + uint64(s.pick)
+	n := 1 + s.pick%64
 	want := core.KindUnknownHandle
-	var held []uint64
+	var held []core.Buffer
 	for _, st := range o.sets {
 		if !st.released {
-			held = append(held, st.set.IDs...)
+			held = append(held, st.set.Bufs...)
 		}
 	}
 	switch c := s.pick % 10; {
@@ -2167,33 +2092,35 @@ func (s *optFreeStep) run(r *runner) error {
 			}
 		}
 		id, want = live[s.pick%len(live)], 0
+		n = o.ids[id]
 	case c < 8 && len(o.order) > 0:
 		id = o.order[s.pick%len(o.order)]
+		n = o.lens[id]
 		if _, ok := o.ids[id]; ok {
 			want = 0
 		}
 	case c < 9 && len(held) > 0:
-		id, want = held[s.pick%len(held)], core.KindInvalidArgument
+		h := held[s.pick%len(held)]
+		id, n, want = h.ID, h.Len, core.KindInvalidArgument
 	}
-	r.logf("optimizer %s(%d)", call, id)
-	err = o.d.FreeResident(id)
+	r.logf("optimizer %s(%d, %d bytes)", call, id, n)
+	err = o.d.Free(core.Buffer{ID: id, Len: n})
 	if want == 0 && (r.q.start > 0 || r.cfg.shared) && errors.Is(err, core.ErrInFlight) {
 		// Failed transfers of dispatcher buffers leave them to the
 		// quarantine, whose retry here may fail to synchronize again.
 		return nil
 	}
-	out, verr := r.judge(call, err, want)
+	out, verr := r.judge("opt."+call, err, want)
 	if verr != nil || out != succeeded {
 		if verr == nil && out == rejected {
 			return r.noCalls(call + " refused")
 		}
 		return verr
 	}
-	n := o.ids[id]
 	delete(o.ids, id)
 	o.put(n)
-	if _, err := o.d.Buffer(id); !errors.Is(err, core.ErrUnknownHandle) {
-		return fmt.Errorf("Buffer of a freed id: %v, want ErrUnknownHandle", err)
+	if _, err := r.b.Download(core.Buffer{ID: id, Len: n}.Slice(0, 1), nil); !errors.Is(err, core.ErrUnknownHandle) {
+		return fmt.Errorf("Download of a freed dispatcher buffer: %v, want ErrUnknownHandle", err)
 	}
 	return nil
 }
@@ -2298,11 +2225,16 @@ func (s *staticAcquireStep) run(r *runner) error {
 		}
 		return verr
 	}
-	if len(set.IDs) != len(payloads) || len(set.Bufs) != len(payloads) {
-		return fmt.Errorf("%s returned %d ids and %d buffers for %d payloads", call, len(set.IDs), len(set.Bufs), len(payloads))
+	if len(set.Bufs) != len(payloads) {
+		return fmt.Errorf("%s returned %d buffers for %d payloads", call, len(set.Bufs), len(payloads))
 	}
-	if held != nil && (!set.CacheHit || fmt.Sprint(set.IDs) != fmt.Sprint(held.set.IDs)) {
-		return fmt.Errorf("%s of content the cache holds for an unreleased acquisition missed: hit=%v ids %v, held %v", call, set.CacheHit, set.IDs, held.set.IDs)
+	for i, h := range set.Bufs {
+		if h.Len != len(payloads[i]) {
+			return fmt.Errorf("%s buffer %d is %+v, for a payload of %d bytes", call, i, h, len(payloads[i]))
+		}
+	}
+	if held != nil && (!set.CacheHit || fmt.Sprint(set.Bufs) != fmt.Sprint(held.set.Bufs)) {
+		return fmt.Errorf("%s of content the cache holds for an unreleased acquisition missed: hit=%v buffers %v, held %v", call, set.CacheHit, set.Bufs, held.set.Bufs)
 	}
 	for i, b := range set.Bufs {
 		ptr, err := r.b.ResidentDevicePtr(b)
@@ -2337,7 +2269,7 @@ func (s *staticAcquireStep) run(r *runner) error {
 // retiredByQuarantine accounts for the buffers a failed static acquisition
 // could not give back: when its upload's drain failed too, the quarantine
 // holds an in-flight use of each of its buffers, so the dispatcher's
-// FreeResident of a fresh one is refused (unless that FreeResident's retry
+// Free of a fresh one is refused (unless that Free's retry
 // of the quarantine synchronized), and a pooled one is not pooled again;
 // both are retired until Close. The pooled buffers retired must be exactly
 // as many of those it took from the pool as the pool shrank by, with their

@@ -17,21 +17,21 @@ import (
 )
 
 // sharedState is what the goroutines of TestCoreConcurrentFaults share: a
-// few Backend buffers and dispatcher ids of known content that every
+// few Backend buffers and dispatcher buffers of known content that every
 // goroutine reads, one of each a further goroutine frees while they do.
 type sharedState struct {
 	b      *core.Backend
 	d      *core.OptimizerDispatcher
 	bufs   []core.Buffer
-	ids    []uint64
-	data   [][]byte // content of bufs[i] and ids[i]
+	dbufs  []core.Buffer // the dispatcher's
+	data   [][]byte      // content of bufs[i] and dbufs[i]
 	freedB atomic.Bool
 	freedD atomic.Bool
 	// Set before the first free of each victim is tried.
 	tryB, tryD atomic.Bool
 }
 
-// sharedStep reads a shared buffer or id through one of several calls;
+// sharedStep reads a shared buffer through one of several calls;
 // with faults at random and a victim being freed, a call may fail, but only
 // with a driver error (a fault), or ErrUnknownHandle for the victim; when it
 // succeeds the bytes are the known ones.
@@ -45,7 +45,8 @@ func (s *sharedStep) String() string { return fmt.Sprintf("shared(api=%d pick=%d
 func (s *sharedStep) run(r *runner) error {
 	sh := s.sh
 	i := s.pick % len(sh.bufs)
-	h, id, want := sh.bufs[i], sh.ids[i], sh.data[i]
+	h, dh, want := sh.bufs[i], sh.dbufs[i], sh.data[i]
+	victim := &sh.tryB // whose free may make the handle unknown
 	var (
 		got  [][]byte
 		err  error
@@ -53,9 +54,9 @@ func (s *sharedStep) run(r *runner) error {
 	)
 	switch s.api {
 	case 0:
-		call = "DownloadResident"
+		call = "Download"
 		var one []byte
-		one, err = sh.b.DownloadResident(h)
+		one, err = sh.b.Download(h.All(), nil)
 		got = [][]byte{one}
 	case 1:
 		call = "Run"
@@ -77,15 +78,15 @@ func (s *sharedStep) run(r *runner) error {
 			}
 		}
 	case 3:
-		call = "opt.ReadResident"
+		call = "Download of a dispatcher buffer"
 		var one []byte
-		one, err = sh.d.ReadResident(id)
+		one, err = sh.b.Download(dh.All(), nil)
 		got = [][]byte{one}
-		h.ID = 0 // the victim here is the id
+		victim = &sh.tryD
 	default:
-		call = "opt.Run"
-		got, err = sh.d.Run(core.OptBatch{Reads: []core.OptRange{{ID: id, Len: len(want)}}}, nil)
-		h.ID = 0
+		call = "Run of a dispatcher buffer"
+		got, err = sh.b.Run(core.Batch{Reads: []core.Range{dh.All()}}, nil)
+		victim = &sh.tryD
 	}
 	if err != nil {
 		var e *core.Error
@@ -94,7 +95,7 @@ func (s *sharedStep) run(r *runner) error {
 			return fmt.Errorf("%s of a shared buffer: %v is not a *core.Error with a fix", call, err)
 		case e.Kind == core.KindDriver:
 			return nil // a random fault
-		case e.Kind == core.KindUnknownHandle && i == 0 && (h.ID != 0 && sh.tryB.Load() || h.ID == 0 && sh.tryD.Load()):
+		case e.Kind == core.KindUnknownHandle && i == 0 && victim.Load():
 			return nil // the victim was freed
 		}
 		return fmt.Errorf("%s of a shared buffer failed: %v", call, err)
@@ -187,7 +188,7 @@ func TestCoreConcurrentFaults(t *testing.T) {
 	logCoreStats(t, stats)
 }
 
-// newShared makes the shared buffers and ids, before faults are armed.
+// newShared makes the shared buffers, before faults are armed.
 func newShared(t *testing.T, b *core.Backend, rng *rand.Rand) *sharedState {
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
@@ -195,19 +196,20 @@ func newShared(t *testing.T, b *core.Backend, rng *rand.Rand) *sharedState {
 	for i := range 3 {
 		n := 1 << (6 + rng.Intn(8))
 		data := patternData(rng.Intn(1<<16), n)
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		require.NoError(t, err)
-		require.NoError(t, b.UploadResident(h, data))
-		id, err := d.AllocResident(n)
+		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: data}))
+		dh, err := d.Alloc(n)
 		require.NoError(t, err)
-		require.NoError(t, d.UploadResident(id, data))
-		sh.bufs, sh.ids, sh.data = append(sh.bufs, h), append(sh.ids, id), append(sh.data, data)
+		require.NoError(t, b.Upload(core.UploadAt{Buf: dh, Data: data}))
+		sh.bufs, sh.dbufs, sh.data = append(sh.bufs, h), append(sh.dbufs, dh), append(sh.data, data)
 		_ = i
 	}
 	return sh
 }
 
-// freeVictims frees shared buffer 0 and id 0 while the goroutines read them:
+// freeVictims frees shared buffer 0 and the dispatcher's buffer 0 while the
+// goroutines read them:
 // each free succeeds once, and before that is refused only as in flight or
 // by a fault; a second free is refused as unknown.
 func (sh *sharedState) freeVictims(tries int) error {
@@ -224,7 +226,7 @@ func (sh *sharedState) freeVictims(tries int) error {
 	for range tries * 4 {
 		if !sh.freedB.Load() {
 			sh.tryB.Store(true)
-			ok, err := check("FreeResident", sh.b.FreeResident(sh.bufs[0]))
+			ok, err := check("Free", sh.b.Free(sh.bufs[0]))
 			if err != nil {
 				return err
 			}
@@ -232,7 +234,7 @@ func (sh *sharedState) freeVictims(tries int) error {
 		}
 		if !sh.freedD.Load() {
 			sh.tryD.Store(true)
-			ok, err := check("opt.FreeResident", sh.d.FreeResident(sh.ids[0]))
+			ok, err := check("the dispatcher's Free", sh.d.Free(sh.dbufs[0]))
 			if err != nil {
 				return err
 			}
@@ -244,13 +246,13 @@ func (sh *sharedState) freeVictims(tries int) error {
 		runtime.Gosched()
 	}
 	if sh.freedB.Load() {
-		if err := sh.b.FreeResident(sh.bufs[0]); !errors.Is(err, core.ErrUnknownHandle) {
-			return fmt.Errorf("second FreeResident of the victim: %v, want ErrUnknownHandle", err)
+		if err := sh.b.Free(sh.bufs[0]); !errors.Is(err, core.ErrUnknownHandle) {
+			return fmt.Errorf("second Free of the victim: %v, want ErrUnknownHandle", err)
 		}
 	}
 	if sh.freedD.Load() {
-		if err := sh.d.FreeResident(sh.ids[0]); !errors.Is(err, core.ErrUnknownHandle) {
-			return fmt.Errorf("second opt.FreeResident of the victim: %v, want ErrUnknownHandle", err)
+		if err := sh.d.Free(sh.dbufs[0]); !errors.Is(err, core.ErrUnknownHandle) {
+			return fmt.Errorf("second dispatcher Free of the victim: %v, want ErrUnknownHandle", err)
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ import (
 func randomFaultOps() []sim.Op { return faultOps }
 
 // drawFault draws one chosen fault: an operation from faultOps (or MemFree,
-// which runner.permitFault arms only for FreeResident of an unpooled
+// which runner.permitFault arms only for Free of an unpooled
 // buffer), which of its calls during the step fails, and how.
 func drawFault(src entropy) *faultSpec {
 	ops := append(append([]sim.Op(nil), faultOps...), sim.OpMemFree)
@@ -85,7 +85,7 @@ func TestCoreStateMachineRandomFaults(t *testing.T) {
 // destroy succeeds but the DMA may still read recycled staging). Every
 // caller of drain had the pattern: queueUploads, gather, the packed and
 // pipelined paths, enqueue (batch.go), Pending.fail and
-// UploadResidentAsyncAt. Found by TestCoreStateMachineRandomFaults; core now
+// UploadAsync. Found by TestCoreStateMachineRandomFaults; core now
 // quarantines such a stream with everything its work may use
 // (core/quarantine.go) and releases it once a retried synchronization
 // succeeds, at the latest in Close.
@@ -98,23 +98,25 @@ func TestCoreFailedDrainLeaksNothing(t *testing.T) {
 		{"upload fence and drain fail", func(d *sim.Device) {
 			d.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 			d.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
-		}, func(b *core.Backend, h core.Buffer) error { return b.UploadResident(h, make([]byte, h.Len)) }},
+		}, func(b *core.Backend, h core.Buffer) error {
+			return b.Upload(core.UploadAt{Buf: h, Data: make([]byte, h.Len)})
+		}},
 		{"second upload copy and drain fail", func(d *sim.Device) {
 			d.FailNth(sim.OpMemcpyHtoDAsync, 2, cudaapi.CUDA_ERROR_UNKNOWN)
 			d.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 		}, func(b *core.Backend, h core.Buffer) error {
-			return b.UploadResidentAtMany([]core.UploadAt{{Buf: h, Data: []byte{1}}, {Buf: h, Offset: 8, Data: []byte{2}}})
+			return b.Upload(core.UploadAt{Buf: h, Data: []byte{1}}, core.UploadAt{Buf: h, Offset: 8, Data: []byte{2}})
 		}},
 		{"readback fence and drain fail", func(d *sim.Device) {
 			d.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 			d.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
-		}, func(b *core.Backend, h core.Buffer) error { _, err := b.DownloadResident(h); return err }},
+		}, func(b *core.Backend, h core.Buffer) error { _, err := b.Download(h.All(), nil); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := sim.New(sim.Config{TotalMemory: 32 << 20})
 			b, err := core.Open(dev)
 			require.NoError(t, err)
-			h, err := b.AllocateResident(64)
+			h, err := b.Alloc(64)
 			require.NoError(t, err)
 			tc.arm(dev)
 			err = tc.call(b, h)

@@ -211,8 +211,8 @@ func livenessRun(totalSel, capSel, limitSel uint8, ops []uint32, final uint32) e
 	for _, w := range ops {
 		if w%3 == 0 && len(live) > 0 {
 			i := int(w/3) % len(live)
-			if err := b.FreeResident(live[i]); err != nil {
-				return fmt.Errorf("FreeResident: %v", err)
+			if err := b.Free(live[i]); err != nil {
+				return fmt.Errorf("Free: %v", err)
 			}
 			live = append(live[:i], live[i+1:]...)
 			continue
@@ -221,36 +221,36 @@ func livenessRun(totalSel, capSel, limitSel uint8, ops []uint32, final uint32) e
 		if w%5 == 1 {
 			n = 1 + int(w>>2)%4096
 		}
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		if errors.Is(err, core.ErrBudget) {
 			continue
 		} else if err != nil {
-			return fmt.Errorf("AllocateResident(%d): %v", n, err)
+			return fmt.Errorf("Alloc(%d): %v", n, err)
 		}
 		if w%7 == 2 {
-			if err := b.UploadResidentAt(h, 0, pattern[:min(n, 4096)]); err != nil {
-				return fmt.Errorf("UploadResidentAt: %v", err)
+			if err := b.Upload(core.UploadAt{Buf: h, Offset: 0, Data: pattern[:min(n, 4096)]}); err != nil {
+				return fmt.Errorf("Upload: %v", err)
 			}
 		}
 		live = append(live, h)
 	}
 	for _, h := range live {
-		if err := b.FreeResident(h); err != nil {
-			return fmt.Errorf("FreeResident: %v", err)
+		if err := b.Free(h); err != nil {
+			return fmt.Errorf("Free: %v", err)
 		}
 	}
 	budget := budgetTotal(total)
 	for _, n := range []uint64{budget, 1 + uint64(final)%budget, budget - uint64(final)%16} {
-		h, err := b.AllocateResident(int(n))
+		h, err := b.Alloc(int(n))
 		if err != nil {
-			return fmt.Errorf("after everything was freed, AllocateResident(%d) with a budget of %d: %v", n, budget, err)
+			return fmt.Errorf("after everything was freed, Alloc(%d) with a budget of %d: %v", n, budget, err)
 		}
-		if err := b.FreeResident(h); err != nil {
+		if err := b.Free(h); err != nil {
 			return err
 		}
 	}
-	if _, err := b.AllocateResident(int(budget) + 1); !errors.Is(err, core.ErrBudget) {
-		return fmt.Errorf("AllocateResident(budget+1) = %v, want ErrBudget", err)
+	if _, err := b.Alloc(int(budget) + 1); !errors.Is(err, core.ErrBudget) {
+		return fmt.Errorf("Alloc(budget+1) = %v, want ErrBudget", err)
 	}
 	if err := b.Close(); err != nil {
 		return err

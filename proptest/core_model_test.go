@@ -204,7 +204,7 @@ type mbuf struct {
 	ptr  uint64 // device address, for auditing device memory directly
 	data []byte // expected bytes wherever they are known
 	// unknown holds bytes whose value the model does not know: fresh
-	// buffers (AllocateResident does not promise zeros; pooled memory is
+	// buffers (Alloc does not promise zeros; pooled memory is
 	// reused) and the destinations of a synchronous upload that failed after
 	// some copies may have landed.
 	unknown spans
@@ -217,10 +217,10 @@ type mbuf struct {
 	graphN   int // open Graphs naming this buffer (core_graph_test.go)
 }
 
-// inFlight reports whether FreeResident must refuse the buffer.
+// inFlight reports whether Free must refuse the buffer.
 func (b *mbuf) inFlight() bool { return b.asyncN+b.dispN+b.graphN > 0 }
 
-// dispatch is one DispatchResidentAsync of ProgramFillU32 (dst) or
+// dispatch is one DispatchAsync of ProgramFillU32 (dst) or
 // ProgramCopyU32 (src, dst) and its Pending.
 type dispatch struct {
 	p       *core.Pending
@@ -236,7 +236,7 @@ type dispatch struct {
 	err     error // the failure it settled with
 }
 
-// asyncWrite is one queued UploadResidentAsyncAt.
+// asyncWrite is one queued UploadAsync.
 type asyncWrite struct {
 	id   uint64
 	off  int
@@ -251,6 +251,7 @@ type pinSlot struct {
 	alloc   bool               // AllocHostPinned; else PinHostBuffer of mem
 	pb      *core.PinnedBuffer // when alloc
 	mem     []byte             // the memory; for alloc, Bytes() while live
+	room    []byte             // mem's start to the end of the Go allocation holding it (PinHostBuffer of part of one), else nil
 	gen     int                // the Backend generation it was pinned through
 	live    bool
 	pending int // queued asynchronous uploads reading it
@@ -492,7 +493,7 @@ const (
 // synchronization and the memory query. Releases (MemFree, HostFree,
 // destroys) are left out on purpose: a Backend has nowhere to report a
 // failed release from a pool eviction except its log, so those leak by
-// design; FreeResident's own MemFree is covered by freeStep's fault.
+// design; Free's own MemFree is covered by freeStep's fault.
 var faultOps = []sim.Op{
 	sim.OpMemGetInfo, sim.OpMemAlloc, sim.OpHostAlloc, sim.OpHostRegister,
 	sim.OpStreamCreate, sim.OpEventCreate, sim.OpStreamSynchronize, sim.OpEventSynchronize, sim.OpStreamQuery,
@@ -618,7 +619,7 @@ func newForeign() (*foreignSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	if err != nil {
 		return nil, err
 	}
@@ -680,7 +681,7 @@ type runner struct {
 type quarModel struct {
 	start int // LaunchResourceCounts().Quarantined when the step began
 	// ids are the buffers quarantined work may use: the targets of failed
-	// calls since the quarantine was last empty. FreeResident may refuse
+	// calls since the quarantine was last empty. Free may refuse
 	// them as in flight while it is not.
 	ids map[uint64]bool
 	// The residue at the end of the last step.
@@ -790,7 +791,7 @@ func (r *runner) do(s step) error {
 	return nil
 }
 
-// permitFault keeps MemFree faults to FreeResident of a buffer the Backend
+// permitFault keeps MemFree faults to Free of a buffer the Backend
 // frees with MemFree directly (see faultOps).
 func (r *runner) permitFault(s step, f *faultSpec) bool {
 	if f.op != sim.OpMemFree {
@@ -809,12 +810,12 @@ func (r *runner) faultFired() bool {
 	return r.armed != nil && r.dev.Calls(r.armed.op)-r.armedCalls >= uint64(r.armed.nth)
 }
 
-// opAliases lists, per dispatcher call, the Backend calls it is built on:
-// their failures (a budget refusal, a driver fault) reach the dispatcher's
-// caller with the Backend call's name and the item in the detail.
+// opAliases lists, per name a step judges a call under, the Ops its
+// errors may carry: the dispatcher's calls are judged under names of their
+// own ("opt.Free"), and report the name of the call made.
 var opAliases = map[string][]string{
-	"AllocResident":        {"AllocateResident"},
-	"AcquireStaticUploads": {"AllocateResident", "UploadResidentMany", "UploadResidentAtMany", "UploadResident"},
+	"opt.Alloc": {"Alloc"},
+	"opt.Free":  {"Free"},
 }
 
 // outcome is how a Backend call ended, once judged.
@@ -965,7 +966,7 @@ var quarantineOps = []sim.Op{sim.OpStreamSynchronize, sim.OpStreamDestroy, sim.O
 
 // dropRetries removes from got the calls beyond want that retries of a
 // quarantine may have made, when the step began with one: every lease
-// acquisition, and FreeResident of a buffer in flight, retries it first.
+// acquisition, and Free of a buffer in flight, retries it first.
 func (r *runner) dropRetries(got, want map[sim.Op]uint64) {
 	if r.q.start == 0 {
 		return
@@ -1284,8 +1285,8 @@ func (r *runner) closeAndCheck() error {
 		if got, want := r.b.ResidentAllocatedBytes(), r.m.residentBytes(); got != want {
 			return fmt.Errorf("after OptimizerDispatcher.Close resident bytes are %d, the runner's buffers %d", got, want)
 		}
-		if _, err := r.opt.d.AllocResident(1); !errors.Is(err, core.ErrClosed) {
-			return fmt.Errorf("AllocResident after the dispatcher's Close: %v, want ErrClosed", err)
+		if _, err := r.opt.d.Alloc(1); !errors.Is(err, core.ErrClosed) {
+			return fmt.Errorf("Alloc after the dispatcher's Close: %v, want ErrClosed", err)
 		}
 		r.opt = nil
 	}
@@ -1299,8 +1300,8 @@ func (r *runner) closeAndCheck() error {
 	if err := r.b.Close(); !errors.Is(err, core.ErrClosed) {
 		return fmt.Errorf("second Close returned %v, want ErrClosed", err)
 	}
-	if _, err := r.b.AllocateResident(1); !errors.Is(err, core.ErrClosed) {
-		return fmt.Errorf("AllocateResident after Close returned %v, want ErrClosed", err)
+	if _, err := r.b.Alloc(1); !errors.Is(err, core.ErrClosed) {
+		return fmt.Errorf("Alloc after Close returned %v, want ErrClosed", err)
 	}
 	if got := r.b.Telemetry(); got != tel {
 		return fmt.Errorf("telemetry changed by Close: %+v, was %+v", got, tel)
@@ -1343,9 +1344,9 @@ func (r *runner) drainProbe() error {
 		return r.drainThroughDispatcher()
 	}
 	r.q.start, r.q.faulted = r.b.LaunchResourceCounts().Quarantined, false
-	got, err := r.b.DownloadResidentRange(h, 0, 1)
+	got, err := r.b.Download(h.Slice(0, 1), nil)
 	if err != nil {
-		return fmt.Errorf("DownloadResidentRange after faults were disarmed, with %d quarantined lease(s): %v", r.q.start, err)
+		return fmt.Errorf("Download after faults were disarmed, with %d quarantined lease(s): %v", r.q.start, err)
 	}
 	if q := r.b.LaunchResourceCounts().Quarantined; q != 0 {
 		return fmt.Errorf("a lease acquisition with faults disarmed left %d of %d quarantined lease(s)", q, r.q.start)

@@ -29,7 +29,7 @@ func (s *pinAroundStep) String() string {
 func (s *pinAroundStep) run(r *runner) error {
 	const call = "PinHostBuffer"
 	parent := make([]byte, s.pad+s.size+s.pad)
-	slot := &pinSlot{mem: parent[s.pad : s.pad+s.size : s.pad+s.size]}
+	slot := &pinSlot{mem: parent[s.pad : s.pad+s.size : s.pad+s.size], room: parent[s.pad:]}
 	r.logf("%s(middle %d of %d)", call, s.size, len(parent))
 	out, verr := r.judge(call, r.b.PinHostBuffer(slot.ptr(), s.size), 0)
 	if verr != nil || out != succeeded {

@@ -21,16 +21,16 @@ import (
 )
 
 // pipelinedMin is the documented size from which a single transfer is
-// pipelined (DownloadResidentInto's contract: 64 MiB or more).
+// pipelined (Download's contract: 64 MiB or more).
 const pipelinedMin = 64 << 20
 
 // bigSizes are the sizes big steps allocate: below, at and past the
 // pipelined threshold, odd lengths included (a tapered last chunk).
 var bigSizes = []int{16 << 20, pipelinedMin - 1, pipelinedMin, pipelinedMin + 4097, 72<<20 + 3}
 
-// bigStep is one large transfer: allocate (op 0), UploadResident (1),
-// UploadResidentAt at an odd offset (2), DownloadResidentInto with a chosen
-// destination (3), DownloadResident (4) or DownloadResidentRange (5).
+// bigStep is one large transfer: allocate (op 0), Upload (1),
+// Upload at an odd offset (2), Download with a chosen
+// destination (3), Download (4) or Download (5).
 type bigStep struct {
 	withFault
 	op, pick, size, seed, dstMode int
@@ -79,13 +79,13 @@ func (s *bigStep) run(r *runner) error {
 	switch s.op {
 	case 1, 2:
 		data := patternData(s.seed, n)
-		call := "UploadResident"
+		call := "Upload"
 		var err error
 		if s.op == 1 {
-			err = r.b.UploadResident(h, data)
+			err = r.b.Upload(core.UploadAt{Buf: h, Data: data})
 		} else {
-			call = "UploadResidentAt"
-			err = r.b.UploadResidentAt(h, off, data)
+			call = "Upload"
+			err = r.b.Upload(core.UploadAt{Buf: h, Offset: off, Data: data})
 		}
 		r.logf("%s %+v off=%d n=%d", call, h, off, n)
 		out, verr := r.judge(call, err, 0)
@@ -119,7 +119,7 @@ func (s *bigStep) read(r *runner, h core.Buffer, off, n int) error {
 	)
 	switch s.op {
 	case 3:
-		call = "DownloadResidentInto"
+		call = "Download"
 		switch s.dstMode {
 		case 0:
 			dst = make([]byte, n) // capacity equal to the length needed
@@ -128,13 +128,13 @@ func (s *bigStep) read(r *runner, h core.Buffer, off, n int) error {
 		case 2:
 			dst = make([]byte, 3, n-1) // one byte short: a new slice
 		}
-		got, err = r.b.DownloadResidentInto(h, dst)
+		got, err = r.b.Download(h.All(), dst)
 	case 4:
-		call = "DownloadResident"
-		got, err = r.b.DownloadResident(h)
+		call = "Download"
+		got, err = r.b.Download(h.All(), nil)
 	default:
-		call = "DownloadResidentRange"
-		got, err = r.b.DownloadResidentRange(h, off, n)
+		call = "Download"
+		got, err = r.b.Download(h.Slice(off, n), nil)
 	}
 	r.logf("%s %+v off=%d n=%d dst=%d", call, h, off, n, s.dstMode)
 	out, verr := r.judge(call, err, 0)

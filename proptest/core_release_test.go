@@ -1,6 +1,6 @@
 package proptest
 
-// Faults on releases: MemFree (FreeResident, pool and dispatcher
+// Faults on releases: MemFree (Free, pool and dispatcher
 // evictions, Close), HostFree, StreamDestroy, EventDestroy and
 // ModuleUnload, with codes other than CUDA_ERROR_UNKNOWN. A release that
 // fails inside a call with nothing to report it to is logged and leaks the
@@ -62,7 +62,7 @@ func TestCoreReleaseFaults(t *testing.T) {
 		// Shared mode: the model checks bytes and errors, not the device's
 		// object counts, which leaked releases change.
 		r := newSharedRunner(cfg, dev, b, log, fs.h)
-		r.cfg.faults = faultsRandom // calls that release (FreeResident, UnpinHostBuffer) may report the failure
+		r.cfg.faults = faultsRandom // calls that release (Free, UnpinHostBuffer) may report the failure
 		code := faultCodes[rng.Intn(len(faultCodes))]
 		dev.FailRateWith(seed+int64(round), []float64{0.1, 0.3, 0.6}[rng.Intn(3)], code, releaseOps...)
 		kinds := allKinds

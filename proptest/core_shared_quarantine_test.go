@@ -82,7 +82,7 @@ func TestSharedRunnerForgetsBytesQuarantinedWorkMayWrite(t *testing.T) {
 	dev.ClearFaults()
 	require.NoError(t, r.settleAll())
 	h := r.m.order[0]
-	_, err = b.DownloadResident(h) // its lease retries the quarantine
+	_, err = b.Download(h.All(), nil) // its lease retries the quarantine
 	require.NoError(t, err)
 	require.Zero(t, b.LaunchResourceCounts().Quarantined)
 	for id := range r.m.bufs {

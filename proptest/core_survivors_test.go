@@ -127,31 +127,33 @@ func TestStaticSplitAfterQuarantine(t *testing.T) {
 	require.NoError(t, r.closeAndCheck())
 }
 
-// TestFreeResidentRetriesTheQuarantine: when a failed call's drain failed
+// TestFreeRetriesTheQuarantine: when a failed call's drain failed
 // too, the quarantine holds its buffers in flight; once the device
-// synchronizes again (faults cleared), FreeResident of such a buffer must
+// synchronizes again (faults cleared), Free of such a buffer must
 // retry the quarantine and free it, not report it in flight. Each case fails
 // a different call the same way.
-func TestFreeResidentRetriesTheQuarantine(t *testing.T) {
+func TestFreeRetriesTheQuarantine(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		call func(*core.Backend, core.Buffer) error
 	}{
-		{"upload", func(b *core.Backend, h core.Buffer) error { return b.UploadResident(h, make([]byte, h.Len)) }},
-		{"readback", func(b *core.Backend, h core.Buffer) error { _, err := b.DownloadResident(h); return err }},
+		{"upload", func(b *core.Backend, h core.Buffer) error {
+			return b.Upload(core.UploadAt{Buf: h, Data: make([]byte, h.Len)})
+		}},
+		{"readback", func(b *core.Backend, h core.Buffer) error { _, err := b.Download(h.All(), nil); return err }},
 		{"Run", func(b *core.Backend, h core.Buffer) error {
 			_, err := b.Run(core.Batch{Fills: []core.Fill{{Buf: h, Value: 3}}, Reads: []core.Range{{Buf: h, Len: h.Len}}}, nil)
 			return err
 		}},
 		{"dispatch", func(b *core.Backend, h core.Buffer) error {
-			return b.DispatchResident(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
+			return b.Dispatch(core.ProgramFillU32(), []core.Buffer{h}, core.DispatchConfig{Scalars: []uint32{1}})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := sim.New(sim.Config{TotalMemory: 32 << 20})
 			b, err := core.Open(dev)
 			require.NoError(t, err)
-			h, err := b.AllocateResident(256)
+			h, err := b.Alloc(256)
 			require.NoError(t, err)
 			// Every synchronization fails: the fence, the drain, and any
 			// retry during the call.
@@ -161,7 +163,7 @@ func TestFreeResidentRetriesTheQuarantine(t *testing.T) {
 			if b.LaunchResourceCounts().Quarantined == 0 {
 				t.Skip("the failure left no quarantine")
 			}
-			require.NoError(t, b.FreeResident(h), "FreeResident once the quarantine can drain")
+			require.NoError(t, b.Free(h), "Free once the quarantine can drain")
 			assert.Zero(t, b.LaunchResourceCounts().Quarantined)
 			require.NoError(t, b.Close())
 			assert.True(t, dev.Live().Zero(), "live after Close: %s", dev.Live())

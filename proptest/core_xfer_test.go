@@ -255,11 +255,11 @@ func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]
 	hs := make([]core.Buffer, len(c.lens))
 	old := make([][]byte, len(c.lens))
 	for i, n := range c.lens {
-		if hs[i], err = b.AllocateResident(n); err != nil {
+		if hs[i], err = b.Alloc(n); err != nil {
 			return err
 		}
 		old[i] = randomXferBytes(r, n)
-		if err := b.UploadResident(hs[i], old[i]); err != nil {
+		if err := b.Upload(core.UploadAt{Buf: hs[i], Data: old[i]}); err != nil {
 			return err
 		}
 	}
@@ -306,20 +306,20 @@ func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]
 func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []core.Buffer, old [][]byte, pinned *core.PinnedBuffer) error {
 	switch c.op {
 	case xferUpload, xferUploadMany, xferUploadPinned:
-		ups := make([]core.Upload, len(hs))
+		ups := make([]core.UploadAt, len(hs))
 		for i, h := range hs {
-			ups[i] = core.Upload{Buf: h, Data: randomXferBytes(r, h.Len)}
+			ups[i] = core.UploadAt{Buf: h, Data: randomXferBytes(r, h.Len)}
 		}
 		var err error
 		switch c.op {
 		case xferUpload:
-			err = b.UploadResident(hs[0], ups[0].Data)
+			err = b.Upload(core.UploadAt{Buf: hs[0], Data: ups[0].Data})
 		case xferUploadPinned:
 			src := pinned.Bytes()[:hs[0].Len]
 			copy(src, ups[0].Data)
-			err = b.UploadResident(hs[0], src)
+			err = b.Upload(core.UploadAt{Buf: hs[0], Data: src})
 		default:
-			err = b.UploadResidentMany(ups)
+			err = b.Upload(ups...)
 		}
 		if err != nil {
 			return err
@@ -341,21 +341,21 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 			full[i] = 0xa5
 		}
 		prior := bytes.Clone(full)
-		out, err := b.DownloadResidentInto(hs[0], dst)
+		out, err := b.Download(hs[0].All(), dst)
 		if err != nil {
 			if unsafe.SliceData(out) != unsafe.SliceData(dst) || len(out) != len(dst) || cap(out) != cap(dst) {
-				return errors.Join(err, errors.New("a failed DownloadResidentInto did not return dst"))
+				return errors.Join(err, errors.New("a failed Download did not return dst"))
 			}
 			if !prefixThenOld(full, old[0], prior) {
-				return errors.Join(err, errors.New("a failed DownloadResidentInto left dst holding more than a prefix of the buffer"))
+				return errors.Join(err, errors.New("a failed Download left dst holding more than a prefix of the buffer"))
 			}
 			if c.atomic && !bytes.Equal(full, prior) {
-				return errors.Join(err, errors.New("a failed DownloadResidentInto under WithAtomicReadbacks changed dst's bytes"))
+				return errors.Join(err, errors.New("a failed Download under WithAtomicReadbacks changed dst's bytes"))
 			}
 			return err
 		}
 		if !bytes.Equal(out, old[0]) {
-			return errors.New("DownloadResidentInto returned other bytes")
+			return errors.New("Download returned other bytes")
 		}
 		if unsafe.SliceData(out) != unsafe.SliceData(dst) {
 			return errors.New("a destination of exactly the needed capacity was not reused")
@@ -369,13 +369,13 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 			dst[i] = make([]byte, 0, h.Len)
 		}
 		before := snap2(dst)
-		out, err := b.DownloadResidentManyInto(hs, dst)
+		out, err := b.DownloadMany(wholeRanges(hs), dst)
 		if err != nil {
 			if !wholeOrOld(snap2(dst), before, old) || unsafe.SliceData(out) != unsafe.SliceData(dst) {
-				return errors.Join(err, errors.New("a failed DownloadResidentManyInto changed the caller's slots"))
+				return errors.Join(err, errors.New("a failed DownloadMany changed the caller's slots"))
 			}
 			if c.atomic && !snap2(dst).equal(before) {
-				return errors.Join(err, errors.New("a failed DownloadResidentManyInto under WithAtomicReadbacks changed the caller's slots"))
+				return errors.Join(err, errors.New("a failed DownloadMany under WithAtomicReadbacks changed the caller's slots"))
 			}
 			return err
 		}
@@ -391,7 +391,7 @@ func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []c
 	}
 }
 
-// wholeOrOld reports whether a failed DownloadResidentManyInto left every
+// wholeOrOld reports whether a failed DownloadMany left every
 // slot header as it was (before) and each slot's bytes either as they were
 // or holding all of its buffer's bytes (want): a readback in parts hands
 // each buffer to its slot as its part lands.
@@ -470,4 +470,13 @@ func deviceXferBytes(b *core.Backend, dev *sim.Device, h core.Buffer) []byte {
 		return nil
 	}
 	return got
+}
+
+// wholeRanges returns the range of every byte of each buffer, in order.
+func wholeRanges(hs []core.Buffer) []core.Range {
+	rs := make([]core.Range, len(hs))
+	for i, h := range hs {
+		rs[i] = h.All()
+	}
+	return rs
 }

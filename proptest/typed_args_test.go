@@ -95,7 +95,7 @@ func TestTypedArgsProperties(t *testing.T) {
 		}
 		sim.RequireNoLeaks(t, dev)
 	}()
-	buf, err := b.AllocateResident(64)
+	buf, err := b.Alloc(64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,13 +133,13 @@ func TestTypedArgsProperties(t *testing.T) {
 			case 3:
 				args = append(args, core.ArgInt8(1))
 			}
-			before, err := b.DownloadResident(buf)
+			before, err := b.Download(buf.All(), nil)
 			if err != nil {
 				return err.Error()
 			}
 			launches := dev.Calls(sim.OpLaunch)
-			err = b.DispatchResident(p, nil, core.DispatchConfig{Args: args})
-			after, rerr := b.DownloadResident(buf)
+			err = b.Dispatch(p, nil, core.DispatchConfig{Args: args})
+			after, rerr := b.Download(buf.All(), nil)
 			if rerr != nil {
 				return rerr.Error()
 			}

@@ -92,11 +92,11 @@ func pinnedDMA(s *session, dir string, n int, cfg benchConfig) (d time.Duration,
 	if s.drv == nil {
 		return 0, nil
 	}
-	h, err := s.Backend.AllocateResident(n)
+	h, err := s.Backend.Alloc(n)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { err = errors.Join(err, s.Backend.FreeResident(h)) }()
+	defer func() { err = errors.Join(err, s.Backend.Free(h)) }()
 	dev, err := s.Backend.ResidentDevicePtr(h)
 	if err != nil {
 		return 0, err

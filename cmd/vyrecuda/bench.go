@@ -331,25 +331,25 @@ func measureWorkload(s *session, w workload, cfg benchConfig, prog *progress) (w
 // own pageable copy and the pinned DMA alone.
 func measureSweep(s *session, dir string, n int, cfg benchConfig, prog *progress) (sp sweepPoint, err error) {
 	b := s.Backend
-	h, err := b.AllocateResident(n)
+	h, err := b.Alloc(n)
 	if err != nil {
 		return sweepPoint{}, err
 	}
 	defer func() {
-		if ferr := b.FreeResident(h); ferr != nil {
+		if ferr := b.Free(h); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
 	}()
 	data := pattern(n, uint32(n))
 	var body func() error
 	if dir == dirUpload {
-		body = func() error { return b.UploadResident(h, data) }
+		body = func() error { return b.Upload(core.UploadAt{Buf: h, Data: data}) }
 	} else {
-		if err := b.UploadResident(h, data); err != nil {
+		if err := b.Upload(core.UploadAt{Buf: h, Data: data}); err != nil {
 			return sweepPoint{}, err
 		}
 		body = func() (err error) {
-			data, err = b.DownloadResidentInto(h, data)
+			data, err = b.Download(h.All(), data)
 			return err
 		}
 	}

@@ -119,20 +119,14 @@ func demoPass(b *core.Backend, d *core.OptimizerDispatcher, in demoInputs, pass 
 	defer func() { err = errors.Join(err, d.ReleaseStaticUploads(static)) }()
 
 	// a, c, t, u, out: taken from the pool when a previous pass freed them.
-	ids := make([]uint64, 0, 5)
+	bufs := make([]core.Buffer, 0, 5)
 	defer func() {
-		for _, id := range ids {
-			err = errors.Join(err, d.FreeResident(id))
+		for _, h := range bufs {
+			err = errors.Join(err, d.Free(h))
 		}
 	}()
-	bufs := make([]core.Buffer, 0, 5)
 	for range 5 {
-		id, err := d.AllocResident(n)
-		if err != nil {
-			return err
-		}
-		ids = append(ids, id)
-		h, err := d.Buffer(id)
+		h, err := d.Alloc(n)
 		if err != nil {
 			return err
 		}
@@ -158,7 +152,7 @@ func demoPass(b *core.Backend, d *core.OptimizerDispatcher, in demoInputs, pass 
 	}
 	// Four touching ranges of out, read back with one copy.
 	for _, r := range split(n, 4) {
-		batch.Reads = append(batch.Reads, core.Range{Buf: res, Offset: r[0], Len: r[1] - r[0]})
+		batch.Reads = append(batch.Reads, res.Slice(r[0], r[1]-r[0]))
 	}
 	parts, err := b.Run(batch, nil)
 	if err != nil {

@@ -55,7 +55,7 @@ func newLaunchChain(b *core.Backend, cfg benchConfig) (*launchChain, error) {
 	for i := 0; i < launchWords; i++ {
 		binary.LittleEndian.PutUint32(ones[4*i:], 1)
 	}
-	if err := b.UploadResidentMany([]core.Upload{{Buf: p, Data: make([]byte, 4*launchWords)}, {Buf: one, Data: ones}}); err != nil {
+	if err := b.Upload(core.UploadAt{Buf: p, Data: make([]byte, 4*launchWords)}, core.UploadAt{Buf: one, Data: ones}); err != nil {
 		return nil, errors.Join(err, freeAll(b, hs))
 	}
 	vadd := core.ProgramVAddU32()
@@ -87,7 +87,7 @@ func (l *launchChain) advance() {
 
 // cleanup checks the last buffer against the model and frees everything.
 func (l *launchChain) cleanup() error {
-	got, err := l.b.DownloadResident(l.last)
+	got, err := l.b.Download(l.last.All(), nil)
 	if err == nil {
 		want := make([]uint32, launchWords)
 		for i := range want {

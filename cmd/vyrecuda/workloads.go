@@ -54,7 +54,7 @@ func (t target) met(r workloadResult) bool {
 
 // workloadIDs lists the workloads in the order bench runs them.
 // W4B is W4 through the Backend's own device pool rather than the optimizer
-// dispatcher's, for callers that use AllocateResident directly.
+// dispatcher's, for callers that use Backend.Alloc directly.
 // W4C is the allocation churn (package internal/churn) through the Backend.
 // W5G replays W5 from a CUDA graph, and W5C times capturing it. W7U and W7D
 // are W7's upload and readback halves.
@@ -146,7 +146,7 @@ func newWorkload(id string, cfg benchConfig) workload {
 func allocMany(b *core.Backend, n, size int) ([]core.Buffer, error) {
 	hs := make([]core.Buffer, 0, n)
 	for i := 0; i < n; i++ {
-		h, err := b.AllocateResident(size)
+		h, err := b.Alloc(size)
 		if err != nil {
 			return nil, errors.Join(err, freeAll(b, hs))
 		}
@@ -159,59 +159,60 @@ func allocMany(b *core.Backend, n, size int) ([]core.Buffer, error) {
 func freeAll(b *core.Backend, hs []core.Buffer) error {
 	var errs []error
 	for _, h := range hs {
-		if err := b.FreeResident(h); err != nil {
+		if err := b.Free(h); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// W1: one UploadResidentMany of Count small buffers.
+// W1: one Upload of Count small buffers.
 func prepareManyUpload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
 	hs, err := allocMany(b, cfg.Count, cfg.Small)
 	if err != nil {
 		return nil, nil, err
 	}
-	ups := make([]core.Upload, len(hs))
+	ups := make([]core.UploadAt, len(hs))
 	for i, h := range hs {
-		ups[i] = core.Upload{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+		ups[i] = core.UploadAt{Buf: h, Data: pattern(cfg.Small, uint32(i))}
 	}
-	return func() error { return b.UploadResidentMany(ups) }, func() error { return freeAll(b, hs) }, nil
+	return func() error { return b.Upload(ups...) }, func() error { return freeAll(b, hs) }, nil
 }
 
-// W2: one UploadResident of a Large buffer from an ordinary Go slice.
+// W2: one Upload of a Large buffer from an ordinary Go slice.
 func prepareLargeUpload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
-	h, err := b.AllocateResident(cfg.Large)
+	h, err := b.Alloc(cfg.Large)
 	if err != nil {
 		return nil, nil, err
 	}
 	data := pattern(cfg.Large, 2)
-	return func() error { return b.UploadResident(h, data) }, func() error { return b.FreeResident(h) }, nil
+	return func() error { return b.Upload(core.UploadAt{Buf: h, Data: data}) }, func() error { return b.Free(h) }, nil
 }
 
-// W3: one DownloadResidentManyInto of Count small buffers into reused slots.
+// W3: one DownloadMany of Count small buffers into reused slots.
 func prepareManyReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
 	hs, err := allocMany(b, cfg.Count, cfg.Small)
 	if err != nil {
 		return nil, nil, err
 	}
-	ups := make([]core.Upload, len(hs))
+	ups := make([]core.UploadAt, len(hs))
 	for i, h := range hs {
-		ups[i] = core.Upload{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+		ups[i] = core.UploadAt{Buf: h, Data: pattern(cfg.Small, uint32(i))}
 	}
-	if err := b.UploadResidentMany(ups); err != nil {
+	if err := b.Upload(ups...); err != nil {
 		return nil, nil, errors.Join(err, freeAll(b, hs))
 	}
+	rs := wholeRanges(hs)
 	var dst [][]byte
 	body := func() (err error) {
-		dst, err = b.DownloadResidentManyInto(hs, dst)
+		dst, err = b.DownloadMany(rs, dst)
 		return err
 	}
 	return body, func() error { return freeAll(b, hs) }, nil
 }
 
-// W4: Allocs pairs of the optimizer dispatcher's AllocResident and
-// FreeResident: after the first, an exact-size pool pop and push.
+// W4: Allocs pairs of the optimizer dispatcher's Alloc and Free: after the
+// first, an exact-size pool pop and push.
 func prepareOptimizerAlloc(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
 	d, err := core.NewOptimizerDispatcher(b)
 	if err != nil {
@@ -219,11 +220,11 @@ func prepareOptimizerAlloc(b *core.Backend, cfg benchConfig) (func() error, func
 	}
 	body := func() error {
 		for i := 0; i < cfg.Allocs; i++ {
-			id, err := d.AllocResident(cfg.AllocSize)
+			h, err := d.Alloc(cfg.AllocSize)
 			if err != nil {
 				return err
 			}
-			if err := d.FreeResident(id); err != nil {
+			if err := d.Free(h); err != nil {
 				return err
 			}
 		}
@@ -232,16 +233,16 @@ func prepareOptimizerAlloc(b *core.Backend, cfg benchConfig) (func() error, func
 	return body, d.Close, nil
 }
 
-// W4B: Allocs pairs of AllocateResident and FreeResident, served by the
+// W4B: Allocs pairs of Alloc and Free, served by the
 // Backend's device pool after the first.
 func preparePooledAlloc(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
 	body := func() error {
 		for i := 0; i < cfg.Allocs; i++ {
-			h, err := b.AllocateResident(cfg.AllocSize)
+			h, err := b.Alloc(cfg.AllocSize)
 			if err != nil {
 				return err
 			}
-			if err := b.FreeResident(h); err != nil {
+			if err := b.Free(h); err != nil {
 				return err
 			}
 		}
@@ -256,27 +257,27 @@ func prepareChurn(b *core.Backend, cfg benchConfig) (func() error, func() error,
 	steps := churn.Steps(cfg.ChurnSteps, 1, churn.DefaultMaxSize, churn.DefaultMaxLive)
 	live := make([]core.Buffer, 0, churn.DefaultMaxLive)
 	body := func() (err error) {
-		live, err = churn.Run(steps, live, b.AllocateResident, b.FreeResident)
+		live, err = churn.Run(steps, live, b.Alloc, b.Free)
 		return err
 	}
 	return body, func() error { return nil }, nil
 }
 
-// W6: one DownloadResidentInto of a Large buffer into a reused Go slice.
+// W6: one Download of a Large buffer into a reused Go slice.
 func prepareLargeDownload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
-	h, err := b.AllocateResident(cfg.Large)
+	h, err := b.Alloc(cfg.Large)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := b.UploadResident(h, pattern(cfg.Large, 6)); err != nil {
-		return nil, nil, errors.Join(err, b.FreeResident(h))
+	if err := b.Upload(core.UploadAt{Buf: h, Data: pattern(cfg.Large, 6)}); err != nil {
+		return nil, nil, errors.Join(err, b.Free(h))
 	}
 	dst := make([]byte, cfg.Large)
 	body := func() (err error) {
-		dst, err = b.DownloadResidentInto(h, dst)
+		dst, err = b.Download(h.All(), dst)
 		return err
 	}
-	return body, func() error { return b.FreeResident(h) }, nil
+	return body, func() error { return b.Free(h) }, nil
 }
 
 // mixedWorkload builds W7U (upload) or W7D (readback): MixedCount buffers of
@@ -316,36 +317,46 @@ func mixedSizes(cfg benchConfig) []int {
 	return out
 }
 
-// W7: one UploadResidentMany (or, readback, one DownloadResidentManyInto
+// W7: one Upload of many buffers (or, readback, one DownloadMany
 // into reused slots of exactly the needed capacity) over buffers of mixed
 // sizes.
 func prepareMixed(b *core.Backend, sizes []int, readback bool) (func() error, func() error, error) {
 	hs := make([]core.Buffer, 0, len(sizes))
 	for _, n := range sizes {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		if err != nil {
 			return nil, nil, errors.Join(err, freeAll(b, hs))
 		}
 		hs = append(hs, h)
 	}
-	ups := make([]core.Upload, len(hs))
+	ups := make([]core.UploadAt, len(hs))
 	for i, h := range hs {
-		ups[i] = core.Upload{Buf: h, Data: pattern(h.Len, uint32(i))}
+		ups[i] = core.UploadAt{Buf: h, Data: pattern(h.Len, uint32(i))}
 	}
 	cleanup := func() error { return freeAll(b, hs) }
 	if !readback {
-		return func() error { return b.UploadResidentMany(ups) }, cleanup, nil
+		return func() error { return b.Upload(ups...) }, cleanup, nil
 	}
-	if err := b.UploadResidentMany(ups); err != nil {
+	if err := b.Upload(ups...); err != nil {
 		return nil, nil, errors.Join(err, cleanup())
 	}
 	dst := make([][]byte, len(hs))
 	for i, h := range hs {
 		dst[i] = make([]byte, 0, h.Len)
 	}
+	rs := wholeRanges(hs)
 	body := func() (err error) {
-		dst, err = b.DownloadResidentManyInto(hs, dst)
+		dst, err = b.DownloadMany(rs, dst)
 		return err
 	}
 	return body, cleanup, nil
+}
+
+// wholeRanges returns the range of every byte of each buffer, in order.
+func wholeRanges(hs []core.Buffer) []core.Range {
+	rs := make([]core.Range, len(hs))
+	for i, h := range hs {
+		rs[i] = h.All()
+	}
+	return rs
 }

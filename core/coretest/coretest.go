@@ -110,25 +110,25 @@ func newModel(t *testing.T, b *core.Backend, seed int64, sizes ...int) *model {
 	t.Helper()
 	m := &model{t: t, b: b, r: rand.New(rand.NewSource(seed))}
 	for _, n := range sizes {
-		h, err := b.AllocateResident(n)
+		h, err := b.Alloc(n)
 		if err != nil {
-			t.Fatalf("AllocateResident(%d): %v", n, err)
+			t.Fatalf("Alloc(%d): %v", n, err)
 		}
 		m.bufs = append(m.bufs, h)
 		m.want = append(m.want, make([]byte, n))
 	}
-	ups := make([]core.Upload, len(m.bufs))
+	ups := make([]core.UploadAt, len(m.bufs))
 	for i := range ups {
 		m.r.Read(m.want[i])
-		ups[i] = core.Upload{Buf: m.bufs[i], Data: m.want[i]}
+		ups[i] = core.UploadAt{Buf: m.bufs[i], Data: m.want[i]}
 	}
-	if err := b.UploadResidentMany(ups); err != nil {
-		t.Fatalf("UploadResidentMany: %v", err)
+	if err := b.Upload(ups...); err != nil {
+		t.Fatalf("Upload: %v", err)
 	}
 	t.Cleanup(func() {
 		for _, h := range m.bufs {
-			if err := b.FreeResident(h); err != nil && !errors.Is(err, core.ErrClosed) {
-				t.Errorf("FreeResident: %v", err)
+			if err := b.Free(h); err != nil && !errors.Is(err, core.ErrClosed) {
+				t.Errorf("Free: %v", err)
 			}
 		}
 	})
@@ -144,9 +144,9 @@ func (m *model) bytes(n int) []byte {
 // check reads every buffer back whole and compares with the model.
 func (m *model) check(what string) {
 	m.t.Helper()
-	got, err := m.b.DownloadResidentMany(m.bufs)
+	got, err := m.b.DownloadMany(wholeRanges(m.bufs), nil)
 	if err != nil {
-		m.t.Fatalf("%s: DownloadResidentMany: %v", what, err)
+		m.t.Fatalf("%s: DownloadMany: %v", what, err)
 	}
 	for i := range got {
 		if !bytes.Equal(got[i], m.want[i]) {
@@ -164,23 +164,23 @@ func (m *model) randomRange() (int, core.Range) {
 
 func testUploadForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 1, 1, 255, 4096, 70000)
-	m.check("UploadResidentMany")
+	m.check("Upload of whole buffers")
 	for i, h := range m.bufs {
 		m.want[i] = m.bytes(h.Len)
-		if err := b.UploadResident(h, m.want[i]); err != nil {
-			t.Fatalf("UploadResident: %v", err)
+		if err := core.UploadSlice(b, h, m.want[i]); err != nil {
+			t.Fatalf("UploadSlice: %v", err)
 		}
 	}
-	m.check("UploadResident")
+	m.check("UploadSlice")
 	for range 20 {
 		i, rg := m.randomRange()
 		data := m.bytes(rg.Len)
 		copy(m.want[i][rg.Offset:], data)
-		if err := b.UploadResidentAt(rg.Buf, rg.Offset, data); err != nil {
-			t.Fatalf("UploadResidentAt: %v", err)
+		if err := b.Upload(core.UploadAt{Buf: rg.Buf, Offset: rg.Offset, Data: data}); err != nil {
+			t.Fatalf("Upload at an offset: %v", err)
 		}
 	}
-	m.check("UploadResidentAt")
+	m.check("Upload at an offset")
 	for range 20 {
 		var ups []core.UploadAt
 		for range 1 + m.r.Intn(10) {
@@ -189,42 +189,42 @@ func testUploadForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 			copy(m.want[i][rg.Offset:], data) // later writes win
 			ups = append(ups, core.UploadAt{Buf: rg.Buf, Offset: rg.Offset, Data: data})
 		}
-		if err := b.UploadResidentAtMany(ups); err != nil {
-			t.Fatalf("UploadResidentAtMany: %v", err)
+		if err := b.Upload(ups...); err != nil {
+			t.Fatalf("Upload of several ranges: %v", err)
 		}
-		m.check("UploadResidentAtMany")
+		m.check("Upload of several ranges")
 	}
 }
 
 func testReadbackForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 2, 3, 1000, 8192, 65537)
 	for i, h := range m.bufs {
-		got, err := b.DownloadResident(h)
+		got, err := b.Download(h.All(), nil)
 		if err != nil || !bytes.Equal(got, m.want[i]) {
-			t.Fatalf("DownloadResident %d: %v", i, err)
+			t.Fatalf("Download %d into a new slice: %v", i, err)
 		}
-		into, err := b.DownloadResidentInto(h, make([]byte, 0, 16))
+		into, err := b.Download(h.All(), make([]byte, 0, 16))
 		if err != nil || !bytes.Equal(into, m.want[i]) {
-			t.Fatalf("DownloadResidentInto %d: %v", i, err)
+			t.Fatalf("Download %d into a small slice: %v", i, err)
 		}
 	}
 	var slots [][]byte
 	var err error
-	slots, err = b.DownloadResidentManyInto(m.bufs, slots)
+	slots, err = b.DownloadMany(wholeRanges(m.bufs), slots)
 	if err != nil {
-		t.Fatalf("DownloadResidentManyInto: %v", err)
+		t.Fatalf("DownloadMany of whole buffers: %v", err)
 	}
 	for i := range m.bufs {
 		if !bytes.Equal(slots[i], m.want[i]) {
-			t.Fatalf("DownloadResidentManyInto slot %d differs", i)
+			t.Fatalf("DownloadMany of whole buffers: slot %d differs", i)
 		}
 	}
-	var batches [][]core.Range
+	var all []core.Range
 	for round := range 20 {
 		i, rg := m.randomRange()
-		got, err := b.DownloadResidentRange(rg.Buf, rg.Offset, rg.Len)
+		got, err := b.Download(rg.Buf.Slice(rg.Offset, rg.Len), nil)
 		if err != nil || !bytes.Equal(got, m.want[i][rg.Offset:rg.Offset+rg.Len]) {
-			t.Fatalf("DownloadResidentRange round %d: %v", round, err)
+			t.Fatalf("Download of a range, round %d: %v", round, err)
 		}
 		var rs []core.Range
 		var which []int
@@ -232,29 +232,37 @@ func testReadbackForms(t *testing.T, b *core.Backend, _ driver.Driver) {
 			i, rg := m.randomRange()
 			rs, which = append(rs, rg), append(which, i)
 		}
-		slots, err = b.DownloadResidentRangesInto(rs, slots)
+		slots, err = b.DownloadMany(rs, slots)
 		if err != nil || len(slots) != len(rs) {
-			t.Fatalf("DownloadResidentRangesInto round %d: %v (%d slots for %d ranges)", round, err, len(slots), len(rs))
+			t.Fatalf("DownloadMany round %d: %v (%d slots for %d ranges)", round, err, len(slots), len(rs))
 		}
 		for j, rg := range rs {
 			if !bytes.Equal(slots[j], m.want[which[j]][rg.Offset:rg.Offset+rg.Len]) {
-				t.Fatalf("DownloadResidentRangesInto round %d range %d differs", round, j)
+				t.Fatalf("DownloadMany round %d range %d differs", round, j)
 			}
 		}
-		batches = append(batches, rs)
+		all = append(all, rs...)
 	}
-	out, err := b.DownloadResidentBatchesInto(batches, nil)
-	if err != nil || len(out) != len(batches) {
-		t.Fatalf("DownloadResidentBatchesInto: %v", err)
+	// Every round's ranges at once, into new slices: one fence for all.
+	out, err := b.DownloadMany(all, nil)
+	if err != nil || len(out) != len(all) {
+		t.Fatalf("DownloadMany of every round's ranges: %v", err)
 	}
-	for bi, rs := range batches {
-		for j, rg := range rs {
-			i := indexOf(m.bufs, rg.Buf)
-			if !bytes.Equal(out[bi][j], m.want[i][rg.Offset:rg.Offset+rg.Len]) {
-				t.Fatalf("DownloadResidentBatchesInto batch %d item %d differs", bi, j)
-			}
+	for j, rg := range all {
+		i := indexOf(m.bufs, rg.Buf)
+		if !bytes.Equal(out[j], m.want[i][rg.Offset:rg.Offset+rg.Len]) || cap(out[j]) != len(out[j]) {
+			t.Fatalf("DownloadMany of every round's ranges: range %d differs", j)
 		}
 	}
+}
+
+// wholeRanges returns the range of every byte of each buffer, in order.
+func wholeRanges(hs []core.Buffer) []core.Range {
+	rs := make([]core.Range, len(hs))
+	for i, h := range hs {
+		rs[i] = h.All()
+	}
+	return rs
 }
 
 func indexOf(bufs []core.Buffer, h core.Buffer) int {
@@ -270,15 +278,15 @@ func testZeroLength(t *testing.T, b *core.Backend, _ driver.Driver) {
 	m := newModel(t, b, 3, 64)
 	h := m.bufs[0]
 	before := b.Telemetry()
-	got, err := b.DownloadResidentRange(h, 64, 0)
+	got, err := b.Download(h.Slice(64, 0), nil)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("zero-length range: %v, %v", got, err)
 	}
-	rs, err := b.DownloadResidentRangesInto([]core.Range{{Buf: h}, {Buf: h, Offset: 10}}, nil)
+	rs, err := b.DownloadMany([]core.Range{{Buf: h}, {Buf: h, Offset: 10}}, nil)
 	if err != nil || len(rs) != 2 || len(rs[0])+len(rs[1]) != 0 {
 		t.Fatalf("zero-length ranges: %v, %v", rs, err)
 	}
-	if err := b.UploadResidentAt(h, 3, nil); err != nil {
+	if err := b.Upload(core.UploadAt{Buf: h, Offset: 3, Data: nil}); err != nil {
 		t.Fatalf("zero-length upload: %v", err)
 	}
 	if after := b.Telemetry(); after != before {
@@ -301,7 +309,7 @@ func testBudget(t *testing.T, b *core.Backend, drv driver.Driver) {
 	}
 	free := mustFree(t, drv)
 	budget := accounting.ResidentLiveBudget(info.TotalMemory, free, b.ResidentAllocatedBytes())
-	_, err = b.AllocateResident(int(min(budget+1, uint64(^uint(0)>>1))))
+	_, err = b.Alloc(int(min(budget+1, uint64(^uint(0)>>1))))
 	if !errors.Is(err, core.ErrBudget) {
 		t.Fatalf("allocating budget+1 = %d bytes: want ErrBudget, got %v", budget+1, err)
 	}
@@ -309,15 +317,15 @@ func testBudget(t *testing.T, b *core.Backend, drv driver.Driver) {
 		t.Fatalf("a refused allocation left %d bytes accounted", b.ResidentAllocatedBytes())
 	}
 	n := int(min(budget/4, 64<<20))
-	h, err := b.AllocateResident(n)
+	h, err := b.Alloc(n)
 	if err != nil {
-		t.Fatalf("AllocateResident(%d) within a budget of %d: %v", n, budget, err)
+		t.Fatalf("Alloc(%d) within a budget of %d: %v", n, budget, err)
 	}
 	if got := b.ResidentAllocatedBytes(); got != uint64(n) {
 		t.Fatalf("ResidentAllocatedBytes = %d, want %d", got, n)
 	}
-	if err := b.FreeResident(h); err != nil {
-		t.Fatalf("FreeResident: %v", err)
+	if err := b.Free(h); err != nil {
+		t.Fatalf("Free: %v", err)
 	}
 	if got := b.ResidentAllocatedBytes(); got != 0 {
 		t.Fatalf("ResidentAllocatedBytes after free = %d", got)
@@ -332,12 +340,13 @@ func testRefusals(t *testing.T, b *core.Backend, _ driver.Driver) {
 		err  error
 		want error
 	}{
-		{"zero size", errOf(b.AllocateResident(0)), core.ErrInvalidArgument},
-		{"unknown handle", b.FreeResident(core.Buffer{ID: 1 << 63, Len: 1}), core.ErrUnknownHandle},
-		{"drifted handle", b.UploadResident(core.Buffer{ID: h.ID, Len: 99}, make([]byte, 99)), core.ErrUnknownHandle},
-		{"length mismatch", b.UploadResident(h, make([]byte, 99)), core.ErrInvalidArgument},
-		{"range past end", errOf(b.DownloadResidentRange(h, 90, 11)), core.ErrInvalidArgument},
-		{"negative offset", b.UploadResidentAt(h, -1, []byte{1}), core.ErrInvalidArgument},
+		{"zero size", errOf(b.Alloc(0)), core.ErrInvalidArgument},
+		{"unknown handle", b.Free(core.Buffer{ID: 1 << 63, Len: 1}), core.ErrUnknownHandle},
+		{"drifted handle", b.Upload(core.UploadAt{Buf: core.Buffer{ID: h.ID, Len: 99}, Data: make([]byte, 99)}), core.ErrUnknownHandle},
+		{"length mismatch", core.UploadSlice(b, h, make([]byte, 99)), core.ErrInvalidArgument},
+		{"upload past the end", b.Upload(core.UploadAt{Buf: h, Offset: 2, Data: make([]byte, 99)}), core.ErrInvalidArgument},
+		{"range past end", errOf(b.Download(h.Slice(90, 11), nil)), core.ErrInvalidArgument},
+		{"negative offset", b.Upload(core.UploadAt{Buf: h, Offset: -1, Data: []byte{1}}), core.ErrInvalidArgument},
 	}
 	for _, c := range checks {
 		if !errors.Is(c.err, c.want) {
@@ -358,10 +367,10 @@ func testPinnedAsync(t *testing.T, b *core.Backend, _ driver.Driver) {
 	}
 	copy(p.Bytes(), m.bytes(4096))
 	copy(m.want[0][100:], p.Bytes())
-	if err := b.UploadResidentAsyncAt(h, 100, p.Pointer(), 4096); err != nil {
-		t.Fatalf("UploadResidentAsyncAt: %v", err)
+	if err := b.UploadAsync(core.UploadAt{Buf: h, Offset: 100, Data: p.Bytes()}); err != nil {
+		t.Fatalf("UploadAsync: %v", err)
 	}
-	if err := b.FreeResident(h); !errors.Is(err, core.ErrInFlight) {
+	if err := b.Free(h); !errors.Is(err, core.ErrInFlight) {
 		t.Fatalf("freeing an async upload's target: want ErrInFlight, got %v", err)
 	}
 	mem := m.bytes(3000)
@@ -369,8 +378,8 @@ func testPinnedAsync(t *testing.T, b *core.Backend, _ driver.Driver) {
 	if err := b.PinHostBuffer(unsafe.Pointer(&mem[0]), len(mem)); err != nil {
 		t.Fatalf("PinHostBuffer: %v", err)
 	}
-	if err := b.UploadResidentAsyncAt(h, 7000, unsafe.Pointer(&mem[0]), len(mem)); err != nil {
-		t.Fatalf("UploadResidentAsyncAt from registered memory: %v", err)
+	if err := b.UploadAsync(core.UploadAt{Buf: h, Offset: 7000, Data: mem}); err != nil {
+		t.Fatalf("UploadAsync from registered memory: %v", err)
 	}
 	if err := b.SynchronizeUploads(); err != nil {
 		t.Fatalf("SynchronizeUploads: %v", err)
@@ -396,19 +405,19 @@ func testConcurrency(t *testing.T, b *core.Backend, _ driver.Driver) {
 			r := rand.New(rand.NewSource(int64(w)))
 			for round := range 10 {
 				n := 1 + r.Intn(20000)
-				h, err := b.AllocateResident(n)
+				h, err := b.Alloc(n)
 				if err != nil {
 					errs <- err
 					return
 				}
 				data := make([]byte, n)
 				r.Read(data)
-				err = b.UploadResident(h, data)
+				err = b.Upload(core.UploadAt{Buf: h, Data: data})
 				var got []byte
 				if err == nil {
-					got, err = b.DownloadResident(h)
+					got, err = b.Download(h.All(), nil)
 				}
-				if ferr := b.FreeResident(h); err == nil {
+				if ferr := b.Free(h); err == nil {
 					err = ferr
 				}
 				if err == nil && !bytes.Equal(got, data) {

@@ -12,24 +12,24 @@ import (
 // driver was asked, and Trim gives the cached memory back to the device.
 func testMemory(t *testing.T, b *core.Backend, drv driver.Driver) {
 	const n = 32 << 20
-	h, err := b.AllocateResident(n)
+	h, err := b.Alloc(n)
 	if err != nil {
-		t.Fatalf("AllocateResident(%d): %v", n, err)
+		t.Fatalf("Alloc(%d): %v", n, err)
 	}
 	ptr, err := b.ResidentDevicePtr(h)
 	if err != nil {
 		t.Fatalf("ResidentDevicePtr: %v", err)
 	}
-	if err := b.FreeResident(h); err != nil {
-		t.Fatalf("FreeResident: %v", err)
+	if err := b.Free(h); err != nil {
+		t.Fatalf("Free: %v", err)
 	}
 	before := b.MemoryStats()
 	if before.CachedDevice < n || before.Allocated != 0 {
 		t.Fatalf("after freeing %d bytes: %+v", n, before)
 	}
-	h, err = b.AllocateResident(n - 1000)
+	h, err = b.Alloc(n - 1000)
 	if err != nil {
-		t.Fatalf("AllocateResident(%d): %v", n-1000, err)
+		t.Fatalf("Alloc(%d): %v", n-1000, err)
 	}
 	st := b.MemoryStats()
 	if st.DeviceAllocs != before.DeviceAllocs || st.CacheHits != before.CacheHits+1 || st.FreeMemoryReads != before.FreeMemoryReads {
@@ -38,8 +38,8 @@ func testMemory(t *testing.T, b *core.Backend, drv driver.Driver) {
 	if p, _ := b.ResidentDevicePtr(h); p != ptr {
 		t.Fatalf("the cached block %#x was not reused (got %#x)", ptr, p)
 	}
-	if err := b.FreeResident(h); err != nil {
-		t.Fatalf("FreeResident: %v", err)
+	if err := b.Free(h); err != nil {
+		t.Fatalf("Free: %v", err)
 	}
 	free0 := mustFree(t, drv)
 	cached := b.MemoryStats().CachedDevice

@@ -13,12 +13,12 @@ type Backend interface {
 // RequireNoLiveResident reports a test error when b still holds live
 // resident buffers, and returns whether it held none. Call it before
 // b.Close: Close frees every resident buffer, so a leak check after it
-// cannot see a forgotten FreeResident. Buffers an OptimizerDispatcher owns
+// cannot see a forgotten Free. Buffers an OptimizerDispatcher owns
 // count until the dispatcher is closed.
 func RequireNoLiveResident(t TB, b Backend) bool {
 	t.Helper()
 	if n, bytes := b.LiveResidentBuffers(); n > 0 {
-		t.Errorf("sim: %d resident buffer(s) (%d bytes) still live before Close: a FreeResident (or a dispatcher's Close) is missing", n, bytes)
+		t.Errorf("sim: %d resident buffer(s) (%d bytes) still live before Close: a Free (or a dispatcher's Close) is missing", n, bytes)
 		return false
 	}
 	return true

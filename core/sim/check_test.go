@@ -24,7 +24,7 @@ func TestCloseCheckedCatchesAForgottenFree(t *testing.T) {
 	dev := sim.New(sim.Config{})
 	b, err := core.Open(dev)
 	require.NoError(t, err)
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
 	_ = h // forgotten: never freed
 
@@ -40,9 +40,9 @@ func TestCloseCheckedPassesACleanTest(t *testing.T) {
 	dev := sim.New(sim.Config{})
 	b, err := core.Open(dev)
 	require.NoError(t, err)
-	h, err := b.AllocateResident(64)
+	h, err := b.Alloc(64)
 	require.NoError(t, err)
-	require.NoError(t, b.FreeResident(h))
+	require.NoError(t, b.Free(h))
 	ft := &fakeT{}
 	sim.CloseChecked(ft, b, dev)
 	assert.Empty(t, ft.errs)
@@ -54,11 +54,11 @@ func TestArmedFaultFailsCloseUntilCleared(t *testing.T) {
 		dev := sim.New(sim.Config{})
 		b, err := core.Open(dev)
 		require.NoError(t, err)
-		h, err := b.AllocateResident(64)
+		h, err := b.Alloc(64)
 		require.NoError(t, err)
 		ptr, err := b.ResidentDevicePtr(h)
 		require.NoError(t, err)
-		require.NoError(t, b.FreeResident(h)) // kept by the device pool; Close frees it
+		require.NoError(t, b.Free(h)) // kept by the device pool; Close frees it
 		dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 		if clear {
 			dev.ClearFaults()

@@ -35,7 +35,7 @@
 //   - Faults are injected per operation (FailNth, NullNth, FailRate), every
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
 //     test can prove nothing leaked (RequireNoLeaks). RequireNoLiveResident
-//     catches a forgotten FreeResident before Close frees it; CloseChecked
+//     catches a forgotten Free before Close frees it; CloseChecked
 //     does both checks around Close. ClearFaults disarms faults that never
 //     fired.
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
@@ -71,7 +71,7 @@
 //	...
 //	t.Cleanup(func() { sim.CloseChecked(t, b, dev) })
 //	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
-//	_, err = b.AllocateResident(4096) // fails, and nothing leaks
+//	_, err = b.Alloc(4096) // fails, and nothing leaks
 //	dev.ClearFaults()                 // disarm what did not fire
 //	...
 package sim

@@ -52,24 +52,24 @@ const evictOverlapMaxBytes = 16 << 20
 // EvictLaterMaxBytes is the largest staged single readback that leaves its
 // eviction to the helpers after the call, using a second set of staging
 // while readbacks follow one another (the second of two within the spare
-// window pins it before returning: hostmem.Pool.DeferEviction). With the second set
-// pinned in the background, on the reference H100 host, 300 calls in a row
-// (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took 46-50,
-// 117-127 and 388-399 us with the eviction after the call against 51-70,
-// 121-196 and 436-474 in the copy out, and ten or sixty 1 MiB calls in a
-// bench of that size alone 48-58 us against 52-61. But 4 and 16 MiB gained
-// nothing in the bench's ten calls (their second set, 5 and 20 MiB of
+// window pins it before returning: hostmem.Pool.DeferEviction). With the
+// second set pinned in the background, on the reference H100 host, 300 calls
+// in a row (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took
+// 46-50, 117-127 and 388-399 us with the eviction after the call against
+// 51-70, 121-196 and 436-474 in the copy out, and ten or sixty 1 MiB calls
+// in a bench of that size alone 48-58 us against 52-61. But 4 and 16 MiB
+// gained nothing in the bench's ten calls (their second set, 5 and 20 MiB of
 // pinned memory, takes 4-13 ms to pin and stalls the driver calls beside
 // it), 64 MiB lost (4.1-4.7 ms against 1.5-2.1), and after the bench's
 // workloads even 1 MiB lost in most rounds (63-113 us against 58-95): the
 // calls met the pinning of the second set, or waited for evictions the
-// helpers had not finished (one round's calls spent 41 us per wait).
-// Pinned by the second call itself, 1 MiB readbacks took 43.8-54.7 us
-// against 51.4-86.2 in the full `vyrecuda bench` (six rounds against seven
-// of the previous binary, alternated; a seventh was slow at every size)
-// and 45.3-62.8 against 56.3-61.6 in a 1-16 MiB sweep alone; a limit of 16
-// MiB left 4 and 16 MiB within noise and made the 64 MiB readbacks after
-// them 2.5-5.4 ms against 1.5-1.6.
+// helpers had not finished (one round's calls spent 41 us per wait). Pinned
+// by the second call itself, 1 MiB readbacks took 43.8-54.7 us against
+// 51.4-86.2 in the full `vyrecuda bench` (six rounds against seven of the
+// previous binary, alternated; a seventh was slow at every size) and
+// 45.3-62.8 against 56.3-61.6 in a 1-16 MiB sweep alone; a limit of 16 MiB
+// left 4 and 16 MiB within noise and made the 64 MiB readbacks after them
+// 2.5-5.4 ms against 1.5-1.6.
 const EvictLaterMaxBytes = 2 << 20
 
 // EvictsOverlapped reports whether a readback of bytes in parts evicts its

@@ -14,16 +14,16 @@ import (
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// A readback of many requests (core's DownloadResidentMany and the *Into
-// calls of many ranges) hands Gather a Drain: where each request's bytes
-// go. A packed readback planned in several parts (xferplan's Drainable
-// requests) then brings its block over in one DMA per part, each followed
-// by an event, and copies every request out of the staging as soon as the
-// event after its part says the part landed, on the call's copy
-// goroutines, while later parts are still on their way. On the reference H100 host, W7's
-// readback (2048 buffers, 52.9 MiB) spent 1.01 ms waiting for one DMA and
-// then 0.87-1.04 ms unpacking; in parts the unpacking hides behind the DMA
-// but for the last part.
+// A readback of many requests (core's DownloadMany and the deprecated calls
+// built on it) hands Gather a Drain: where each request's bytes go. A packed
+// readback planned in several parts (xferplan's Drainable requests) then
+// brings its block over in one DMA per part, each followed by an event, and
+// copies every request out of the staging as soon as the event after its
+// part says the part landed, on the call's copy goroutines, while later
+// parts are still on their way. On the reference H100 host, W7's readback
+// (2048 buffers, 52.9 MiB) spent 1.01 ms waiting for one DMA and then
+// 0.87-1.04 ms unpacking; in parts the unpacking hides behind the DMA but
+// for the last part.
 //
 // The results stay in the drain's own slice until the call succeeds, so the
 // caller's slot headers change only then. The bytes of a caller's slot that

@@ -232,7 +232,7 @@ func copyOut(dst, src []byte) { copy(dst, src) }
 // flight) into g: fused, staged into one pinned block, queued on one
 // leased stream and fenced once. Nothing about the caller's outputs is
 // touched here, so a failure leaves them as they were, except by a staged
-// or direct single read (core's DownloadResidentInto says how).
+// or direct single read (core's Download says how).
 //
 // The planner chooses the plan. Many small fused copies take the packed
 // path (packed.go), or the per-copy path when the device has no memory for
