@@ -74,7 +74,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	if b.async.lease == nil && len(regs) > 0 {
 		lease, err := b.launch.Lease(op, false)
 		if err != nil {
-			b.unpendRegions(regs)
+			b.pinned.Done(regs...)
 			return err
 		}
 		b.async.lease, created = lease, true
@@ -86,10 +86,10 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 			continue
 		}
 		if err := b.drv.MemcpyHtoDAsync(dsts[i], u.Data, b.async.lease.Stream); err != nil {
-			b.unpendRegions(regs[kept:])
+			b.pinned.Done(regs[kept:]...)
 			if created && kept == 0 {
 				// A fresh stream: the failed copy was its only work.
-				b.syncOrQuarantine(op, inUse{}, b.async.lease)
+				b.xfer.SyncOrQuarantine(op, held{}, b.async.lease)
 				b.async.lease = nil
 			}
 			e := driverError(op, "MemcpyHtoDAsync", err)
@@ -162,15 +162,10 @@ func (b *Backend) pendSources(op string, ups []UploadAt) ([]*hostmem.Region, err
 	return regs, nil
 }
 
-// unpendRegions drops one use of each region.
-func (b *Backend) unpendRegions(regs []*hostmem.Region) { b.pinned.Done(regs...) }
-
-func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
-
 // SynchronizeUploads waits until every copy queued with UploadAsync has
-// completed, then releases their buffers and
-// source memory. With nothing queued it returns at once. If the wait fails,
-// the uploads stay queued and the call can be retried.
+// completed, then releases their buffers and source memory. With nothing
+// queued it returns at once. If the wait fails, the uploads stay queued and
+// the call can be retried.
 func (b *Backend) SynchronizeUploads() error {
 	const op = "SynchronizeUploads"
 	if err := b.enter(op); err != nil {

@@ -54,6 +54,7 @@ type Backend struct {
 	devPool  *devmem.Pool
 	hostPool *hostmem.Pool
 	launch   *streams.Pool
+	xfer     *xferEngine // runs the transfers (xfer.go)
 	tel      stats.Counters
 	mem      memPeaks      // peak of the resident bytes (memstats.go)
 	progs    programCache  // loaded Program modules (program.go, dispatch work)
@@ -61,9 +62,6 @@ type Backend struct {
 	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
 	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
 	pdl      bool          // programmatic dependent launch in use (pdl.go)
-	// mapsTables: the gather kernel reads a packed readback's table from
-	// pinned host memory (gatherPacked, mappedTables).
-	mapsTables bool
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
@@ -105,8 +103,8 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
 	b.hostPool = newHostPool(drv, &cfg)
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
+	b.xfer = newXferEngine(b)
 	b.pdl = usePDL(drv, info, cfg)
-	b.mapsTables = mappedTables(drv)
 	return b, nil
 }
 

@@ -2,13 +2,12 @@ package core
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
-	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
 
 // Fill sets every byte of Buf to Value by device memset.
@@ -112,26 +111,20 @@ type launchPlan struct {
 // buffers are pinned (ents), its copies fused and its launches resolved.
 // Building one queues nothing and stages nothing.
 type batchPlan struct {
-	batch         *Batch
-	lay           batchLayout
-	ents          []*residentEntry // the entry of every buffer position the batch names
-	pinned        []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
-	plans         []launchPlan
-	ups           []fusion.UploadCopy // the non-empty uploads, in batch order
-	fusedUps      []fusion.UploadCopy
-	upBytes       uint64
-	fusedRds      fusion.FusedReadbacks
-	rd            *gathered // read lengths and views; nil without reads
-	nonEmptyReads int
-	timing        bool
-	stepBufs      [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
-	x             *batchXfer // the transfers' plans (batchxfer.go); nil: per-copy, as captured
+	batch    *Batch
+	lay      batchLayout
+	ents     []*residentEntry // the entry of every buffer position the batch names
+	pinned   []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
+	plans    []launchPlan
+	xfer     transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
+	timing   bool
+	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
 // the device).
 func (pl *batchPlan) work() int {
-	return len(pl.batch.Clears) + len(pl.batch.Fills) + len(pl.fusedUps) + len(pl.plans) + pl.nonEmptyReads
+	return len(pl.batch.Clears) + len(pl.batch.Fills) + len(pl.xfer.FusedUps) + len(pl.plans) + pl.xfer.NonEmptyReads
 }
 
 // enqueue validates batch, queues it on one leased stream and returns the
@@ -151,11 +144,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 			b.unpinEntries(op, pl.pinned)
 		}
 	}()
-	if pl.x, err = b.planBatchXfer(op, pl); err != nil {
+	if err = b.xfer.PlanBatch(op, &pl.xfer); err != nil {
 		return nil, err
 	}
-	rd := pl.rd
-	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: pl.x}
+	rd := pl.xfer.Rd
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: &pl.xfer}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -170,11 +163,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 	release := func() {
 		p.up.ReturnAll()
 		if rd != nil {
-			rd.release()
+			rd.Release()
 		}
-		b.releaseDev(pl.x)
+		b.xfer.ReleaseBatch(&pl.xfer)
 	}
-	upStage, err := b.stageBatch(op, pl, pl.x, &p.up, rd)
+	upStage, err := b.xfer.StageBatch(op, &pl.xfer, &p.up)
 	if err != nil {
 		release()
 		return nil, err
@@ -195,11 +188,11 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := inUse{st: []*hostmem.Staging{&p.up}, ents: pl.pinned, dev: pl.x.devStaging()}
+		h := held{St: []*hostmem.Staging{&p.up}, Bufs: pl.pinned, Dev: pl.xfer.DevStaging()}
 		if rd != nil {
-			h.st = append(h.st, &rd.st)
+			h.St = append(h.St, rd.Staging())
 		}
-		b.syncOrQuarantine(op, h, lease)
+		b.xfer.SyncOrQuarantine(op, h, lease)
 		release()
 		return nil, qerr
 	}
@@ -213,29 +206,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 func (b *Backend) countBatch(pl *batchPlan) {
 	b.tel.MemsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
 	b.tel.KernelLaunches.Add(uint64(len(pl.plans)))
-	if pl.upBytes > 0 {
-		b.tel.H2DBytes.Add(pl.upBytes)
-		b.tel.UploadOps.Add(1)
-	}
-	if pl.nonEmptyReads > 0 {
-		b.tel.D2HBytes.Add(pl.fusedRds.Bytes)
-		b.tel.ReadbackOps.Add(1)
-	}
-	b.tel.Requested.Add(uint64(len(pl.ups) + pl.nonEmptyReads))
-	dmas, launches := pl.copiesQueued()
-	b.tel.DeviceCopies.Add(dmas)
-	b.tel.PackedLaunches.Add(launches)
-}
-
-// packUploads copies the fused uploads' bytes into stage, back to back, in
-// the order queueBatch copies them from, as t.stageIn does, fenced.
-func packUploads(t *transferTuning, stage []byte, fused []fusion.UploadCopy) {
-	off := 0
-	for _, c := range fused {
-		t.stageIn(stage[off:], c.Data)
-		off += len(c.Data)
-	}
-	ntcopy.Fence()
+	b.xfer.CountBatch(&pl.xfer)
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On
@@ -355,10 +326,10 @@ func (pl *batchPlan) bufs() []Buffer {
 }
 
 // resolveCopies checks the uploads' and reads' ranges against the pinned
-// entries and fuses them.
+// entries and fuses them (transfer.Batch.Fuse).
 func (pl *batchPlan) resolveCopies(op string) error {
-	batch, lay, ents := pl.batch, &pl.lay, pl.ents
-	pl.ups = make([]fusion.UploadCopy, 0, len(batch.Uploads))
+	batch, lay, ents, tb := pl.batch, &pl.lay, pl.ents, &pl.xfer
+	tb.Ups = make([]fusion.UploadCopy, 0, len(batch.Uploads))
 	for i, u := range batch.Uploads {
 		e := ents[lay.uploads+i]
 		label := lay.label(lay.uploads + i)
@@ -376,12 +347,9 @@ func (pl *batchPlan) resolveCopies(op string) error {
 				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, u.Buf.ID, u.Offset),
 				Fix:    "pass an offset inside the buffer", Err: err}
 		}
-		pl.ups = append(pl.ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
+		tb.Ups = append(tb.Ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
 	}
 	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
-	if len(batch.Reads) > 0 {
-		pl.rd = &gathered{lens: make([]int, len(batch.Reads))}
-	}
 	for i, r := range batch.Reads {
 		e := ents[lay.reads+i]
 		label := lay.label(lay.reads + i)
@@ -390,7 +358,6 @@ func (pl *batchPlan) resolveCopies(op string) error {
 				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
 				Fix:    "keep offset+length within the buffer's length", Err: err}
 		}
-		pl.rd.lens[i] = r.Len
 		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
 		if r.Len == 0 {
 			continue
@@ -402,41 +369,9 @@ func (pl *batchPlan) resolveCopies(op string) error {
 				Fix:    "pass an offset inside the buffer", Err: err}
 		}
 		reqs[i].Src, reqs[i].Len = src, r.Len
-		pl.nonEmptyReads++
+		tb.NonEmptyReads++
 	}
-	return pl.fuse(op, reqs)
-}
-
-// fuse fuses the plan's uploads and the read requests, and lays the fused
-// reads out back to back in one staging block.
-func (pl *batchPlan) fuse(op string, reqs []fusion.ReadbackCopy) error {
-	var err error
-	pl.fusedUps, pl.upBytes, err = fusion.FuseUploads(pl.ups)
-	if err != nil {
-		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
-			Fix: "split the batch; its addresses or lengths overflow", Err: err}
-	}
-	if pl.nonEmptyReads > 0 {
-		if pl.fusedRds, err = fusion.FuseReadbacks(reqs); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the reads failed",
-				Fix: "split the batch; its addresses or lengths overflow", Err: err}
-		}
-	}
-	if pl.upBytes > math.MaxInt || pl.fusedRds.Bytes > math.MaxInt {
-		return newError(op, KindInvalidArgument,
-			fmt.Sprintf("%d upload bytes and %d read bytes; each must fit one staging block", pl.upBytes, pl.fusedRds.Bytes),
-			"split the batch into smaller ones")
-	}
-	if pl.nonEmptyReads > 0 {
-		pl.rd.views = pl.fusedRds.Views
-		pl.rd.offs = make([]int, len(pl.fusedRds.Copies))
-		off := 0
-		for i, c := range pl.fusedRds.Copies {
-			pl.rd.offs[i] = off
-			off += c.Len
-		}
-	}
-	return nil
+	return tb.Fuse(op, reqs)
 }
 
 // resolveLaunches builds each step's kernel parameters and looks up its
@@ -482,11 +417,11 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 }
 
 // queueBatch queues pl on s: clears and fills, the uploads from upStage
-// (packed by packUploads), the steps, bracketed by start and end when both
-// are set, then the reads into pl.rd.stage. It records no completion event,
-// so it serves both a run (the caller records one) and a stream capture
-// (where nothing may be recorded for the host to wait on). On failure some
-// of it may be queued; the caller drains s.
+// (staged by transfer.Engine.StageBatch), the steps, bracketed by start and
+// end when both are set, then the reads into pl.xfer.Rd's staging. It
+// records no completion event, so it serves both a run (the caller records
+// one) and a stream capture (where nothing may be recorded for the host to
+// wait on). On failure some of it may be queued; the caller drains s.
 func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte, start, end Event) *Error {
 	batch := pl.batch
 	for i, h := range batch.Clears {
@@ -499,7 +434,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "MemsetD8Async", err)
 		}
 	}
-	if call, err := b.queueBatchUploads(s, pl, upStage); err != nil {
+	if call, err := b.xfer.QueueBatchUploads(s, &pl.xfer, upStage); err != nil {
 		return driverError(op, call, err)
 	}
 	timed := start != 0 && end != 0
@@ -518,8 +453,8 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	if pl.nonEmptyReads > 0 {
-		if call, err := b.queueBatchReads(s, pl); err != nil {
+	if pl.xfer.NonEmptyReads > 0 {
+		if call, err := b.xfer.QueueBatchReads(s, &pl.xfer); err != nil {
 			return driverError(op, call, err)
 		}
 	}

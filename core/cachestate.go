@@ -1,6 +1,6 @@
 package core
 
-import "github.com/vyre-go/vyrecuda/internal/ntcopy"
+import "github.com/vyre-go/vyrecuda/core/internal/transfer"
 
 // StagingCache says how transfer calls treat the processor's caches around
 // their pinned staging memory, which the device reads (uploads) or writes
@@ -60,12 +60,6 @@ const (
 	EvictAlways
 )
 
-// The readback sizes EvictBySize evicts the staging of.
-const (
-	evictMinBytes = 1 << 20
-	evictMaxBytes = 64 << 20
-)
-
 // WithStagingCache sets how transfer calls treat the caches around their
 // staging memory (see StagingCache). By default uploads are staged with
 // non-temporal stores (on the reference H100 host single uploads of 1, 4
@@ -78,102 +72,19 @@ const (
 // pinned memory touch no staging.
 func WithStagingCache(s StagingCache) Option {
 	return func(c *config) {
-		c.xfer.plainPack, c.xfer.plainStage = s.CachedUploadStores, s.CachedUploadStores
-		c.xfer.evict = s.Evict
+		c.xfer.PlainPack, c.xfer.PlainStage = s.CachedUploadStores, s.CachedUploadStores
+		c.xfer.Evict = s.Evict.policy()
 	}
 }
 
-// evictsReadback reports whether a readback of bytes evicts its staging
-// under t's policy.
-func (t *transferTuning) evictsReadback(bytes uint64) bool {
-	switch t.evict {
+// policy is e as the transfer tuning's eviction policy; a value that is
+// none of the constants evicts by size, as EvictBySize does.
+func (e ReadbackEvict) policy() transfer.EvictPolicy {
+	switch e {
 	case EvictNever:
-		return false
+		return transfer.EvictNever
 	case EvictAlways:
-		return true
+		return transfer.EvictAlways
 	}
-	return bytes >= evictMinBytes && bytes <= evictMaxBytes
-}
-
-// evictOverlapMaxBytes is the largest readback in parts (packedread.go)
-// that EvictBySize evicts, while copying it out, once it has landed. On the
-// reference H100 host (core's BenchmarkGPUW3Phases and W7DPhases, variants
-// default and keep-staging) 1024 x 4 KiB in 5 parts landed in 64 us after
-// its first part with eviction and 151 without (304 against 358 us in
-// all), while 2048 buffers of 52.9 MiB in 18 parts landed in 1238 and
-// 1198 us with it against 977 and 997 without, and its copy-out ended 313
-// and 2304 us later against 104 and 152: past the caches' size the
-// eviction only takes memory bandwidth from the DMA and the copy-out.
-// Once the staging's bucket holds a second block, such a readback leaves
-// the eviction to the helpers after the call instead (partsEviction).
-const evictOverlapMaxBytes = 16 << 20
-
-// evictLaterMaxBytes is the largest staged single readback that leaves its
-// eviction to the helpers after the call, using a second set of staging
-// while readbacks follow one another (the second of two within the spare
-// window pins it before returning: hostmem.Pool.DeferEviction). With the second set
-// pinned in the background, on the reference H100 host, 300 calls in a row
-// (BenchmarkGPUSinglePhases), readbacks of 1, 4 and 16 MiB took 46-50,
-// 117-127 and 388-399 us with the eviction after the call against 51-70,
-// 121-196 and 436-474 in the copy out, and ten or sixty 1 MiB calls in a
-// bench of that size alone 48-58 us against 52-61. But 4 and 16 MiB gained
-// nothing in the bench's ten calls (their second set, 5 and 20 MiB of
-// pinned memory, takes 4-13 ms to pin and stalls the driver calls beside
-// it), 64 MiB lost (4.1-4.7 ms against 1.5-2.1), and after the bench's
-// workloads even 1 MiB lost in most rounds (63-113 us against 58-95): the
-// calls met the pinning of the second set, or waited for evictions the
-// helpers had not finished (one round's calls spent 41 us per wait).
-// Pinned by the second call itself, 1 MiB readbacks took 43.8-54.7 us
-// against 51.4-86.2 in the full `vyrecuda bench` (six rounds against seven
-// of the previous binary, alternated; a seventh was slow at every size)
-// and 45.3-62.8 against 56.3-61.6 in a 1-16 MiB sweep alone; a limit of 16
-// MiB left 4 and 16 MiB within noise and made the 64 MiB readbacks after
-// them 2.5-5.4 ms against 1.5-1.6.
-const evictLaterMaxBytes = 2 << 20
-
-// evictsOverlapped reports whether a readback of bytes in parts evicts its
-// staging as it copies each part out, under t's policy.
-func (t *transferTuning) evictsOverlapped(bytes uint64) bool {
-	if t.evict == EvictBySize {
-		return t.evictsReadback(bytes) && bytes <= evictOverlapMaxBytes
-	}
-	return t.evictsReadback(bytes)
-}
-
-// stageIn copies src into upload staging dst (which a DMA reads next) as t
-// says: with non-temporal stores unless plainStage. The goroutine that
-// called it must call ntcopy.Fence before it signals that the copy is done:
-// the fence orders its non-temporal stores before that signal, as the
-// staging's reader (the caller queueing the DMA) needs. A goroutine moved
-// to another thread between its stores and its fence is safe too: the
-// move passes through the scheduler's locked instructions (or an
-// interrupt), which drain the old thread's write-combining buffers.
-func (t *transferTuning) stageIn(dst, src []byte) {
-	if t.plainStage {
-		copy(dst, src)
-		return
-	}
-	ntcopy.Copy(dst, src)
-}
-
-// stageInFenced is stageIn followed by its fence, for one copy task.
-func (t *transferTuning) stageInFenced(dst, src []byte) {
-	t.stageIn(dst, src)
-	ntcopy.Fence()
-}
-
-// stageOut copies readback staging src (which a DMA writes next) into dst
-// and then, when this call evicts (evictReads), evicts src's cache lines,
-// so that DMA finds no cached copies to invalidate.
-func (t *transferTuning) stageOut(dst, src []byte) {
-	copy(dst, src)
-	t.evictStaging(src)
-}
-
-// evictStaging evicts readback staging the caller has read, when this
-// call evicts (evictReads).
-func (t *transferTuning) evictStaging(src []byte) {
-	if t.evictReads {
-		ntcopy.Evict(src)
-	}
+	return transfer.EvictBySize
 }

@@ -48,7 +48,7 @@ func (r *rankBufs) unpin(op string) {
 	r.ents = nil
 }
 
-func (r *rankBufs) hold(op string) streams.Hold { return inUse{ents: r.ents}.hold(r.b, op) }
+func (r *rankBufs) hold(op string) streams.Hold { return r.b.xfer.Hold(op, held{Bufs: r.ents}) }
 
 // enterAll enters every distinct Backend in address order (see enterPair).
 func enterAll(op string, bs []*Backend) (func(), error) {

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 func openCostModelGPU(b *testing.B) *Backend {
@@ -46,14 +48,14 @@ func BenchmarkGPUCostModel(b *testing.B) {
 	}
 	// The copy into staging as uploads make it (non-temporal stores) and
 	// with cached stores (StagingCache.CachedUploadStores).
-	tunings := map[string]*transferTuning{"copy": {}, "copy-cached": {plainStage: true}}
+	tunings := map[string]*transfer.Tuning{"copy": {}, "copy-cached": {PlainStage: true}}
 	for _, mode := range []string{"copy", "copy-cached"} {
 		for _, w := range []int{1, 2, 4, 8, 16} {
 			for _, n := range []int{256 << 10, 1 << 20, 8 << 20} {
 				b.Run(fmt.Sprintf("%s/workers=%d/%dKiB", mode, w, n>>10), func(b *testing.B) {
 					b.SetBytes(int64(n))
 					for range b.N {
-						parallelCopy(stage[:n], src[:n], w, DefaultCopyHelperLinger, tunings[mode].stageInFenced)
+						copyjob.ParallelCopy(stage[:n], src[:n], w, DefaultCopyHelperLinger, tunings[mode].StageInFenced)
 					}
 				})
 			}

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // The names below are the vocabulary before Alloc, Free, Upload, Download,
@@ -211,10 +212,10 @@ func (b *Backend) downloadBatches(op string, batches [][]Range, dst [][][]byte) 
 	if err != nil {
 		return dst, err
 	}
-	out := growSlots(dst, len(batches))
+	out := transfer.GrowSlots(dst, len(batches))
 	start := 0
 	for k, batch := range batches {
-		out[k] = growSlots(out[k], len(batch))
+		out[k] = transfer.GrowSlots(out[k], len(batch))
 		copy(out[k], res[start:start+len(batch)])
 		start += len(batch)
 	}

@@ -4,10 +4,11 @@ import (
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/spin"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// Test hooks for the transfer paths (packed.go, pipeline.go), for package
+// Test hooks for the transfer paths (core/internal/transfer), for package
 // core_test.
 
 // TransferTuning narrows the planner (xferplan) for tests. A zero field
@@ -78,9 +79,9 @@ func WithTransferTuning(t TransferTuning) Option {
 		if t.BytesPerWorker > 0 {
 			m = &toyModel
 		}
-		c.xfer = transferTuning{plan: pt, model: m, packBlock: t.PackBlock, packGrid: t.PackGrid,
-			fenceSpin: t.FenceSpin, syncEach: t.SyncEach, linger: t.Linger, pipeLinger: t.PipeLinger, prewake: t.Prewake, plainPack: t.PlainPack, plainUnpack: t.PlainUnpack,
-			inlineEvict: t.InlineEvict}
+		c.xfer = transfer.Tuning{Plan: pt, Model: m, PackBlock: t.PackBlock, PackGrid: t.PackGrid,
+			FenceSpin: t.FenceSpin, SyncEach: t.SyncEach, Linger: t.Linger, PipeLinger: t.PipeLinger, Prewake: t.Prewake,
+			PlainPack: t.PlainPack, PlainUnpack: t.PlainUnpack, InlineEvict: t.InlineEvict}
 	}
 }
 
@@ -89,7 +90,7 @@ func WithTransferTuning(t TransferTuning) Option {
 // those of up to 2 MiB then leave it to the copy helpers after the call),
 // and never pin a second set. It combines with the other options.
 func WithInlineStagedEviction() Option {
-	return func(c *config) { c.xfer.inlineStaged = true }
+	return func(c *config) { c.xfer.InlineStaged = true }
 }
 
 // WithInlinePartsEviction has packed readbacks in parts evict their
@@ -97,21 +98,14 @@ func WithInlineStagedEviction() Option {
 // set (by default they then leave it to the copy helpers after the call).
 // It combines with the other options.
 func WithInlinePartsEviction() Option {
-	return func(c *config) { c.xfer.inlineParts = true }
+	return func(c *config) { c.xfer.InlineParts = true }
 }
 
 // WithTableDMA has packed readbacks copy their table to the device with a
 // DMA of its own even where the gather kernel could read it from pinned
 // host memory. It combines with the other options.
 func WithTableDMA() Option {
-	return func(c *config) { c.xfer.tableDMA = true }
-}
-
-// PlanFor returns the plan b makes for r, for tests that check which plan
-// a call takes.
-func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {
-	t := b.tuning()
-	return t.choose(r)
+	return func(c *config) { c.xfer.TableDMA = true }
 }
 
 // SetPhaseHook has f called with each packed-transfer phase's name as it
@@ -119,17 +113,11 @@ func PlanFor(b *Backend, r xferplan.Request) xferplan.Plan {
 // readback: pin, validate, fuse, plan, table, lease, table-dma, launch,
 // staging, dma, fence, unpack) and returns a function that removes it. Not safe
 // while transfers run.
-func SetPhaseHook(f func(phase string)) (restore func()) {
-	old := phaseHook
-	phaseHook = f
-	return func() { phaseHook = old }
-}
+func SetPhaseHook(f func(phase string)) (restore func()) { return transfer.SetPhaseHook(f) }
 
-// Default bounds, for tests that size batches around them.
-var (
-	PackMinCopiesForTest    = xferplan.DefaultTuning(1).PackMinCopies
-	PipelineMinBytesForTest = int(xferplan.DefaultTuning(1).StageMin)
-)
+// PackMinCopiesForTest is the planner's default bound, for tests that size
+// batches around it.
+var PackMinCopiesForTest = xferplan.DefaultTuning(1).PackMinCopies
 
 // SetSpinHint turns the polling loops' spin-wait hint on or off and
 // returns a function that restores it. Not safe while transfers run.

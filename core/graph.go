@@ -6,6 +6,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -112,22 +113,24 @@ func cloneBatch(batch *Batch) *Batch {
 func (g *Graph) record(op string, gd GraphDriver) error {
 	b, pl := g.b, g.pl
 	var pack capture.Pack
-	if pl.upBytes > 0 {
-		spans, err := capture.Layout(op, pl.ups, pl.fusedUps)
+	tb := &pl.xfer
+	if tb.UpBytes > 0 {
+		spans, err := capture.Layout(op, tb.Ups, tb.FusedUps)
 		if err != nil {
 			return err
 		}
-		stage, err := g.up.Slice(op, int(pl.upBytes))
+		stage, err := g.up.Slice(op, int(tb.UpBytes))
 		if err != nil {
 			return err
 		}
-		pack = capture.Pack{Stage: stage, Ups: pl.ups, Spans: spans}
+		pack = capture.Pack{Stage: stage, Ups: tb.Ups, Spans: spans}
 	}
-	if pl.nonEmptyReads > 0 {
-		var err error
-		if pl.rd.stage, err = g.rdst.Slice(op, int(pl.fusedRds.Bytes)); err != nil {
+	if tb.NonEmptyReads > 0 {
+		stage, err := g.rdst.Slice(op, int(tb.FusedRds.Bytes))
+		if err != nil {
 			return err
 		}
+		tb.Rd.UseStaging(stage)
 	}
 	queue := func(s Stream) error {
 		if err := b.queueBatch(op, s, pl, pack.Stage, 0, 0); err != nil {
@@ -183,10 +186,10 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	b.tel.SyncPoints.Add(1)
-	if pl.rd == nil {
-		return growSlots(dst, 0), nil
+	if pl.xfer.Rd == nil {
+		return transfer.GrowSlots(dst, 0), nil
 	}
-	return pl.rd.fill(dst, 0, len(pl.batch.Reads)), nil
+	return pl.xfer.Rd.Fill(dst), nil
 }
 
 // ReplayAsync launches the whole captured batch like Replay and returns
@@ -226,7 +229,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return nil, err
 	}
 	defer b.exit()
-	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.rd, nReads: len(pl.batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.xfer.Rd, nReads: len(pl.batch.Reads), timing: pl.timing}
 	if g.dev == nil {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
@@ -259,7 +262,7 @@ func (g *Graph) usable(op string) error {
 // held is what a failed replay's work may touch, the graph's staging and
 // buffers, handed to the quarantine when its stream cannot be drained.
 func (g *Graph) held(op string) streams.Hold {
-	return inUse{st: []*hostmem.Staging{&g.up, &g.rdst}, ents: g.pl.pinned}.hold(g.b, op)
+	return g.b.xfer.Hold(op, held{St: []*hostmem.Staging{&g.up, &g.rdst}, Bufs: g.pl.pinned})
 }
 
 // Close destroys the device graph and releases the staging and the

@@ -2,17 +2,17 @@ package core
 
 import (
 	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // The Backend's memory is two pools of their own packages: device memory
 // (core/internal/devmem, over internal/alloc) and pinned host staging
 // (core/internal/hostmem). This file builds the pinned pool over the copy
-// helpers and holds the public verbs that reach both.
+// helpers (transfer.EvictHelpers) and holds the public verbs that reach
+// both.
 
 // Trim gives every cached device block and every cached pinned staging
 // block back to the driver now. Memory in use is never touched: live
@@ -45,63 +45,10 @@ func (b *Backend) Trim() error {
 }
 
 // newHostPool returns the pinned host pool of a Backend opened with cfg;
-// its evictions run on the copy helpers.
+// its evictions run on the copy helpers (transfer.EvictHelpers).
 func newHostPool(drv Driver, cfg *config) *hostmem.Pool {
-	return hostmem.New(drv, hostmem.Config{Cap: cfg.pinnedPoolCap, Log: cfg.log, Helpers: evictHelpers{},
+	return hostmem.New(drv, hostmem.Config{Cap: cfg.pinnedPoolCap, Log: cfg.log, Helpers: transfer.EvictHelpers{},
 		SpareWindow: cfg.pinTest.SpareWindow, SpareRetry: cfg.pinTest.SpareRetry, EvictHook: cfg.pinTest.EvictHook})
-}
-
-// evictHelpers runs the pinned pool's evictions as background jobs of
-// copyHelpers (pipeline.go): helpers take their tasks only when no call's
-// copying has one for them, so a next readback's own copy out comes first.
-type evictHelpers struct{}
-
-// NewJob returns a background job of n tasks that finish ends.
-func (evictHelpers) NewJob(n int, task func(int), finish func(), linger time.Duration) hostmem.Job {
-	j := &evictionJob{}
-	j.job = taskJob{f: task, n: int64(n), linger: linger, done: make(chan struct{}), finish: func() {
-		finish()
-		j.settled.Store(true)
-	}}
-	j.job.left.Store(int64(n))
-	return j
-}
-
-// evictionJob is one eviction on the copy helpers.
-type evictionJob struct {
-	job     taskJob
-	settled atomic.Bool // finish has returned
-}
-
-// Start lists j as a background job and wakes up to workers helpers.
-func (j *evictionJob) Start(workers int) {
-	copyHelpers.addBackground(&j.job, min(workers, maxCopyWorkers))
-}
-
-// Wait helps with j's remaining tasks and returns once its finish has
-// returned: it polls for up to waitSpin, then blocks.
-func (j *evictionJob) Wait() {
-	j.job.work()
-	var sp spinner
-	var until time.Time
-	for !j.settled.Load() {
-		if now, ok := sp.pause(); ok {
-			if until.IsZero() {
-				until = now.Add(waitSpin)
-			} else if now.After(until) {
-				<-j.job.done
-				return
-			}
-		}
-	}
-}
-
-// orDiscard returns log, or a logger that drops everything when log is nil.
-func orDiscard(log *slog.Logger) *slog.Logger {
-	if log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return log
 }
 
 // subOrRepair subtracts n from c; when that would underflow the accounting is

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/nvrtc"
 )
 
@@ -57,7 +58,7 @@ type config struct {
 	pinCapSet         bool
 	limitSet          bool
 	log               *slog.Logger
-	xfer              transferTuning  // zero: defaults (xfer.go)
+	xfer              transfer.Tuning // zero: defaults (xfer.go)
 	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 	noPDL             bool            // WithProgrammaticLaunch(false) (pdl.go)
 	pinTest           hostmem.Config  // tests only: SpareWindow, SpareRetry, EvictHook (memory.go)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
@@ -239,9 +240,6 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 	if err != nil {
 		return err
 	}
-	// The copies read src's buffers from b's stream: if it cannot be
-	// drained, src quarantines its own buffers (inUse.peer).
-	h := inUse{ents: p.dstEnts, peer: p.src, peerEnts: p.srcEnts}
 	call := "MemcpyDtoDAsync"
 	for _, c := range p.fused {
 		if peer == nil {
@@ -251,17 +249,36 @@ func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
 			err = b.drv.(PeerDriver).MemcpyPeerAsync(c.Dst, peer.drv, c.Src, uint64(c.Len), lease.Stream)
 		}
 		if err != nil {
-			b.syncOrQuarantine(op, h, lease)
+			syncPeerCopy(op, b, p, lease)
 			return driverError(op, call, err)
 		}
 	}
 	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.syncOrQuarantine(op, h, lease)
+		syncPeerCopy(op, b, p, lease)
 		return driverError(op, "StreamSynchronize", err)
 	}
 	b.launch.Return(lease, true)
 	b.tel.SyncPoints.Add(1)
 	return nil
+}
+
+// syncPeerCopy drains lease, b's stream of a failed copyOnDevice of p,
+// or quarantines it with p's destination buffers. The copies read the
+// source's buffers from b's stream: if it cannot be drained, the source
+// (p.src, or b itself within one Backend) quarantines its own buffers,
+// waiting for b's entry.
+func syncPeerCopy(op string, b *Backend, p *peerPlan, lease *streams.Lease) {
+	b.launch.SyncOrQuarantine(op, false, func() streams.Hold {
+		out := b.xfer.Hold(op, held{Bufs: p.dstEnts})
+		if len(p.srcEnts) > 0 {
+			src := p.src
+			if src == nil {
+				src = b
+			}
+			out.Peer, out.PeerItems = src.launch, src.xfer.Hold(op, held{Bufs: p.srcEnts}).Items
+		}
+		return out
+	}, lease)
 }
 
 // copyStaged moves the plan's bytes through one pinned block from dst's
@@ -289,14 +306,14 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 		return err
 	}
 	fail := func(call string, err error) error {
-		if !src.syncOrQuarantine(op, inUse{ents: p.srcEnts}, sl) {
+		if !src.xfer.SyncOrQuarantine(op, held{Bufs: p.srcEnts}, sl) {
 			// src's undrained copies may still write the staging: keep it
 			// out of the pool for good rather than hand it to another call.
 			blocks := st.Detach()
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: p.dstEnts}, dl)
+		dst.xfer.SyncOrQuarantine(op, held{St: []*hostmem.Staging{&st}, Bufs: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
 	off := 0

@@ -9,6 +9,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Pending is device work queued by RunAsync or DispatchAsync and not
@@ -51,8 +52,8 @@ type pendingWork struct {
 
 	lease   *streams.Lease  // nil once given back
 	up      hostmem.Staging // upload staging; released at completion
-	rd      *gathered       // read staging and views; nil without reads
-	xfer    *batchXfer      // packed transfers' device staging; released at completion
+	rd      *transfer.Read  // read staging and views; nil without reads
+	xfer    *transfer.Batch // packed transfers' device staging; released at completion
 	nReads  int
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
@@ -162,7 +163,7 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	}
 	if w.state == pendingCollected {
 		if w.nReads == 0 {
-			return growSlots(dst, 0), nil
+			return transfer.GrowSlots(dst, 0), nil
 		}
 		return dst, newError(op, KindClosed,
 			fmt.Sprintf("the %d read(s) of this pending work were already collected", w.nReads),
@@ -170,9 +171,9 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	}
 	var out [][]byte
 	if w.rd != nil {
-		out = w.rd.fill(dst, 0, w.nReads)
+		out = w.rd.Fill(dst)
 	} else {
-		out = growSlots(dst, w.nReads)
+		out = transfer.GrowSlots(dst, w.nReads)
 		for i := range out {
 			out[i] = out[i][:0]
 		}
@@ -319,11 +320,11 @@ func (p *pendingWork) fail(err *Error) {
 	if p.graph != nil {
 		p.graph.Failed(p.op, p.lease)
 	} else {
-		h := inUse{st: []*hostmem.Staging{&p.up}, ents: p.ents, dev: p.xfer.devStaging(), discard: true}
+		h := held{St: []*hostmem.Staging{&p.up}, Bufs: p.ents, Dev: p.xfer.DevStaging(), Discard: true}
 		if p.rd != nil {
-			h.st = append(h.st, &p.rd.st)
+			h.St = append(h.St, p.rd.Staging())
 		}
-		p.b.syncOrQuarantine(p.op, h, p.lease)
+		p.b.xfer.SyncOrQuarantine(p.op, h, p.lease)
 	}
 	p.lease = nil
 	p.settle()
@@ -342,10 +343,10 @@ func (p *pendingWork) settle() {
 // collect releases the staging and the lease.
 func (p *pendingWork) collect(healthy bool) {
 	p.up.ReturnAll()
-	p.b.releaseDev(p.xfer)
+	p.b.xfer.ReleaseBatch(p.xfer)
 	p.xfer = nil
 	if p.rd != nil {
-		p.rd.release()
+		p.rd.Release()
 		p.rd = nil
 	}
 	if p.lease != nil {

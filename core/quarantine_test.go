@@ -16,7 +16,8 @@ import (
 
 const qLen = 64
 
-// quarantineCase is one caller of Backend.syncOrQuarantine, made to fail in
+// quarantineCase is one call that drains or quarantines its streams
+// (transfer.Engine.SyncOrQuarantine) after a failure, made to fail in
 // its work and again in the drain that follows.
 type quarantineCase struct {
 	name string

@@ -5,10 +5,8 @@ import (
 	"math"
 
 	"github.com/vyre-go/vyrecuda/accounting"
-	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 	"github.com/vyre-go/vyrecuda/fusion"
-	"github.com/vyre-go/vyrecuda/internal/ntcopy"
-	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // UploadAt is one write of Data into Buf starting at byte Offset; the
@@ -57,22 +55,22 @@ func itemPrefix(n, i int) string {
 }
 
 // upload validates n uploads (full: exact lengths; else offset ranges),
-// keeps their buffers in flight for the call, and moves them as fused copies.
+// keeps their buffers in flight for the call, and has the transfer engine
+// move them (transfer.Engine.Upload: fused, planned, one fence).
 // One pass under the store lock looks every handle up and checks every
 // range; an unknown handle anywhere is reported before a bad range.
 func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte), full bool) error {
 	if n == 0 {
 		return nil
 	}
-	if n >= prewakeMinItems {
-		t := b.tuning()
+	if n >= transfer.PrewakeMinItems {
 		_, _, first := at(0)
-		t.prewakeFor(n, len(first))
+		b.xfer.PrewakeFor(n, len(first))
 	}
-	sc := getScratch(n)
-	defer putScratch(sc)
-	ents := sc.ents[:n]
-	copies := sc.ups[:0]
+	sc := b.xfer.Scratch(n)
+	defer b.xfer.PutScratch(sc)
+	ents := sc.Ents[:n]
+	copies := sc.Ups[:0]
 	bad := -1 // the first item whose range does not fit
 	b.store.mu.RLock()
 	for i := range ents {
@@ -114,10 +112,10 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	b.pinCall(ents)
 	b.store.mu.RUnlock()
 	defer b.unpinCall(op, ents)
-	sc.ups = copies
-	phase("pin")
-	phase("validate")
-	return b.queueUploads(op, ents, copies)
+	sc.Ups = copies
+	transfer.Phase("pin")
+	transfer.Phase("validate")
+	return b.xfer.Upload(op, ents, copies)
 }
 
 // uploadFits reports whether n bytes at off pass uploadRangeError's checks
@@ -153,116 +151,5 @@ func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr u
 			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", itemPrefix(n, i), h.ID, off),
 			Fix:    "pass an offset inside the buffer", Err: err}
 	}
-	return nil
-}
-
-// queueUploads fuses the copies and moves them as the planner says
-// (xfer.go): Direct from pinned caller memory, Staged in chunks
-// (staged.go), Packed into one block with a scatter launch (packed.go,
-// falling back to PerCopy when the device has no memory for the packed
-// staging), or PerCopy: packed into one pinned staging block and queued as
-// one driver copy per fused copy on one leased stream. Each waits on its
-// stream once per batch; Staged also polls an event per reused staging
-// block. The caller holds the destination buffers (ents) in
-// flight; a failed drain quarantines them with the staging (quarantine.go).
-func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion.UploadCopy) (err error) {
-	if len(copies) == 0 {
-		return nil
-	}
-	fused, bytes, ok := copies, uint64(0), false
-	if bytes, ok = fusion.DistinctUploads(copies); !ok {
-		fused, bytes, err = fusion.FuseUploads(copies)
-	}
-	if err != nil {
-		return &Error{Op: op, Kind: KindInvalidArgument, Detail: "fusing the uploads failed",
-			Fix: "split the batch; its addresses or lengths overflow", Err: err}
-	}
-	if len(fused) == 0 {
-		return nil
-	}
-	if bytes > math.MaxInt {
-		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", bytes),
-			"split the batch into smaller ones")
-	}
-	phase("fuse")
-	t := b.tuning()
-	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
-		PackedBytes: packedBound(len(fused), bytes), Streamable: len(fused) == 1}
-	var reg *hostmem.Region
-	if len(fused) == 1 {
-		reg = b.pinnedHost(fused[0].Data)
-		req.Pinned = reg != nil
-	}
-	pl := t.choose(req)
-	phase("plan")
-	if reg != nil && pl.Kind != xferplan.Direct {
-		b.unpendRegion(reg)
-	}
-	switch pl.Kind {
-	case xferplan.Direct:
-		return b.uploadDirect(op, ents, reg, fused[0].Dst, fused[0].Data, len(copies))
-	case xferplan.Staged:
-		return b.uploadPipelined(op, &t, &pl, ents, fused[0].Dst, fused[0].Data, len(copies))
-	case xferplan.Packed:
-		err := b.uploadPacked(op, &t, &pl, ents, fused, bytes, len(copies))
-		if err != errNoPackRoom {
-			return err
-		}
-		// No device memory for packed staging: the per-copy path needs none.
-	}
-	return b.uploadPerCopy(op, &t, &pl, ents, fused, bytes, len(copies))
-}
-
-// uploadPerCopy stages every fused copy into one pinned block on
-// pl.Workers goroutines and queues one driver copy per fused copy.
-func (b *Backend) uploadPerCopy(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, fused []fusion.UploadCopy, bytes uint64, requested int) error {
-	st := hostmem.NewStaging(b.hostPool)
-	defer st.ReturnAll()
-	stage, err := st.Slice(op, int(bytes))
-	if err != nil {
-		return err
-	}
-	phase("staging")
-	if len(fused) == 1 {
-		parallelCopy(stage, fused[0].Data, pl.Workers, t.linger, t.stageInFenced)
-	} else {
-		offs := make([]int, len(fused)+1)
-		for i, c := range fused {
-			offs[i+1] = offs[i] + len(c.Data)
-		}
-		forParts(len(fused), pl.Workers, t.linger, func(i int) int { return offs[i] }, len(stage), func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				t.stageIn(stage[offs[i]:], fused[i].Data)
-			}
-			ntcopy.Fence()
-		})
-	}
-	phase("copy")
-	lease, err := b.launch.Lease(op, false)
-	if err != nil {
-		return err
-	}
-	phase("lease")
-	off := 0
-	for _, c := range fused {
-		end := off + len(c.Data)
-		if err := b.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], lease.Stream); err != nil {
-			b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: ents}, lease)
-			return driverError(op, "MemcpyHtoDAsync", err)
-		}
-		off = end
-	}
-	phase("dma")
-	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		b.syncOrQuarantine(op, inUse{st: []*hostmem.Staging{&st}, ents: ents}, lease)
-		return driverError(op, "StreamSynchronize", err)
-	}
-	phase("fence")
-	b.launch.Return(lease, true)
-	b.tel.SyncPoints.Add(1)
-	b.tel.H2DBytes.Add(bytes)
-	b.tel.UploadOps.Add(1)
-	b.tel.Requested.Add(uint64(requested))
-	b.tel.DeviceCopies.Add(uint64(len(fused)))
 	return nil
 }

@@ -1,4 +1,4 @@
-package core
+package copyjob
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 )
 
-// BenchmarkHostCopy times parallelCopy, back to back (so the helpers stay
+// BenchmarkHostCopy times ParallelCopy, back to back (so the helpers stay
 // awake, as between the calls of a stream of transfers), of the sizes
 // single transfers stage, on 1 to 8 goroutines, with the built-in copy and
 // with non-temporal stores (as staged uploads copy). It needs no device:
@@ -31,7 +31,7 @@ func BenchmarkHostCopy(b *testing.B) {
 					b.SetBytes(int64(n))
 					b.ResetTimer()
 					for range b.N {
-						parallelCopy(dst, src, w, DefaultCopyHelperLinger, cp)
+						ParallelCopy(dst, src, w, DefaultLinger, cp)
 					}
 				})
 			}

@@ -1,4 +1,4 @@
-package core
+package transfer
 
 import (
 	"encoding/binary"
@@ -33,25 +33,25 @@ func TestPackLayoutEntriesCoverEachPieceExactly(t *testing.T) {
 			}
 			bytes += uint64(lens[i])
 		}
-		lay := newPackLayout(n, func(i int) int { return lens[i] })
-		require.LessOrEqual(t, int64(lay.total), packedBound(n, bytes), "round %d", round)
-		stage := make([]byte, lay.total)
+		lay := NewLayout(n, func(i int) int { return lens[i] })
+		require.LessOrEqual(t, int64(lay.Total), PackedBound(n, bytes), "round %d", round)
+		stage := make([]byte, lay.Total)
 		addrs := make([]uint64, n)
 		for i := range lens {
 			addrs[i] = uint64(1<<40 + i<<20 + r.Intn(3)*16)
-			lay.putEntries(stage, i, addrs[i], lens[i])
+			lay.PutEntries(stage, i, addrs[i], lens[i])
 		}
 		e := 0
 		for i, want := range lens {
 			require.Equal(t, e, lay.first[i], "round %d piece %d", round, i)
-			require.Zero(t, lay.offs[i]%packAlign)
+			require.Zero(t, lay.Offs[i]%packAlign)
 			moved := 0
 			for moved < want {
-				require.Less(t, e, lay.entries, "round %d piece %d: entries end early", round, i)
-				ent := stage[lay.table+e*kernels.TableEntryBytes:]
+				require.Less(t, e, lay.Entries, "round %d piece %d: entries end early", round, i)
+				ent := stage[lay.Table+e*kernels.TableEntryBytes:]
 				addr, off, m := binary.LittleEndian.Uint64(ent), binary.LittleEndian.Uint64(ent[8:]), int(binary.LittleEndian.Uint64(ent[16:]))
 				require.Equal(t, addrs[i]+uint64(moved), addr, "round %d piece %d entry %d", round, i, e)
-				require.Equal(t, uint64(lay.offs[i]+moved), off, "round %d piece %d entry %d", round, i, e)
+				require.Equal(t, uint64(lay.Offs[i]+moved), off, "round %d piece %d entry %d", round, i, e)
 				require.Positive(t, m)
 				require.LessOrEqual(t, m, packEntryBytes)
 				if moved+m < want || want%16 == 0 {
@@ -65,7 +65,7 @@ func TestPackLayoutEntriesCoverEachPieceExactly(t *testing.T) {
 			require.Equal(t, want, moved, "round %d piece %d", round, i)
 			require.Equal(t, pieceEntries(want), e-lay.first[i])
 		}
-		require.Equal(t, lay.entries, e, "round %d: no entry left over", round)
-		require.Equal(t, lay.table+lay.entries*kernels.TableEntryBytes, lay.total)
+		require.Equal(t, lay.Entries, e, "round %d: no entry left over", round)
+		require.Equal(t, lay.Table+lay.Entries*kernels.TableEntryBytes, lay.Total)
 	}
 }

@@ -1,4 +1,4 @@
-package core
+package transfer
 
 import (
 	"math/rand"
@@ -24,7 +24,7 @@ func TestRememberedPlansMatchChoose(t *testing.T) {
 		r := xferplan.Request{Dir: xferplan.Direction(rng.Intn(2)), Copies: 1 + rng.Intn(3)*rng.Intn(100),
 			Bytes: sizes[rng.Intn(len(sizes))], Pinned: rng.Intn(4) == 0, Streamable: rng.Intn(2) == 0}
 		if rng.Intn(2) == 0 {
-			r.PackedBytes = packedBound(r.Copies, uint64(r.Bytes))
+			r.PackedBytes = PackedBound(r.Copies, uint64(r.Bytes))
 		}
 		tu, m, procs := tunings[rng.Intn(len(tunings))], models[rng.Intn(len(models))], 1+rng.Intn(16)
 		require.Equal(t, xferplan.Choose(r, tu, m, procs), choosePlan(r, tu, m, procs), "%+v %+v procs %d", r, tu, procs)

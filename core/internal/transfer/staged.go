@@ -1,10 +1,13 @@
-package core
+package transfer
 
 import (
 	"sync/atomic"
-	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
+	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/spin"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/internal/ntcopy"
 	"github.com/vyre-go/vyrecuda/xferplan"
 )
@@ -27,8 +30,8 @@ import (
 // in 7 chunks in 115 us, against 32 us for the DMA alone.
 
 // stagedRun is the state of one staged transfer.
-type stagedRun struct {
-	p       *pipeline
+type stagedRun[E any] struct {
+	p       *pipeline[E]
 	pl      *xferplan.Plan
 	host    []byte
 	dev     uint64
@@ -36,15 +39,16 @@ type stagedRun struct {
 	tasks   int64          // tasks per chunk
 	task    int64          // bytes per task
 	remain  []atomic.Int32 // per chunk: tasks not yet returned
-	job     *taskJob
+	job     *copyjob.Job
 	aborted atomic.Bool // set on failure: unclaimed tasks then copy nothing
-	t       *transferTuning
+	t       *Tuning
 	waits   uint64 // host waits on the device, for telemetry
-	// deferEvict: a readback of at most evictLaterMaxBytes in at most
-	// hostmem.InlineEvictBlocks blocks that evicts its staging (t.evictReads), and whose
-	// bucket holds a second set of blocks, leaves each block's last chunk
-	// to an eviction job after the call (finishRead) instead of evicting
-	// it in the copy out (unless t.inlineStaged). See evictLaterMaxBytes.
+	// deferEvict: a readback of at most EvictLaterMaxBytes in at most
+	// hostmem.InlineEvictBlocks blocks that evicts its staging
+	// (t.EvictReads), and whose bucket holds a second set of blocks,
+	// leaves each block's last chunk to an eviction job after the call
+	// (finishRead) instead of evicting it in the copy out (unless
+	// t.InlineStaged). See EvictLaterMaxBytes.
 	deferEvict bool
 	// second: such a readback that found one set (deferEvict false) pins
 	// the second set or notes its end in finishRead (SecondSet.End).
@@ -54,7 +58,7 @@ type stagedRun struct {
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
 // staging blocks and streams (one per block; the DMAs use the first, the
 // blocks' events tell when each is free).
-func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, host []byte, dev uint64, up bool) (*stagedRun, error) {
+func (e *Engine[E]) newStagedRun(op string, t *Tuning, pl *xferplan.Plan, bufs []E, host []byte, dev uint64, up bool) (*stagedRun[E], error) {
 	k := max(pl.Chunks, 1)
 	blocks := max(min(pl.Blocks, k), 1)
 	events := min(blocks, maxStageEvents) // an upload that reuses no block waits on none
@@ -63,35 +67,33 @@ func (b *Backend) newStagedRun(op string, t *transferTuning, pl *xferplan.Plan, 
 	} else if blocks == k {
 		events = 1
 	}
-	p, err := b.newPipeline(op, ents, blocks, int(pl.Chunk), events)
+	p, err := e.newPipeline(op, bufs, blocks, int(pl.Chunk), events)
 	if err != nil {
 		return nil, err
 	}
 	w := max(pl.Workers, 1)
-	task := int64(copyTask(int(pl.Chunk), w))
-	r := &stagedRun{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task, t: t,
+	task := int64(copyjob.CopyTask(int(pl.Chunk), w))
+	r := &stagedRun[E]{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task, t: t,
 		tasks: (pl.Chunk + task - 1) / task, remain: make([]atomic.Int32, k)}
 	for c := range r.remain {
 		r.remain[c].Store(int32(r.tasks))
 	}
-	if !up && !t.inlineStaged && t.evictReads && !t.inlineEvict && len(host) <= evictLaterMaxBytes &&
+	if !up && !t.InlineStaged && t.EvictReads && !t.InlineEvict && len(host) <= EvictLaterMaxBytes &&
 		len(p.blocks) <= hostmem.InlineEvictBlocks {
 		// With a second set of blocks the next readback has staging
 		// while this one's is evicted; without, it would wait for it.
 		size := p.st.Blocks()[0].Size() // the whole bucket
-		r.deferEvict, r.second = b.hostPool.DeferEviction(size, len(p.blocks))
+		r.deferEvict, r.second = e.host.DeferEviction(size, len(p.blocks))
 	}
-	r.job = &taskJob{f: func(i int) { r.copyTask(i, up) }, n: int64(k) * r.tasks,
-		linger: t.pipeLinger, gated: true, done: make(chan struct{})}
-	r.job.left.Store(r.job.n)
+	r.job = copyjob.NewJob(k*int(r.tasks), t.PipeLinger, true, func(i int) { r.copyTask(i, up) })
 	return r, nil
 }
 
 // copyTask copies task i between the caller's memory and its chunk's block
 // (into the block for an upload, out of it for a readback), leaving the
-// block's lines out of the caches as r.t says (stageIn, stageOut); an
+// block's lines out of the caches as r.t says (StageIn, StageOut); an
 // upload's non-temporal stores are fenced before the task counts as done.
-func (r *stagedRun) copyTask(i int, up bool) {
+func (r *stagedRun[E]) copyTask(i int, up bool) {
 	c := int64(i) / r.tasks
 	if !r.aborted.Load() {
 		base := c * r.pl.Chunk
@@ -101,14 +103,14 @@ func (r *stagedRun) copyTask(i int, up bool) {
 			blk := r.p.blocks[c%int64(len(r.p.blocks))]
 			switch {
 			case up:
-				r.t.stageIn(blk[lo-base:hi-base], r.host[lo:hi])
+				r.t.StageIn(blk[lo-base:hi-base], r.host[lo:hi])
 				ntcopy.Fence()
 			case r.deferEvict && c+int64(len(r.p.blocks)) >= int64(len(r.remain)):
 				// The block's last chunk of the call: finishRead leaves
 				// its eviction to the helpers after the call.
 				copy(r.host[lo:hi], blk[lo-base:hi-base])
 			default:
-				r.t.stageOut(r.host[lo:hi], blk[lo-base:hi-base])
+				r.t.StageOut(r.host[lo:hi], blk[lo-base:hi-base])
 			}
 		}
 	}
@@ -116,10 +118,10 @@ func (r *stagedRun) copyTask(i int, up bool) {
 }
 
 // open lets the tasks of chunks [0, c) be claimed.
-func (r *stagedRun) open(c int) { r.job.gate.Store(int64(c) * r.tasks) }
+func (r *stagedRun[E]) open(c int) { r.job.Open(int64(c) * r.tasks) }
 
 // bounds returns chunk c's byte range.
-func (r *stagedRun) bounds(c int) (lo, hi int64) {
+func (r *stagedRun[E]) bounds(c int) (lo, hi int64) {
 	return min(int64(c)*r.pl.Chunk, r.n), min(int64(c+1)*r.pl.Chunk, r.n)
 }
 
@@ -128,34 +130,34 @@ const maxStageEvents = 8
 
 // queue queues chunk c's DMA on the run's stream and, when record is set,
 // records chunk c's event slot after it.
-func (r *stagedRun) queue(c int, up, record bool) error {
-	b, op := r.p.b, r.p.op
+func (r *stagedRun[E]) queue(c int, up, record bool) error {
+	e, op := r.p.e, r.p.op
 	lo, hi := r.bounds(c)
 	j := c % len(r.p.blocks)
 	blk := r.p.blocks[j][: hi-lo : hi-lo]
 	s := r.p.leases[0].Stream
 	if up {
-		if err := b.drv.MemcpyHtoDAsync(r.dev+uint64(lo), blk, s); err != nil {
-			return driverError(op, "MemcpyHtoDAsync", err)
+		if err := e.drv.MemcpyHtoDAsync(r.dev+uint64(lo), blk, s); err != nil {
+			return errs.Driver(op, "MemcpyHtoDAsync", err)
 		}
-	} else if err := b.drv.MemcpyDtoHAsync(blk, r.dev+uint64(lo), s); err != nil {
-		return driverError(op, "MemcpyDtoHAsync", err)
+	} else if err := e.drv.MemcpyDtoHAsync(blk, r.dev+uint64(lo), s); err != nil {
+		return errs.Driver(op, "MemcpyDtoHAsync", err)
 	}
 	if !record {
 		return nil
 	}
-	if err := b.drv.EventRecord(r.p.leases[c%len(r.p.leases)].Done, s); err != nil {
-		return driverError(op, "EventRecord", err)
+	if err := e.drv.EventRecord(r.p.leases[c%len(r.p.leases)].Done, s); err != nil {
+		return errs.Driver(op, "EventRecord", err)
 	}
 	return nil
 }
 
 // landed reports whether chunk c's DMA has completed: the latest record of
 // its event slot is chunk c's or a later one's on the same stream.
-func (r *stagedRun) landed(c int) (bool, error) {
-	done, err := r.p.b.drv.EventQuery(r.p.leases[c%len(r.p.leases)].Done)
+func (r *stagedRun[E]) landed(c int) (bool, error) {
+	done, err := r.p.e.drv.EventQuery(r.p.leases[c%len(r.p.leases)].Done)
 	if err != nil {
-		return false, driverError(r.p.op, "EventQuery", err)
+		return false, errs.Driver(r.p.op, "EventQuery", err)
 	}
 	return done, nil
 }
@@ -163,23 +165,23 @@ func (r *stagedRun) landed(c int) (bool, error) {
 // stop ends the copy job: after a failure the unclaimed tasks copy nothing;
 // either way every task has returned when stop does, so nothing touches
 // the caller's memory or the blocks afterwards.
-func (r *stagedRun) stop(shared, failed bool) { r.job.stop(&r.aborted, shared, failed) }
+func (r *stagedRun[E]) stop(shared, failed bool) { r.job.Stop(&r.aborted, shared, failed) }
 
 // uploadPipelined copies data to device address dst as the Staged plan pl
 // says. Telemetry counts each chunk as a device copy and each wait for a
 // staging block, plus the final stream synchronization, as a sync point.
-func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, dst uint64, data []byte, requested int) error {
-	r, err := b.newStagedRun(op, t, pl, ents, data, dst, true)
+func (e *Engine[E]) uploadPipelined(op string, t *Tuning, pl *xferplan.Plan, bufs []E, dst uint64, data []byte, requested int) error {
+	r, err := e.newStagedRun(op, t, pl, bufs, data, dst, true)
 	if err != nil {
 		return err
 	}
-	phase("staging")
+	Phase("staging")
 	k, blocks := len(r.remain), len(r.p.blocks)
 	record := blocks < k
 	opened := blocks
 	r.open(opened)
-	shared := startJob(r.job, pl.Workers)
-	var sp spinner
+	shared := copyjob.Start(r.job, pl.Workers)
+	var sp spin.Spinner
 	for q := 0; q < k; {
 		switch {
 		case r.remain[q].Load() == 0:
@@ -189,7 +191,7 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 				return r.p.fail(err)
 			}
 			if q == 0 {
-				phase("first-dma")
+				Phase("first-dma")
 			}
 			q++
 		case opened < k && opened-blocks < q:
@@ -203,27 +205,27 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 				r.waits++
 				opened++
 				r.open(opened)
-			} else if !r.job.step() {
-				sp.pause()
+			} else if !r.job.Step() {
+				sp.Pause()
 			}
 		default:
-			if !r.job.step() {
-				sp.pause()
+			if !r.job.Step() {
+				sp.Pause()
 			}
 		}
 	}
-	phase("last-dma")
+	Phase("last-dma")
 	r.stop(shared, false)
 	if err := r.p.wait(0); err != nil {
 		return r.p.fail(err)
 	}
-	phase("fence")
+	Phase("fence")
 	r.p.finish(true)
-	b.tel.SyncPoints.Add(r.waits + 1)
-	b.tel.H2DBytes.Add(uint64(len(data)))
-	b.tel.UploadOps.Add(1)
-	b.tel.Requested.Add(uint64(requested))
-	b.tel.DeviceCopies.Add(uint64(k))
+	e.tel.SyncPoints.Add(r.waits + 1)
+	e.tel.H2DBytes.Add(uint64(len(data)))
+	e.tel.UploadOps.Add(1)
+	e.tel.Requested.Add(uint64(requested))
+	e.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
@@ -236,12 +238,12 @@ func (b *Backend) uploadPipelined(op string, t *transferTuning, pl *xferplan.Pla
 // the first chunk leaves a prefix of out holding device bytes (callers
 // reusing caller storage document this). Telemetry counts each chunk as a
 // device copy and each wait for one to land as a sync point.
-func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.Plan, ents []*residentEntry, out []byte, src uint64) error {
-	r, err := b.newStagedRun(op, t, pl, ents, out, src, false)
+func (e *Engine[E]) downloadPipelined(op string, t *Tuning, pl *xferplan.Plan, bufs []E, out []byte, src uint64) error {
+	r, err := e.newStagedRun(op, t, pl, bufs, out, src, false)
 	if err != nil {
 		return err
 	}
-	phase("staging")
+	Phase("staging")
 	k, blocks, events := len(r.remain), len(r.p.blocks), len(r.p.leases)
 	ahead := min(blocks, events)
 	for c := range ahead {
@@ -249,9 +251,9 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 			return r.p.fail(err)
 		}
 	}
-	shared := startJob(r.job, pl.Workers)
+	shared := copyjob.Start(r.job, pl.Workers)
 	queued, opened, copied := ahead, 0, 0
-	var sp spinner
+	var sp spin.Spinner
 	for copied < k {
 		switch {
 		case r.remain[copied].Load() == 0:
@@ -273,28 +275,28 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 			}
 			if done {
 				if opened == 0 {
-					phase("first-landed")
+					Phase("first-landed")
 				}
 				r.waits++
 				opened++
 				r.open(opened)
-			} else if !r.job.step() {
-				sp.pause()
+			} else if !r.job.Step() {
+				sp.Pause()
 			}
 		default:
-			if !r.job.step() {
-				sp.pause()
+			if !r.job.Step() {
+				sp.Pause()
 			}
 		}
 	}
-	phase("copied")
+	Phase("copied")
 	r.stop(shared, false)
 	r.finishRead()
-	b.tel.SyncPoints.Add(r.waits)
-	b.tel.D2HBytes.Add(uint64(len(out)))
-	b.tel.ReadbackOps.Add(1)
-	b.tel.Requested.Add(1)
-	b.tel.DeviceCopies.Add(uint64(k))
+	e.tel.SyncPoints.Add(r.waits)
+	e.tel.D2HBytes.Add(uint64(len(out)))
+	e.tel.ReadbackOps.Add(1)
+	e.tel.Requested.Add(1)
+	e.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
@@ -302,7 +304,7 @@ func (b *Backend) downloadPipelined(op string, t *transferTuning, pl *xferplan.P
 // go back, and so do the staging blocks, through an eviction job that
 // evicts what each block's last chunk wrote when the run defers that
 // (deferEvict); the call returns meanwhile.
-func (r *stagedRun) finishRead() {
+func (r *stagedRun[E]) finishRead() {
 	if !r.deferEvict {
 		r.p.finish(true)
 		r.second.End()
@@ -318,98 +320,76 @@ func (r *stagedRun) finishRead() {
 			regions[j] = blocks[j][:hi-lo]
 		}
 	}
-	r.p.st.EvictLater(regions[:len(blocks)], r.pl.Workers, r.t.linger)
+	r.p.st.EvictLater(regions[:len(blocks)], r.pl.Workers, r.t.Linger)
 }
 
-// streamParts fills items [0, n), split into parts contiguous parts of
-// about equal weight, on up to w goroutines (the caller among them) that
-// share one copy job, and calls ready(k, lo, hi) on the calling goroutine
-// for each part k (items [lo, hi)) in order as soon as every item of it is
-// filled, while later parts are still being filled. start(i) is the
-// cumulative weight before item i (non-decreasing, start(0) == 0) and total
-// the weight of all items; fill(lo, hi) fills items [lo, hi). After ready
-// fails the items not yet started are skipped; either way every fill has
-// returned when streamParts does. It returns ready's error.
-func streamParts(n, parts, w int, linger time.Duration, start func(i int) int, total int,
-	fill func(lo, hi int), ready func(k, lo, hi int) error) error {
-	if n <= 0 {
-		return nil
-	}
-	parts = max(min(parts, n), 1)
-	// Tasks per part, at most: tasksPerWorker per worker, and small enough
-	// that the caller, which queues each part's DMA, is never long inside a
-	// task of its own while a part is ready.
-	per := max(w*tasksPerWorker/parts, (total/parts+streamTaskWeight-1)/streamTaskWeight, 1)
-	// bounds[t] is the first item of task t; part k's tasks are
-	// first[k] <= t < first[k+1].
-	bounds := make([]int, 0, parts*per+1)
-	first := make([]int, parts+1)
-	lo := 0
-	for k := range parts {
-		hi := splitAt(start, n, lo, total, k+1, parts)
-		if k == parts-1 {
-			hi = n
+// pipeline is the staging blocks and streams of one pipelined transfer.
+type pipeline[E any] struct {
+	e      *Engine[E]
+	op     string
+	bufs   []E // the transfer's buffer, for the quarantine
+	st     hostmem.Staging
+	blocks [][]byte
+	leases []*streams.Lease
+	syncs  uint64 // stream synchronizations that succeeded
+}
+
+// newPipeline takes k staging blocks of chunk bytes and leases leased
+// streams (with their events), all or nothing, for a transfer whose caller
+// holds bufs in flight.
+func (e *Engine[E]) newPipeline(op string, bufs []E, k, chunk, leases int) (*pipeline[E], error) {
+	p := &pipeline[E]{e: e, op: op, bufs: bufs, st: hostmem.NewStaging(e.host)}
+	p.blocks = make([][]byte, k)
+	for j := range p.blocks {
+		blk, err := p.st.Slice(op, chunk)
+		if err != nil {
+			p.st.ReturnAll()
+			return nil, err
 		}
-		first[k] = len(bounds)
-		for t, a := 0, lo; t < per && a < hi; t++ {
-			bounds = append(bounds, a)
-			if t == per-1 {
-				a = hi
-			} else {
-				a = max(splitAt(start, hi, a, total, k*per+t+1, parts*per), a+1)
-			}
-		}
-		lo = hi
+		p.blocks[j] = blk
 	}
-	first[parts] = len(bounds)
-	bounds = append(bounds, n)
-	partOf := make([]int32, len(bounds)-1)
-	remain := make([]atomic.Int32, parts)
-	for k := range parts {
-		for t := first[k]; t < first[k+1]; t++ {
-			partOf[t] = int32(k)
+	p.leases = make([]*streams.Lease, 0, leases)
+	for range leases {
+		l, err := e.launch.Lease(op, false)
+		if err != nil {
+			p.finish(true)
+			return nil, err
 		}
-		remain[k].Store(int32(first[k+1] - first[k]))
+		p.leases = append(p.leases, l)
 	}
-	var aborted atomic.Bool
-	job := &taskJob{n: int64(len(partOf)), linger: linger, done: make(chan struct{})}
-	job.f = func(t int) {
-		if !aborted.Load() {
-			fill(bounds[t], bounds[t+1])
-		}
-		remain[partOf[t]].Add(-1)
+	return p, nil
+}
+
+// wait blocks until the work queued on block j's stream has completed.
+func (p *pipeline[E]) wait(j int) error {
+	if err := p.e.drv.StreamSynchronize(p.leases[j].Stream); err != nil {
+		return errs.Driver(p.op, "StreamSynchronize", err)
 	}
-	job.left.Store(job.n)
-	shared := startJob(job, w)
-	var err error
-	var sp spinner
-	for q := 0; q < parts; {
-		if remain[q].Load() == 0 {
-			// A part with no task (empty: more parts than splits) is ready too.
-			if err = ready(q, bounds[first[q]], bounds[first[q+1]]); err != nil {
-				break
-			}
-			q++
-		} else if !job.step() {
-			sp.pause()
-		}
-	}
-	job.stop(&aborted, shared, err != nil)
+	p.syncs++
+	return nil
+}
+
+// fail drains every stream so no queued copy still uses the staging, gives
+// everything back (or, when a drain fails, quarantines it) and returns err.
+func (p *pipeline[E]) fail(err error) error {
+	p.e.SyncOrQuarantine(p.op, InUse[E]{St: []*hostmem.Staging{&p.st}, Bufs: p.bufs}, p.leases...)
+	p.leases = nil
+	p.st.ReturnAll()
 	return err
 }
 
-// splitAt returns the first item in [lo, hi) whose cumulative weight
-// reaches the share k/of of total, or hi when none does.
-func splitAt(start func(i int) int, hi, lo, total, k, of int) int {
-	goal := int(uint64(total) * uint64(k) / uint64(of))
-	a, z := lo, hi
-	for a < z {
-		m := int(uint(a+z) >> 1)
-		if start(m) < goal {
-			a = m + 1
-		} else {
-			z = m
-		}
+// finish gives the streams back (healthy or not) and the staging blocks to
+// their pool. Every stream must be idle.
+func (p *pipeline[E]) finish(healthy bool) {
+	p.giveBackLeases(healthy)
+	p.st.ReturnAll()
+}
+
+// giveBackLeases gives the streams back (healthy or not); every stream
+// must be idle.
+func (p *pipeline[E]) giveBackLeases(healthy bool) {
+	for _, l := range p.leases {
+		p.e.launch.Return(l, healthy)
 	}
-	return a
+	p.leases = nil
 }

@@ -1,4 +1,4 @@
-package core
+package transfer
 
 import (
 	"sync/atomic"

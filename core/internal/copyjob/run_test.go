@@ -1,11 +1,9 @@
-package core
+package copyjob
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,7 +33,7 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 			}
 			seen := make([]atomic.Int32, tt.n)
 			var parts atomic.Int32
-			forParts(tt.n, tt.w, DefaultCopyHelperLinger, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
+			ForParts(tt.n, tt.w, DefaultLinger, func(i int) int { return starts[i] }, starts[tt.n], func(lo, hi int) {
 				parts.Add(1)
 				for i := lo; i < hi; i++ {
 					seen[i].Add(1)
@@ -44,35 +42,8 @@ func TestForPartsCoversEveryItemOnce(t *testing.T) {
 			for i := range seen {
 				assert.Equal(t, int32(1), seen[i].Load(), "item %d", i)
 			}
-			assert.LessOrEqual(t, parts.Load(), int32(max(tt.w*tasksPerWorker, 1)))
+			assert.LessOrEqual(t, parts.Load(), int32(max(tt.w*TasksPerWorker, 1)))
 		})
-	}
-}
-
-// parallelCopy with each staging copy (into upload staging with
-// non-temporal stores or cached ones, out of readback staging evicting it
-// or not) copies exactly its slices, at odd lengths and offsets, and
-// leaves the bytes around both untouched.
-func TestParallelCopy(t *testing.T) {
-	tunings := []transferTuning{{evictReads: true}, {plainStage: true}}
-	for _, tt := range tunings {
-		for name, cp := range map[string]func(dst, src []byte){"in": tt.stageInFenced, "out": tt.stageOut} {
-			for _, n := range []int{0, 1, 63, 64, 65, 1000, 1 << 16, 1<<16 + 333} {
-				for _, w := range []int{1, 2, 3, 16} {
-					src := make([]byte, n+10)
-					for i := range src {
-						src[i] = byte(i*7 + 1)
-					}
-					dst := bytes.Repeat([]byte{0xEE}, n+13)
-					want := slices.Clone(src)
-					parallelCopy(dst[5:5+n], src[3:3+n], w, DefaultCopyHelperLinger, cp)
-					assert.Equal(t, src[3:3+n], dst[5:5+n], "%s %+v n=%d w=%d", name, tt, n, w)
-					assert.Equal(t, bytes.Repeat([]byte{0xEE}, 5), dst[:5], "%s n=%d w=%d: guard before", name, n, w)
-					assert.Equal(t, bytes.Repeat([]byte{0xEE}, 8), dst[5+n:], "%s n=%d w=%d: guard after", name, n, w)
-					assert.Equal(t, want, src, "%s n=%d w=%d: source changed", name, n, w)
-				}
-			}
-		}
 	}
 }
 
@@ -81,7 +52,7 @@ func TestParallelCopy(t *testing.T) {
 // assert.Eventually, whose condition runs on a goroutine of its own).
 func settle(n int) {
 	deadline := time.Now().Add(5 * time.Second)
-	for (copyHelpers.live.Load() > 0 || runtime.NumGoroutine() > n) && time.Now().Before(deadline) {
+	for (helpers.live.Load() > 0 || runtime.NumGoroutine() > n) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -92,8 +63,8 @@ func TestRunTasksRunsEachTaskOnceAndLeavesNoGoroutine(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 7, 64, 1000} {
 		for _, w := range []int{0, 1, 2, 5, 16} {
 			seen := make([]atomic.Int32, n)
-			runTasks(n, w, helperSpin, func(i int) { seen[i].Add(1) })
-			// Every task has returned by the time runTasks does.
+			RunTasks(n, w, DefaultLinger, func(i int) { seen[i].Add(1) })
+			// Every task has returned by the time RunTasks does.
 			for i := range seen {
 				require.Equal(t, int32(1), seen[i].Load(), "n=%d w=%d task %d", n, w, i)
 			}
@@ -103,7 +74,7 @@ func TestRunTasksRunsEachTaskOnceAndLeavesNoGoroutine(t *testing.T) {
 	// their own.
 	settle(before)
 	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left running")
-	assert.Zero(t, copyHelpers.live.Load(), "copy helpers left running")
+	assert.Zero(t, helpers.live.Load(), "copy helpers left running")
 }
 
 func TestCopyTaskKeepsLargeCopiesNonTemporal(t *testing.T) {
@@ -115,19 +86,19 @@ func TestCopyTaskKeepsLargeCopiesNonTemporal(t *testing.T) {
 		{10, 16, 64},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, copyTask(tt.n, tt.w), "n=%d w=%d", tt.n, tt.w)
+		assert.Equal(t, tt.want, CopyTask(tt.n, tt.w), "n=%d w=%d", tt.n, tt.w)
 	}
 }
 
 func TestRunTasksConcurrentJobsAllComplete(t *testing.T) {
-	for _, spin := range []time.Duration{-1, 0, helperSpin} {
+	for _, spin := range []time.Duration{-1, 0, DefaultLinger} {
 		const jobs, n = 8, 200
 		var seen [jobs][n]atomic.Int32
 		done := make(chan struct{})
 		for k := range jobs {
 			// One job at a time is shared with the helpers; the others start their own.
 			go func() {
-				runTasks(n, 4, spin, func(i int) { seen[k][i].Add(1) })
+				RunTasks(n, 4, spin, func(i int) { seen[k][i].Add(1) })
 				done <- struct{}{}
 			}()
 		}
