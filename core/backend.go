@@ -55,12 +55,10 @@ type Backend struct {
 	hostPool *hostmem.Pool
 	launch   *streams.Pool
 	tel      stats.Counters
-	mem      memPeaks      // peak of the resident bytes (memstats.go)
-	progs    programCache  // loaded Program modules (program.go, dispatch work)
-	peers    peerCache     // how other Backends are reached (peer.go)
-	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
-	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
-	pdl      bool          // programmatic dependent launch in use (pdl.go)
+	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
+	pdl      bool         // programmatic dependent launch in use (pdl.go)
 	// mapsTables: the gather kernel reads a packed readback's table from
 	// pinned host memory (gatherPacked, mappedTables).
 	mapsTables bool
@@ -99,10 +97,10 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 			"check that the driver is bound to a working device")
 	}
 	cfg.resolve(info.TotalMemory)
-	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
-	b.store.init()
+	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
 	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
 		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
+	b.store.init(b.devPool, cfg.log, cacheNotifier(drv), cfg.residentPoolLimit)
 	b.hostPool = newHostPool(drv, &cfg)
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
@@ -203,7 +201,7 @@ func (b *Backend) Close() error {
 	}
 	keep(lerr)
 	b.closed = true
-	keep(b.store.releaseAll(op, b))
+	keep(b.store.releaseAll(op))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.Close())
 	keep(b.pinned.ReleaseAll(op, b.drv))

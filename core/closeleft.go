@@ -42,20 +42,20 @@ func (b *Backend) leftAfterClose() closeLeft {
 
 // retryUnfreed frees the resident buffers an earlier free failed on and
 // returns the first failure; those that fail again stay kept.
-func (s *residentStore) retryUnfreed(op string, b *Backend) error {
+func (s *residentStore) retryUnfreed(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
 	kept := s.unfreed[:0]
 	for _, e := range s.unfreed {
-		if err := b.freeDevice(op, e); err != nil {
+		if err := s.freeDevice(op, e); err != nil {
 			kept = append(kept, e)
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		subOrRepair(&s.bytes, uint64(e.n), b.log, "resident bytes")
+		subOrRepair(&s.bytes, uint64(e.n), s.log, "resident bytes")
 	}
 	clear(s.unfreed[len(kept):])
 	s.unfreed = kept
@@ -92,7 +92,7 @@ func (b *Backend) retryClose(op string) error {
 			first = closeError(op, err)
 		}
 	}
-	keep(b.store.retryUnfreed(op, b))
+	keep(b.store.retryUnfreed(op))
 	keep(b.devPool.Close())
 	keep(b.pinned.ReleaseAll(op, b.drv))
 	keep(b.hostPool.Close())
