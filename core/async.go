@@ -54,12 +54,12 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	for i, u := range ups {
 		bufs[i] = u.Buf
 	}
-	ents, err := b.pinEntries(op, bufs, nil)
+	ents, err := b.store.pinEntries(op, bufs, nil)
 	if err != nil {
 		return err
 	}
 	kept := 0 // ents[:kept] hold copies that were queued
-	defer func() { b.unpinEntries(op, ents[kept:]) }()
+	defer func() { b.store.unpinEntries(op, ents[kept:]) }()
 	dsts, err := asyncTargets(op, ups, ents)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func (b *Backend) SynchronizeUploads() error {
 	b.tel.SyncPoints.Add(1)
 	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
-	b.unpinEntries(op, b.async.ents)
+	b.store.unpinEntries(op, b.async.ents)
 	b.pinned.Done(b.async.regs...)
 	clear(b.async.ents)
 	clear(b.async.regs)

@@ -148,7 +148,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 	owned := false
 	defer func() {
 		if !owned {
-			b.unpinEntries(op, pl.pinned)
+			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if pl.x, err = b.planBatchXfer(op, pl); err != nil {
@@ -253,7 +253,7 @@ func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			b.unpinEntries(op, pl.pinned)
+			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if err := pl.checkWritable(op); err != nil {
@@ -532,7 +532,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 // pinned entries to release (pinned).
 func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {
 	uniq, first, slot := dedupeBuffers(bufs)
-	pinned, err = b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	pinned, err = b.store.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
 	if err != nil {
 		return nil, nil, err
 	}

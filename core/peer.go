@@ -119,8 +119,8 @@ type peerPlan struct {
 }
 
 func (p *peerPlan) unpin() {
-	p.dst.unpinEntries("CopyPeer", p.dstEnts)
-	p.src.unpinEntries("CopyPeer", p.srcEnts)
+	p.dst.store.unpinEntries("CopyPeer", p.dstEnts)
+	p.src.store.unpinEntries("CopyPeer", p.srcEnts)
 }
 
 // planPeer validates copies, pins their buffers and fuses them.
@@ -130,13 +130,13 @@ func planPeer(op string, dst, src *Backend, copies []PeerCopy) (*peerPlan, error
 	for i, c := range copies {
 		dbufs[i], sbufs[i] = c.Dst, c.Src
 	}
-	dents, err := dst.pinEntries(op, dbufs, func(i int) string { return fmt.Sprintf("copy %d destination: ", i) })
+	dents, err := dst.store.pinEntries(op, dbufs, func(i int) string { return fmt.Sprintf("copy %d destination: ", i) })
 	if err != nil {
 		return nil, err
 	}
-	sents, err := src.pinEntries(op, sbufs, func(i int) string { return fmt.Sprintf("copy %d source: ", i) })
+	sents, err := src.store.pinEntries(op, sbufs, func(i int) string { return fmt.Sprintf("copy %d source: ", i) })
 	if err != nil {
-		dst.unpinEntries(op, dents)
+		dst.store.unpinEntries(op, dents)
 		return nil, err
 	}
 	p := &peerPlan{dst: dst, src: src, dstEnts: dents, srcEnts: sents}
