@@ -44,9 +44,8 @@ type Backend struct {
 	cfg  config
 	log  *slog.Logger
 
-	life      sync.RWMutex
-	closed    bool // guarded by life
-	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
+	life   sync.RWMutex
+	closed bool // guarded by life
 
 	store    residentStore
 	pinned   hostmem.Registry
@@ -55,6 +54,7 @@ type Backend struct {
 	hostPool *hostmem.Pool
 	launch   *streams.Pool
 	tel      stats.Counters
+	closing  closer       // what Close gives back and retries (closeleft.go); guarded by life
 	progs    programCache // loaded Program modules (program.go, dispatch work)
 	peers    peerCache    // how other Backends are reached (peer.go)
 	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
@@ -102,6 +102,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
 	b.store.init(b.devPool, cfg.log, cacheNotifier(drv), cfg.residentPoolLimit)
 	b.hostPool = newHostPool(drv, &cfg)
+	b.closing = closer{drv: drv, store: &b.store, devPool: b.devPool, hostPool: b.hostPool, pinned: &b.pinned}
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.pdl = usePDL(drv, info, cfg)
 	b.mapsTables = mappedTables(drv)
@@ -163,7 +164,7 @@ func (b *Backend) Close() error {
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
-		return b.retryClose(op)
+		return b.closing.retry(op)
 	}
 	b.abandoned.Wait()
 	if n := b.graphs.Load(); n > 0 {
@@ -206,7 +207,7 @@ func (b *Backend) Close() error {
 	keep(b.devPool.Close())
 	keep(b.pinned.ReleaseAll(op, b.drv))
 	keep(b.hostPool.Close())
-	return b.finishClose(op, firstErr)
+	return b.closing.finish(op, firstErr)
 }
 
 // closeError reports a failure of one part of Close under the name Close,
