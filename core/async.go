@@ -66,7 +66,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	}
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	regs, err := b.pendSources(op, ups)
+	regs, err := pendSources(&b.pinned, op, ups)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	if b.async.lease == nil && len(regs) > 0 {
 		lease, err := b.launch.Lease(op, false)
 		if err != nil {
-			b.unpendRegions(regs)
+			b.pinned.Done(regs...)
 			return err
 		}
 		b.async.lease, created = lease, true
@@ -86,7 +86,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 			continue
 		}
 		if err := b.drv.MemcpyHtoDAsync(dsts[i], u.Data, b.async.lease.Stream); err != nil {
-			b.unpendRegions(regs[kept:])
+			b.pinned.Done(regs[kept:]...)
 			if created && kept == 0 {
 				// A fresh stream: the failed copy was its only work.
 				b.syncOrQuarantine(op, inUse{}, b.async.lease)
@@ -140,19 +140,19 @@ func asyncTargets(op string, ups []UploadAt, ents []*residentEntry) ([]uint64, e
 	return dsts, nil
 }
 
-// pendSources finds the pinned region holding each non-empty item's Data
-// and counts one use of it, returning the regions in item order; when one is
-// not pinned it counts nothing and fails.
-func (b *Backend) pendSources(op string, ups []UploadAt) ([]*hostmem.Region, error) {
+// pendSources finds the region of pinned holding each non-empty item's
+// Data and counts one use of it, returning the regions in item order; when
+// one is not pinned it counts nothing and fails.
+func pendSources(pinned *hostmem.Registry, op string, ups []UploadAt) ([]*hostmem.Region, error) {
 	regs := make([]*hostmem.Region, 0, len(ups))
 	for i, u := range ups {
 		if len(u.Data) == 0 {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(u.Data)))
-		reg := b.pinned.Use(p, len(u.Data))
+		reg := pinned.Use(p, len(u.Data))
 		if reg == nil {
-			b.pinned.Done(regs...)
+			pinned.Done(regs...)
 			return nil, newError(op, KindInvalidArgument,
 				fmt.Sprintf("%ssource [%#x, +%d) is not inside memory pinned through this Backend", itemPrefix(len(ups), i), p, len(u.Data)),
 				"copy from a PinnedBuffer's Bytes or from memory registered with PinHostBuffer, or use Upload")
@@ -161,11 +161,6 @@ func (b *Backend) pendSources(op string, ups []UploadAt) ([]*hostmem.Region, err
 	}
 	return regs, nil
 }
-
-// unpendRegions drops one use of each region.
-func (b *Backend) unpendRegions(regs []*hostmem.Region) { b.pinned.Done(regs...) }
-
-func (b *Backend) unpendRegion(reg *hostmem.Region) { b.pinned.Done(reg) }
 
 // SynchronizeUploads waits until every copy queued with UploadAsync has
 // completed, then releases their buffers and

@@ -454,7 +454,7 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 			if f, err = b.function(op, s.Program); err != nil {
 				return err
 			}
-			last, waits = s.Program, b.waitsOnGrid(s.Program)
+			last, waits = s.Program, s.Program.waitsOnGrid(b.pdl)
 		}
 		pl.plans[i].waits = waits
 		a := args[:s.Program.args:s.Program.args]
@@ -508,7 +508,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	if i, err := b.launchPlans(s, pl.plans); err != nil {
+	if i, err := launchPlans(b.drv, s, pl.plans); err != nil {
 		e := driverError(op, "Launch", err)
 		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
 		return e

@@ -95,7 +95,7 @@ func (h inUse) hold(b *Backend, op string) streams.Hold {
 	out.Items = refItems(out.Items, b, op, h.ents)
 	for _, reg := range h.regs {
 		out.Items = append(out.Items, streams.Item{Kind: streams.PinnedRange, Bytes: uint64(reg.Len()),
-			Release: func() { b.unpendRegion(reg) }})
+			Release: func() { b.pinned.Done(reg) }})
 	}
 	if len(h.peerEnts) > 0 {
 		peer := h.peer

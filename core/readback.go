@@ -472,7 +472,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	}
 	phase("plan")
 	if reg != nil && g.plan.Kind != xferplan.Direct {
-		b.unpendRegion(reg)
+		b.pinned.Done(reg)
 	}
 	if err := b.moveReads(op, g, ents, &fused, out, reg, nonEmpty); err != nil {
 		return nil, err

@@ -196,7 +196,7 @@ func (b *Backend) queueUploads(op string, ents []*residentEntry, copies []fusion
 	pl := t.choose(req)
 	phase("plan")
 	if reg != nil && pl.Kind != xferplan.Direct {
-		b.unpendRegion(reg)
+		b.pinned.Done(reg)
 	}
 	switch pl.Kind {
 	case xferplan.Direct:

@@ -252,14 +252,14 @@ func (b *Backend) downloadDirect(op string, ents []*residentEntry, reg *hostmem.
 func (b *Backend) directCopy(op string, ents []*residentEntry, reg *hostmem.Region, call string, queue func(Stream) error) error {
 	lease, err := b.launch.Lease(op, false)
 	if err != nil {
-		b.unpendRegion(reg)
+		b.pinned.Done(reg)
 		return err
 	}
 	fail := func(call string, err error) error {
 		// When the drain fails the quarantine takes over reg's pending use
 		// and drops it once the stream synchronizes.
 		if b.syncOrQuarantine(op, inUse{ents: ents, regs: []*hostmem.Region{reg}}, lease) {
-			b.unpendRegion(reg)
+			b.pinned.Done(reg)
 		}
 		return driverError(op, call, err)
 	}
@@ -270,7 +270,7 @@ func (b *Backend) directCopy(op string, ents []*residentEntry, reg *hostmem.Regi
 		return fail("StreamSynchronize", err)
 	}
 	b.launch.Return(lease, true)
-	b.unpendRegion(reg)
+	b.pinned.Done(reg)
 	b.tel.SyncPoints.Add(1)
 	b.tel.DeviceCopies.Add(1)
 	return nil
