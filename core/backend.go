@@ -225,15 +225,6 @@ func closeError(op string, err error) error {
 	return &c
 }
 
-// DeviceMemoryBytes returns the device's total memory in bytes, as its
-// driver reported it when the Backend was opened.
-func (b *Backend) DeviceMemoryBytes() uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.info.TotalMemory
-}
-
 // DeviceInfo returns the description of the device the Backend runs on.
 func (b *Backend) DeviceInfo() DeviceInfo {
 	if b == nil {
@@ -264,15 +255,4 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 		return LaunchResourceCounts{}
 	}
 	return b.launch.Counts()
-}
-
-// PoolCachedBytes reports the bytes currently cached by the device pool and
-// the pinned host staging pool. It first waits for any readback staging
-// still being evicted from the processor's caches after its call returned
-// (see StagingCache), so that staging is counted.
-func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
-	if b == nil {
-		return 0, 0
-	}
-	return b.devPool.CachedBytes(), b.hostPool.CachedBytes()
 }

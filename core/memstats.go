@@ -6,9 +6,9 @@ package core
 // torch.cuda.memory_stats keys (summed over pools) that mean the same.
 type MemoryStats struct {
 	// Allocated is the bytes of live resident buffers, as requested
-	// (= ResidentAllocatedBytes) [allocated_bytes.all.current, but
-	// PyTorch counts rounded sizes]; PeakAllocated its highest value since
-	// Open or ResetPeakMemoryStats [allocated_bytes.all.peak].
+	// [allocated_bytes.all.current, but PyTorch counts rounded sizes];
+	// PeakAllocated its highest value since Open or ResetPeakMemoryStats
+	// [allocated_bytes.all.peak].
 	Allocated, PeakAllocated uint64
 	// Reserved is the device bytes held from the driver: live buffers and
 	// in-use staging at their rounded sizes, plus the device cache

@@ -122,7 +122,7 @@ func NewOptimizerDispatcher(b *Backend, opts ...OptimizerOption) (*OptimizerDisp
 			o(&cfg)
 		}
 	}
-	budget := accounting.OptimizerPoolBudget(b.DeviceMemoryBytes())
+	budget := accounting.OptimizerPoolBudget(b.DeviceInfo().TotalMemory)
 	if !cfg.poolCapSet {
 		cfg.poolCap = budget
 	}

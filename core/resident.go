@@ -297,14 +297,6 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 	return nil
 }
 
-// ResidentAllocatedBytes returns the bytes held by live resident buffers.
-func (b *Backend) ResidentAllocatedBytes() uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.store.bytes.Load()
-}
-
 // ResidentDevicePtr returns the device address of a resident buffer, for
 // callers that pass it to their own kernels. The address stays valid until
 // the buffer is freed.
