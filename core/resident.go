@@ -380,6 +380,12 @@ func (s *residentStore) inflightUses(h Buffer) int64 {
 	return 0
 }
 
+// cacheNotifier returns drv's CacheNotifier, or nil.
+func cacheNotifier(drv Driver) CacheNotifier {
+	n, _ := drv.(CacheNotifier)
+	return n
+}
+
 // notifyCached reports a resident buffer entering (cached) or leaving the
 // optimizer dispatcher's free pool to the driver's CacheNotifier. It costs
 // one nil check when the driver has none.
