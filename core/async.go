@@ -54,19 +54,19 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	for i, u := range ups {
 		bufs[i] = u.Buf
 	}
-	ents, err := b.pinEntries(op, bufs, nil)
+	ents, err := b.store.pinEntries(op, bufs, nil)
 	if err != nil {
 		return err
 	}
 	kept := 0 // ents[:kept] hold copies that were queued
-	defer func() { b.unpinEntries(op, ents[kept:]) }()
+	defer func() { b.store.unpinEntries(op, ents[kept:]) }()
 	dsts, err := asyncTargets(op, ups, ents)
 	if err != nil {
 		return err
 	}
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	regs, err := b.pendSources(op, ups)
+	regs, err := pendSources(&b.pinned, op, ups)
 	if err != nil {
 		return err
 	}
@@ -140,19 +140,19 @@ func asyncTargets(op string, ups []UploadAt, ents []*residentEntry) ([]uint64, e
 	return dsts, nil
 }
 
-// pendSources finds the pinned region holding each non-empty item's Data
-// and counts one use of it, returning the regions in item order; when one is
-// not pinned it counts nothing and fails.
-func (b *Backend) pendSources(op string, ups []UploadAt) ([]*hostmem.Region, error) {
+// pendSources finds the region of pinned holding each non-empty item's
+// Data and counts one use of it, returning the regions in item order; when
+// one is not pinned it counts nothing and fails.
+func pendSources(pinned *hostmem.Registry, op string, ups []UploadAt) ([]*hostmem.Region, error) {
 	regs := make([]*hostmem.Region, 0, len(ups))
 	for i, u := range ups {
 		if len(u.Data) == 0 {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(u.Data)))
-		reg := b.pinned.Use(p, len(u.Data))
+		reg := pinned.Use(p, len(u.Data))
 		if reg == nil {
-			b.pinned.Done(regs...)
+			pinned.Done(regs...)
 			return nil, newError(op, KindInvalidArgument,
 				fmt.Sprintf("%ssource [%#x, +%d) is not inside memory pinned through this Backend", itemPrefix(len(ups), i), p, len(u.Data)),
 				"copy from a PinnedBuffer's Bytes or from memory registered with PinHostBuffer, or use Upload")
@@ -183,7 +183,7 @@ func (b *Backend) SynchronizeUploads() error {
 	b.tel.SyncPoints.Add(1)
 	b.launch.Return(b.async.lease, true)
 	b.async.lease = nil
-	b.unpinEntries(op, b.async.ents)
+	b.store.unpinEntries(op, b.async.ents)
 	b.pinned.Done(b.async.regs...)
 	clear(b.async.ents)
 	clear(b.async.regs)

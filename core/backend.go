@@ -44,9 +44,8 @@ type Backend struct {
 	cfg  config
 	log  *slog.Logger
 
-	life      sync.RWMutex
-	closed    bool // guarded by life
-	drvClosed bool // the driver's io.Closer was called; guarded by life (closeleft.go)
+	life   sync.RWMutex
+	closed bool // guarded by life
 
 	store    residentStore
 	pinned   hostmem.Registry
@@ -56,12 +55,11 @@ type Backend struct {
 	launch   *streams.Pool
 	xfer     *xferEngine // runs the transfers (xfer.go)
 	tel      stats.Counters
-	mem      memPeaks      // peak of the resident bytes (memstats.go)
-	progs    programCache  // loaded Program modules (program.go, dispatch work)
-	peers    peerCache     // how other Backends are reached (peer.go)
-	graphs   atomic.Int64  // open Graphs (graph.go); Close refuses while any is open
-	notify   CacheNotifier // the driver's, or nil (cachenotify.go)
-	pdl      bool          // programmatic dependent launch in use (pdl.go)
+	closing  closer       // what Close gives back and retries (closeleft.go); guarded by life
+	progs    programCache // loaded Program modules (program.go, dispatch work)
+	peers    peerCache    // how other Backends are reached (peer.go)
+	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
+	pdl      bool         // programmatic dependent launch in use (pdl.go)
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
 	// waiting for and collects in the background; Close waits for it
 	// (context.go).
@@ -97,11 +95,12 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 			"check that the driver is bound to a working device")
 	}
 	cfg.resolve(info.TotalMemory)
-	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log, notify: cacheNotifier(drv)}
-	b.store.init()
+	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
 	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
 		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
+	b.store.init(b.devPool, cfg.log, cacheNotifier(drv), cfg.residentPoolLimit)
 	b.hostPool = newHostPool(drv, &cfg)
+	b.closing = closer{drv: drv, store: &b.store, devPool: b.devPool, hostPool: b.hostPool, pinned: &b.pinned}
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.xfer = newXferEngine(b)
 	b.pdl = usePDL(drv, info, cfg)
@@ -163,7 +162,7 @@ func (b *Backend) Close() error {
 	b.life.Lock()
 	defer b.life.Unlock()
 	if b.closed {
-		return b.retryClose(op)
+		return b.closing.retry(op)
 	}
 	b.abandoned.Wait()
 	if n := b.graphs.Load(); n > 0 {
@@ -201,12 +200,12 @@ func (b *Backend) Close() error {
 	}
 	keep(lerr)
 	b.closed = true
-	keep(b.store.releaseAll(op, b))
+	keep(b.store.releaseAll(op))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.Close())
 	keep(b.pinned.ReleaseAll(op, b.drv))
 	keep(b.hostPool.Close())
-	return b.finishClose(op, firstErr)
+	return b.closing.finish(op, firstErr)
 }
 
 // closeError reports a failure of one part of Close under the name Close,
@@ -222,15 +221,6 @@ func closeError(op string, err error) error {
 	}
 	c.Op = op
 	return &c
-}
-
-// DeviceMemoryBytes returns the device's total memory in bytes, as its
-// driver reported it when the Backend was opened.
-func (b *Backend) DeviceMemoryBytes() uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.info.TotalMemory
 }
 
 // DeviceInfo returns the description of the device the Backend runs on.
@@ -263,15 +253,4 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 		return LaunchResourceCounts{}
 	}
 	return b.launch.Counts()
-}
-
-// PoolCachedBytes reports the bytes currently cached by the device pool and
-// the pinned host staging pool. It first waits for any readback staging
-// still being evicted from the processor's caches after its call returned
-// (see StagingCache), so that staging is counted.
-func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
-	if b == nil {
-		return 0, 0
-	}
-	return b.devPool.CachedBytes(), b.hostPool.CachedBytes()
 }

@@ -141,7 +141,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 	owned := false
 	defer func() {
 		if !owned {
-			b.unpinEntries(op, pl.pinned)
+			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if err = b.xfer.PlanBatch(op, &pl.xfer); err != nil {
@@ -224,7 +224,7 @@ func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			b.unpinEntries(op, pl.pinned)
+			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if err := pl.checkWritable(op); err != nil {
@@ -389,7 +389,7 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 			if f, err = b.function(op, s.Program); err != nil {
 				return err
 			}
-			last, waits = s.Program, b.waitsOnGrid(s.Program)
+			last, waits = s.Program, s.Program.waitsOnGrid(b.pdl)
 		}
 		pl.plans[i].waits = waits
 		a := args[:s.Program.args:s.Program.args]
@@ -443,7 +443,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	if i, err := b.launchPlans(s, pl.plans); err != nil {
+	if i, err := launchPlans(b.drv, s, pl.plans); err != nil {
 		e := driverError(op, "Launch", err)
 		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
 		return e
@@ -467,7 +467,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 // pinned entries to release (pinned).
 func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {
 	uniq, first, slot := dedupeBuffers(bufs)
-	pinned, err = b.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	pinned, err = b.store.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
 	if err != nil {
 		return nil, nil, err
 	}

@@ -95,15 +95,15 @@ func (s *residentStore) uses(e *residentEntry) int64 {
 
 // pinCall marks ents, validated under store.mu held shared by the caller,
 // in flight for a synchronous call; unpinCall ends that.
-func (b *Backend) pinCall(ents []*residentEntry) {
-	runPinHook(b)
-	b.store.batches.add(ents)
+func (s *residentStore) pinCall(ents []*residentEntry) {
+	runPinHook(s)
+	s.batches.add(ents)
 }
 
 // unpinCall ends pinCall's mark. A list that was never registered means
 // the accounting is broken; it is logged.
-func (b *Backend) unpinCall(op string, ents []*residentEntry) {
-	if !b.store.batches.remove(ents) {
-		b.log.Error("synchronous transfer's in-flight mark was already gone", "op", op, "buffers", len(ents))
+func (s *residentStore) unpinCall(op string, ents []*residentEntry) {
+	if !s.batches.remove(ents) {
+		s.log.Error("synchronous transfer's in-flight mark was already gone", "op", op, "buffers", len(ents))
 	}
 }

@@ -3,6 +3,9 @@ package core
 import (
 	"fmt"
 	"io"
+
+	"github.com/vyre-go/vyrecuda/core/internal/devmem"
+	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 )
 
 // Memory Close fails to free.
@@ -23,67 +26,81 @@ type closeLeft struct {
 
 func (l closeLeft) empty() bool { return l.bufs+l.devBlocks+l.pinBlocks+l.regions == 0 }
 
-// leftAfterClose counts what a Close left allocated after failed frees.
-func (b *Backend) leftAfterClose() closeLeft {
+// closer is what Close gives back to the driver and retries when a free
+// fails: the resident table, the two pools, the caller-pinned registry and
+// the driver itself when the Backend owns it. Open sets it up; its methods
+// run with the Backend's life held exclusively, which also guards
+// drvClosed.
+type closer struct {
+	drv       Driver
+	store     *residentStore
+	devPool   *devmem.Pool
+	hostPool  *hostmem.Pool
+	pinned    *hostmem.Registry
+	drvClosed bool // the driver's io.Closer was called
+}
+
+// left counts what a Close left allocated after failed frees.
+func (c *closer) left() closeLeft {
 	var l closeLeft
-	b.store.mu.Lock()
-	l.bufs = len(b.store.unfreed)
-	for _, e := range b.store.unfreed {
+	c.store.mu.Lock()
+	l.bufs = len(c.store.unfreed)
+	for _, e := range c.store.unfreed {
 		l.bufBytes += uint64(e.n)
 	}
-	b.store.mu.Unlock()
-	st := b.devPool.Stats()
-	n, bytes := b.devPool.UnfreedBlocks()
+	c.store.mu.Unlock()
+	st := c.devPool.Stats()
+	n, bytes := c.devPool.UnfreedBlocks()
 	l.devBlocks, l.devBytes = int(st.CachedBlocks)+n, st.Cached+bytes
-	l.pinBlocks, l.pinBytes = b.hostPool.UnfreedBlocks()
-	l.regions, l.regBytes = b.pinned.Left()
+	l.pinBlocks, l.pinBytes = c.hostPool.UnfreedBlocks()
+	l.regions, l.regBytes = c.pinned.Left()
 	return l
 }
 
 // retryUnfreed frees the resident buffers an earlier free failed on and
 // returns the first failure; those that fail again stay kept.
-func (s *residentStore) retryUnfreed(op string, b *Backend) error {
+func (s *residentStore) retryUnfreed(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
 	kept := s.unfreed[:0]
 	for _, e := range s.unfreed {
-		if err := b.freeDevice(op, e); err != nil {
+		if err := s.freeDevice(op, e); err != nil {
 			kept = append(kept, e)
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		subOrRepair(&s.bytes, uint64(e.n), b.log, "resident bytes")
+		subOrRepair(&s.bytes, uint64(e.n), s.log, "resident bytes")
 	}
 	clear(s.unfreed[len(kept):])
 	s.unfreed = kept
 	return first
 }
 
-// finishClose ends a Close after the releases: with nothing left it closes
-// the Backend's own driver (once) and returns first; otherwise it leaves the
+// finish ends a Close after the releases: with nothing left it closes the
+// Backend's own driver (once) and returns first; otherwise it leaves the
 // driver open and returns an ErrDriver naming what is left, built on the
-// first failure. Callers hold life exclusively.
-func (b *Backend) finishClose(op string, first error) error {
-	if l := b.leftAfterClose(); !l.empty() {
+// first failure.
+func (c *closer) finish(op string, first error) error {
+	if l := c.left(); !l.empty() {
 		return leftError(op, l, first)
 	}
-	if c, ok := b.drv.(io.Closer); ok && !b.drvClosed {
+	if d, ok := c.drv.(io.Closer); ok && !c.drvClosed {
 		// Hook for drivers the Backend owns (OpenCUDA's): closed last, after everything above released through it.
-		b.drvClosed = true
-		if err := c.Close(); err != nil && first == nil {
+		c.drvClosed = true
+		if err := d.Close(); err != nil && first == nil {
 			first = closeError(op, err)
 		}
 	}
 	return first
 }
 
-// retryClose is Close of a closed Backend: it retries the frees an earlier
+// retry is Close of a closed Backend: it retries the frees an earlier
 // Close failed on, or returns ErrClosed when there are none.
-func (b *Backend) retryClose(op string) error {
-	if b.retryDone() {
+func (c *closer) retry(op string) error {
+	if c.done() {
 		return closedError(op)
 	}
 	var first error
@@ -92,11 +109,11 @@ func (b *Backend) retryClose(op string) error {
 			first = closeError(op, err)
 		}
 	}
-	keep(b.store.retryUnfreed(op, b))
-	keep(b.devPool.Close())
-	keep(b.pinned.ReleaseAll(op, b.drv))
-	keep(b.hostPool.Close())
-	return b.finishClose(op, first)
+	keep(c.store.retryUnfreed(op))
+	keep(c.devPool.Close())
+	keep(c.pinned.ReleaseAll(op, c.drv))
+	keep(c.hostPool.Close())
+	return c.finish(op, first)
 }
 
 // closeRetryable reports whether b was closed with frees left for a later
@@ -104,14 +121,13 @@ func (b *Backend) retryClose(op string) error {
 func (b *Backend) closeRetryable() bool {
 	b.life.RLock()
 	defer b.life.RUnlock()
-	return b.closed && !b.retryDone()
+	return b.closed && !b.closing.done()
 }
 
-// retryDone reports whether a closed Backend has nothing left to retry:
-// every free succeeded and its own driver, if any, was closed. Callers
-// hold life.
-func (b *Backend) retryDone() bool {
-	return b.leftAfterClose().empty() && (b.drvClosed || !isCloser(b.drv))
+// done reports whether a closed Backend has nothing left to retry: every
+// free succeeded and its own driver, if any, was closed.
+func (c *closer) done() bool {
+	return c.left().empty() && (c.drvClosed || !isCloser(c.drv))
 }
 
 func isCloser(d Driver) bool {

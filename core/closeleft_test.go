@@ -26,7 +26,7 @@ func TestCloseKeepsWhatItCouldNotFreeAndRetries(t *testing.T) {
 	require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4096)})) // leaves a pinned staging block cached
 	p, err := b.AllocHostPinned(64)
 	require.NoError(t, err)
-	_, cachedPinned := b.PoolCachedBytes()
+	cachedPinned := b.MemoryStats().CachedPinned
 	require.NotZero(t, cachedPinned)
 
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)

@@ -31,7 +31,7 @@ func (r *rankBufs) pin(op string, send bool) (recvPtr, sendPtr uint64, err error
 		bufs = append(bufs, r.send)
 	}
 	label := func(i int) string { return fmt.Sprintf("rank %d %s: ", r.rank, [2]string{"recv", "send"}[i]) }
-	ents, err := r.b.pinEntries(op, bufs, label)
+	ents, err := r.b.store.pinEntries(op, bufs, label)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -44,7 +44,7 @@ func (r *rankBufs) pin(op string, send bool) (recvPtr, sendPtr uint64, err error
 }
 
 func (r *rankBufs) unpin(op string) {
-	r.b.unpinEntries(op, r.ents)
+	r.b.store.unpinEntries(op, r.ents)
 	r.ents = nil
 }
 

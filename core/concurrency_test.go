@@ -44,7 +44,7 @@ func TestConcurrentMixedOperations(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	assert.Equal(t, uint64(1000), b.ResidentAllocatedBytes(), "every worker freed what it allocated")
+	assert.Equal(t, uint64(1000), b.MemoryStats().Allocated, "every worker freed what it allocated")
 	assert.Zero(t, b.LaunchResourceCounts().Leases)
 	require.NoError(t, b.Free(shared))
 }

@@ -529,3 +529,23 @@ func (d *OptimizerDispatcher) resolveBatch(op string, batch *OptBatch) (Batch, e
 	}
 	return bb, nil
 }
+
+// DeviceMemoryBytes returns the device's total memory in bytes, as its
+// driver reported it when the Backend was opened.
+//
+// Deprecated: use DeviceInfo().TotalMemory.
+func (b *Backend) DeviceMemoryBytes() uint64 { return b.DeviceInfo().TotalMemory }
+
+// ResidentAllocatedBytes returns the bytes held by live resident buffers.
+//
+// Deprecated: use MemoryStats().Allocated.
+func (b *Backend) ResidentAllocatedBytes() uint64 { return b.MemoryStats().Allocated }
+
+// PoolCachedBytes reports the bytes cached by the device pool and the
+// pinned host staging pool, after waiting for staging still being evicted.
+//
+// Deprecated: use MemoryStats().CachedDevice and CachedPinned.
+func (b *Backend) PoolCachedBytes() (device, pinnedHost uint64) {
+	st := b.MemoryStats()
+	return st.CachedDevice, st.CachedPinned
+}

@@ -209,7 +209,7 @@ func (r *evictRig) rereadAllocs(t *testing.T, reads int) (first uint64, later []
 		later = append(later, r.w.Calls(sim.OpHostAlloc)-before)
 	}
 	end := r.w.Calls(sim.OpHostAlloc)
-	r.b.PoolCachedBytes() // waits for the spares being allocated
+	r.b.MemoryStats() // waits for the spares being allocated
 	return first, later, r.w.Calls(sim.OpHostAlloc) - end
 }
 
@@ -251,14 +251,14 @@ func TestReadbackEvictionHoldsStagingUntilDone(t *testing.T) {
 			r := newEvictRig(t, plan, n, size)
 			r.read(t, nil)
 			require.NoError(t, r.b.Trim())
-			_, pinned := r.b.PoolCachedBytes()
+			pinned := r.b.MemoryStats().CachedPinned
 			assert.Zero(t, pinned, "Trim left pinned staging cached")
 			assert.Equal(t, int64(n*size), r.evicted.Load(), "bytes evicted")
 		})
 		t.Run(name+"/stats", func(t *testing.T) {
 			r := newEvictRig(t, plan, n, size)
 			r.read(t, nil)
-			_, pinned := r.b.PoolCachedBytes()
+			pinned := r.b.MemoryStats().CachedPinned
 			assert.GreaterOrEqual(t, pinned, uint64(n*size), "the evicted staging is back in the cache")
 		})
 		t.Run(name+"/next-readback", func(t *testing.T) {
@@ -483,7 +483,7 @@ func TestStagedReadbackEvictsAfterReturning(t *testing.T) {
 	for range 2 {
 		r.readFirst(t)
 	}
-	r.b.PoolCachedBytes() // waits for the second set
+	r.b.MemoryStats() // waits for the second set
 	assert.Equal(t, uint64(size/chunk), r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
 	assert.Zero(t, r.parts.Load(), "readbacks with one set evicted after the call")
 	g := r.gateEvictions(t)
@@ -512,7 +512,7 @@ func TestLargeStagedReadbackEvictsInItsCopyOut(t *testing.T) {
 	for range 2 { // a second set, were the size eligible
 		r.readFirst(t)
 	}
-	r.b.PoolCachedBytes()
+	r.b.MemoryStats()
 	dmas := r.w.Calls(sim.OpMemcpyDtoHAsync)
 	out, err := r.b.Download(r.hs[0].All(), nil)
 	require.NoError(t, err)
@@ -536,7 +536,7 @@ func TestSporadicStagedReadbacksKeepOneSet(t *testing.T) {
 		}
 		r.readFirst(t)
 	}
-	r.b.PoolCachedBytes()
+	r.b.MemoryStats()
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging (the upload allocated the first)")
 	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 }
@@ -553,7 +553,7 @@ func TestStagedReadbacksEvictInTheirCopyOutWhenAsked(t *testing.T) {
 	for range 4 {
 		r.readFirst(t)
 	}
-	r.b.PoolCachedBytes()
+	r.b.MemoryStats()
 	assert.Zero(t, r.w.Calls(sim.OpHostAlloc)-allocs, "a second set of staging")
 	assert.Zero(t, r.parts.Load(), "parts evicted after a call")
 }

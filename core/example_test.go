@@ -162,11 +162,11 @@ func ExampleNewOptimizerDispatcher() {
 	if err := d.Free(id); err != nil {
 		log.Fatal(err)
 	}
-	before := b.ResidentAllocatedBytes()
+	before := b.MemoryStats().Allocated
 	if _, err := d.Alloc(1 << 10); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("pool hit, new device bytes:", b.ResidentAllocatedBytes()-before)
+	fmt.Println("pool hit, new device bytes:", b.MemoryStats().Allocated-before)
 
 	// The static cache: a cold acquisition uploads, a warm one does not.
 	const domain = 42 // separates this caller's payloads from anyone else's
@@ -239,7 +239,7 @@ func Example_testWithSim() {
 	dev.FailNth(sim.OpLaunch, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	_, err = exampleAdd(b, le32(1, 2), le32(40, 40))
 	fmt.Println("driver failure:", errors.Is(err, core.ErrDriver), errors.Is(err, cudaapi.CUDA_ERROR_LAUNCH_FAILED))
-	fmt.Println("resident bytes after the failure:", b.ResidentAllocatedBytes())
+	fmt.Println("resident bytes after the failure:", b.MemoryStats().Allocated)
 	// Disarm faults that did not fire: an armed one would fail a later call,
 	// Close included.
 	dev.ClearFaults()

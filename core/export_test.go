@@ -6,7 +6,7 @@ package core
 // PinForTest takes the in-flight guard dispatch code takes, so tests can hold
 // buffers in flight.
 func PinForTest(b *Backend, bufs []Buffer) (ptrs []uint64, release func(), err error) {
-	return b.pin("PinForTest", bufs)
+	return b.store.pin("PinForTest", bufs)
 }
 
 // SetResidentBytesForTest corrupts the resident byte accounting, to exercise
@@ -20,12 +20,16 @@ func HandleIDsForTest() uint64 { return handleIDs.Load() }
 // id exhaustion; tests using it must not run in parallel with others.
 func SetHandleIDsForTest(v uint64) { handleIDs.Store(v) }
 
-// SetPinHookForTest has f called inside every pin of resident buffers,
+// SetPinHookForTest has f called inside every pin of b's resident buffers,
 // after the handles are validated and before they are marked in flight.
 // Tests using it must not run in parallel with others.
-func SetPinHookForTest(f func(b *Backend)) (restore func()) {
+func SetPinHookForTest(b *Backend, f func()) (restore func()) {
 	old := pinHook
-	pinHook = f
+	pinHook = func(s *residentStore) {
+		if s == &b.store {
+			f()
+		}
+	}
 	return func() { pinHook = old }
 }
 

@@ -172,7 +172,7 @@ func TestFaultInjection(t *testing.T) {
 						t.Run(fmt.Sprintf("%s %s #%d", mode, op, n), func(t *testing.T) {
 							b, dev := openSim(t, sim.Config{}, path.opts...)
 							run, unchanged := path.setup(t, b)
-							resident := b.ResidentAllocatedBytes()
+							resident := b.MemoryStats().Allocated
 							if mode == "fail" {
 								dev.FailNth(op, n, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 							} else {
@@ -181,7 +181,7 @@ func TestFaultInjection(t *testing.T) {
 							err := run()
 							requireKind(t, err, core.ErrDriver, op.String())
 							dev.ClearFaults()
-							assert.Equal(t, resident, b.ResidentAllocatedBytes())
+							assert.Equal(t, resident, b.MemoryStats().Allocated)
 							assert.Zero(t, b.LaunchResourceCounts().Leases)
 							unchanged(t)
 							require.NoError(t, run(), "the Backend works after the failure")

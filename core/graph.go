@@ -80,7 +80,7 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 		if err := g.record(op, gd); err != nil {
 			g.up.ReturnAll()
 			g.rdst.ReturnAll()
-			b.unpinEntries(op, pl.pinned)
+			b.store.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
 	}
@@ -293,7 +293,7 @@ func (g *Graph) Close() error {
 	g.closed = true
 	g.up.ReturnAll()
 	g.rdst.ReturnAll()
-	g.b.unpinEntries(op, g.pl.pinned)
+	g.b.store.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil
 }

@@ -16,13 +16,13 @@ import (
 // the fence or event synchronization), on every path, including failures
 // after pin succeeded. release is idempotent and safe from any goroutine;
 // it takes no Backend lock, so it may be called while holding one. pin takes
-// only store.mu (shared) and makes no driver call; call it from inside a
+// only mu (shared) and makes no driver call; call it from inside a
 // public method (which holds life), never after Close. Duplicates in bufs
 // are allowed and counted once per occurrence. Errors: ErrUnknownHandle for
 // an unknown, foreign, freed or drifted handle, naming the handle and, for
 // batches, its position.
-func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), err error) {
-	ents, err := b.pinEntries(op, bufs, nil)
+func (s *residentStore) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), err error) {
+	ents, err := s.pinEntries(op, bufs, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -30,14 +30,14 @@ func (b *Backend) pin(op string, bufs []Buffer) (ptrs []uint64, release func(), 
 	for i, e := range ents {
 		ptrs[i] = e.ptr
 	}
-	return ptrs, b.releaser(op, ents), nil
+	return ptrs, s.releaser(op, ents), nil
 }
 
 // pinEntries is pin without building the address list and release closure.
 // label names item i in messages (nil: "item i: " for batches of several).
-func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string) ([]*residentEntry, error) {
+func (s *residentStore) pinEntries(op string, bufs []Buffer, label func(i int) string) ([]*residentEntry, error) {
 	ents := make([]*residentEntry, len(bufs))
-	if err := b.pinInto(op, ents, func(i int) Buffer { return bufs[i] }, label); err != nil {
+	if err := s.pinInto(op, ents, func(i int) Buffer { return bufs[i] }, label); err != nil {
 		return nil, err
 	}
 	return ents, nil
@@ -46,11 +46,11 @@ func (b *Backend) pinEntries(op string, bufs []Buffer, label func(i int) string)
 // pinInto is pinEntries for the len(ents) buffers buf(i) names, written
 // into ents, so batch calls need not build a slice of their buffers. On
 // failure nothing is pinned and ents holds no meaning.
-func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buffer, label func(i int) string) error {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
+func (s *residentStore) pinInto(op string, ents []*residentEntry, buf func(i int) Buffer, label func(i int) string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for i := range ents {
-		e, err := b.store.lookup(op, buf(i))
+		e, err := s.lookup(op, buf(i))
 		if err != nil {
 			if label == nil {
 				label = func(i int) string { return itemPrefix(len(ents), i) }
@@ -63,7 +63,7 @@ func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buff
 	// Counts change only after every handle validated, so a bad batch marks
 	// nothing. Holding mu shared keeps Free (exclusive) from
 	// removing an entry between its check and these increments.
-	runPinHook(b)
+	runPinHook(s)
 	for _, e := range ents {
 		e.inflight.Add(1)
 	}
@@ -72,11 +72,11 @@ func (b *Backend) pinInto(op string, ents []*residentEntry, buf func(i int) Buff
 
 // unpinEntries drops one use of each entry. An entry already at zero means
 // the accounting is broken; it is logged and left at zero.
-func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
+func (s *residentStore) unpinEntries(op string, ents []*residentEntry) {
 	for _, e := range ents {
 		if e.inflight.Add(-1) < 0 {
 			e.inflight.Add(1)
-			b.log.Error("resident in-flight count would have gone below zero; left at zero", "op", op, "bytes", e.n)
+			s.log.Error("resident in-flight count would have gone below zero; left at zero", "op", op, "bytes", e.n)
 		}
 	}
 }
@@ -84,20 +84,21 @@ func (b *Backend) unpinEntries(op string, ents []*residentEntry) {
 // pinHook, when set (tests only), runs in pinEntries between validating the
 // handles and marking them in flight: the window in which a Free
 // must not be able to remove a validated entry. Tests set it to run
-// Free in exactly that window.
-var pinHook func(b *Backend)
+// Free in exactly that window; it is given the store doing the pinning.
+var pinHook func(s *residentStore)
 
 // runPinHook runs pinHook, if set; every place that marks resident buffers
 // in flight calls it between validating and marking.
-func runPinHook(b *Backend) {
+func runPinHook(s *residentStore) {
 	if h := pinHook; h != nil {
-		h(b)
+		h(s)
 	}
 }
 
-func (b *Backend) releaser(op string, ents []*residentEntry) func() {
+// releaser returns a release func that drops one use of each entry, once.
+func (s *residentStore) releaser(op string, ents []*residentEntry) func() {
 	var once sync.Once
-	return func() { once.Do(func() { b.unpinEntries(op, ents) }) }
+	return func() { once.Do(func() { s.unpinEntries(op, ents) }) }
 }
 
 // mentions phrases a buffer's in-flight count for messages. A batch or

@@ -68,12 +68,12 @@ func (f *ioFixture) requireModel(t *testing.T) {
 // asserts it changed nothing: no driver call, no telemetry, same bytes.
 func (f *ioFixture) refused(t *testing.T, call func() error, sentinel error, numbers ...any) {
 	t.Helper()
-	calls, tel, resident := f.dev.CallCounts(), f.b.Telemetry(), f.b.ResidentAllocatedBytes()
+	calls, tel, resident := f.dev.CallCounts(), f.b.Telemetry(), f.b.MemoryStats().Allocated
 	err := call()
 	requireKind(t, err, sentinel, numbers...)
 	assert.Equal(t, calls, f.dev.CallCounts(), "a refused call makes no driver call")
 	assert.Equal(t, tel, f.b.Telemetry())
-	assert.Equal(t, resident, f.b.ResidentAllocatedBytes())
+	assert.Equal(t, resident, f.b.MemoryStats().Allocated)
 	f.requireModel(t)
 }
 

@@ -1,10 +1,10 @@
 package core
 
-// launchPlans queues the Batch's steps on s: through the driver's
+// launchPlans queues the Batch's steps on s through drv: through its
 // BatchLauncher when it has one, else one Launch per step. It returns the
 // index of the step that failed with the driver's error, or len(plans).
-func (b *Backend) launchPlans(s Stream, plans []launchPlan) (int, error) {
-	if bl, ok := b.drv.(BatchLauncher); ok && len(plans) > 1 {
+func launchPlans(drv Driver, s Stream, plans []launchPlan) (int, error) {
+	if bl, ok := drv.(BatchLauncher); ok && len(plans) > 1 {
 		ls := make([]Launch, len(plans))
 		for i := range plans {
 			ls[i] = Launch{F: plans[i].fn, Cfg: plans[i].cfg, Args: plans[i].args}
@@ -20,7 +20,7 @@ func (b *Backend) launchPlans(s Stream, plans []launchPlan) (int, error) {
 		return n, err
 	}
 	for i := range plans {
-		if err := b.drv.Launch(plans[i].fn, plans[i].cfg, s, plans[i].args); err != nil {
+		if err := drv.Launch(plans[i].fn, plans[i].cfg, s, plans[i].args); err != nil {
 			return i, err
 		}
 	}

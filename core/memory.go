@@ -17,8 +17,8 @@ import (
 // Trim gives every cached device block and every cached pinned staging
 // block back to the driver now. Memory in use is never touched: live
 // resident buffers, and staging or scratch that unfinished or quarantined
-// work still holds (that is not in the caches). Afterwards PoolCachedBytes
-// is (0, 0) and the device holds exactly MemoryStats().Reserved bytes for
+// work still holds (that is not in the caches). Afterwards MemoryStats'
+// CachedDevice and CachedPinned are 0 and the device holds exactly MemoryStats().Reserved bytes for
 // this Backend. A driver failure to free a block leaves that block cached
 // (or, for pinned staging without room in its cache, kept and still
 // counted in ReservedPinned) and is returned after every other block was

@@ -18,7 +18,7 @@ func requireDeviceHoldsReserved(t *testing.T, b *core.Backend, dev *sim.Device) 
 	t.Helper()
 	st := b.MemoryStats()
 	require.Equal(t, dev.Live().DeviceBytes, st.Reserved, "device bytes vs Reserved: %+v", st)
-	dc, pc := b.PoolCachedBytes()
+	dc, pc := b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned
 	require.Equal(t, dc, st.CachedDevice)
 	require.Equal(t, pc, st.CachedPinned)
 	require.LessOrEqual(t, st.Reserved, st.Budget)
@@ -129,14 +129,14 @@ func TestTrimGivesEveryCachedBlockBack(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.Free(h))
 	}
-	dc, pc := b.PoolCachedBytes()
+	dc, pc := b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned
 	require.NotZero(t, dc)
 	require.NotZero(t, pc)
 	st := b.MemoryStats()
 	assert.Equal(t, pc, st.CachedPinned)
 
 	require.NoError(t, b.Trim())
-	dc, pc = b.PoolCachedBytes()
+	dc, pc = b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned
 	assert.Zero(t, dc)
 	assert.Zero(t, pc)
 	st = requireDeviceHoldsReserved(t, b, dev)
@@ -161,11 +161,11 @@ func TestTrimReportsAFailedFreeAndKeepsTheBlock(t *testing.T) {
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	err = b.Trim()
 	requireKind(t, err, core.ErrDriver, "MemFree")
-	dc, _ := b.PoolCachedBytes()
+	dc := b.MemoryStats().CachedDevice
 	assert.Equal(t, uint64(4096), dc, "the block the driver refused to free stays cached")
 	requireDeviceHoldsReserved(t, b, dev)
 	require.NoError(t, b.Trim())
-	dc, _ = b.PoolCachedBytes()
+	dc = b.MemoryStats().CachedDevice
 	assert.Zero(t, dc)
 }
 
@@ -251,7 +251,7 @@ func TestCacheCapsFollowDeviceMemory(t *testing.T) {
 	h, err := b.Alloc(100)
 	require.NoError(t, err)
 	require.NoError(t, b.Free(h))
-	dc, _ := b.PoolCachedBytes()
+	dc := b.MemoryStats().CachedDevice
 	assert.Zero(t, dc, "a zero cap caches nothing")
 	assert.Zero(t, b.MemoryStats().Reserved)
 }
@@ -305,4 +305,30 @@ func BenchmarkChurnSim(b *testing.B) {
 		run()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/churn.DefaultSteps, "ns/step")
+}
+
+// The deprecated read-outs delegate to DeviceInfo and MemoryStats: this is
+// the one test that calls them.
+func TestDeprecatedMemoryReadOutsDelegate(t *testing.T) {
+	b, _ := openSim(t, sim.Config{TotalMemory: 1 << 20})
+	keep, err := b.Alloc(3000)
+	require.NoError(t, err)
+	gone, err := b.Alloc(5000)
+	require.NoError(t, err)
+	require.NoError(t, b.Free(gone))
+	_, err = b.Download(keep.All(), nil)
+	require.NoError(t, err)
+
+	st := b.MemoryStats()
+	require.Equal(t, uint64(3000), st.Allocated)
+	require.NotZero(t, st.CachedDevice, "the freed buffer's block is cached")
+	assert.Equal(t, st.Allocated, b.ResidentAllocatedBytes())
+	dc, pc := b.PoolCachedBytes()
+	assert.Equal(t, st.CachedDevice, dc)
+	assert.Equal(t, st.CachedPinned, pc)
+	assert.Equal(t, uint64(1<<20), b.DeviceMemoryBytes())
+
+	var none *core.Backend
+	dc, pc = none.PoolCachedBytes()
+	assert.Zero(t, none.DeviceMemoryBytes()+none.ResidentAllocatedBytes()+dc+pc)
 }

@@ -1,16 +1,14 @@
 package core
 
-import "sync/atomic"
-
 // MemoryStats is a snapshot of a Backend's memory: what its buffers use,
 // what it holds from the driver, what it keeps cached, and how often it had
 // to ask the driver. The PyTorch names in brackets are the
 // torch.cuda.memory_stats keys (summed over pools) that mean the same.
 type MemoryStats struct {
 	// Allocated is the bytes of live resident buffers, as requested
-	// (= ResidentAllocatedBytes) [allocated_bytes.all.current, but
-	// PyTorch counts rounded sizes]; PeakAllocated its highest value since
-	// Open or ResetPeakMemoryStats [allocated_bytes.all.peak].
+	// [allocated_bytes.all.current, but PyTorch counts rounded sizes];
+	// PeakAllocated its highest value since Open or ResetPeakMemoryStats
+	// [allocated_bytes.all.peak].
 	Allocated, PeakAllocated uint64
 	// Reserved is the device bytes held from the driver: live buffers and
 	// in-use staging at their rounded sizes, plus the device cache
@@ -52,23 +50,6 @@ type MemoryStats struct {
 	ReservedPinned uint64
 }
 
-// memPeaks holds the peak of the resident bytes (the device pool tracks its
-// own peaks).
-type memPeaks struct {
-	allocated atomic.Uint64
-}
-
-// notePeakAllocated raises the allocated peak to the current resident bytes.
-func (b *Backend) notePeakAllocated() {
-	now := b.store.bytes.Load()
-	for {
-		p := b.mem.allocated.Load()
-		if now <= p || b.mem.allocated.CompareAndSwap(p, now) {
-			return
-		}
-	}
-}
-
 // MemoryStats returns a snapshot of the Backend's memory accounting. It is
 // safe to call at any time, also after Close: then everything held is 0,
 // except memory the driver failed to free (counted until a later Close
@@ -82,7 +63,7 @@ func (b *Backend) MemoryStats() MemoryStats {
 	cfg := b.devPool.Config()
 	return MemoryStats{
 		Allocated:       b.store.bytes.Load(),
-		PeakAllocated:   b.mem.allocated.Load(),
+		PeakAllocated:   b.store.peak.Load(),
 		Reserved:        st.Reserved,
 		PeakReserved:    st.PeakReserved,
 		CachedDevice:    st.Cached,
@@ -109,5 +90,5 @@ func (b *Backend) ResetPeakMemoryStats() {
 		return
 	}
 	b.devPool.ResetPeaks()
-	b.mem.allocated.Store(b.store.bytes.Load())
+	b.store.peak.Store(b.store.bytes.Load())
 }

@@ -69,7 +69,7 @@ type OptimizerDispatcher struct {
 	// the dispatcher owns is in exactly one of ids, pool and retired.
 	ids map[uint64]optBuf
 	// pool holds freed buffers by exact length, under handles never handed
-	// out (rekeyOwned). A list emptied by a pool hit
+	// out (rekey). A list emptied by a pool hit
 	// stays (keeping its capacity, so the hot alloc/free round trip does not
 	// allocate) while the map has at most keepEmptyLists keys; eviction
 	// prunes empty lists.
@@ -122,7 +122,7 @@ func NewOptimizerDispatcher(b *Backend, opts ...OptimizerOption) (*OptimizerDisp
 			o(&cfg)
 		}
 	}
-	budget := accounting.OptimizerPoolBudget(b.DeviceMemoryBytes())
+	budget := accounting.OptimizerPoolBudget(b.DeviceInfo().TotalMemory)
 	if !cfg.poolCapSet {
 		cfg.poolCap = budget
 	}
@@ -215,7 +215,7 @@ func (d *OptimizerDispatcher) takeLocked(op string, n int) (buf Buffer, pooled b
 			d.pool[n] = list[:len(list)-1]
 		}
 		d.pooledBytes = left
-		d.b.notifyResident(buf, false)
+		d.b.store.notifyCached(buf, false)
 		return buf, true, nil
 	}
 	buf, err = d.b.allocateResident(op, n, true)
@@ -233,7 +233,7 @@ func (d *OptimizerDispatcher) giveBackLocked(op string, buf Buffer, pooled bool)
 		// Straight back onto its list: mu was held since it was taken, so
 		// this restores the pool exactly, cap and all.
 		if next, err := accounting.AddUint64(d.pooledBytes, uint64(buf.Len)); err == nil {
-			d.b.notifyResident(buf, true)
+			d.b.store.notifyCached(buf, true)
 			d.pooledBytes = next
 			d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 			return
@@ -254,17 +254,6 @@ func (d *OptimizerDispatcher) retire(op string, buf Buffer, err error) {
 func accountingError(op, what string, err error) *Error {
 	return &Error{Op: op, Kind: KindBudget, Detail: what + " byte accounting is out of step", Err: err,
 		Fix: "report this as a bug; the dispatcher's accounting no longer matches its tables"}
-}
-
-// inflightUses returns how many uses of unfinished Backend work hold h
-// (queued through the Backend directly, e.g. RunAsync on a static set's Bufs).
-func (b *Backend) inflightUses(h Buffer) int64 {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
-	if e := b.store.table.get(h.ID); e != nil {
-		return b.store.uses(e)
-	}
-	return 0
 }
 
 // Free gives h back to the free pool for reuse by the next Alloc of the
@@ -293,7 +282,7 @@ func (d *OptimizerDispatcher) free(op string, h Buffer) error {
 	if !ok || e.buf != h {
 		return notDispatcherBuffer(op, h)
 	}
-	if !d.b.ownedLive(e.buf) {
+	if !d.b.store.ownedLive(e.buf) {
 		// Unreachable while the Backend refuses to free owned buffers; kept
 		// so a buffer gone behind the dispatcher's back is never pooled.
 		return newError(op, KindUnknownHandle,
@@ -341,7 +330,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	if n > d.poolCap {
 		return d.b.freeResident(op, buf, true)
 	}
-	buf, err := d.b.rekeyOwned(op, buf)
+	buf, err := d.rekey(op, buf)
 	if err != nil {
 		if isKind(err, KindClosed) {
 			return nil
@@ -360,10 +349,20 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 		// rather than exceed the cap.
 		return d.b.freeResident(op, buf, true)
 	}
-	d.b.notifyResident(buf, true)
+	d.b.store.notifyCached(buf, true)
 	d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 	d.pooledBytes = next
 	return nil
+}
+
+// rekey moves buf to a fresh handle through the Backend's resident table
+// (residentStore.rekey); it fails with ErrClosed once the Backend is closed.
+func (d *OptimizerDispatcher) rekey(op string, buf Buffer) (Buffer, error) {
+	if err := d.b.enter(op); err != nil {
+		return Buffer{}, err
+	}
+	defer d.b.exit()
+	return d.b.store.rekey(op, buf)
 }
 
 // evictLargestPooledLocked frees one buffer of the largest pooled length;

@@ -40,8 +40,8 @@ func TestDispatcherFreeInsideTheBackendPin(t *testing.T) {
 			require.NoError(t, err)
 			var inWindow error
 			open, fired := false, false
-			restore := core.SetPinHookForTest(func(hb *core.Backend) {
-				if hb == b && !fired {
+			restore := core.SetPinHookForTest(b, func() {
+				if !fired {
 					fired = true
 					if open = core.ResidentStoreFreeForTest(b); open {
 						inWindow = d.Free(h)

@@ -14,7 +14,7 @@ import (
 // should match the simulated figure (W4 target <= 0.5 us; PyTorch 5.2 us).
 func BenchmarkGPUOptimizerPoolHit(b *testing.B) {
 	be := openBench(b)
-	base := be.ResidentAllocatedBytes()
+	base := be.MemoryStats().Allocated
 	for _, n := range []int{4096, 1 << 20, 16 << 20} {
 		d, err := core.NewOptimizerDispatcher(be)
 		if err != nil {
@@ -25,7 +25,7 @@ func BenchmarkGPUOptimizerPoolHit(b *testing.B) {
 			b.Fatalf("dispatcher Close: %v", err)
 		}
 	}
-	if got := be.ResidentAllocatedBytes(); got != base {
+	if got := be.MemoryStats().Allocated; got != base {
 		b.Fatalf("resident bytes %d after the dispatchers closed, want %d", got, base)
 	}
 }
@@ -42,7 +42,7 @@ func TestGPUOptimizerStaticAndMemset(t *testing.T) {
 			t.Errorf("Close: %v", err)
 		}
 	}()
-	base := be.ResidentAllocatedBytes()
+	base := be.MemoryStats().Allocated
 	d, err := core.NewOptimizerDispatcher(be)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestGPUOptimizerStaticAndMemset(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := be.ResidentAllocatedBytes(); got != base {
+	if got := be.MemoryStats().Allocated; got != base {
 		t.Fatalf("resident bytes %d after Close, want %d", got, base)
 	}
 }

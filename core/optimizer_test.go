@@ -52,21 +52,21 @@ func allocBufs(t *testing.T, d *core.OptimizerDispatcher, lens ...int) []core.Bu
 // 64-byte buffer evicts the first, and Close returns everything.
 func TestOptimizerPoolBudgetEvictsAndCloseReleases(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(64))
 	require.NoError(t, err)
 
 	ids := allocBufs(t, d, 64, 64)
-	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "two live buffers")
+	assert.Equal(t, base+128, b.MemoryStats().Allocated, "two live buffers")
 	require.NoError(t, d.Free(ids[0]))
-	assert.Equal(t, base+128, b.ResidentAllocatedBytes(), "one live, one pooled")
+	assert.Equal(t, base+128, b.MemoryStats().Allocated, "one live, one pooled")
 	require.NoError(t, d.Free(ids[1]))
-	assert.Equal(t, base+64, b.ResidentAllocatedBytes(), "the pool keeps only its cap")
+	assert.Equal(t, base+64, b.MemoryStats().Allocated, "the pool keeps only its cap")
 	assert.Equal(t, core.OptimizerStats{PooledBuffers: 1, PooledBytes: 64, PoolCap: 64,
-		StaticCap: b.DeviceMemoryBytes() / 32}, d.Stats())
+		StaticCap: b.DeviceInfo().TotalMemory / 32}, d.Stats())
 
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 	require.NoError(t, b.Close())
 	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
 }
@@ -74,8 +74,8 @@ func TestOptimizerPoolBudgetEvictsAndCloseReleases(t *testing.T) {
 func TestOptimizerDefaultCapsAreOneThirtySecondOfMemory(t *testing.T) {
 	d, b, _ := openOpt(t)
 	s := d.Stats()
-	assert.Equal(t, b.DeviceMemoryBytes()/32, s.PoolCap)
-	assert.Equal(t, b.DeviceMemoryBytes()/32, s.StaticCap)
+	assert.Equal(t, b.DeviceInfo().TotalMemory/32, s.PoolCap)
+	assert.Equal(t, b.DeviceInfo().TotalMemory/32, s.StaticCap)
 }
 
 // The reference's exactness test, as behaviour: a pool count that does not
@@ -86,13 +86,13 @@ func TestOptimizerPoolAccountingIsCheckedNotSaturating(t *testing.T) {
 	ids := allocBufs(t, d, 64)
 	require.NoError(t, d.Free(ids[0]))
 	core.SetOptimizerPooledBytesForTest(d, 10)
-	before, bytesBefore, calls := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
+	before, bytesBefore, calls := d.Stats(), b.MemoryStats().Allocated, dev.CallCounts()
 
 	_, err := d.Alloc(64)
 	require.ErrorIs(t, err, core.ErrBudget)
 	assert.Contains(t, err.Error(), "10 - 64")
 	assert.Equal(t, before, d.Stats())
-	assert.Equal(t, bytesBefore, b.ResidentAllocatedBytes())
+	assert.Equal(t, bytesBefore, b.MemoryStats().Allocated)
 	assert.Equal(t, calls, dev.CallCounts())
 
 	core.SetOptimizerPooledBytesForTest(d, 64)
@@ -107,7 +107,7 @@ func TestOptimizerPoolAccountingIsCheckedNotSaturating(t *testing.T) {
 func TestOptimizerPoolAccountingMatchesModel(t *testing.T) {
 	const limit = 1000
 	d, b, _ := openOpt(t, core.WithOptimizerPoolCap(limit))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	r := rand.New(rand.NewSource(7))
 	sizes := []int{50, 100, 200, 300, 700, 1200}
 	live := map[core.Buffer]int{}
@@ -132,7 +132,7 @@ func TestOptimizerPoolAccountingMatchesModel(t *testing.T) {
 		require.Equal(t, core.OptimizerPoolListBytesForTest(d), s.PooledBytes, "step %d", step)
 		require.LessOrEqual(t, s.PooledBytes, uint64(limit), "step %d", step)
 		require.Equal(t, len(live), s.LiveIDs, "step %d", step)
-		require.Equal(t, base+liveBytes+s.PooledBytes, b.ResidentAllocatedBytes(), "step %d", step)
+		require.Equal(t, base+liveBytes+s.PooledBytes, b.MemoryStats().Allocated, "step %d", step)
 	}
 }
 
@@ -145,10 +145,10 @@ func TestOptimizerReusesExactSizeOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.Free(first))
 
-	allocs, resident := dev.Calls(sim.OpMemAlloc), b.ResidentAllocatedBytes()
+	allocs, resident := dev.Calls(sim.OpMemAlloc), b.MemoryStats().Allocated
 	smaller := allocBufs(t, d, 32)[0]
 	assert.Equal(t, allocs+1, dev.Calls(sim.OpMemAlloc), "a 64-byte pooled buffer never serves 32 bytes")
-	assert.Equal(t, resident+32, b.ResidentAllocatedBytes())
+	assert.Equal(t, resident+32, b.MemoryStats().Allocated)
 	assert.Equal(t, []int{64}, core.OptimizerPooledLensForTest(d))
 
 	reused := allocBufs(t, d, 64)[0]
@@ -183,19 +183,19 @@ func TestOptimizerEvictsLargestPooledFirst(t *testing.T) {
 	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
 	assert.Equal(t, frees+2, dev.Calls(sim.OpMemFree))
 
-	resident := b.ResidentAllocatedBytes()
+	resident := b.MemoryStats().Allocated
 	require.NoError(t, d.Free(ids[5])) // alone over the cap: freed at once
 	assert.Equal(t, []int{100, 200, 400}, core.OptimizerPooledLensForTest(d))
-	assert.Equal(t, resident-1200, b.ResidentAllocatedBytes())
+	assert.Equal(t, resident-1200, b.MemoryStats().Allocated)
 	assert.Equal(t, uint64(700), d.Stats().PooledBytes)
 }
 
 func TestOptimizerZeroPoolCapFreesEverything(t *testing.T) {
 	d, b, _ := openOpt(t, core.WithOptimizerPoolCap(0))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	id := allocBufs(t, d, 64)[0]
 	require.NoError(t, d.Free(id))
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 	assert.Zero(t, d.Stats().PooledBuffers)
 }
 
@@ -241,12 +241,12 @@ func TestOptimizerRefusesForeignBuffers(t *testing.T) {
 	live := allocBufs(t, d, 64)[0]
 	for name, h := range badBufs(t, d, b) {
 		t.Run(name, func(t *testing.T) {
-			stats, resident, before := d.Stats(), b.ResidentAllocatedBytes(), dev.CallCounts()
+			stats, resident, before := d.Stats(), b.MemoryStats().Allocated, dev.CallCounts()
 			err := d.Free(h)
 			require.ErrorIs(t, err, core.ErrUnknownHandle)
 			assert.Contains(t, err.Error(), "handle "+strconv.FormatUint(h.ID, 10)+" ")
 			assert.Equal(t, stats, d.Stats())
-			assert.Equal(t, resident, b.ResidentAllocatedBytes())
+			assert.Equal(t, resident, b.MemoryStats().Allocated)
 			assert.Equal(t, before, dev.CallCounts())
 		})
 	}
@@ -483,7 +483,7 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 			ids := allocBufs(t, d, 64, 32)
 			require.NoError(t, b.Upload(core.UploadAt{Buf: ids[0], Data: bytes.Repeat([]byte{9}, 64)}))
 			require.NoError(t, d.Free(ids[1]))
-			stats, resident, live := d.Stats(), b.ResidentAllocatedBytes(), dev.Live()
+			stats, resident, live := d.Stats(), b.MemoryStats().Allocated, dev.Live()
 
 			c.arm(dev)
 			err := c.call(d, b, ids[0])
@@ -492,7 +492,7 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 
 			assert.Equal(t, stats, d.Stats())
 			assert.Equal(t, []int{32}, core.OptimizerPooledLensForTest(d))
-			assert.Equal(t, resident, b.ResidentAllocatedBytes())
+			assert.Equal(t, resident, b.MemoryStats().Allocated)
 			assert.Equal(t, live.Allocations, dev.Live().Allocations)
 			got, err := b.Download(ids[0].All(), nil)
 			require.NoError(t, err, "the live id survived")
@@ -506,7 +506,7 @@ func TestOptimizerFaultsLeaveStateUnchanged(t *testing.T) {
 // caused it: the evicted buffer is retired and Close frees it.
 func TestOptimizerEvictionFailureRetiresForClose(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithOptimizerPoolCap(64))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	ids := allocBufs(t, d, 64, 64)
 	require.NoError(t, d.Free(ids[0]))
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
@@ -514,14 +514,14 @@ func TestOptimizerEvictionFailureRetiresForClose(t *testing.T) {
 	s := d.Stats()
 	assert.Equal(t, 1, s.RetiredBuffers)
 	assert.Equal(t, uint64(64), s.PooledBytes)
-	assert.Equal(t, base+128, b.ResidentAllocatedBytes())
+	assert.Equal(t, base+128, b.MemoryStats().Allocated)
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 }
 
 func TestOptimizerCloseReleasesEverything(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(4096), core.WithStaticCacheCap(300))
 	require.NoError(t, err)
 	live := allocBufs(t, d, 64, 128)
@@ -535,11 +535,11 @@ func TestOptimizerCloseReleasesEverything(t *testing.T) {
 	released, err := d.AcquireStaticUploads(3, [][]byte{make([]byte, 50)})
 	require.NoError(t, err)
 	require.NoError(t, d.ReleaseStaticUploads(released))
-	require.Greater(t, b.ResidentAllocatedBytes(), base)
+	require.Greater(t, b.MemoryStats().Allocated, base)
 
 	// Acquired sets do not block Close: it ends them.
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 	for name, err := range map[string]error{
 		"Close":   d.Close(),
 		"Free":    d.Free(live[0]),
@@ -580,7 +580,7 @@ func TestOptimizerAfterBackendClose(t *testing.T) {
 // Close must return the Backend to its baseline.
 func TestOptimizerConcurrentUse(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	d, err := core.NewOptimizerDispatcher(b, core.WithOptimizerPoolCap(8<<10), core.WithStaticCacheCap(4<<10))
 	require.NoError(t, err)
 	const workers, rounds = 16, 30
@@ -642,7 +642,7 @@ func TestOptimizerConcurrentUse(t *testing.T) {
 	assert.LessOrEqual(t, s.PooledBytes, uint64(8<<10))
 	assert.LessOrEqual(t, s.StaticCachedBytes, uint64(4<<10))
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 	require.NoError(t, b.Close())
 	assert.True(t, dev.Live().Zero(), "live after Backend.Close: %s", dev.Live())
 }

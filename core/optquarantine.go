@@ -7,10 +7,10 @@ package core
 // an id for work a retry releases (as Backend.Free does not).
 func (d *OptimizerDispatcher) idleAfterQuarantine(h Buffer) int64 {
 	b := d.b
-	n := b.inflightUses(h)
+	n := b.store.inflightUses(h)
 	if n > 0 && b.launch.QuarantinedRefs() > 0 {
 		b.launch.RetryQuarantine()
-		n = b.inflightUses(h)
+		n = b.store.inflightUses(h)
 	}
 	return n
 }

@@ -46,7 +46,7 @@ func TestBackendFreeRefusesDispatcherBuffers(t *testing.T) {
 	// frees everything, returning the Backend's bytes to zero.
 	require.NoError(t, d.Free(live))
 	require.NoError(t, d.Close())
-	assert.Zero(t, b.ResidentAllocatedBytes())
+	assert.Zero(t, b.MemoryStats().Allocated)
 
 	// A buffer of the Backend's own is unaffected.
 	h, err := b.Alloc(16)

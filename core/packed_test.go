@@ -391,7 +391,7 @@ func TestPackedTransfersFallBackWhenDeviceStagingDoesNotFit(t *testing.T) {
 		assert.Equal(t, uint64(n), tel.DeviceCopies, "one copy per buffer")
 		assert.Equal(t, uint64(1), tel.SyncPoints)
 	})
-	dc, _ := b.PoolCachedBytes()
+	dc := b.MemoryStats().CachedDevice
 	assert.Zero(t, dc, "no device staging was taken")
 	assert.Zero(t, b.LaunchResourceCounts().Leases)
 	require.NoError(t, b.Close())

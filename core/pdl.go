@@ -62,20 +62,24 @@ func usePDL(drv Driver, info DeviceInfo, cfg config) bool {
 	return ok && cr.Capabilities().ProgrammaticLaunch
 }
 
-// image returns the Program whose image b loads for p: its sm_90 variant
-// when b uses programmatic dependent launch and p has one, else p.
-func (b *Backend) image(p *Program) *Program {
-	if b.pdl && p.sm90 != nil {
+// image returns the Program whose image b loads for p (Program.image).
+func (b *Backend) image(p *Program) *Program { return p.image(b.pdl) }
+
+// image returns the Program whose image a Backend loads for p: its sm_90
+// variant when the Backend uses programmatic dependent launch (pdl) and p
+// has one, else p.
+func (p *Program) image(pdl bool) *Program {
+	if pdl && p.sm90 != nil {
 		return p.sm90
 	}
 	return p
 }
 
-// waitsOnGrid reports whether launches of p on b may be programmatic: b
-// uses programmatic dependent launch and the image b loads for p waits on
-// its grid dependencies.
-func (b *Backend) waitsOnGrid(p *Program) bool {
-	return b.pdl && b.image(p).spec.WaitsOnGridDependencies
+// waitsOnGrid reports whether launches of p may be programmatic on a
+// Backend that uses programmatic dependent launch or not (pdl): it does and
+// the image it loads for p waits on its grid dependencies.
+func (p *Program) waitsOnGrid(pdl bool) bool {
+	return pdl && p.image(pdl).spec.WaitsOnGridDependencies
 }
 
 // markProgrammatic sets Programmatic on every launch of ls that directly

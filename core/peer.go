@@ -68,15 +68,15 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 	if plan.bytes == 0 {
 		return nil
 	}
-	link, err := dst.peerLinkTo(op, src)
+	link, err := dst.peers.link(op, dst, src)
 	if err != nil {
 		return err
 	}
 	switch link {
 	case PeerSame:
-		err = dst.copyOnDevice(op, plan, nil)
+		err = plan.copyOnDevice(op, false)
 	case PeerDirect:
-		err = dst.copyOnDevice(op, plan, src)
+		err = plan.copyOnDevice(op, true)
 	default:
 		err = copyStaged(op, dst, src, plan)
 	}
@@ -120,8 +120,8 @@ type peerPlan struct {
 }
 
 func (p *peerPlan) unpin() {
-	p.dst.unpinEntries("CopyPeer", p.dstEnts)
-	p.src.unpinEntries("CopyPeer", p.srcEnts)
+	p.dst.store.unpinEntries("CopyPeer", p.dstEnts)
+	p.src.store.unpinEntries("CopyPeer", p.srcEnts)
 }
 
 // planPeer validates copies, pins their buffers and fuses them.
@@ -131,13 +131,13 @@ func planPeer(op string, dst, src *Backend, copies []PeerCopy) (*peerPlan, error
 	for i, c := range copies {
 		dbufs[i], sbufs[i] = c.Dst, c.Src
 	}
-	dents, err := dst.pinEntries(op, dbufs, func(i int) string { return fmt.Sprintf("copy %d destination: ", i) })
+	dents, err := dst.store.pinEntries(op, dbufs, func(i int) string { return fmt.Sprintf("copy %d destination: ", i) })
 	if err != nil {
 		return nil, err
 	}
-	sents, err := src.pinEntries(op, sbufs, func(i int) string { return fmt.Sprintf("copy %d source: ", i) })
+	sents, err := src.store.pinEntries(op, sbufs, func(i int) string { return fmt.Sprintf("copy %d source: ", i) })
 	if err != nil {
-		dst.unpinEntries(op, dents)
+		dst.store.unpinEntries(op, dents)
 		return nil, err
 	}
 	p := &peerPlan{dst: dst, src: src, dstEnts: dents, srcEnts: sents}
@@ -187,12 +187,12 @@ func peerRequest(op string, i int, c PeerCopy, de, se *residentEntry, sameBacken
 	return fusion.PeerCopy{Dst: de.ptr + uint64(c.DstOffset), Src: se.ptr + uint64(c.SrcOffset), Len: c.Len}, nil
 }
 
-// peerLinkTo returns how b reaches src's memory, asking the driver and
-// enabling peer access the first time and remembering the answer. A link
-// that cannot be enabled (the device refuses more peers, or no support) is
-// remembered as PeerNone; other failures are returned and retried next
-// time.
-func (b *Backend) peerLinkTo(op string, src *Backend) (PeerLink, error) {
+// link returns how b (the Backend owning c) reaches src's memory, asking
+// the driver and enabling peer access the first time and remembering the
+// answer. A link that cannot be enabled (the device refuses more peers, or
+// no support) is remembered as PeerNone; other failures are returned and
+// retried next time.
+func (c *peerCache) link(op string, b, src *Backend) (PeerLink, error) {
 	if b == src || b.drv == src.drv {
 		return PeerSame, nil
 	}
@@ -203,9 +203,9 @@ func (b *Backend) peerLinkTo(op string, src *Backend) (PeerLink, error) {
 			fmt.Sprintf("the drivers %T and %T cannot copy between each other", b.drv, src.drv),
 			"open both Backends with core.OpenCUDA or core.OpenDevices, or over devices of one sim.Machine")
 	}
-	b.peers.mu.Lock()
-	defer b.peers.mu.Unlock()
-	if l, ok := b.peers.links[src]; ok {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.links[src]; ok {
 		return l, nil
 	}
 	l, err := pd.PeerLink(src.drv)
@@ -225,28 +225,30 @@ func (b *Backend) peerLinkTo(op string, src *Backend) (PeerLink, error) {
 			l = PeerNone
 		}
 	}
-	if b.peers.links == nil {
-		b.peers.links = make(map[*Backend]PeerLink)
+	if c.links == nil {
+		c.links = make(map[*Backend]PeerLink)
 	}
-	b.peers.links[src] = l
+	c.links[src] = l
 	return l, nil
 }
 
-// copyOnDevice queues the plan's copies on one leased stream of b and
-// waits for them: device-to-device within b's context when peer is nil,
-// else peer copies from peer's device.
-func (b *Backend) copyOnDevice(op string, p *peerPlan, peer *Backend) error {
+// copyOnDevice queues the plan's copies on one leased stream of its
+// destination Backend and waits for them: device-to-device within that
+// Backend's context, or peer copies from the source's device when peer is
+// set.
+func (p *peerPlan) copyOnDevice(op string, peer bool) error {
+	b := p.dst
 	lease, err := b.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
 	call := "MemcpyDtoDAsync"
 	for _, c := range p.fused {
-		if peer == nil {
+		if !peer {
 			err = b.drv.MemcpyDtoDAsync(c.Dst, c.Src, uint64(c.Len), lease.Stream)
 		} else {
 			call = "MemcpyPeerAsync"
-			err = b.drv.(PeerDriver).MemcpyPeerAsync(c.Dst, peer.drv, c.Src, uint64(c.Len), lease.Stream)
+			err = b.drv.(PeerDriver).MemcpyPeerAsync(c.Dst, p.src.drv, c.Src, uint64(c.Len), lease.Stream)
 		}
 		if err != nil {
 			syncPeerCopy(op, b, p, lease)

@@ -334,7 +334,7 @@ func (p *pendingWork) fail(err *Error) {
 // settle drops the in-flight marks.
 func (p *pendingWork) settle() {
 	if p.ents != nil {
-		p.b.unpinEntries(p.op, p.ents)
+		p.b.store.unpinEntries(p.op, p.ents)
 		p.ents = nil
 	}
 	p.state = pendingSettled

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 )
 
 // PinnedBuffer is page-locked host memory allocated through a Backend, for
@@ -98,7 +99,7 @@ func (p *PinnedBuffer) Free() error {
 		return err
 	}
 	defer b.exit()
-	err := b.pinned.Free(p.reg, b.settlePinnedUses, b.drv.HostFree)
+	err := b.pinned.Free(p.reg, settleFor(b.launch), b.drv.HostFree)
 	var busy *hostmem.InUseError
 	switch {
 	case err == nil:
@@ -113,12 +114,15 @@ func (p *PinnedBuffer) Free() error {
 	return driverError(op, "HostFree", err)
 }
 
-// settlePinnedUses retries the quarantine when it holds anything, for a
-// pinned region whose queued uses a quarantined direct copy may hold (its
-// release takes the registry's lock, so the registry calls this without it).
-func (b *Backend) settlePinnedUses() {
-	if b.launch.QuarantinedLeases() > 0 {
-		b.launch.RetryQuarantine()
+// settleFor returns the settle step of the registry's Free and Unregister:
+// it retries launch's quarantine when that holds anything, for a pinned
+// region whose queued uses a quarantined direct copy may hold (its release
+// takes the registry's lock, so the registry calls it without).
+func settleFor(launch *streams.Pool) func() {
+	return func() {
+		if launch.QuarantinedLeases() > 0 {
+			launch.RetryQuarantine()
+		}
 	}
 }
 
@@ -171,7 +175,7 @@ func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 	}
 	defer b.exit()
 	start := uintptr(p)
-	err := b.pinned.Unregister(p, b.settlePinnedUses, b.drv.HostUnregister)
+	err := b.pinned.Unregister(p, settleFor(b.launch), b.drv.HostUnregister)
 	var busy *hostmem.InUseError
 	switch {
 	case err == nil:

@@ -70,8 +70,8 @@ func TestFreeInsideThePinWindow(t *testing.T) {
 
 			var inWindow error
 			open, fired := false, false
-			restore := core.SetPinHookForTest(func(hb *core.Backend) {
-				if hb != b || fired {
+			restore := core.SetPinHookForTest(b, func() {
+				if fired {
 					return
 				}
 				fired = true

@@ -40,7 +40,7 @@ func TestPoisonCacheCatchesKernelUseAfterFree(t *testing.T) {
 		ptr, err := b.ResidentDevicePtr(h)
 		require.NoError(t, err)
 		require.NoError(t, b.Free(h))
-		dc, _ := b.PoolCachedBytes()
+		dc := b.MemoryStats().CachedDevice
 		require.Equal(t, uint64(4<<10), dc, "the pool kept the memory")
 		assert.Equal(t, poison, dev.Poisoned(ptr))
 

@@ -19,7 +19,7 @@ func TestZeroPoolCapsCacheNothing(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, b.Upload(core.UploadAt{Buf: h, Data: make([]byte, 4<<10)}))
 		require.NoError(t, b.Free(h))
-		dc, hc := b.PoolCachedBytes()
+		dc, hc := b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned
 		assert.Zero(t, dc, "device pool with cap 0 cached bytes")
 		assert.Zero(t, hc, "pinned pool with cap 0 cached bytes")
 	}
@@ -35,6 +35,6 @@ func TestZeroPoolCapsCacheNothing(t *testing.T) {
 		require.NoError(t, b2.Free(h))
 	}
 	assert.Equal(t, uint64(1), dev2.Calls(sim.OpMemAlloc))
-	dc, _ := b2.PoolCachedBytes()
+	dc := b2.MemoryStats().CachedDevice
 	assert.Equal(t, uint64(4<<10), dc)
 }

@@ -53,7 +53,7 @@ func refItems(items []streams.Item, b *Backend, op string, ents []*residentEntry
 	for _, e := range ents {
 		e.inflight.Add(1)
 		items = append(items, streams.Item{Kind: streams.BufferRef, Bytes: uint64(e.n),
-			Release: func() { b.unpinEntries(op, []*residentEntry{e}) }})
+			Release: func() { b.store.unpinEntries(op, []*residentEntry{e}) }})
 	}
 	return items
 }

@@ -151,7 +151,7 @@ func quarantineSetup(t *testing.T, opts []core.Option) (*sim.Device, *core.Backe
 // Backend's pools do not cache.
 func outsidePools(b *core.Backend, dev *sim.Device) (pinned, device uint64) {
 	l := dev.Live()
-	dc, hc := b.PoolCachedBytes()
+	dc, hc := b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned
 	return l.PinnedBytes - hc, l.DeviceBytes - dc
 }
 

@@ -185,7 +185,7 @@ func (b *Backend) pinRanges(op string, at func(i int) Range, label func(i int) s
 		b.store.mu.RUnlock()
 		return 0, readRangeError(op, label, bad, at(bad), ents[bad].ptr)
 	}
-	b.pinCall(ents)
+	b.store.pinCall(ents)
 	b.store.mu.RUnlock()
 	return nonEmpty, nil
 }
@@ -247,7 +247,7 @@ func (b *Backend) gather(op string, n int, at func(i int) Range, label func(i in
 	if err != nil {
 		return nil, err
 	}
-	defer b.unpinCall(op, ents)
+	defer b.store.unpinCall(op, ents)
 	transfer.Phase("pin")
 	if nonEmpty == 0 {
 		return g, nil

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -58,9 +59,22 @@ type residentStore struct {
 	// allocated and counted in bytes, for a later Close to retry
 	// (closeleft.go). Guarded by mu.
 	unfreed []*residentEntry
+	// peak is the highest value of bytes since Open or
+	// ResetPeakMemoryStats (MemoryStats.PeakAllocated).
+	peak atomic.Uint64
+
+	// Set by init and read-only after: the device pool buffers come from,
+	// the log for accounting repairs, the driver's cache notifier (or nil),
+	// and the largest length served from a size class.
+	dev       *devmem.Pool
+	log       *slog.Logger
+	notify    CacheNotifier
+	poolLimit int
 }
 
-func (s *residentStore) init() {}
+func (s *residentStore) init(dev *devmem.Pool, log *slog.Logger, notify CacheNotifier, poolLimit int) {
+	s.dev, s.log, s.notify, s.poolLimit = dev, log, notify, poolLimit
+}
 
 // lookup validates h against the table; callers hold mu (either mode).
 // It returns *Error (not error) so batch callers can prefix the item index;
@@ -118,23 +132,34 @@ func (s *residentStore) inflightTotal() (refs int64, handles int) {
 
 // rebuildBytes sets the byte accounting to the sum over the live table. It is
 // the repair for an accounting release that would have gone below zero.
-func (b *Backend) rebuildBytes(op string, released uint64) {
-	b.store.mu.Lock()
+func (s *residentStore) rebuildBytes(op string, released uint64) {
+	s.mu.Lock()
 	var total uint64
-	b.store.table.each(func(_ uint64, e *residentEntry) {
+	s.table.each(func(_ uint64, e *residentEntry) {
 		total += uint64(e.n) // lengths are positive ints; their sum is bounded by device memory
 	})
-	b.store.bytes.Store(total)
-	b.store.mu.Unlock()
-	b.log.Error("resident byte accounting would have gone below zero; rebuilt from the live table",
+	s.bytes.Store(total)
+	s.mu.Unlock()
+	s.log.Error("resident byte accounting would have gone below zero; rebuilt from the live table",
 		"op", op, "released", released, "rebuilt", total)
 }
 
 // releaseBytes returns n reserved bytes to the budget, repairing the
 // accounting from the live table if it would underflow.
-func (b *Backend) releaseBytes(op string, n uint64) {
-	if b.store.bytes.SubOrRepair(n) {
-		b.rebuildBytes(op, n)
+func (s *residentStore) releaseBytes(op string, n uint64) {
+	if s.bytes.SubOrRepair(n) {
+		s.rebuildBytes(op, n)
+	}
+}
+
+// notePeak raises the allocated peak to the current resident bytes.
+func (s *residentStore) notePeak() {
+	now := s.bytes.Load()
+	for {
+		p := s.peak.Load()
+		if now <= p || s.peak.CompareAndSwap(p, now) {
+			return
+		}
 	}
 }
 
@@ -164,39 +189,50 @@ func (b *Backend) allocateResident(op string, n int, owned bool) (Buffer, error)
 		return Buffer{}, newError(op, KindInvalidArgument,
 			fmt.Sprintf("requested %d bytes", n), "request at least 1 byte")
 	}
-	a, err := b.devPool.Alloc(op, n, b.usePool(n))
+	h, err := b.store.allocate(op, n, owned)
+	if err != nil {
+		return Buffer{}, err
+	}
+	b.tel.ResidentAllocBytes.Add(uint64(n))
+	return h, nil
+}
+
+// allocate takes an n-byte (n > 0) block from the device pool and enters it
+// in the table under a fresh id; owned marks it an OptimizerDispatcher's.
+// A failure holds nothing.
+func (s *residentStore) allocate(op string, n int, owned bool) (Buffer, error) {
+	a, err := s.dev.Alloc(op, n, s.usePool(n))
 	if err != nil {
 		return Buffer{}, err
 	}
 	e := &residentEntry{n: n, ptr: a.Ptr(), alloc: a, owned: owned}
 	id, err := handleIDs.Next()
 	if err == nil {
-		err = b.store.bytes.Add(uint64(n))
+		err = s.bytes.Add(uint64(n))
 	}
 	if err != nil {
-		b.devPool.FreeOrKeep(a)
+		s.dev.FreeOrKeep(a)
 		return Buffer{}, newError(op, KindBudget, "the process-wide handle id space or the resident byte count is exhausted: "+err.Error(),
 			"restart the process; handle ids are never reused")
 	}
-	b.notePeakAllocated()
-	b.store.mu.Lock()
-	b.store.table.put(id, e)
-	b.store.mu.Unlock()
-	b.tel.ResidentAllocBytes.Add(uint64(n))
+	s.notePeak()
+	s.mu.Lock()
+	s.table.put(id, e)
+	s.mu.Unlock()
 	return Buffer{ID: id, Len: n}, nil
 }
 
 // usePool reports whether an n-byte resident buffer is served from a size
 // class (and so from the cache), rather than at its exact size.
-func (b *Backend) usePool(n int) bool {
-	return b.cfg.residentPoolLimit > 0 && n <= b.cfg.residentPoolLimit
+func (s *residentStore) usePool(n int) bool {
+	return s.poolLimit > 0 && n <= s.poolLimit
 }
 
 // freeDevice gives an entry's device memory back to the pool, which caches
 // it or frees it. A driver failure is returned (and logged); the memory is
 // then still allocated.
-func (b *Backend) freeDevice(op string, e *residentEntry) error {
-	return b.devPool.Free(op, e.alloc)
+func (s *residentStore) freeDevice(op string, e *residentEntry) error {
+	return s.dev.Free(op, e.alloc)
 }
 
 // Free frees a buffer from Alloc; its handle is unknown from then on, and
@@ -251,22 +287,14 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 
 	// The driver call runs without the store lock; on failure the entry goes
 	// back (ids are never reused, so nothing can have taken its place).
-	if err := b.freeDevice(op, e); err != nil {
+	if err := b.store.freeDevice(op, e); err != nil {
 		b.store.mu.Lock()
 		b.store.table.put(h.ID, e)
 		b.store.mu.Unlock()
 		return err
 	}
-	b.releaseBytes(op, uint64(e.n))
+	b.store.releaseBytes(op, uint64(e.n))
 	return nil
-}
-
-// ResidentAllocatedBytes returns the bytes held by live resident buffers.
-func (b *Backend) ResidentAllocatedBytes() uint64 {
-	if b == nil {
-		return 0
-	}
-	return b.store.bytes.Load()
 }
 
 // ResidentDevicePtr returns the device address of a resident buffer, for
@@ -287,33 +315,29 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 	return e.ptr, nil
 }
 
-// ownedLive reports whether h is a live buffer of this Backend that an
-// OptimizerDispatcher owns.
-func (b *Backend) ownedLive(h Buffer) bool {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
-	e, err := b.store.lookup("", h)
+// ownedLive reports whether h is a live buffer that an OptimizerDispatcher
+// owns.
+func (s *residentStore) ownedLive(h Buffer) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, err := s.lookup("", h)
 	return err == nil && e.owned
 }
 
-// rekeyOwned moves an idle dispatcher-owned buffer to a fresh handle id and
+// rekey moves an idle dispatcher-owned buffer to a fresh handle id and
 // clears its static mark: the dispatcher pools a freed buffer under the new
 // handle, so the one its caller held is unknown from then on and a stale
 // copy can never reach the buffer's next owner. It refuses, changing
-// nothing, a buffer that unfinished work still uses (ErrInFlight) and a
-// closed Backend (ErrClosed).
-func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
-	if err := b.enter(op); err != nil {
-		return Buffer{}, err
-	}
-	defer b.exit()
-	b.store.mu.Lock()
-	defer b.store.mu.Unlock()
-	e, herr := b.store.lookup(op, h)
+// nothing, a buffer that unfinished work still uses (ErrInFlight). Callers
+// hold life (shared).
+func (s *residentStore) rekey(op string, h Buffer) (Buffer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, herr := s.lookup(op, h)
 	if herr != nil {
 		return Buffer{}, herr
 	}
-	if uses := b.store.uses(e); uses > 0 {
+	if uses := s.uses(e); uses > 0 {
 		// Work the Backend still holds the buffer for (e.g. a failed
 		// transfer's quarantined copy) may write into it: pooling it would
 		// hand that memory to the next Alloc.
@@ -326,21 +350,59 @@ func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
 		return Buffer{}, &Error{Op: op, Kind: KindBudget, Detail: "the process-wide handle id space is exhausted",
 			Fix: "restart the process; handle ids are never reused", Err: err}
 	}
-	b.store.table.del(h.ID)
-	b.store.table.put(id, e)
+	s.table.del(h.ID)
+	s.table.put(id, e)
 	e.static.Store(false)
 	return Buffer{ID: id, Len: h.Len}, nil
 }
 
 // markStatic marks the live buffers bufs as a static upload set's, whose
 // uploads, clears and fills are refused from then on.
-func (b *Backend) markStatic(bufs []Buffer) {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
+func (s *residentStore) markStatic(bufs []Buffer) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, h := range bufs {
-		if e := b.store.table.get(h.ID); e != nil {
+		if e := s.table.get(h.ID); e != nil {
 			e.static.Store(true)
 		}
+	}
+}
+
+// inflightUses returns how many uses of unfinished work hold h (queued
+// through the Backend directly, e.g. RunAsync on a static set's Bufs), 0
+// for a buffer that is not live.
+func (s *residentStore) inflightUses(h Buffer) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.table.get(h.ID); e != nil {
+		return s.uses(e)
+	}
+	return 0
+}
+
+// cacheNotifier returns drv's CacheNotifier, or nil.
+func cacheNotifier(drv Driver) CacheNotifier {
+	n, _ := drv.(CacheNotifier)
+	return n
+}
+
+// notifyCached reports a resident buffer entering (cached) or leaving the
+// optimizer dispatcher's free pool to the driver's CacheNotifier. It costs
+// one nil check when the driver has none.
+func (s *residentStore) notifyCached(h Buffer, cached bool) {
+	if s.notify == nil {
+		return
+	}
+	s.mu.RLock()
+	e := s.table.get(h.ID)
+	s.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	if cached {
+		s.notify.MemCached(e.ptr, uint64(e.n))
+	} else {
+		s.notify.MemReused(e.ptr, uint64(e.n))
 	}
 }
 
@@ -349,14 +411,14 @@ func (b *Backend) markStatic(bufs []Buffer) {
 // (SettleQuarantine reports them); a buffer the driver fails to free moves
 // to unfreed, still counted. It continues past failures and returns the
 // first.
-func (s *residentStore) releaseAll(op string, b *Backend) error {
+func (s *residentStore) releaseAll(op string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
 	var left uint64
 	s.table.each(func(_ uint64, e *residentEntry) {
 		if s.uses(e) == 0 {
-			if err := b.freeDevice(op, e); err != nil {
+			if err := s.freeDevice(op, e); err != nil {
 				s.unfreed = append(s.unfreed, e)
 				left += uint64(e.n)
 				if first == nil {

@@ -48,7 +48,7 @@ func TestOpenRejectsBadDrivers(t *testing.T) {
 func TestOpenMakesNoDeviceCalls(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	assert.Equal(t, map[sim.Op]uint64{sim.OpInfo: 1}, dev.CallCounts())
-	assert.Equal(t, uint64(testMemory), b.DeviceMemoryBytes())
+	assert.Equal(t, uint64(testMemory), b.DeviceInfo().TotalMemory)
 	assert.Equal(t, uint64(testMemory), b.DeviceInfo().TotalMemory)
 	free, err := b.LiveFreeMemory()
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestAllocRejectsBadSizes(t *testing.T) {
 			h, err := b.Alloc(n)
 			requireKind(t, err, core.ErrInvalidArgument, n)
 			assert.Equal(t, core.Buffer{}, h)
-			assert.Zero(t, b.ResidentAllocatedBytes())
+			assert.Zero(t, b.MemoryStats().Allocated)
 			assert.Zero(t, dev.Calls(sim.OpMemAlloc))
 			assert.Zero(t, dev.Calls(sim.OpMemGetInfo))
 		})
@@ -79,14 +79,14 @@ func TestResidentBudget(t *testing.T) {
 		_, err := b.Alloc(9_001)
 		requireKind(t, err, core.ErrBudget, 9001, "9000-byte budget", "1 still missing")
 		assert.Zero(t, dev.Calls(sim.OpMemAlloc), "the budget is checked before the device allocation")
-		assert.Zero(t, b.ResidentAllocatedBytes())
+		assert.Zero(t, b.MemoryStats().Allocated)
 		h, err := b.Alloc(9_000)
 		require.NoError(t, err)
-		assert.Equal(t, uint64(9_000), b.ResidentAllocatedBytes())
+		assert.Equal(t, uint64(9_000), b.MemoryStats().Allocated)
 		_, err = b.Alloc(1)
 		requireKind(t, err, core.ErrBudget, "9000 bytes reserved of a 9000-byte budget", "1 still missing")
 		require.NoError(t, b.Free(h))
-		assert.Zero(t, b.ResidentAllocatedBytes())
+		assert.Zero(t, b.MemoryStats().Allocated)
 	})
 	t.Run("new bytes are capped by live free memory", func(t *testing.T) {
 		b, dev := openSim(t, sim.Config{TotalMemory: 10_000}, exact)
@@ -102,7 +102,7 @@ func TestResidentBudget(t *testing.T) {
 		requireKind(t, err, core.ErrBudget, 91, "100 device bytes free", "1 still missing")
 		h2, err := b.Alloc(90)
 		require.NoError(t, err)
-		assert.Equal(t, uint64(990), b.ResidentAllocatedBytes())
+		assert.Equal(t, uint64(990), b.MemoryStats().Allocated)
 		require.NoError(t, b.Free(h))
 		require.NoError(t, b.Free(h2))
 	})
@@ -115,7 +115,7 @@ func TestResidentBudget(t *testing.T) {
 		defer func() { require.NoError(t, dev.MemFree(other)) }()
 		_, err = b.Alloc(1)
 		requireKind(t, err, core.ErrBudget, "0 device bytes free", "2000 bytes reserved", "1 still missing")
-		assert.Equal(t, uint64(2_000), b.ResidentAllocatedBytes())
+		assert.Equal(t, uint64(2_000), b.MemoryStats().Allocated)
 		require.NoError(t, b.Free(h))
 	})
 }
@@ -154,7 +154,7 @@ func TestHandleIDExhaustionRollsBack(t *testing.T) {
 			_, err := b.Alloc(128)
 			core.SetHandleIDsForTest(saved)
 			requireKind(t, err, core.ErrBudget, "exhausted")
-			assert.Zero(t, b.ResidentAllocatedBytes())
+			assert.Zero(t, b.MemoryStats().Allocated)
 			if !pooled {
 				assert.Zero(t, dev.Live().Allocations, "the device allocation was freed")
 			}
@@ -192,10 +192,10 @@ func TestFreeRefusals(t *testing.T) {
 	require.NoError(t, err)
 	for name, h := range badHandles(t, b, live) {
 		t.Run(name, func(t *testing.T) {
-			before, calls := b.ResidentAllocatedBytes(), dev.CallCounts()
+			before, calls := b.MemoryStats().Allocated, dev.CallCounts()
 			err := b.Free(h)
 			requireKind(t, err, core.ErrUnknownHandle, h.ID)
-			assert.Equal(t, before, b.ResidentAllocatedBytes())
+			assert.Equal(t, before, b.MemoryStats().Allocated)
 			assert.Equal(t, calls, dev.CallCounts())
 			_, err = b.ResidentDevicePtr(h)
 			requireKind(t, err, core.ErrUnknownHandle, h.ID)
@@ -238,11 +238,11 @@ func TestFreeDriverFailureKeepsBuffer(t *testing.T) {
 	dev.FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	err = b.Free(h)
 	requireKind(t, err, core.ErrDriver)
-	assert.Equal(t, uint64(4096), b.ResidentAllocatedBytes())
+	assert.Equal(t, uint64(4096), b.MemoryStats().Allocated)
 	_, err = b.ResidentDevicePtr(h)
 	require.NoError(t, err, "the buffer stays live after a failed free")
 	require.NoError(t, b.Free(h), "and the free can be retried")
-	assert.Zero(t, b.ResidentAllocatedBytes())
+	assert.Zero(t, b.MemoryStats().Allocated)
 }
 
 func TestAllocDriverFailuresRollBack(t *testing.T) {
@@ -272,7 +272,7 @@ func TestAllocDriverFailuresRollBack(t *testing.T) {
 			h, err := b.Alloc(1000)
 			requireKind(t, err, c.want, c.inMsg)
 			assert.Equal(t, core.Buffer{}, h)
-			assert.Zero(t, b.ResidentAllocatedBytes())
+			assert.Zero(t, b.MemoryStats().Allocated)
 			assert.Zero(t, b.MemoryStats().Reserved)
 			assert.Zero(t, b.Telemetry().ResidentAllocationBytes)
 			assert.Zero(t, dev.Live().Allocations)
@@ -293,11 +293,11 @@ func TestResidentAccountingRepair(t *testing.T) {
 	require.NoError(t, err)
 	core.SetResidentBytesForTest(b, 50) // corrupt: releasing 100 would underflow
 	require.NoError(t, b.Free(h1))
-	assert.Equal(t, uint64(300), b.ResidentAllocatedBytes(), "rebuilt from the live table")
+	assert.Equal(t, uint64(300), b.MemoryStats().Allocated, "rebuilt from the live table")
 	assert.Contains(t, logs.String(), "rebuilt")
 	assert.Contains(t, logs.String(), "rebuilt=300")
 	require.NoError(t, b.Free(h2))
-	assert.Zero(t, b.ResidentAllocatedBytes())
+	assert.Zero(t, b.MemoryStats().Allocated)
 }
 
 func TestResidentAllocationTelemetryAndPoolReuse(t *testing.T) {
@@ -316,7 +316,7 @@ func TestResidentAllocationTelemetryAndPoolReuse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, p1, p2)
 	assert.Equal(t, uint64(5900), b.Telemetry().ResidentAllocationBytes)
-	assert.Equal(t, uint64(2900), b.ResidentAllocatedBytes())
+	assert.Equal(t, uint64(2900), b.MemoryStats().Allocated)
 	b.ResetTelemetry()
 	assert.Equal(t, core.Telemetry{}, b.Telemetry())
 	require.NoError(t, b.Free(h))
@@ -335,7 +335,7 @@ func TestCloseReleasesEverythingAndRefusesAfterwards(t *testing.T) {
 
 	require.NoError(t, b.Close())
 	sim.RequireNoLeaks(t, dev)
-	assert.Zero(t, b.ResidentAllocatedBytes())
+	assert.Zero(t, b.MemoryStats().Allocated)
 	assert.Nil(t, pb.Bytes(), "Close freed the pinned buffer")
 
 	h := small

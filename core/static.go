@@ -154,7 +154,7 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	// once their payloads are in.
 	upErr := d.b.uploadCall(op, len(bufs), func(i int) (Buffer, int, []byte) { return bufs[i], 0, payloads[i] }, true)
 	if upErr == nil {
-		d.b.markStatic(bufs)
+		d.b.store.markStatic(bufs)
 	}
 
 	d.mu.Lock()
@@ -350,7 +350,7 @@ func (d *OptimizerDispatcher) makeStaticRoomLocked(op string, total uint64) bool
 
 func (d *OptimizerDispatcher) entryIdle(e *staticEntry) bool {
 	for i, id := range e.ids {
-		if d.ids[id].busy > 0 || d.b.inflightUses(e.bufs[i]) > 0 {
+		if d.ids[id].busy > 0 || d.b.store.inflightUses(e.bufs[i]) > 0 {
 			return false
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // cached buffers.
 func TestStaticCacheWarmAcquisitionUploadsNothing(t *testing.T) {
 	b, _ := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	a, c := bytes.Repeat([]byte{0xA5}, 256), bytes.Repeat([]byte{0x5A}, 512)
 	const domain = 0x4355_4441_5354_4154
 	d, err := core.NewOptimizerDispatcher(b, core.WithStaticCacheCap(768*4))
@@ -49,10 +49,10 @@ func TestStaticCacheWarmAcquisitionUploadsNothing(t *testing.T) {
 	assert.Equal(t, [][]byte{a, c}, got)
 	require.NoError(t, d.ReleaseStaticUploads(warm))
 	assert.Equal(t, core.OptimizerStats{StaticEntries: 1, StaticCachedBytes: 768, StaticCap: 768 * 4,
-		PoolCap: b.DeviceMemoryBytes() / 32}, d.Stats())
+		PoolCap: b.DeviceInfo().TotalMemory / 32}, d.Stats())
 
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 }
 
 func TestStaticCacheKeySeparatesEveryInput(t *testing.T) {
@@ -101,11 +101,11 @@ func TestStaticCacheEvictsLargestUnreferencedFirst(t *testing.T) {
 	require.Equal(t, uint64(900), d.Stats().StaticCachedBytes)
 
 	// 900+300 > 1000: the 300-byte set goes first, which is enough.
-	resident := b.ResidentAllocatedBytes()
+	resident := b.MemoryStats().Allocated
 	s4 := acquire(t, d, 4, 300)
 	assert.True(t, s4.Cached)
 	assert.Equal(t, uint64(900), d.Stats().StaticCachedBytes)
-	assert.Equal(t, resident, b.ResidentAllocatedBytes(), "300 in, 300 out")
+	assert.Equal(t, resident, b.MemoryStats().Allocated, "300 in, 300 out")
 	b.ResetTelemetry()
 	warm3 := acquire(t, d, 3, 200)
 	assert.True(t, warm3.CacheHit, "the smaller set survived")
@@ -143,11 +143,11 @@ func TestStaticCacheEvictsNothingWhenRoomCannotBeMade(t *testing.T) {
 
 func TestStaticOverCapSetIsFreedOnRelease(t *testing.T) {
 	d, b, dev := openOpt(t, core.WithStaticCacheCap(100), core.WithOptimizerPoolCap(4096))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	s := acquire(t, d, 7, 200)
 	assert.False(t, s.Cached)
 	assert.Zero(t, d.Stats().StaticEntries)
-	assert.Equal(t, base+200, b.ResidentAllocatedBytes())
+	assert.Equal(t, base+200, b.MemoryStats().Allocated)
 	require.NoError(t, d.ReleaseStaticUploads(s))
 	assert.Equal(t, []int{200}, core.OptimizerPooledLensForTest(d), "released through the free pool")
 	_, err := b.Download(s.Bufs[0].All(), nil)
@@ -290,7 +290,7 @@ func TestStaticCacheSkipsInFlightEntries(t *testing.T) {
 // retired and freed once the quarantine drains.
 func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	b, dev := openSim(t, sim.Config{}, core.WithResidentPoolLimit(0))
-	base := b.ResidentAllocatedBytes()
+	base := b.MemoryStats().Allocated
 	d, err := core.NewOptimizerDispatcher(b)
 	require.NoError(t, err)
 	const n = 512
@@ -318,5 +318,5 @@ func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	assert.NotEqual(t, pooledPtr, ptr, "the quarantined buffer's memory is not handed out again")
 	require.NoError(t, d.Free(again))
 	require.NoError(t, d.Close())
-	assert.Equal(t, base, b.ResidentAllocatedBytes())
+	assert.Equal(t, base, b.MemoryStats().Allocated)
 }

@@ -109,9 +109,9 @@ func (b *Backend) upload(op string, n int, at func(i int) (Buffer, int, []byte),
 	}
 	// Counts change only after every item validated, so a bad batch marks
 	// nothing; holding mu shared keeps Free out meanwhile.
-	b.pinCall(ents)
+	b.store.pinCall(ents)
 	b.store.mu.RUnlock()
-	defer b.unpinCall(op, ents)
+	defer b.store.unpinCall(op, ents)
 	sc.Ups = copies
 	transfer.Phase("pin")
 	transfer.Phase("validate")

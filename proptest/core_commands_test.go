@@ -397,7 +397,7 @@ const remainingCap = 8 << 20
 
 func (s *allocStep) run(r *runner) error {
 	const call = "Alloc"
-	resident := r.b.ResidentAllocatedBytes()
+	resident := r.b.MemoryStats().Allocated
 	left := int(r.budgetLeft())
 	n := s.size
 	switch s.rel {
@@ -460,7 +460,7 @@ func (s *allocStep) run(r *runner) error {
 		}
 	}
 	if !r.cfg.shared {
-		if after := r.b.ResidentAllocatedBytes(); after > resident+uint64(left) {
+		if after := r.b.MemoryStats().Allocated; after > resident+uint64(left) {
 			return fmt.Errorf("resident bytes %d exceed the %d resident plus the %d left before the call", after, resident, left)
 		}
 		if err := r.expectAllocCalls(call); err != nil {
@@ -1994,8 +1994,8 @@ func (r *runner) checkOptimizer() error {
 		return fmt.Errorf("optimizer retired buffers without faults: %+v", st)
 	}
 	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes
-	if got := r.b.ResidentAllocatedBytes(); got != want {
-		return fmt.Errorf("ResidentAllocatedBytes %d, want %d (runner %d + dispatcher live %d + pooled %d + static cached %d + retired %d)",
+	if got := r.b.MemoryStats().Allocated; got != want {
+		return fmt.Errorf("MemoryStats.Allocated %d, want %d (runner %d + dispatcher live %d + pooled %d + static cached %d + retired %d)",
 			got, want, r.m.residentBytes(), o.live(), st.PooledBytes, st.StaticCachedBytes, o.retiredBytes)
 	}
 	return nil
@@ -2324,7 +2324,7 @@ func (r *runner) retiredByQuarantine(o *optModel, call string, fresh, took []int
 	}
 	kf := k - kp
 	want := r.m.residentBytes() + o.live() + st.PooledBytes + st.StaticCachedBytes + o.retiredBytes + dropped
-	got := r.b.ResidentAllocatedBytes()
+	got := r.b.MemoryStats().Allocated
 	ok := false
 	for set := range 1 << len(fresh) { // at most three payloads
 		var n uint64

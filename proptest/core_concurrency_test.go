@@ -19,7 +19,7 @@ import (
 // others allocate too. Every goroutine dispatches kernels over its own
 // buffers and awaits them; only goroutine 0 uses pinned memory and
 // asynchronous uploads, because SynchronizeUploads completes every
-// goroutine's queued uploads at once. Afterwards ResidentAllocatedBytes equals the sum of the
+// goroutine's queued uploads at once. Afterwards MemoryStats().Allocated equals the sum of the
 // goroutines' surviving buffers, the telemetry equals the sum of what each
 // goroutine's successful calls moved (the counters are exact sums, so the
 // interleaving does not matter), and Close leaves the device empty.
@@ -90,7 +90,7 @@ func TestCoreConcurrent(t *testing.T) {
 			want.MemsetOps += tel.MemsetOps
 			want.KernelLaunches += tel.KernelLaunches
 		}
-		assert.Equal(t, resident, b.ResidentAllocatedBytes(), "round %d: resident bytes vs surviving buffers", round)
+		assert.Equal(t, resident, b.MemoryStats().Allocated, "round %d: resident bytes vs surviving buffers", round)
 		// A wide transfer may be packed (one launch, fewer copies) or not,
 		// whichever way the interleaving let core's tuning decide; those two
 		// counters are bounded, every other one is exact.

@@ -9,7 +9,7 @@ package proptest
 // by runner.do and runner.checkGlobal: the error is a *core.Error of kind
 // driver carrying the injected code; the model is unchanged except that a
 // failed synchronous upload's destination bytes become unknown (some copies
-// may have landed before the failure); ResidentAllocatedBytes, telemetry and
+// may have landed before the failure); MemoryStats().Allocated, telemetry and
 // caller-owned outputs are unchanged; the device holds exactly the Backend's
 // buffers, pooled memory, idle streams and events (nothing leaked); and the
 // Backend keeps working for the steps that follow. Every sequence ends with

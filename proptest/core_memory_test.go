@@ -18,10 +18,10 @@ import (
 // liveness property of their own:
 //
 //   - Trim gives every cached device and pinned staging block back: after it
-//     PoolCachedBytes is (0, 0) and the device holds exactly Reserved bytes;
-//     it changes no live buffer.
-//   - MemoryStats agrees with the device (Reserved), with
-//     ResidentAllocatedBytes (Allocated) and with PoolCachedBytes; peaks
+//     MemoryStats' CachedDevice and CachedPinned are 0 and the device holds
+//     exactly Reserved bytes; it changes no live buffer.
+//   - MemoryStats agrees with the device (Reserved) and between two
+//     readings with no call in between; peaks
 //     are never below the current values, and ResetPeakMemoryStats sets
 //     them to the current values.
 //   - An allocation served from the cache (no MemAlloc) makes no driver
@@ -73,9 +73,9 @@ func (r *runner) trim(before core.MemoryStats) error {
 	if _, verr := r.judge("Trim", err, 0); verr != nil {
 		return verr
 	}
-	dc, pc := r.b.PoolCachedBytes()
+	dc, pc := r.b.MemoryStats().CachedDevice, r.b.MemoryStats().CachedPinned
 	if dc != 0 || pc != 0 {
-		return fmt.Errorf("after Trim PoolCachedBytes is (%d, %d)", dc, pc)
+		return fmt.Errorf("after Trim the cached bytes are (%d device, %d pinned)", dc, pc)
 	}
 	st := r.b.MemoryStats()
 	if st.Allocated != before.Allocated || st.Reserved != before.Reserved-before.CachedDevice {
@@ -95,17 +95,18 @@ func (r *runner) trim(before core.MemoryStats) error {
 	return r.expectCalls("Trim", want)
 }
 
-// checkMemoryStats checks MemoryStats against the device and the other
-// accessors.
+// checkMemoryStats checks MemoryStats against the device and against a
+// second reading.
 func (r *runner) checkMemoryStats() error {
 	st := r.b.MemoryStats()
-	dc, pc := r.b.PoolCachedBytes()
+	again := r.b.MemoryStats()
+	dc, pc := again.CachedDevice, again.CachedPinned
 	live := r.dev.Live()
 	switch {
-	case st.Allocated != r.b.ResidentAllocatedBytes():
-		return fmt.Errorf("MemoryStats.Allocated %d, ResidentAllocatedBytes %d", st.Allocated, r.b.ResidentAllocatedBytes())
+	case st.Allocated != again.Allocated:
+		return fmt.Errorf("MemoryStats.Allocated %d, then %d", st.Allocated, again.Allocated)
 	case st.CachedDevice != dc || st.CachedPinned != pc:
-		return fmt.Errorf("MemoryStats cached (%d, %d), PoolCachedBytes (%d, %d)", st.CachedDevice, st.CachedPinned, dc, pc)
+		return fmt.Errorf("MemoryStats cached (%d, %d), then (%d, %d)", st.CachedDevice, st.CachedPinned, dc, pc)
 	case st.PeakAllocated < st.Allocated || st.PeakReserved < st.Reserved:
 		return fmt.Errorf("a peak is below its current value: %+v", st)
 	case st.Reserved > st.Budget || st.Budget != budgetTotal(r.cfg.total):

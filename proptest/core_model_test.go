@@ -1047,7 +1047,7 @@ func budgetTotal(total uint64) uint64 {
 // keeps, which counts as available). An allocation of at most this many
 // bytes must succeed; a larger one must fail with ErrBudget.
 func (r *runner) budgetLeft() uint64 {
-	devCached, _ := r.b.PoolCachedBytes()
+	devCached := r.b.MemoryStats().CachedDevice
 	held := r.dev.Live().DeviceBytes - min(devCached, r.dev.Live().DeviceBytes)
 	return budgetTotal(r.cfg.total) - min(held, budgetTotal(r.cfg.total))
 }
@@ -1058,9 +1058,9 @@ func (r *runner) budgetLeft() uint64 {
 // live buffers reserve.
 func (r *runner) checkReserved(devCached uint64) (uint64, error) {
 	st := r.b.MemoryStats()
-	alloc := r.b.ResidentAllocatedBytes()
+	alloc := r.b.MemoryStats().Allocated
 	if st.Allocated != alloc || st.CachedDevice != devCached {
-		return 0, fmt.Errorf("MemoryStats %+v disagrees with ResidentAllocatedBytes %d / PoolCachedBytes %d", st, alloc, devCached)
+		return 0, fmt.Errorf("MemoryStats %+v disagrees with a second reading: Allocated %d, CachedDevice %d", st, alloc, devCached)
 	}
 	if st.Reserved > budgetTotal(r.cfg.total) || st.Reserved < devCached {
 		return 0, fmt.Errorf("reserved %d bytes (%d cached) outside the budget %d", st.Reserved, devCached, budgetTotal(r.cfg.total))
@@ -1088,18 +1088,18 @@ func (r *runner) checkGlobal() error {
 		if err := r.checkOptimizer(); err != nil {
 			return err
 		}
-	} else if got, want := r.b.ResidentAllocatedBytes(), m.residentBytes(); got != want {
-		return fmt.Errorf("ResidentAllocatedBytes %d, live buffers hold %d", got, want)
+	} else if got, want := r.b.MemoryStats().Allocated, m.residentBytes(); got != want {
+		return fmt.Errorf("MemoryStats.Allocated %d, live buffers hold %d", got, want)
 	}
-	if got, tb := r.b.ResidentAllocatedBytes(), budgetTotal(r.cfg.total); got > tb {
+	if got, tb := r.b.MemoryStats().Allocated, budgetTotal(r.cfg.total); got > tb {
 		return fmt.Errorf("resident bytes %d exceed the total budget %d", got, tb)
 	}
 	if got := r.b.Telemetry(); got != m.tel {
 		return fmt.Errorf("telemetry %+v, model expects %+v", got, m.tel)
 	}
-	// PoolCachedBytes first: it waits for staging still being evicted after
+	// The cached bytes first: reading them waits for staging still being evicted after
 	// a readback returned, which holds its pinned block until then.
-	devCached, hostCached := r.b.PoolCachedBytes()
+	devCached, hostCached := r.b.MemoryStats().CachedDevice, r.b.MemoryStats().CachedPinned
 	live := r.dev.Live()
 	devWant, err := r.checkReserved(devCached)
 	if err != nil {
@@ -1282,7 +1282,7 @@ func (r *runner) closeAndCheck() error {
 		if err := r.opt.d.Close(); err != nil {
 			return fmt.Errorf("OptimizerDispatcher.Close: %v", err)
 		}
-		if got, want := r.b.ResidentAllocatedBytes(), r.m.residentBytes(); got != want {
+		if got, want := r.b.MemoryStats().Allocated, r.m.residentBytes(); got != want {
 			return fmt.Errorf("after OptimizerDispatcher.Close resident bytes are %d, the runner's buffers %d", got, want)
 		}
 		if _, err := r.opt.d.Alloc(1); !errors.Is(err, core.ErrClosed) {

@@ -110,7 +110,7 @@ func demoPass(b *core.Backend, d *core.OptimizerDispatcher, in demoInputs, pass 
 	n := len(in.a)
 	before := b.Telemetry()
 	pooled := d.Stats().PooledBuffers
-	resident := b.ResidentAllocatedBytes()
+	resident := b.MemoryStats().Allocated
 
 	static, err := d.AcquireStaticUploads(demoDomain, [][]byte{in.b})
 	if err != nil {
@@ -135,7 +135,7 @@ func demoPass(b *core.Backend, d *core.OptimizerDispatcher, in demoInputs, pass 
 	a, c, t, u, res := bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]
 	bStatic := static.Bufs[0]
 	reused := pooled - d.Stats().PooledBuffers
-	grown := b.ResidentAllocatedBytes() - resident
+	grown := b.MemoryStats().Allocated - resident
 
 	batch := core.Batch{
 		Clears: []core.Buffer{res},

@@ -299,8 +299,8 @@ func testBudget(t *testing.T, b *core.Backend, drv driver.Driver) {
 	if err != nil {
 		t.Fatalf("Info: %v", err)
 	}
-	if b.DeviceMemoryBytes() != info.TotalMemory {
-		t.Fatalf("DeviceMemoryBytes = %d, driver says %d", b.DeviceMemoryBytes(), info.TotalMemory)
+	if b.DeviceInfo().TotalMemory != info.TotalMemory {
+		t.Fatalf("DeviceInfo().TotalMemory = %d, driver says %d", b.DeviceInfo().TotalMemory, info.TotalMemory)
 	}
 	// Cached memory is the Backend's own: give it back first, so the
 	// driver's free memory is everything the Backend could take.
@@ -308,27 +308,27 @@ func testBudget(t *testing.T, b *core.Backend, drv driver.Driver) {
 		t.Fatalf("Trim: %v", err)
 	}
 	free := mustFree(t, drv)
-	budget := accounting.ResidentLiveBudget(info.TotalMemory, free, b.ResidentAllocatedBytes())
+	budget := accounting.ResidentLiveBudget(info.TotalMemory, free, b.MemoryStats().Allocated)
 	_, err = b.Alloc(int(min(budget+1, uint64(^uint(0)>>1))))
 	if !errors.Is(err, core.ErrBudget) {
 		t.Fatalf("allocating budget+1 = %d bytes: want ErrBudget, got %v", budget+1, err)
 	}
-	if b.ResidentAllocatedBytes() != 0 {
-		t.Fatalf("a refused allocation left %d bytes accounted", b.ResidentAllocatedBytes())
+	if b.MemoryStats().Allocated != 0 {
+		t.Fatalf("a refused allocation left %d bytes accounted", b.MemoryStats().Allocated)
 	}
 	n := int(min(budget/4, 64<<20))
 	h, err := b.Alloc(n)
 	if err != nil {
 		t.Fatalf("Alloc(%d) within a budget of %d: %v", n, budget, err)
 	}
-	if got := b.ResidentAllocatedBytes(); got != uint64(n) {
-		t.Fatalf("ResidentAllocatedBytes = %d, want %d", got, n)
+	if got := b.MemoryStats().Allocated; got != uint64(n) {
+		t.Fatalf("MemoryStats().Allocated = %d, want %d", got, n)
 	}
 	if err := b.Free(h); err != nil {
 		t.Fatalf("Free: %v", err)
 	}
-	if got := b.ResidentAllocatedBytes(); got != 0 {
-		t.Fatalf("ResidentAllocatedBytes after free = %d", got)
+	if got := b.MemoryStats().Allocated; got != 0 {
+		t.Fatalf("MemoryStats().Allocated after free = %d", got)
 	}
 }
 

@@ -46,8 +46,8 @@ func testMemory(t *testing.T, b *core.Backend, drv driver.Driver) {
 	if err := b.Trim(); err != nil {
 		t.Fatalf("Trim: %v", err)
 	}
-	if d, p := b.PoolCachedBytes(); d != 0 || p != 0 {
-		t.Fatalf("after Trim PoolCachedBytes = (%d, %d)", d, p)
+	if d, p := b.MemoryStats().CachedDevice, b.MemoryStats().CachedPinned; d != 0 || p != 0 {
+		t.Fatalf("after Trim MemoryStats cached = (%d device, %d pinned)", d, p)
 	}
 	st = b.MemoryStats()
 	if st.Reserved != 0 || st.DeviceFrees == 0 || st.ReleasedBytes < cached {
