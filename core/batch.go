@@ -124,6 +124,7 @@ type batchPlan struct {
 	nonEmptyReads int
 	timing        bool
 	stepBufs      [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
+	ownSteps      bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
 	x             *batchXfer // the transfers' plans (batchxfer.go); nil: per-copy, as captured
 }
 
@@ -287,6 +288,12 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 		if s.Program == nil {
 			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
+		}
+		if s.Program.argTypes != nil && len(s.Config.Args) > 0 {
+			if err := pl.untypeStep(op, i); err != nil {
+				return nil, 0, err
+			}
+			s = &batch.Steps[i]
 		}
 		pl.stepBufs[i] = s.Bufs
 		if s.Program.typed() {
