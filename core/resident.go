@@ -286,26 +286,15 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 	return e.ptr, nil
 }
 
-// ownedLive reports whether h is a live buffer of this Backend that an
-// OptimizerDispatcher owns.
-func (b *Backend) ownedLive(h Buffer) bool {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
-	e, err := b.store.lookup("", h)
-	return err == nil && e.owned
-}
-
 // rekeyOwned moves an idle dispatcher-owned buffer to a fresh handle id and
 // clears its static mark: the dispatcher pools a freed buffer under the new
 // handle, so the one its caller held is unknown from then on and a stale
 // copy can never reach the buffer's next owner. It refuses, changing
-// nothing, a buffer that unfinished work still uses (ErrInFlight) and a
-// closed Backend (ErrClosed).
+// nothing, a buffer that is not live (ErrUnknownHandle, also once the
+// Backend closed) and one that unfinished work still uses (ErrInFlight).
+// The dispatcher calls it with its own lock held, on its hot path: it takes
+// only the store's lock.
 func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
-	if err := b.enter(op); err != nil {
-		return Buffer{}, err
-	}
-	defer b.exit()
 	b.store.mu.Lock()
 	defer b.store.mu.Unlock()
 	e, herr := b.store.lookup(op, h)
