@@ -64,7 +64,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	}
 	b.async.mu.Lock()
 	defer b.async.mu.Unlock()
-	regs, err := b.pendSources(op, ups)
+	regs, err := b.pinned.pend(op, ups)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 	if b.async.lease == nil && len(regs) > 0 {
 		lease, err := b.lease(op, false)
 		if err != nil {
-			b.unpendRegions(regs)
+			b.pinned.unpend(regs)
 			return err
 		}
 		b.async.lease, created = lease, true
@@ -84,7 +84,7 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 			continue
 		}
 		if err := b.drv.MemcpyHtoDAsync(dsts[i], u.Data, b.async.lease.Stream); err != nil {
-			b.unpendRegions(regs[kept:])
+			b.pinned.unpend(regs[kept:])
 			if created && kept == 0 {
 				// A fresh stream: the failed copy was its only work.
 				b.drain(op, held{}, b.async.lease)
@@ -138,19 +138,19 @@ func asyncTargets(op string, ups []UploadAt, ents []*residentEntry) ([]uint64, e
 	return dsts, nil
 }
 
-// pendSources finds the pinned region holding each non-empty item's Data
-// and marks it pending, returning the regions in item order; when one is not
+// pend finds the pinned region holding each non-empty item's Data and
+// marks it pending, returning the regions in item order; when one is not
 // pinned it marks nothing and fails.
-func (b *Backend) pendSources(op string, ups []UploadAt) ([]*pinnedRegion, error) {
+func (r *pinnedRegistry) pend(op string, ups []UploadAt) ([]*pinnedRegion, error) {
 	regs := make([]*pinnedRegion, 0, len(ups))
-	b.pinned.mu.Lock()
-	defer b.pinned.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i, u := range ups {
 		if len(u.Data) == 0 {
 			continue
 		}
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(u.Data)))
-		reg := b.pinned.find(p, len(u.Data))
+		reg := r.find(p, len(u.Data))
 		if reg == nil {
 			for _, r := range regs {
 				r.pending--
@@ -165,12 +165,12 @@ func (b *Backend) pendSources(op string, ups []UploadAt) ([]*pinnedRegion, error
 	return regs, nil
 }
 
-// unpendRegions drops one pending use of each region.
-func (b *Backend) unpendRegions(regs []*pinnedRegion) {
-	b.pinned.mu.Lock()
-	defer b.pinned.mu.Unlock()
-	for _, r := range regs {
-		r.pending--
+// unpend drops one pending use of each region.
+func (r *pinnedRegistry) unpend(regs []*pinnedRegion) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, reg := range regs {
+		reg.pending--
 	}
 }
 

@@ -347,7 +347,7 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	if n > d.poolCap {
 		return d.b.freeResident(op, buf, true)
 	}
-	buf, err := d.b.rekeyOwned(op, buf)
+	buf, err := d.b.store.rekeyOwned(op, buf)
 	if err != nil {
 		if cerr := d.b.enter(op); cerr != nil {
 			return nil // the Backend closed: the buffer is gone with it

@@ -294,14 +294,14 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 // Backend closed) and one that unfinished work still uses (ErrInFlight).
 // The dispatcher calls it with its own lock held, on its hot path: it takes
 // only the store's lock.
-func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
-	b.store.mu.Lock()
-	defer b.store.mu.Unlock()
-	e, herr := b.store.lookup(op, h)
+func (s *residentStore) rekeyOwned(op string, h Buffer) (Buffer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, herr := s.lookup(op, h)
 	if herr != nil {
 		return Buffer{}, herr
 	}
-	if uses := b.store.uses(e); uses > 0 {
+	if uses := s.uses(e); uses > 0 {
 		// Work the Backend still holds the buffer for (e.g. a failed
 		// transfer's quarantined copy) may write into it: pooling it would
 		// hand that memory to the next Alloc.
@@ -314,19 +314,19 @@ func (b *Backend) rekeyOwned(op string, h Buffer) (Buffer, error) {
 		return Buffer{}, &Error{Op: op, Kind: KindBudget, Detail: "the process-wide handle id space is exhausted",
 			Fix: "restart the process; handle ids are never reused", Err: err}
 	}
-	b.store.table.del(h.ID)
-	b.store.table.put(id, e)
+	s.table.del(h.ID)
+	s.table.put(id, e)
 	e.static.Store(false)
 	return Buffer{ID: id, Len: h.Len}, nil
 }
 
 // markStatic marks the live buffers bufs as a static upload set's, whose
 // uploads, clears and fills are refused from then on.
-func (b *Backend) markStatic(bufs []Buffer) {
-	b.store.mu.RLock()
-	defer b.store.mu.RUnlock()
+func (s *residentStore) markStatic(bufs []Buffer) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, h := range bufs {
-		if e := b.store.table.get(h.ID); e != nil {
+		if e := s.table.get(h.ID); e != nil {
 			e.static.Store(true)
 		}
 	}

@@ -154,7 +154,7 @@ func (d *OptimizerDispatcher) AcquireStaticUploads(domain uint64, payloads [][]b
 	// once their payloads are in.
 	upErr := d.b.uploadCall(op, len(bufs), func(i int) (Buffer, int, []byte) { return bufs[i], 0, payloads[i] }, true)
 	if upErr == nil {
-		d.b.markStatic(bufs)
+		d.b.store.markStatic(bufs)
 	}
 
 	d.mu.Lock()
