@@ -136,6 +136,13 @@ func prepare(op string, a *collArgs, calls []*rankCall) error {
 			undo(r)
 			return err
 		}
+		if c.ents[0].static.Load() {
+			// A static upload set's buffers are immutable.
+			undo(r + 1)
+			e := staticWrite(op, c.recv)
+			e.Detail = label(0) + e.Detail
+			return e
+		}
 		c.count, c.recvPtr, c.sendPtr = count, c.ents[0].ptr, c.ents[0].ptr
 		if len(c.ents) > 1 {
 			c.sendPtr = c.ents[1].ptr
