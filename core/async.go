@@ -57,7 +57,12 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 		return err
 	}
 	kept := 0 // ents[:kept] hold copies that were queued
-	defer func() { b.unpinEntries(op, ents[kept:]) }()
+	defer func() {
+		b.unpinEntries(op, ents[kept:])
+		if kept > 0 {
+			b.tel.uploadOps.Add(1) // one upload operation per call, as Upload counts
+		}
+	}()
 	dsts, err := asyncTargets(op, ups, ents)
 	if err != nil {
 		return err
@@ -100,7 +105,6 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 		kept++
 		b.async.count++
 		b.tel.h2dBytes.Add(uint64(len(u.Data)))
-		b.tel.uploadOps.Add(1)
 		b.tel.requested.Add(1)
 		b.tel.deviceCopies.Add(1)
 	}
