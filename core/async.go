@@ -59,7 +59,12 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 		return err
 	}
 	kept := 0 // ents[:kept] hold copies that were queued
-	defer func() { b.store.unpinEntries(op, ents[kept:]) }()
+	defer func() {
+		b.store.unpinEntries(op, ents[kept:])
+		if kept > 0 {
+			b.tel.UploadOps.Add(1) // one upload operation per call, as Upload counts
+		}
+	}()
 	dsts, err := asyncTargets(op, ups, ents)
 	if err != nil {
 		return err
@@ -102,7 +107,6 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 		kept++
 		b.async.count++
 		b.tel.H2DBytes.Add(uint64(len(u.Data)))
-		b.tel.UploadOps.Add(1)
 		b.tel.Requested.Add(1)
 		b.tel.DeviceCopies.Add(1)
 	}

@@ -119,6 +119,7 @@ type batchPlan struct {
 	xfer     transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
 	timing   bool
 	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
+	ownSteps bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -259,6 +260,12 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 		if s.Program == nil {
 			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
+		}
+		if s.Program.argTypes != nil && len(s.Config.Args) > 0 {
+			if err := pl.untypeStep(op, i); err != nil {
+				return nil, 0, err
+			}
+			s = &batch.Steps[i]
 		}
 		pl.stepBufs[i] = s.Bufs
 		if s.Program.typed() {

@@ -35,6 +35,13 @@ func (r *rankBufs) pin(op string, send bool) (recvPtr, sendPtr uint64, err error
 	if err != nil {
 		return 0, 0, err
 	}
+	if ents[0].static.Load() {
+		// A static upload set's buffers are immutable.
+		r.b.store.unpinEntries(op, ents)
+		e := staticWrite(op, r.recv)
+		e.Detail = label(0) + e.Detail
+		return 0, 0, e
+	}
 	r.ents = ents
 	recvPtr, sendPtr = ents[0].ptr, ents[0].ptr
 	if len(ents) > 1 {

@@ -70,7 +70,7 @@ func (b *Backend) UploadResidentAtMany(ups []UploadAt) error {
 // Deprecated: use UploadAsync(UploadAt{Buf: h, Offset: off, Data: pinned[:n]}).
 func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n int) error {
 	const op = "UploadResidentAsyncAt"
-	data, err := b.pinnedSource(op, src, n)
+	data, err := pinnedSource(b, op, src, n)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (b *Backend) UploadResidentAsyncAt(h Buffer, off int, src unsafe.Pointer, n
 // refuses a negative n, a nil src and bytes outside memory pinned through
 // b before making a slice of them, so that no slice spans memory the caller
 // does not own.
-func (b *Backend) pinnedSource(op string, src unsafe.Pointer, n int) ([]byte, error) {
+func pinnedSource(b *Backend, op string, src unsafe.Pointer, n int) ([]byte, error) {
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (b *Backend) DownloadResidentRangesInto(rs []Range, dst [][]byte) ([][]byte
 // Deprecated: use DownloadMany over the batches' ranges one after another;
 // batch i's results are the matching subslice of its result.
 func (b *Backend) DownloadResidentBatchesInto(batches [][]Range, dst [][][]byte) ([][][]byte, error) {
-	return b.downloadBatches("DownloadResidentBatchesInto", batches, dst)
+	return downloadBatches(b, "DownloadResidentBatchesInto", batches, dst)
 }
 
 // DispatchResident launches p over bufs with cfg and waits for it.
@@ -184,7 +184,7 @@ func wholeRanges(hs []Buffer) []Range {
 
 // downloadBatches reads nested batches of ranges as one DownloadMany under
 // op, reusing dst's storage at every level, append-style.
-func (b *Backend) downloadBatches(op string, batches [][]Range, dst [][][]byte) ([][][]byte, error) {
+func downloadBatches(b *Backend, op string, batches [][]Range, dst [][][]byte) ([][][]byte, error) {
 	total := 0
 	for i, batch := range batches {
 		t, err := accounting.AddLen(total, len(batch))

@@ -49,51 +49,6 @@ func Example_batch() {
 	// Output: last word: 44 fences: 1
 }
 
-// ExampleBackend_Upload allocates resident buffers, uploads them
-// with one fence, and reads them back whole and in part.
-func ExampleBackend_Upload() {
-	b, err := core.Open(sim.New(sim.Config{}))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer b.Close()
-
-	greeting, err := b.Alloc(5)
-	if err != nil {
-		log.Fatal(err)
-	}
-	target, err := b.Alloc(6)
-	if err != nil {
-		log.Fatal(err)
-	}
-	// Both uploads move with one stream synchronization.
-	err = b.Upload(core.UploadAt{Buf: greeting, Data: []byte("hello")}, core.UploadAt{Buf: target, Data: []byte("device")})
-	if err != nil {
-		log.Fatal(err)
-	}
-	all, err := b.DownloadMany(allOf([]core.Buffer{greeting, target}), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	part, err := b.Download(target.Slice(3, 3), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	t := b.Telemetry()
-	fmt.Printf("%s %s, %s\n", all[0], all[1], part)
-	fmt.Printf("%d bytes up, %d bytes down, %d fences\n", t.HostToDeviceBytes, t.DeviceToHostBytes, t.SyncPoints)
-
-	if err := b.Free(greeting); err != nil {
-		log.Fatal(err)
-	}
-	_, err = b.Download(greeting.All(), nil)
-	fmt.Println("after free:", errors.Is(err, core.ErrUnknownHandle))
-	// Output:
-	// hello device, ice
-	// 11 bytes up, 14 bytes down, 3 fences
-	// after free: true
-}
-
 // ExampleBackend_Run runs a multi-step kernel sequence as one Batch: the
 // clear and fill are device memsets (no host bytes), each step sees what the
 // one before it wrote, and the host waits once, at the end.
@@ -109,6 +64,7 @@ func ExampleBackend_Run() {
 		if bufs[i], err = b.Alloc(4 * 4); err != nil {
 			log.Fatal(err)
 		}
+		defer b.Free(bufs[i])
 	}
 	a, c, t, out := bufs[0], bufs[1], bufs[2], bufs[3]
 	parts, err := b.Run(core.Batch{
@@ -120,7 +76,7 @@ func ExampleBackend_Run() {
 			{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{t, t, out}}, // out = 2t
 		},
 		// Two touching ranges of out: fused into one device-to-host copy.
-		Reads: []core.Range{{Buf: out, Offset: 0, Len: 8}, {Buf: out, Offset: 8, Len: 8}},
+		Reads: []core.Range{out.Slice(0, 8), out.Slice(8, 8)},
 	}, nil)
 	if err != nil {
 		log.Fatal(err)
@@ -155,18 +111,19 @@ func ExampleNewOptimizerDispatcher() {
 	defer d.Close()
 
 	// The pool: free, then allocate the same size again.
-	id, err := d.Alloc(1 << 10)
+	h, err := d.Alloc(1 << 10)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := d.Free(id); err != nil {
+	if err := d.Free(h); err != nil {
 		log.Fatal(err)
 	}
 	before := b.MemoryStats().Allocated
-	if _, err := d.Alloc(1 << 10); err != nil {
+	if h, err = d.Alloc(1 << 10); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("pool hit, new device bytes:", b.MemoryStats().Allocated-before)
+	defer d.Free(h)
 
 	// The static cache: a cold acquisition uploads, a warm one does not.
 	const domain = 42 // separates this caller's payloads from anyone else's

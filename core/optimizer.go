@@ -282,34 +282,40 @@ func (d *OptimizerDispatcher) free(op string, h Buffer) error {
 	if !ok || e.buf != h {
 		return notDispatcherBuffer(op, h)
 	}
-	if !d.b.store.ownedLive(e.buf) {
-		// Unreachable while the Backend refuses to free owned buffers; kept
-		// so a buffer gone behind the dispatcher's back is never pooled.
-		return newError(op, KindUnknownHandle,
-			fmt.Sprintf("handle %d is no longer live in the Backend", h.ID),
-			"free dispatcher buffers only through the dispatcher")
-	}
 	if e.static {
 		return newError(op, KindInvalidArgument,
 			fmt.Sprintf("handle %d belongs to a static upload set", h.ID),
 			"release the set with ReleaseStaticUploads instead")
 	}
-	if err := d.checkIdle(op, e); err != nil {
-		return err
+	if e.busy > 0 {
+		return runningCalls(op, e)
 	}
-	if err := d.putLocked(op, e.buf); err != nil {
+	// putLocked refuses a buffer that unfinished work uses, and one gone
+	// from the Backend behind the dispatcher's back, changing nothing.
+	err := d.putLocked(op, e.buf)
+	if err != nil && isKind(err, KindInFlight) && d.b.launch.QuarantinedRefs() > 0 {
+		// The quarantine may be what holds it: retry it, then try again.
+		d.b.launch.RetryQuarantine()
+		err = d.putLocked(op, e.buf)
+	}
+	if err != nil {
 		return err
 	}
 	delete(d.ids, h.ID)
 	return nil
 }
 
+// runningCalls reports a buffer that running dispatcher calls use.
+func runningCalls(op string, e optBuf) *Error {
+	return newError(op, KindInFlight,
+		fmt.Sprintf("handle %d is used by %d running call(s)", e.buf.ID, e.busy),
+		"free it after the calls using it have returned")
+}
+
 // checkIdle refuses a buffer a running call or unfinished work still uses.
 func (d *OptimizerDispatcher) checkIdle(op string, e optBuf) error {
 	if e.busy > 0 {
-		return newError(op, KindInFlight,
-			fmt.Sprintf("handle %d is used by %d running call(s)", e.buf.ID, e.busy),
-			"free it after the calls using it have returned")
+		return runningCalls(op, e)
 	}
 	if n := d.idleAfterQuarantine(e.buf); n > 0 {
 		return newError(op, KindInFlight,
@@ -330,11 +336,12 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	if n > d.poolCap {
 		return d.b.freeResident(op, buf, true)
 	}
-	buf, err := d.rekey(op, buf)
+	buf, err := d.b.store.rekeyOwned(op, buf)
 	if err != nil {
-		if isKind(err, KindClosed) {
-			return nil
+		if cerr := d.b.enter(op); cerr != nil {
+			return nil // the Backend closed: the buffer is gone with it
 		}
+		d.b.exit()
 		return err
 	}
 	// n <= cap, so cap-n cannot wrap; evict until the buffer fits.
@@ -353,16 +360,6 @@ func (d *OptimizerDispatcher) putLocked(op string, buf Buffer) error {
 	d.pool[buf.Len] = append(d.pool[buf.Len], buf)
 	d.pooledBytes = next
 	return nil
-}
-
-// rekey moves buf to a fresh handle through the Backend's resident table
-// (residentStore.rekey); it fails with ErrClosed once the Backend is closed.
-func (d *OptimizerDispatcher) rekey(op string, buf Buffer) (Buffer, error) {
-	if err := d.b.enter(op); err != nil {
-		return Buffer{}, err
-	}
-	defer d.b.exit()
-	return d.b.store.rekey(op, buf)
 }
 
 // evictLargestPooledLocked frees one buffer of the largest pooled length;

@@ -131,8 +131,16 @@ func TestTypedArgsToAU32ProgramAreRefused(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	buf, err := b.Alloc(16)
 	require.NoError(t, err)
+	// A program of the caller's that takes Bufs and u32 Scalars and
+	// declares no typed form (the built-ins declare one: builtinargs_test.go).
+	u32, err := core.NewProgram(core.ProgramSpec{Name: "u32", Image: []byte(".entry u32 {}"), Entry: "u32",
+		Grid: core.GridRule{Blocks: 1}, Buffers: 1, Scalars: 1, Host: func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error { return nil }})
+	require.NoError(t, err)
+	assert.Nil(t, u32.Params())
 	before := dev.Calls(sim.OpLaunch)
-	err = b.Dispatch(core.ProgramFillU32(), []core.Buffer{buf}, core.DispatchConfig{Scalars: []uint32{1}, Args: []core.Arg{core.ArgUint32(1)}})
+	err = b.Dispatch(u32, []core.Buffer{buf}, core.DispatchConfig{Scalars: []uint32{1}, Args: []core.Arg{core.ArgUint32(1)}})
+	requireErrKind(t, err, core.ErrInvalidArgument, "not typed Args")
+	err = b.Dispatch(u32, nil, core.DispatchConfig{Args: []core.Arg{core.ArgBuffer(buf), core.ArgUint32(1)}})
 	requireErrKind(t, err, core.ErrInvalidArgument, "not typed Args")
 	assert.Equal(t, before, dev.Calls(sim.OpLaunch))
 }

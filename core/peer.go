@@ -141,6 +141,15 @@ func planPeer(op string, dst, src *Backend, copies []PeerCopy) (*peerPlan, error
 		return nil, err
 	}
 	p := &peerPlan{dst: dst, src: src, dstEnts: dents, srcEnts: sents}
+	for i, e := range dents {
+		if e.static.Load() {
+			// A static upload set's buffers are immutable.
+			p.unpin()
+			err := staticWrite(op, copies[i].Dst)
+			err.Detail = fmt.Sprintf("copy %d destination: ", i) + err.Detail
+			return nil, err
+		}
+	}
 	req := make([]fusion.PeerCopy, 0, len(copies))
 	for i, c := range copies {
 		r, err := peerRequest(op, i, c, dents[i], sents[i], dst == src)

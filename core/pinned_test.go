@@ -213,3 +213,39 @@ func TestPinHostBuffer(t *testing.T) {
 	sim.RequireNoLeaks(t, dev)
 	runtime.KeepAlive(mem)
 }
+
+// Several items queue in one call, checked first, with one upload
+// operation counted; a driver failure at the second leaves the first
+// queued for SynchronizeUploads and the rest not.
+func TestUploadAsyncSeveralItems(t *testing.T) {
+	b, dev := openSim(t, sim.Config{})
+	h, err := b.Alloc(64)
+	require.NoError(t, err)
+	p, err := b.AllocHostPinned(64)
+	require.NoError(t, err)
+	copy(p.Bytes(), "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/")
+	src := p.Bytes()
+	require.NoError(t, b.UploadAsync(core.UploadAt{Buf: h, Data: src[:10]}, core.UploadAt{Buf: h, Offset: 10, Data: src[10:20]},
+		core.UploadAt{Buf: h, Offset: 20}))
+	tel := b.Telemetry()
+	assert.Equal(t, uint64(1), tel.UploadOps)
+	assert.Equal(t, uint64(20), tel.HostToDeviceBytes)
+	assert.Equal(t, uint64(2), dev.Calls(sim.OpMemcpyHtoDAsync))
+	require.NoError(t, b.SynchronizeUploads())
+	got, err := b.Download(h.Slice(0, 20), nil)
+	require.NoError(t, err)
+	assert.Equal(t, string(src[:20]), string(got))
+
+	dev.FailNth(sim.OpMemcpyHtoDAsync, 2, cudaapi.CUDA_ERROR_UNKNOWN)
+	err = b.UploadAsync(core.UploadAt{Buf: h, Offset: 20, Data: src[20:30]}, core.UploadAt{Buf: h, Offset: 30, Data: src[30:40]},
+		core.UploadAt{Buf: h, Offset: 40, Data: src[40:50]})
+	requireKind(t, err, core.ErrDriver, "item 1")
+	requireKind(t, b.Free(h), core.ErrInFlight, "1 unfinished call") // the first copy is queued
+	require.NoError(t, b.SynchronizeUploads())
+	got, err = b.Download(h.Slice(20, 30), nil)
+	require.NoError(t, err)
+	assert.Equal(t, string(src[20:30]), string(got[:10]), "the copy before the failure landed")
+	assert.NotEqual(t, string(src[30:40]), string(got[10:20]), "the failed one did not")
+	require.NoError(t, p.Free(), "no source left pending")
+	require.NoError(t, b.Free(h), "no buffer left in flight")
+}

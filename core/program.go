@@ -112,6 +112,10 @@ type Program struct {
 	// use programmatic dependent launch (pdl.go): the built-in programs'
 	// images that wait on their grid dependencies. nil for others.
 	sm90 *Program
+	// argTypes is the typed form of an untyped Program's buffers and u32
+	// scalars (builtin.go), which lets a dispatch pass them as Args; nil
+	// when it has none.
+	argTypes []ParamType
 }
 
 // NewProgram validates spec and returns a Program. Image is copied, so the
@@ -181,7 +185,6 @@ func NewProgram(spec ProgramSpec) (*Program, error) {
 	return p, nil
 }
 
-// Name returns the program's name.
 // Name returns the program's name ("" for a nil Program).
 func (p *Program) Name() string {
 	if p == nil {
@@ -206,6 +209,22 @@ func (p *Program) Scalars() int {
 		return 0
 	}
 	return p.spec.Scalars
+}
+
+// Params returns the types of the Args a dispatch of p may pass in
+// DispatchConfig.Args, in order: the declared ProgramSpec.Params, or for a
+// built-in program the typed form of its buffers and scalars (its element
+// count stays derived from the buffers, which it takes whole). It returns
+// nil for a program that takes only Bufs and u32 Scalars, and for a nil
+// Program.
+func (p *Program) Params() []ParamType {
+	switch {
+	case p == nil:
+		return nil
+	case p.typed():
+		return slices.Clone(p.spec.Params)
+	}
+	return slices.Clone(p.argTypes)
 }
 
 // Spec returns a copy of the validated spec, defaults filled in; the zero

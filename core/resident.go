@@ -315,22 +315,15 @@ func (b *Backend) ResidentDevicePtr(h Buffer) (uint64, error) {
 	return e.ptr, nil
 }
 
-// ownedLive reports whether h is a live buffer that an OptimizerDispatcher
-// owns.
-func (s *residentStore) ownedLive(h Buffer) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	e, err := s.lookup("", h)
-	return err == nil && e.owned
-}
-
-// rekey moves an idle dispatcher-owned buffer to a fresh handle id and
+// rekeyOwned moves an idle dispatcher-owned buffer to a fresh handle id and
 // clears its static mark: the dispatcher pools a freed buffer under the new
 // handle, so the one its caller held is unknown from then on and a stale
 // copy can never reach the buffer's next owner. It refuses, changing
-// nothing, a buffer that unfinished work still uses (ErrInFlight). Callers
-// hold life (shared).
-func (s *residentStore) rekey(op string, h Buffer) (Buffer, error) {
+// nothing, a buffer that is not live (ErrUnknownHandle, also once the
+// Backend closed) and one that unfinished work still uses (ErrInFlight).
+// The dispatcher calls it with its own lock held, on its hot path: it takes
+// only the store's lock.
+func (s *residentStore) rekeyOwned(op string, h Buffer) (Buffer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, herr := s.lookup(op, h)

@@ -41,9 +41,10 @@ func staticCacheKey(domain, feature uint64, payloads [][]byte) staticKey {
 // StaticSet is one acquisition of immutable resident payloads: Bufs holds
 // one buffer per payload, in order. Bind them to dispatches and Batch
 // steps, and read them with Download, until the set is released. The
-// buffers are shared by every acquisition of the same content: uploads,
-// clears and fills into them are refused with ErrOwned, and a kernel must
-// only read them.
+// buffers are shared by every acquisition of the same content, so every
+// write the Backend can see is refused with ErrOwned (uploads, clears,
+// fills, peer copies and collectives into them), and a kernel must only
+// read them.
 type StaticSet struct {
 	// Bufs are the set's buffers, one per payload in order.
 	Bufs []Buffer

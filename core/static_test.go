@@ -320,3 +320,34 @@ func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 	require.NoError(t, d.Close())
 	assert.Equal(t, base, b.MemoryStats().Allocated)
 }
+
+// A static set's buffers are refused as the destination of a peer copy and
+// as the receive buffer of a collective, and serve as their sources.
+func TestStaticBuffersRefusePeerAndCollectiveWrites(t *testing.T) {
+	g, m := openMachine(t, 2, nil)
+	b0, b1 := g.Backend(0), g.Backend(1)
+	d, err := core.NewOptimizerDispatcher(b0)
+	require.NoError(t, err)
+	payload := f32Bytes([]float32{1, 2, 3, 4})
+	set, err := d.AcquireStaticUploads(9, [][]byte{payload})
+	require.NoError(t, err)
+	static := set.Bufs[0]
+	plain := putBytes(t, b0, make([]byte, 16))
+	other := putBytes(t, b1, f32Bytes([]float32{10, 20, 30, 40}))
+
+	require.NoError(t, core.CopyPeer(b1, b0, []core.PeerCopy{{Dst: other, Src: static, Len: 16}}), "a static buffer is a source")
+	require.NoError(t, g.AllReduce([]core.Buffer{static, other}, []core.Buffer{plain, other}, core.DataFloat32, core.ReduceSum))
+	assert.Equal(t, f32Bytes([]float32{2, 4, 6, 8}), getBytes(t, b0, plain))
+
+	calls := m.Device(0).CallCounts()
+	err = core.CopyPeer(b0, b1, []core.PeerCopy{{Dst: static, Src: other, Len: 16}})
+	requireKind(t, err, core.ErrOwned, "copy 0 destination", static.ID)
+	err = g.AllReduce([]core.Buffer{plain, other}, []core.Buffer{static, other}, core.DataFloat32, core.ReduceSum)
+	requireKind(t, err, core.ErrOwned, "rank 0 recv", static.ID)
+	assert.Equal(t, calls, m.Device(0).CallCounts(), "nothing reached the device")
+	assert.Equal(t, payload, getBytes(t, b0, static))
+	require.NoError(t, d.ReleaseStaticUploads(set))
+	require.NoError(t, d.Close())
+	require.NoError(t, b0.Free(plain))
+	require.NoError(t, b1.Free(other))
+}

@@ -29,8 +29,8 @@ type UploadAt struct {
 // as soon as Upload returns. Small items are packed into one transfer and
 // large ones are streamed in chunks; Data lying in memory pinned through
 // this Backend (AllocHostPinned, PinHostBuffer) is copied by the device
-// directly. A buffer of a static upload set (OptimizerDispatcher.
-// AcquireStaticUploads) is immutable and refused with ErrOwned.
+// directly. The buffers of a static upload set (AcquireStaticUploads) are
+// immutable: Upload refuses them with ErrOwned.
 func (b *Backend) Upload(ups ...UploadAt) error {
 	return b.uploadCall("Upload", len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, ups[i].Offset, ups[i].Data }, false)
 }
