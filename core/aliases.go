@@ -15,7 +15,7 @@ import (
 // The error type (package core/internal/errs).
 
 // Error is the one error type the core packages return. Op names the
-// operation ("AllocateResident"), Kind classifies the failure, Code is the
+// operation ("Alloc"), Kind classifies the failure, Code is the
 // driver's result (a cudaapi.Result) when Kind is KindDriver, Detail carries
 // the numbers involved, Fix tells the caller what to do about it, and Err is
 // the underlying cause, if any. Its message reads "vyrecuda: op: kind:

@@ -49,7 +49,7 @@ func (k Kind) String() string {
 }
 
 // Error is the one error type the core packages return. Op names the
-// operation ("AllocateResident"), Kind classifies the failure, Code is the
+// operation ("Alloc"), Kind classifies the failure, Code is the
 // driver's result when Kind is KindDriver, Detail carries the numbers
 // involved, and Fix tells the caller what to do about it.
 type Error struct {
