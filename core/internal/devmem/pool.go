@@ -14,11 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/unfreed"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/internal/alloc"
 )
@@ -76,7 +76,7 @@ type Pool struct {
 	// unfreed holds blocks whose free failed in FreeOrKeep (no caller to
 	// hand the failure to): still allocated and counted as live by the
 	// cache, freed again by the next Trim or Close.
-	unfreed unfreedList
+	unfreed *unfreed.List[Block]
 }
 
 // device adapts a Device to the allocator's Device and FreeMemoryReader.
@@ -119,7 +119,8 @@ func New(drv Device, cfg Config) *Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{log: log, cache: alloc.New(device{drv}, acfg)}
+	return &Pool{log: log, cache: alloc.New(device{drv}, acfg),
+		unfreed: unfreed.New(func(b Block) uint64 { return b.blk.Size })}
 }
 
 // Alloc returns a device block of at least n bytes: from n's size class
@@ -163,19 +164,19 @@ func (p *Pool) Free(op string, b Block) error {
 // counted, for the next Trim or Close to free.
 func (p *Pool) FreeOrKeep(b Block) {
 	if p.Free("release device staging", b) != nil {
-		p.unfreed.keep(b)
+		p.unfreed.Keep(b)
 	}
 }
 
 // retryUnfreed frees the blocks FreeOrKeep failed to free and returns the
 // first failure; blocks that fail again stay kept.
 func (p *Pool) retryUnfreed(op string) error {
-	return p.unfreed.retry(func(b Block) error { return p.Free(op, b) })
+	return p.unfreed.Retry(func(b Block) error { return p.Free(op, b) })
 }
 
 // UnfreedBlocks returns how many blocks, and bytes, FreeOrKeep failed to
 // free and keeps for a retry.
-func (p *Pool) UnfreedBlocks() (n int, bytes uint64) { return p.unfreed.count() }
+func (p *Pool) UnfreedBlocks() (n int, bytes uint64) { return p.unfreed.Count() }
 
 // CachedBytes returns the bytes of freed blocks the pool keeps.
 func (p *Pool) CachedBytes() uint64 { return p.cache.Stats().Cached }
@@ -253,47 +254,4 @@ func poolError(op string, n int, err error) *errs.Error {
 		"report this as a bug in vyrecuda, with the calls that led to it")
 	e.Err = err
 	return e
-}
-
-// unfreedList keeps blocks whose free failed, still allocated and counted,
-// for the next Trim or Close to free again. It is safe for concurrent use.
-type unfreedList struct {
-	mu    sync.Mutex
-	items []Block
-}
-
-// keep keeps b for a retry.
-func (u *unfreedList) keep(b Block) {
-	u.mu.Lock()
-	u.items = append(u.items, b)
-	u.mu.Unlock()
-}
-
-// retry calls free on every kept block, without holding the list's lock,
-// and keeps those whose free fails again. It returns the first failure.
-func (u *unfreedList) retry(free func(Block) error) error {
-	u.mu.Lock()
-	left := u.items
-	u.items = nil
-	u.mu.Unlock()
-	var first error
-	for _, b := range left {
-		if err := free(b); err != nil {
-			u.keep(b)
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
-
-// count returns how many blocks are kept and the bytes they reserve.
-func (u *unfreedList) count() (n int, bytes uint64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, b := range u.items {
-		bytes += b.blk.Size
-	}
-	return len(u.items), bytes
 }

@@ -15,13 +15,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/unfreed"
 )
 
 // Host is what a Pool needs of a driver (driver.Driver has it): page-locked
@@ -89,7 +89,7 @@ type Pool struct {
 	// unfreed holds blocks HostFree failed on that found no room in the
 	// cache: still allocated and counted, freed again by the next Trim or
 	// Close (retryUnfreed).
-	unfreed unfreedList
+	unfreed *unfreed.List[[]byte]
 
 	// evictions holds the blocks of readbacks whose staging is still being
 	// evicted from the caches (evict.go).
@@ -110,6 +110,7 @@ type Pool struct {
 func New(drv Host, cfg Config) *Pool {
 	log := orDiscard(cfg.Log)
 	p := &Pool{drv: drv, log: log, helpers: cfg.Helpers, evictHook: cfg.EvictHook,
+		unfreed:     unfreed.New(func(b []byte) uint64 { return uint64(len(b)) }),
 		spareWindow: cfg.SpareWindow, spareRetry: cfg.SpareRetry,
 		cache: bucketCache[[]byte]{name: "pinned host pool", log: log, max: cfg.Cap}}
 	p.notify, _ = drv.(driver.CacheNotifier)
@@ -239,7 +240,7 @@ func (p *Pool) keep(b Block) {
 // block HostFree fails on stays counted, kept for a later retry.
 func (p *Pool) release(buf []byte, why string) {
 	if p.freeBuf(buf, why) != nil {
-		p.unfreed.keep(buf)
+		p.unfreed.Keep(buf)
 		return
 	}
 	p.freed(buf)
@@ -256,7 +257,7 @@ func (p *Pool) freed(buf []byte) {
 // retryUnfreed frees the blocks an earlier HostFree failed on and returns
 // the first failure; blocks that fail again stay kept.
 func (p *Pool) retryUnfreed(op string) error {
-	return p.unfreed.retry(func(buf []byte) error {
+	return p.unfreed.Retry(func(buf []byte) error {
 		if err := p.freeBuf(buf, "retrying a failed free"); err != nil {
 			return errs.Driver(op, "HostFree", err)
 		}
@@ -267,7 +268,7 @@ func (p *Pool) retryUnfreed(op string) error {
 
 // UnfreedBlocks returns how many blocks, and bytes, HostFree failed on and
 // are kept for a retry by the next Trim or Close.
-func (p *Pool) UnfreedBlocks() (n int, bytes uint64) { return p.unfreed.count() }
+func (p *Pool) UnfreedBlocks() (n int, bytes uint64) { return p.unfreed.Count() }
 
 // freeBuf calls HostFree on buf's first byte and logs a failure.
 func (p *Pool) freeBuf(buf []byte, why string) error {
@@ -310,7 +311,7 @@ func (p *Pool) Trim(op string) error {
 	for _, e := range p.cache.drain() {
 		if err := p.freeBuf(e.v, "trimming the pool"); err != nil {
 			if !p.cache.push(bitsIndex(len(e.v)), len(e.v), e.v) {
-				p.unfreed.keep(e.v)
+				p.unfreed.Keep(e.v)
 			}
 			if first == nil {
 				first = errs.Driver(op, "HostFree", err)
@@ -334,7 +335,7 @@ func (p *Pool) Close() error {
 	first := p.retryUnfreed(op)
 	for _, e := range p.cache.closeCache() {
 		if err := p.freeBuf(e.v, "closing the pool"); err != nil {
-			p.unfreed.keep(e.v)
+			p.unfreed.Keep(e.v)
 			if first == nil {
 				first = errs.Driver(op, "HostFree", err)
 			}
@@ -343,48 +344,4 @@ func (p *Pool) Close() error {
 		p.freed(e.v)
 	}
 	return first
-}
-
-// unfreedList keeps blocks whose HostFree failed, still allocated and
-// counted, for the next Trim or Close to free again. It is safe for
-// concurrent use.
-type unfreedList struct {
-	mu    sync.Mutex
-	items [][]byte
-}
-
-// keep keeps buf for a retry.
-func (u *unfreedList) keep(buf []byte) {
-	u.mu.Lock()
-	u.items = append(u.items, buf)
-	u.mu.Unlock()
-}
-
-// retry calls free on every kept block, without holding the list's lock,
-// and keeps those whose free fails again. It returns the first failure.
-func (u *unfreedList) retry(free func([]byte) error) error {
-	u.mu.Lock()
-	left := u.items
-	u.items = nil
-	u.mu.Unlock()
-	var first error
-	for _, buf := range left {
-		if err := free(buf); err != nil {
-			u.keep(buf)
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	return first
-}
-
-// count returns how many blocks are kept and their bytes.
-func (u *unfreedList) count() (n int, bytes uint64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, buf := range u.items {
-		bytes += uint64(len(buf))
-	}
-	return len(u.items), bytes
 }
