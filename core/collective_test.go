@@ -289,12 +289,12 @@ func TestCommBroadcastFromAnyRoot(t *testing.T) {
 				if !assert.NoError(t, c.Broadcast(root, send, recv, core.DataInt32), "rank %d root %d", r, root) {
 					continue
 				}
-				got, err := b.DownloadResident(recv)
+				got, err := b.Download(recv.All(), nil)
 				assert.NoError(t, err)
 				assert.Equal(t, i32Bytes([]int32{int32(10 * (root + 1)), int32(root)}), got, "rank %d root %d", r, root)
 			}
-			assert.NoError(t, b.FreeResident(own))
-			assert.NoError(t, b.FreeResident(recv))
+			assert.NoError(t, b.Free(own))
+			assert.NoError(t, b.Free(recv))
 		}(r)
 	}
 	wg.Wait()

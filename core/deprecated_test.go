@@ -353,3 +353,28 @@ func TestDeprecatedNilReceivers(t *testing.T) {
 	_, err = d.ReadResidentMany(nil)
 	requireKind(t, err, core.ErrInvalidArgument, "ReadResidentMany")
 }
+
+// The deprecated read-outs delegate to DeviceInfo and MemoryStats.
+func TestDeprecatedMemoryReadOutsDelegate(t *testing.T) {
+	b, _ := openSim(t, sim.Config{TotalMemory: 1 << 20})
+	keep, err := b.Alloc(3000)
+	require.NoError(t, err)
+	gone, err := b.Alloc(5000)
+	require.NoError(t, err)
+	require.NoError(t, b.Free(gone))
+	_, err = b.Download(keep.All(), nil)
+	require.NoError(t, err)
+
+	st := b.MemoryStats()
+	require.Equal(t, uint64(3000), st.Allocated)
+	require.NotZero(t, st.CachedDevice, "the freed buffer's block is cached")
+	assert.Equal(t, st.Allocated, b.ResidentAllocatedBytes())
+	dc, pc := b.PoolCachedBytes()
+	assert.Equal(t, st.CachedDevice, dc)
+	assert.Equal(t, st.CachedPinned, pc)
+	assert.Equal(t, uint64(1<<20), b.DeviceMemoryBytes())
+
+	var none *core.Backend
+	dc, pc = none.PoolCachedBytes()
+	assert.Zero(t, none.DeviceMemoryBytes()+none.ResidentAllocatedBytes()+dc+pc)
+}

@@ -36,11 +36,11 @@ func ExampleBackend_Alloc() {
 	h, err := b.Alloc(1 << 20) // 1 MiB, contents unspecified until written
 	must(err)
 	must(b.Upload(core.UploadAt{Buf: h, Data: []byte("first bytes")}))
-	fmt.Println("buffer of", h.Len, "bytes, in use:", b.ResidentAllocatedBytes())
+	fmt.Println("buffer of", h.Len, "bytes, in use:", b.MemoryStats().Allocated)
 
 	must(b.Free(h))
 	_, err = b.Download(h.Slice(0, 11), nil)
-	fmt.Println("after Free:", errors.Is(err, core.ErrUnknownHandle), "in use:", b.ResidentAllocatedBytes())
+	fmt.Println("after Free:", errors.Is(err, core.ErrUnknownHandle), "in use:", b.MemoryStats().Allocated)
 	// Output:
 	// buffer of 1048576 bytes, in use: 1048576
 	// after Free: true in use: 0
@@ -247,12 +247,12 @@ func ExampleOptimizerDispatcher_Alloc() {
 	fmt.Println("Backend.Free refused:", errors.Is(b.Free(h), core.ErrOwned))
 
 	must(d.Free(h)) // pooled, not freed
-	before := b.ResidentAllocatedBytes()
+	before := b.MemoryStats().Allocated
 	again, err := d.Alloc(8)
 	must(err)
 	_, err = b.Download(h.All(), nil)
 	fmt.Println("new handle:", again.ID != h.ID, "old one unknown:", errors.Is(err, core.ErrUnknownHandle),
-		"new device bytes:", b.ResidentAllocatedBytes()-before)
+		"new device bytes:", b.MemoryStats().Allocated-before)
 	must(d.Free(again))
 	// Output:
 	// ********
