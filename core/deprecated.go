@@ -11,9 +11,9 @@ import (
 
 // The names below are the vocabulary before Alloc, Free, Upload, Download,
 // DownloadMany, Dispatch and the OptimizerDispatcher's Buffers. Each is a
-// thin wrapper over the verb that replaced it, with the same checks,
-// results and errors; an error reports the name the caller called as its
-// Op. They stay for one tagged release.
+// thin wrapper over the verb that replaced it and has its checks, results
+// and errors, except that an error reports the name the caller called as
+// its Op. They stay for one tagged release.
 
 // Upload is one full-buffer upload: Data must be exactly Buf.Len bytes.
 //
