@@ -31,7 +31,7 @@ race:
 	$(GO) test -race -count=1 $(PKGS)
 
 nocgo:
-	CGO_ENABLED=0 $(GO) test -count=1 ./internal/dynlib ./cudaapi ./ncclapi ./nvrtcapi ./nvrtc ./core ./core/sim ./cmd/...
+	CGO_ENABLED=0 $(GO) test -count=1 ./internal/dynlib ./cudaapi ./ncclapi ./nvrtcapi ./nvrtc ./core/... ./cmd/...
 
 
 fuzz-short:
