@@ -40,12 +40,17 @@ func Example_batch() {
 	out, err := b.Run(core.Batch{
 		Uploads: []core.UploadAt{{Buf: x, Data: le32(1, 2, 3, 4)}, {Buf: y, Data: le32(10, 20, 30, 40)}},
 		Steps:   []core.Step{{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{x, y, sum}}},
-		Reads:   []core.Range{{Buf: sum, Len: 16}},
+		Reads:   []core.Range{sum.All()},
 	}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("last word:", binary.LittleEndian.Uint32(out[0][12:]), "fences:", b.Telemetry().SyncPoints)
+	for _, h := range bufs {
+		if err := b.Free(h); err != nil {
+			log.Fatal(err)
+		}
+	}
 	// Output: last word: 44 fences: 1
 }
 
