@@ -5,10 +5,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/fakes"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -24,80 +23,25 @@ const (
 // call counted (failed ones too), failures injected by call number, and
 // the allocations still live listed, so a test can prove nothing leaked.
 type fakeDevice struct {
-	mu     sync.Mutex
-	total  uint64
-	used   uint64
-	next   uint64
-	live   map[uint64]uint64 // address -> bytes
-	calls  map[string]uint64
-	faults map[string][]fault
+	mu    sync.Mutex
+	total uint64
+	used  uint64
+	next  uint64
+	live  map[uint64]uint64 // address -> bytes
+	fakes.Faults
 	// cached counts the blocks a CacheNotifier call said are in the cache.
 	cached atomic.Int64
 }
 
-// fault makes one call fail (code) or return success with a null result.
-type fault struct {
-	countdown int
-	code      cudaapi.Result
-	null      bool
-}
-
 func newDevice(total uint64) *fakeDevice {
-	return &fakeDevice{total: total, next: 1 << 32, live: map[uint64]uint64{}, calls: map[string]uint64{},
-		faults: map[string][]fault{}}
-}
-
-// admit counts a call of op and returns the fault that falls on it.
-// Callers hold mu.
-func (d *fakeDevice) admit(op string) (code cudaapi.Result, null bool) {
-	d.calls[op]++
-	var fired *fault
-	kept := d.faults[op][:0]
-	for _, f := range d.faults[op] {
-		if f.countdown--; f.countdown == 0 {
-			if fired == nil {
-				fired = &f
-			}
-			continue
-		}
-		kept = append(kept, f)
-	}
-	d.faults[op] = kept
-	if fired != nil {
-		return fired.code, fired.null
-	}
-	return 0, false
-}
-
-// failNth makes the nth call of op from now (1: the next) fail with code.
-func (d *fakeDevice) failNth(op string, n int, code cudaapi.Result) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.faults[op] = append(d.faults[op], fault{countdown: n, code: code})
-}
-
-// nullNth makes the nth call of op from now return success and nothing.
-func (d *fakeDevice) nullNth(op string, n int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.faults[op] = append(d.faults[op], fault{countdown: n, null: true})
-}
-
-// count returns how many times op was called.
-func (d *fakeDevice) count(op string) uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.calls[op]
+	return &fakeDevice{total: total, next: 1 << 32, live: map[uint64]uint64{}}
 }
 
 func (d *fakeDevice) MemGetInfo() (free, total uint64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if code, null := d.admit(opMemGetInfo); code != 0 || null {
-		if null {
-			return 0, 0, nil
-		}
-		return 0, 0, code
+	if null, err := d.Admit(opMemGetInfo); err != nil || null {
+		return 0, 0, err
 	}
 	return d.total - d.used, d.total, nil
 }
@@ -105,11 +49,8 @@ func (d *fakeDevice) MemGetInfo() (free, total uint64, err error) {
 func (d *fakeDevice) MemAlloc(n uint64) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if code, null := d.admit(opMemAlloc); code != 0 || null {
-		if null {
-			return 0, nil
-		}
-		return 0, code
+	if null, err := d.Admit(opMemAlloc); err != nil || null {
+		return 0, err
 	}
 	if n == 0 {
 		return 0, cudaapi.CUDA_ERROR_INVALID_VALUE
@@ -127,11 +68,8 @@ func (d *fakeDevice) MemAlloc(n uint64) (uint64, error) {
 func (d *fakeDevice) MemFree(ptr uint64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if code, null := d.admit(opMemFree); code != 0 || null {
-		if null {
-			return nil
-		}
-		return code
+	if null, err := d.Admit(opMemFree); err != nil || null {
+		return err
 	}
 	n, ok := d.live[ptr]
 	if !ok {
@@ -165,20 +103,8 @@ func requireNoLive(t *testing.T, d *fakeDevice) {
 	require.Empty(t, d.live, "device allocations still live")
 }
 
-// requireErrKind asserts err is an *errs.Error of the sentinel's kind whose
-// message contains every fragment.
-func requireErrKind(t *testing.T, err error, sentinel error, fragments ...string) *errs.Error {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, sentinel)
-	var ce *errs.Error
-	require.ErrorAs(t, err, &ce)
-	for _, f := range fragments {
-		assert.Contains(t, err.Error(), f)
-	}
-	assert.Contains(t, err.Error(), "Fix: ")
-	return ce
-}
+// requireErrKind is the shared assertion, under the name these tests use.
+var requireErrKind = fakes.RequireErrKind
 
 // newPool returns a pool over d with a budget of 9/10 of total, caching at
 // most maxCached bytes, every request classed.

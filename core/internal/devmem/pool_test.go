@@ -26,7 +26,7 @@ func TestPoolClassedBlocksAreCachedAndExactOnesAreNot(t *testing.T) {
 	b, err := p.Alloc("Alloc", 1000, true)
 	require.NoError(t, err)
 	assert.Equal(t, a.Ptr(), b.Ptr(), "a cache hit hands back the same block")
-	assert.Equal(t, uint64(1), dev.count(opMemAlloc))
+	assert.Equal(t, uint64(1), dev.Count(opMemAlloc))
 
 	e, err := p.Alloc("Alloc", 1000, false)
 	require.NoError(t, err)
@@ -57,13 +57,13 @@ func TestPoolErrorsNameTheCallAndHoldNothing(t *testing.T) {
 		{"zero bytes", func(*fakeDevice) {}, 0, errs.ErrInvalidArgument, "request of 0 bytes"},
 		{"negative", func(*fakeDevice) {}, -5, errs.ErrInvalidArgument, "request of -5 bytes"},
 		{"over the budget", func(*fakeDevice) {}, 1 << 30, errs.ErrBudget, "still missing"},
-		{"driver failure", func(d *fakeDevice) { d.failNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_INVALID_VALUE) },
+		{"driver failure", func(d *fakeDevice) { d.FailNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_INVALID_VALUE) },
 			64, errs.ErrDriver, "MemAlloc failed for a 64-byte request"},
-		{"null block", func(d *fakeDevice) { d.nullNth(opMemAlloc, 1) }, 64, errs.ErrDriver,
+		{"null block", func(d *fakeDevice) { d.NullNth(opMemAlloc, 1) }, 64, errs.ErrDriver,
 			"MemAlloc returned success with a null result"},
-		{"null memory info", func(d *fakeDevice) { d.nullNth(opMemGetInfo, 1) }, 64, errs.ErrDriver,
+		{"null memory info", func(d *fakeDevice) { d.NullNth(opMemGetInfo, 1) }, 64, errs.ErrDriver,
 			"MemGetInfo returned success with a null result"},
-		{"memory info failure", func(d *fakeDevice) { d.failNth(opMemGetInfo, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
+		{"memory info failure", func(d *fakeDevice) { d.FailNth(opMemGetInfo, 1, cudaapi.CUDA_ERROR_UNKNOWN) },
 			64, errs.ErrDriver, "MemGetInfo failed"},
 	}
 	for _, c := range cases {
@@ -84,8 +84,8 @@ func TestPoolErrorsNameTheCallAndHoldNothing(t *testing.T) {
 func TestPoolOutOfMemoryIsABudgetRefusalWithTheDriverCode(t *testing.T) {
 	dev := newDevice(1 << 30)
 	p := newPool(dev, 1<<30, 0)
-	dev.failNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
-	dev.failNth(opMemAlloc, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	dev.FailNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	dev.FailNth(opMemAlloc, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	_, err := p.Alloc("Alloc", 4096, true)
 	e := requireErrKind(t, err, errs.ErrBudget, "Alloc")
 	assert.Equal(t, cudaapi.CUDA_ERROR_OUT_OF_MEMORY, e.Code)
@@ -100,7 +100,7 @@ func TestPoolFreeFailureLeavesTheBlockWithTheCaller(t *testing.T) {
 	p := newPool(dev, 1<<30, 0) // nothing cached: every free reaches the driver
 	a, err := p.Alloc("Alloc", 64, true)
 	require.NoError(t, err)
-	dev.failNth(opMemFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	dev.FailNth(opMemFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	requireErrKind(t, p.Free("Free", a), errs.ErrDriver, "Free", "MemFree")
 	assert.Equal(t, uint64(64), p.ReservedBytes())
 	require.NoError(t, p.Free("Free", a))
@@ -119,14 +119,14 @@ func TestPoolFreeOrKeepRetriesAtTrimAndClose(t *testing.T) {
 	require.NoError(t, err)
 	b, err := p.Alloc("Alloc", 128, true)
 	require.NoError(t, err)
-	dev.failNth(opMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	dev.FailNth(opMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	p.FreeOrKeep(a)
-	dev.failNth(opMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	dev.FailNth(opMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	p.FreeOrKeep(b)
 	n, bytes := p.UnfreedBlocks()
 	assert.Equal(t, 2, n)
 	assert.Equal(t, uint64(64+128), bytes)
-	dev.failNth(opMemFree, 2, cudaapi.CUDA_ERROR_UNKNOWN)
+	dev.FailNth(opMemFree, 2, cudaapi.CUDA_ERROR_UNKNOWN)
 	requireErrKind(t, p.Trim("Trim"), errs.ErrDriver, "Trim", "MemFree")
 	n, bytes = p.UnfreedBlocks()
 	assert.Equal(t, 1, n)

@@ -20,10 +20,10 @@ func TestScratchGivesEverythingBackOnFreeAll(t *testing.T) {
 		assert.GreaterOrEqual(t, a.Size(), uint64(n))
 	}
 	// Out of memory with nothing cached to give back: a budget refusal.
-	dev.failNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	dev.FailNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	_, err := sc.Add("Dispatch", 64)
 	requireErrKind(t, err, errs.ErrBudget, "Dispatch", "0 cached")
-	dev.failNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	dev.FailNth(opMemAlloc, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	_, err = sc.Add("Dispatch", 64)
 	requireErrKind(t, err, errs.ErrDriver, "Dispatch", "MemAlloc")
 	_, err = sc.Add("Dispatch", 0)

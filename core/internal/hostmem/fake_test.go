@@ -1,7 +1,6 @@
 package hostmem
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -9,10 +8,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/fakes"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -32,86 +30,23 @@ const (
 // what it frees, as core/sim does, and HostFree of memory it never handed
 // out fails.
 type fakeHost struct {
-	mu     sync.Mutex
-	live   map[uintptr]int    // HostAlloc buffers: first byte -> length
-	regs   map[uintptr]uint64 // HostRegister ranges: first byte -> length
-	calls  map[string]uint64
-	faults map[string][]fault
-	always map[string]cudaapi.Result // every call fails with this code
+	mu   sync.Mutex
+	live map[uintptr]int    // HostAlloc buffers: first byte -> length
+	regs map[uintptr]uint64 // HostRegister ranges: first byte -> length
+	fakes.Faults
 	// cached counts the blocks a CacheNotifier call said are in the cache.
 	cached atomic.Int64
 }
 
-// fault makes one call fail (code) or return success with a null result.
-type fault struct {
-	countdown int
-	code      cudaapi.Result
-	null      bool
-}
-
 func newHost() *fakeHost {
-	return &fakeHost{live: map[uintptr]int{}, regs: map[uintptr]uint64{}, calls: map[string]uint64{},
-		faults: map[string][]fault{}, always: map[string]cudaapi.Result{}}
-}
-
-// admit counts a call of op and returns the fault that falls on it.
-// Callers hold mu.
-func (h *fakeHost) admit(op string) (code cudaapi.Result, null bool) {
-	h.calls[op]++
-	var fired *fault
-	kept := h.faults[op][:0]
-	for _, f := range h.faults[op] {
-		if f.countdown--; f.countdown == 0 {
-			if fired == nil {
-				fired = &f
-			}
-			continue
-		}
-		kept = append(kept, f)
-	}
-	h.faults[op] = kept
-	if fired != nil {
-		return fired.code, fired.null
-	}
-	return h.always[op], false
-}
-
-// failNth makes the nth call of op from now (1: the next) fail with code.
-func (h *fakeHost) failNth(op string, n int, code cudaapi.Result) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.faults[op] = append(h.faults[op], fault{countdown: n, code: code})
-}
-
-// nullNth makes the nth call of op from now return success and nothing.
-func (h *fakeHost) nullNth(op string, n int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.faults[op] = append(h.faults[op], fault{countdown: n, null: true})
-}
-
-// failAll makes every call of op fail with code (0: none).
-func (h *fakeHost) failAll(op string, code cudaapi.Result) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.always[op] = code
-}
-
-// count returns how many times op was called.
-func (h *fakeHost) count(op string) uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.calls[op]
+	return &fakeHost{live: map[uintptr]int{}, regs: map[uintptr]uint64{}}
 }
 
 func (h *fakeHost) HostAlloc(n uint64) ([]byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if code, null := h.admit(opHostAlloc); code != 0 || null {
-		if null {
-			return nil, nil
-		}
-		return nil, code
+	if null, err := h.Admit(opHostAlloc); err != nil || null {
+		return nil, err
 	}
 	if n == 0 {
 		return nil, cudaapi.CUDA_ERROR_INVALID_VALUE
@@ -124,11 +59,8 @@ func (h *fakeHost) HostAlloc(n uint64) ([]byte, error) {
 func (h *fakeHost) HostFree(p unsafe.Pointer) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if code, null := h.admit(opHostFree); code != 0 || null {
-		if null {
-			return nil
-		}
-		return code
+	if null, err := h.Admit(opHostFree); err != nil || null {
+		return err
 	}
 	n, ok := h.live[uintptr(p)]
 	if !ok {
@@ -144,8 +76,8 @@ func (h *fakeHost) HostFree(p unsafe.Pointer) error {
 func (h *fakeHost) HostRegister(p unsafe.Pointer, n uint64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if code, _ := h.admit(opHostRegister); code != 0 {
-		return code
+	if _, err := h.Admit(opHostRegister); err != nil {
+		return err
 	}
 	h.regs[uintptr(p)] = n
 	return nil
@@ -154,8 +86,8 @@ func (h *fakeHost) HostRegister(p unsafe.Pointer, n uint64) error {
 func (h *fakeHost) HostUnregister(p unsafe.Pointer) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if code, _ := h.admit(opHostUnregister); code != 0 {
-		return code
+	if _, err := h.Admit(opHostUnregister); err != nil {
+		return err
 	}
 	if _, ok := h.regs[uintptr(p)]; !ok {
 		return cudaapi.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
@@ -182,50 +114,12 @@ func requireNoLive(t *testing.T, h *fakeHost) {
 	require.Empty(t, h.regs, "ranges still registered")
 }
 
-// requireErrKind asserts err is an *errs.Error of the sentinel's kind whose
-// message contains every fragment.
-func requireErrKind(t *testing.T, err error, sentinel error, fragments ...string) *errs.Error {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, sentinel)
-	var ce *errs.Error
-	require.ErrorAs(t, err, &ce)
-	for _, f := range fragments {
-		assert.Contains(t, err.Error(), f)
-	}
-	assert.Contains(t, err.Error(), "Fix: ")
-	return ce
-}
-
-// logCapture is a slog.Handler that keeps the messages of error records, so
-// tests can assert that a repair or a failed free was reported.
-type logCapture struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logCapture) WithGroup(string) slog.Handler            { return h }
-func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError {
-		h.mu.Lock()
-		h.errs = append(h.errs, r.Message)
-		h.mu.Unlock()
-	}
-	return nil
-}
-
-func (h *logCapture) errors() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.errs...)
-}
-
-func newLog() (*slog.Logger, *logCapture) {
-	h := &logCapture{}
-	return slog.New(h), h
-}
+// requireErrKind and newLog are the shared test helpers, under the names
+// these tests use.
+var (
+	requireErrKind = fakes.RequireErrKind
+	newLog         = fakes.NewLog
+)
 
 // goHelpers runs eviction jobs on goroutines of their own, the way core's
 // copy helpers run them: tasks claimed one at a time from a counter, finish

@@ -21,24 +21,24 @@ func TestHostPoolHitsReuseTheBucketAndMissesAllocate(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, a.Bytes(), 1024, "a block spans its whole bucket")
 	a.Bytes()[0], a.Bytes()[1023] = 0xAB, 0xCD
-	assert.Equal(t, uint64(1), dev.count(opHostAlloc))
+	assert.Equal(t, uint64(1), dev.Count(opHostAlloc))
 	assert.Equal(t, uint64(1024), p.ReservedBytes())
 
 	p.Return(a)
 	assert.Equal(t, uint64(1024), p.CachedBytes())
-	assert.Zero(t, dev.count(opHostFree))
+	assert.Zero(t, dev.Count(opHostFree))
 
 	b, err := p.Lend("test", 513)
 	require.NoError(t, err)
 	assert.Same(t, &a.Bytes()[0], &b.Bytes()[0], "a hit hands back the same pinned memory")
 	assert.Equal(t, byte(0xCD), b.Bytes()[1023], "a hit does not clear the block")
 	assert.Zero(t, p.CachedBytes())
-	assert.Equal(t, uint64(1), dev.count(opHostAlloc))
+	assert.Equal(t, uint64(1), dev.Count(opHostAlloc))
 
 	c, err := p.Lend("test", 1025)
 	require.NoError(t, err)
 	assert.Len(t, c.Bytes(), 2048)
-	assert.Equal(t, uint64(2), dev.count(opHostAlloc))
+	assert.Equal(t, uint64(2), dev.Count(opHostAlloc))
 
 	p.Return(b)
 	p.Return(c)
@@ -46,7 +46,7 @@ func TestHostPoolHitsReuseTheBucketAndMissesAllocate(t *testing.T) {
 	require.NoError(t, p.Close())
 	assert.Zero(t, p.CachedBytes())
 	assert.Zero(t, p.ReservedBytes())
-	assert.Equal(t, uint64(2), dev.count(opHostFree))
+	assert.Equal(t, uint64(2), dev.Count(opHostFree))
 	requireNoLive(t, dev)
 }
 
@@ -57,7 +57,7 @@ func TestHostPoolRejectsBadRequestsWithoutTouchingTheDriver(t *testing.T) {
 		b, err := p.Lend("Stage", n)
 		requireErrKind(t, err, errs.ErrInvalidArgument, "Stage", "pinned host allocation request")
 		assert.Nil(t, b.Bytes())
-		assert.Zero(t, dev.count(opHostAlloc))
+		assert.Zero(t, dev.Count(opHostAlloc))
 		assert.Zero(t, p.ReservedBytes())
 	}
 }
@@ -89,7 +89,7 @@ func TestHostPoolCapAndSlotsBoundTheCache(t *testing.T) {
 			assert.Equal(t, c.wantCached, p.cache.count(c.n))
 			assert.Equal(t, uint64(c.wantCached*c.n), p.CachedBytes())
 			assert.Equal(t, uint64(c.wantCached*c.n), p.ReservedBytes())
-			assert.Equal(t, uint64(c.count-c.wantCached), dev.count(opHostFree))
+			assert.Equal(t, uint64(c.count-c.wantCached), dev.Count(opHostFree))
 			require.NoError(t, p.Close())
 			requireNoLive(t, dev)
 		})
@@ -115,11 +115,11 @@ func TestHostPoolDriverFailuresLeaveNoTrace(t *testing.T) {
 		phrase string
 	}{
 		{"out of memory", func(d *fakeHost) Host {
-			d.failNth(opHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+			d.FailNth(opHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 			return d
 		}, cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "HostAlloc of a 128-byte bucket for a 100-byte request failed"},
 		{"null success", func(d *fakeHost) Host {
-			d.nullNth(opHostAlloc, 1)
+			d.NullNth(opHostAlloc, 1)
 			return d
 		}, 0, "HostAlloc returned success with a null result"},
 		{"wrong length", func(d *fakeHost) Host { return shortHostAlloc{d} },
@@ -150,17 +150,17 @@ func TestHostPoolFreesPutsOfUnknownOrMalformedBlocks(t *testing.T) {
 	require.NoError(t, err)
 	p.Return(Block{buf: buf}) // bucket 512 never missed here
 	assert.Zero(t, p.CachedBytes())
-	assert.Equal(t, uint64(1), dev.count(opHostFree))
-	assert.Len(t, logs.errors(), 1, "the allocated count underflowed and was repaired")
+	assert.Equal(t, uint64(1), dev.Count(opHostFree))
+	assert.Len(t, logs.Errors(), 1, "the allocated count underflowed and was repaired")
 
 	buf, err = dev.HostAlloc(300)
 	require.NoError(t, err)
 	p.Return(Block{buf: buf})
-	assert.Equal(t, uint64(2), dev.count(opHostFree))
+	assert.Equal(t, uint64(2), dev.Count(opHostFree))
 	assert.Zero(t, p.CachedBytes())
 
 	p.Return(Block{})
-	assert.Equal(t, uint64(2), dev.count(opHostFree))
+	assert.Equal(t, uint64(2), dev.Count(opHostFree))
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }
@@ -176,8 +176,8 @@ func TestHostPoolRepairsUnderflowedAccountingToZeroAndLogs(t *testing.T) {
 	_, err = p.Lend("test", 64)
 	require.NoError(t, err)
 	assert.Zero(t, p.CachedBytes())
-	require.Len(t, logs.errors(), 1)
-	assert.Contains(t, logs.errors()[0], "pinned host pool cached bytes underflowed; repaired accounting to zero")
+	require.Len(t, logs.Errors(), 1)
+	assert.Contains(t, logs.Errors()[0], "pinned host pool cached bytes underflowed; repaired accounting to zero")
 	p.Return(a)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
@@ -191,7 +191,7 @@ func TestHostPoolCloseFreesEverythingAndRefusesGets(t *testing.T) {
 	b, err := p.Lend("test", 4096)
 	require.NoError(t, err)
 	p.Return(a)
-	dev.failNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	dev.FailNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	requireErrKind(t, p.Close(), errs.ErrDriver, "HostFree")
 	assert.Zero(t, p.CachedBytes())
 	assert.Equal(t, uint64(64+4096), p.ReservedBytes(), "the block HostFree refused is still counted")
@@ -304,7 +304,7 @@ func TestHostPoolTrimFreesTheCacheAndKeepsWhatFailed(t *testing.T) {
 	require.NoError(t, err)
 	p.Return(a)
 	p.Return(b)
-	dev.failNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	dev.FailNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	requireErrKind(t, p.Trim("Trim"), errs.ErrDriver, "Trim", "HostFree")
 	assert.Equal(t, uint64(1), uint64(p.cache.count(64)+p.cache.count(4096)), "the refused block stays cached")
 	require.NoError(t, p.Trim("Trim"))
@@ -341,15 +341,15 @@ func TestSecondSetPinsOnlyForReadbacksThatFollowEachOther(t *testing.T) {
 	deferred, second := read()
 	assert.False(t, deferred, "one set")
 	second.End()
-	assert.Equal(t, uint64(k), dev.count(opHostAlloc), "the first readback pinned no second set")
+	assert.Equal(t, uint64(k), dev.Count(opHostAlloc), "the first readback pinned no second set")
 	deferred, second = read()
 	assert.False(t, deferred, "still one set")
 	second.End()
-	assert.Equal(t, uint64(2*k), dev.count(opHostAlloc), "the second readback, within the window, pinned a second set")
+	assert.Equal(t, uint64(2*k), dev.Count(opHostAlloc), "the second readback, within the window, pinned a second set")
 	deferred, second = read()
 	assert.True(t, deferred, "two sets")
 	second.End()
-	assert.Equal(t, uint64(2*k), dev.count(opHostAlloc))
+	assert.Equal(t, uint64(2*k), dev.Count(opHostAlloc))
 	SecondSet{}.End() // the zero value does nothing
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)

@@ -23,7 +23,7 @@ func TestRegistryRefusesOverlapsAndFindsContainingRegions(t *testing.T) {
 		err := r.Register(unsafe.Pointer(&mem[c.off]), c.n, h.HostRegister)
 		assert.ErrorIs(t, err, ErrOverlap, "[%d, +%d)", c.off, c.n)
 	}
-	assert.Equal(t, uint64(1), h.count(opHostRegister), "an overlap reached the driver")
+	assert.Equal(t, uint64(1), h.Count(opHostRegister), "an overlap reached the driver")
 	require.NoError(t, r.Register(unsafe.Pointer(&mem[0]), 1024, h.HostRegister), "adjacent below")
 	require.NoError(t, r.Register(unsafe.Pointer(&mem[2048]), 2048, h.HostRegister), "adjacent above")
 	n, bytes := r.Left()
@@ -62,14 +62,14 @@ func TestRegistryFreeRefusesRegionsInUseAndTwice(t *testing.T) {
 	require.ErrorAs(t, err, &busy)
 	assert.Equal(t, 1, busy.Pending)
 	assert.Equal(t, 1, settled, "settle runs before a region in use is refused")
-	assert.Zero(t, h.count(opHostFree))
+	assert.Zero(t, h.Count(opHostFree))
 
 	// settle may end the use itself (the quarantine's release does).
 	err = r.Free(reg, func() { r.Done(use) }, h.HostFree)
 	require.NoError(t, err)
 	assert.Nil(t, r.Bytes(reg), "a freed region has no bytes")
 	assert.ErrorIs(t, r.Free(reg, nil, h.HostFree), ErrGone)
-	assert.Equal(t, uint64(1), h.count(opHostFree))
+	assert.Equal(t, uint64(1), h.Count(opHostFree))
 	requireNoLive(t, h)
 }
 
@@ -80,7 +80,7 @@ func TestRegistryFreeFailureKeepsTheRegion(t *testing.T) {
 	require.NoError(t, err)
 	reg, err := r.AddAlloc(buf)
 	require.NoError(t, err)
-	h.failNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
+	h.FailNth(opHostFree, 1, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	err = r.Free(reg, nil, h.HostFree)
 	assert.ErrorIs(t, err, cudaapi.CUDA_ERROR_INVALID_VALUE)
 	assert.NotNil(t, r.Bytes(reg))
@@ -105,7 +105,7 @@ func TestRegistryUnregisterTakesOnlyCallerRangeStarts(t *testing.T) {
 	var busy *InUseError
 	require.ErrorAs(t, r.Unregister(unsafe.Pointer(&mem[0]), nil, h.HostUnregister), &busy)
 	r.Done(use)
-	h.failNth(opHostUnregister, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	h.FailNth(opHostUnregister, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	assert.ErrorIs(t, r.Unregister(unsafe.Pointer(&mem[0]), nil, h.HostUnregister), cudaapi.CUDA_ERROR_UNKNOWN)
 	require.NoError(t, r.Unregister(unsafe.Pointer(&mem[0]), nil, h.HostUnregister))
 	n, bytes := r.Left()
@@ -119,7 +119,7 @@ func TestRegistryRegisterFailureRegistersNothing(t *testing.T) {
 	h := newHost()
 	var r Registry
 	mem := make([]byte, 64)
-	h.failNth(opHostRegister, 1, cudaapi.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+	h.FailNth(opHostRegister, 1, cudaapi.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
 	err := r.Register(unsafe.Pointer(&mem[0]), 64, h.HostRegister)
 	assert.ErrorIs(t, err, cudaapi.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
 	n, _ := r.Left()
@@ -143,7 +143,7 @@ func TestRegistryReleaseAllKeepsFailuresAndForgetsRegionsInUse(t *testing.T) {
 	require.NoError(t, r.Register(unsafe.Pointer(&stuck[0]), 32, h.HostRegister))
 	require.NotNil(t, r.Use(addr(stuck, 0), 32))
 
-	h.failNth(opHostFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	h.FailNth(opHostFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	err = r.ReleaseAll("Close", h)
 	requireErrKind(t, err, errs.ErrDriver, "Close", "HostFree")
 	n, bytes := r.Left()

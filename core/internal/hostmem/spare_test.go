@@ -19,7 +19,7 @@ func spareRounds(t *testing.T, p *Pool, dev *fakeHost, rounds, k, size int) []ui
 	t.Helper()
 	var allocs []uint64
 	for range rounds {
-		before := dev.count(opHostAlloc)
+		before := dev.Count(opHostAlloc)
 		blocks := make([]Block, k)
 		for i := range blocks {
 			b, err := p.Lend("test", size)
@@ -27,7 +27,7 @@ func spareRounds(t *testing.T, p *Pool, dev *fakeHost, rounds, k, size int) []ui
 			blocks[i] = b
 		}
 		evictAll(p, blocks)
-		allocs = append(allocs, dev.count(opHostAlloc)-before)
+		allocs = append(allocs, dev.Count(opHostAlloc)-before)
 	}
 	return allocs
 }
@@ -66,18 +66,18 @@ func TestHostPoolSpareSetForBackToBackReadbacks(t *testing.T) {
 	allocs := spareRounds(t, p, dev, 3, k, size)
 	assert.Equal(t, []uint64{k, 0, 0}, allocs, "cold round, then two rounds that wait")
 	p.settleEvictions() // and any spare still being allocated
-	assert.Equal(t, uint64(k), dev.count(opHostAlloc), "a spare before the bucket had waited twice")
+	assert.Equal(t, uint64(k), dev.Count(opHostAlloc), "a spare before the bucket had waited twice")
 	spareRounds(t, p, dev, 7, k, size)
 	p.settleEvictions()
-	total := dev.count(opHostAlloc)
+	total := dev.Count(opHostAlloc)
 	assert.Greater(t, total, uint64(k), "no spare set for back-to-back rounds")
 	assert.LessOrEqual(t, total, uint64(2*k), "more than two sets")
 
 	assert.Equal(t, p.ReservedBytes(), p.CachedBytes(), "every block is back in the cache")
-	before := dev.count(opHostAlloc)
+	before := dev.Count(opHostAlloc)
 	b, err := p.Lend("test", size)
 	require.NoError(t, err)
-	assert.Equal(t, before, dev.count(opHostAlloc), "a get after the evictions allocated")
+	assert.Equal(t, before, dev.Count(opHostAlloc), "a get after the evictions allocated")
 	p.Return(b)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
@@ -91,7 +91,7 @@ func TestHostPoolSpareSetStaysWithinTheCap(t *testing.T) {
 	p, parts := slowPool(dev, k*size, 200*time.Microsecond)
 	spareRounds(t, p, dev, 8, k, size)
 	p.settleEvictions()
-	assert.Equal(t, uint64(k), dev.count(opHostAlloc), "a spare set past the cap")
+	assert.Equal(t, uint64(k), dev.Count(opHostAlloc), "a spare set past the cap")
 	assert.Equal(t, int64(8*k*size/(16<<10)), parts.Load(), "every block of every round evicted")
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
@@ -106,13 +106,13 @@ func TestHostPoolSpareFailuresLeaveNothingBehind(t *testing.T) {
 	p, _ := slowPool(dev, 64<<20, 200*time.Microsecond)
 	first := spareRounds(t, p, dev, 1, k, size)
 	require.Equal(t, []uint64{k}, first)
-	dev.failAll(opHostAlloc, cudaapi.CUDA_ERROR_UNKNOWN)
+	dev.FailAll(opHostAlloc, cudaapi.CUDA_ERROR_UNKNOWN)
 	spareRounds(t, p, dev, 8, k, size)
 	p.settleEvictions()
-	assert.Greater(t, dev.count(opHostAlloc), uint64(k), "no spare was tried")
+	assert.Greater(t, dev.Count(opHostAlloc), uint64(k), "no spare was tried")
 	assert.Equal(t, uint64(k*size), p.ReservedBytes(), "only the first round's blocks are allocated")
 	assert.Equal(t, p.ReservedBytes(), p.CachedBytes())
-	dev.failAll(opHostAlloc, 0)
+	dev.FailAll(opHostAlloc, 0)
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }

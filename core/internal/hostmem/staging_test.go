@@ -33,7 +33,7 @@ func TestStagingTakeGivesExactPinnedSlicesAndReleaseReturnsThemAll(t *testing.T)
 	assert.Equal(t, want, pool.CachedBytes(), "every block went back to the pool")
 	st.ReturnAll() // idempotent
 	assert.Equal(t, want, pool.CachedBytes())
-	assert.Zero(t, dev.count(opHostFree))
+	assert.Zero(t, dev.Count(opHostFree))
 
 	// A second call through a fresh staging is served from the pool.
 	st2 := NewStaging(pool)
@@ -41,7 +41,7 @@ func TestStagingTakeGivesExactPinnedSlicesAndReleaseReturnsThemAll(t *testing.T)
 		_, err := st2.Slice("Upload", n)
 		require.NoError(t, err)
 	}
-	assert.Equal(t, uint64(len(sizes)), dev.count(opHostAlloc))
+	assert.Equal(t, uint64(len(sizes)), dev.Count(opHostAlloc))
 	st2.ReturnAll()
 
 	require.NoError(t, pool.Close())
@@ -57,8 +57,8 @@ func TestStagingFailedTakeKeepsWhatItHadAndReleasesIt(t *testing.T) {
 	}{
 		{"zero bytes", func(*fakeHost) {}, 0, errs.ErrInvalidArgument},
 		{"negative", func(*fakeHost) {}, -3, errs.ErrInvalidArgument},
-		{"driver failure", func(d *fakeHost) { d.failNth(opHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, 64, errs.ErrDriver},
-		{"null success", func(d *fakeHost) { d.nullNth(opHostAlloc, 1) }, 64, errs.ErrDriver},
+		{"driver failure", func(d *fakeHost) { d.FailNth(opHostAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, 64, errs.ErrDriver},
+		{"null success", func(d *fakeHost) { d.NullNth(opHostAlloc, 1) }, 64, errs.ErrDriver},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,29 +1,23 @@
 package streams_test
 
 import (
-	"context"
-	"log/slog"
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vyre-go/vyrecuda/core/driver"
-	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/fakes"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-// op names the driver calls fakeDriver counts and fails.
-type op int
-
+// The driver calls fakeDriver counts and fails.
 const (
-	opStreamCreate op = iota
-	opStreamDestroy
-	opStreamSynchronize
-	opEventCreate
-	opEventDestroy
-	numOps
+	opStreamCreate      = "StreamCreate"
+	opStreamDestroy     = "StreamDestroy"
+	opStreamSynchronize = "StreamSynchronize"
+	opEventCreate       = "EventCreate"
+	opEventDestroy      = "EventDestroy"
 )
 
 // fakeDriver is the part of a device a Pool uses: streams and events with
@@ -40,9 +34,7 @@ type fakeDriver struct {
 	streams map[driver.Stream]int // queued work per live stream
 	events  map[driver.Event]bool // live events
 	stuck   map[driver.Stream]bool
-	calls   [numOps]uint64
-	fail    [numOps]map[uint64]cudaapi.Result
-	null    [numOps]map[uint64]bool
+	fakes.Faults
 }
 
 func newFake() *fakeDriver {
@@ -50,50 +42,11 @@ func newFake() *fakeDriver {
 		stuck: map[driver.Stream]bool{}}
 }
 
-// failNth makes the nth call of o (counting from now) fail with code.
-func (f *fakeDriver) failNth(o op, n uint64, code cudaapi.Result) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail[o] == nil {
-		f.fail[o] = map[uint64]cudaapi.Result{}
-	}
-	f.fail[o][f.calls[o]+n] = code
-}
-
-// nullNth makes the nth create of o (counting from now) return a null
-// handle with success.
-func (f *fakeDriver) nullNth(o op, n uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.null[o] == nil {
-		f.null[o] = map[uint64]bool{}
-	}
-	f.null[o][f.calls[o]+n] = true
-}
-
 // setStuck makes every StreamSynchronize of s fail (or succeed again).
 func (f *fakeDriver) setStuck(s driver.Stream, stuck bool) {
 	f.mu.Lock()
 	f.stuck[s] = stuck
 	f.mu.Unlock()
-}
-
-// count counts a call of o and returns its injected fault: a null handle
-// or an error. Callers hold mu.
-func (f *fakeDriver) count(o op) (null bool, err error) {
-	f.calls[o]++
-	n := f.calls[o]
-	if code, ok := f.fail[o][n]; ok {
-		return false, code
-	}
-	return f.null[o][n], nil
-}
-
-// callCount returns how many calls of o the fake has seen.
-func (f *fakeDriver) callCount(o op) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls[o]
 }
 
 // live returns how many streams and events exist.
@@ -106,7 +59,7 @@ func (f *fakeDriver) live() int {
 func (f *fakeDriver) StreamCreate() (driver.Stream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if null, err := f.count(opStreamCreate); err != nil || null {
+	if null, err := f.Admit(opStreamCreate); err != nil || null {
 		return 0, err
 	}
 	f.next++
@@ -117,7 +70,7 @@ func (f *fakeDriver) StreamCreate() (driver.Stream, error) {
 func (f *fakeDriver) StreamDestroy(s driver.Stream) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.count(opStreamDestroy); err != nil {
+	if _, err := f.Admit(opStreamDestroy); err != nil {
 		return err
 	}
 	queued, ok := f.streams[s]
@@ -134,7 +87,7 @@ func (f *fakeDriver) StreamDestroy(s driver.Stream) error {
 func (f *fakeDriver) StreamSynchronize(s driver.Stream) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.count(opStreamSynchronize); err != nil {
+	if _, err := f.Admit(opStreamSynchronize); err != nil {
 		return err
 	}
 	if _, ok := f.streams[s]; !ok {
@@ -150,7 +103,7 @@ func (f *fakeDriver) StreamSynchronize(s driver.Stream) error {
 func (f *fakeDriver) EventCreate(bool) (driver.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if null, err := f.count(opEventCreate); err != nil || null {
+	if null, err := f.Admit(opEventCreate); err != nil || null {
 		return 0, err
 	}
 	f.next++
@@ -161,7 +114,7 @@ func (f *fakeDriver) EventCreate(bool) (driver.Event, error) {
 func (f *fakeDriver) EventDestroy(e driver.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.count(opEventDestroy); err != nil {
+	if _, err := f.Admit(opEventDestroy); err != nil {
 		return err
 	}
 	if !f.events[e] {
@@ -215,46 +168,9 @@ func requireNoLive(t *testing.T, f *fakeDriver) {
 	require.Zero(t, f.live(), "the fake device still holds streams or events")
 }
 
-// requireErrKind asserts err is an *errs.Error of the sentinel's kind whose
-// message contains every fragment and one Fix sentence.
-func requireErrKind(t *testing.T, err error, sentinel error, fragments ...string) *errs.Error {
-	t.Helper()
-	require.Error(t, err)
-	require.ErrorIs(t, err, sentinel)
-	var ce *errs.Error
-	require.ErrorAs(t, err, &ce)
-	for _, fr := range fragments {
-		assert.Contains(t, err.Error(), fr)
-	}
-	assert.Contains(t, err.Error(), "Fix: ")
-	return ce
-}
-
-// logCapture is a slog.Handler that keeps the messages of error records.
-type logCapture struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *logCapture) WithGroup(string) slog.Handler            { return h }
-func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError {
-		h.mu.Lock()
-		h.errs = append(h.errs, r.Message)
-		h.mu.Unlock()
-	}
-	return nil
-}
-
-func (h *logCapture) errors() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.errs...)
-}
-
-func newLog() (*slog.Logger, *logCapture) {
-	h := &logCapture{}
-	return slog.New(h), h
-}
+// requireErrKind and newLog are the shared test helpers, under the names
+// these tests use.
+var (
+	requireErrKind = fakes.RequireErrKind
+	newLog         = fakes.NewLog
+)

@@ -69,8 +69,8 @@ func TestPoolLeasesReuseIdleResources(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, stream, l2.Stream)
 	assert.Equal(t, done, l2.Done)
-	assert.Equal(t, uint64(1), dev.callCount(opStreamCreate))
-	assert.Equal(t, uint64(3), dev.callCount(opEventCreate))
+	assert.Equal(t, uint64(1), dev.Count(opStreamCreate))
+	assert.Equal(t, uint64(3), dev.Count(opEventCreate))
 
 	// A lease without timing leaves the timing events idle.
 	l3, err := p.Lease("c", false)
@@ -101,8 +101,8 @@ func TestPoolReturnIsIdempotentAndIgnoresForeignOrNilLeases(t *testing.T) {
 	assert.Equal(t, streams.Counts{
 		Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0),
 	}, p.Counts())
-	assert.Len(t, logs.errors(), 1, "a foreign lease is logged")
-	assert.Zero(t, dev.callCount(opStreamDestroy))
+	assert.Len(t, logs.Errors(), 1, "a foreign lease is logged")
+	assert.Zero(t, dev.Count(opStreamDestroy))
 
 	other.Return(foreign, true)
 	require.NoError(t, other.Close())
@@ -152,25 +152,25 @@ func TestPoolLeaseFailuresReturnEverythingAcquired(t *testing.T) {
 		wantAfter streams.Counts
 	}{
 		{"stream create fails", true,
-			func(d *fakeDriver) { d.failNth(opStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *fakeDriver) { d.FailNth(opStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
 			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "StreamCreate failed", streams.Counts{}},
 		{"stream create returns null", false,
-			func(d *fakeDriver) { d.nullNth(opStreamCreate, 1) },
+			func(d *fakeDriver) { d.NullNth(opStreamCreate, 1) },
 			0, "StreamCreate returned success with a null result", streams.Counts{}},
 		{"completion event fails", false,
-			func(d *fakeDriver) { d.failNth(opEventCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *fakeDriver) { d.FailNth(opEventCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
 			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "EventCreate failed",
 			streams.Counts{Streams: kinds(1, 1, 0)}},
 		{"completion event null", true,
-			func(d *fakeDriver) { d.nullNth(opEventCreate, 1) },
+			func(d *fakeDriver) { d.NullNth(opEventCreate, 1) },
 			0, "EventCreate returned success with a null result",
 			streams.Counts{Streams: kinds(1, 1, 0)}},
 		{"start timing event fails", true,
-			func(d *fakeDriver) { d.failNth(opEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
+			func(d *fakeDriver) { d.FailNth(opEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) },
 			cudaapi.CUDA_ERROR_OUT_OF_MEMORY, "EventCreate failed",
 			streams.Counts{Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0)}},
 		{"end timing event null", true,
-			func(d *fakeDriver) { d.nullNth(opEventCreate, 3) },
+			func(d *fakeDriver) { d.NullNth(opEventCreate, 3) },
 			0, "EventCreate returned success with a null result",
 			streams.Counts{Streams: kinds(1, 1, 0), CompletionEvents: kinds(1, 1, 0), TimingEvents: kinds(1, 1, 0)}},
 	}
@@ -226,11 +226,11 @@ func TestPoolCloseReportsTheFirstDestroyFailure(t *testing.T) {
 	l, err := p.Lease("x", false)
 	require.NoError(t, err)
 	p.Return(l, true)
-	dev.failNth(opStreamDestroy, 1, cudaapi.CUDA_ERROR_INVALID_HANDLE)
+	dev.FailNth(opStreamDestroy, 1, cudaapi.CUDA_ERROR_INVALID_HANDLE)
 	ce := requireErrKind(t, p.Close(), errs.ErrDriver, "StreamDestroy")
 	assert.Equal(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, ce.Code)
-	assert.Len(t, logs.errors(), 1)
-	assert.Equal(t, uint64(1), dev.callCount(opEventDestroy), "the event was still destroyed")
+	assert.Len(t, logs.Errors(), 1)
+	assert.Equal(t, uint64(1), dev.Count(opEventDestroy), "the event was still destroyed")
 	c := p.Counts()
 	assert.Equal(t, kinds(0, 1, 0), c.Streams)
 	assert.Equal(t, kinds(0, 1, 1), c.CompletionEvents)
@@ -282,11 +282,11 @@ func TestPoolTimingPairLeaseHoldsOnlyTimingEvents(t *testing.T) {
 	assert.Zero(t, l.Done)
 	assert.NotZero(t, l.Start)
 	assert.NotZero(t, l.End)
-	assert.Zero(t, dev.callCount(opStreamCreate))
+	assert.Zero(t, dev.Count(opStreamCreate))
 	p.Return(l, true)
 	assert.Equal(t, streams.Counts{TimingEvents: kinds(2, 2, 0)}, p.Counts())
 
-	dev.failNth(opEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	dev.FailNth(opEventCreate, 2, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	l1, err := p.LeaseTimingPair("Time") // both from idle: no EventCreate
 	require.NoError(t, err)
 	l2, err := p.LeaseTimingPair("Time") // first create succeeds, second fails

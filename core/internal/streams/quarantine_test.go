@@ -90,7 +90,7 @@ func TestSyncOrQuarantineHoldsStuckStreamsUntilTheySynchronize(t *testing.T) {
 
 		assert.False(t, p.SyncOrQuarantine("Op", discard, holdOf(h, &calls), ok, stuck))
 		assert.Equal(t, 1, calls)
-		assert.Len(t, logs.errors(), 1, "the stuck stream is logged")
+		assert.Len(t, logs.Errors(), 1, "the stuck stream is logged")
 		c := p.Counts()
 		assert.Equal(t, 1, c.Leases, "the stuck lease stays out")
 		assert.Equal(t, 1, c.Quarantined)
@@ -99,10 +99,10 @@ func TestSyncOrQuarantineHoldsStuckStreamsUntilTheySynchronize(t *testing.T) {
 		assert.Equal(t, []int{0, 0, 0, 0, 0}, g.counts(names...))
 
 		// Retries while the stream is stuck release nothing; Lease retries too.
-		syncs := dev.callCount(opStreamSynchronize)
+		syncs := dev.Count(opStreamSynchronize)
 		assert.False(t, p.RetryQuarantine())
 		l := lease(t, p)
-		assert.Equal(t, syncs+2, dev.callCount(opStreamSynchronize))
+		assert.Equal(t, syncs+2, dev.Count(opStreamSynchronize))
 		assert.Equal(t, []int{0, 0, 0, 0, 0}, g.counts(names...))
 		requireErrKind(t, p.Close(), errs.ErrInFlight, "2 launch-resource lease(s) still out")
 
@@ -118,9 +118,9 @@ func TestSyncOrQuarantineHoldsStuckStreamsUntilTheySynchronize(t *testing.T) {
 		}
 		assert.Equal(t, destroyed, p.Counts().Streams.Destroyed, "discard=%v", discard)
 
-		syncs = dev.callCount(opStreamSynchronize)
+		syncs = dev.Count(opStreamSynchronize)
 		assert.True(t, p.RetryQuarantine())
-		assert.Equal(t, syncs, dev.callCount(opStreamSynchronize), "an empty quarantine makes no driver call")
+		assert.Equal(t, syncs, dev.Count(opStreamSynchronize), "an empty quarantine makes no driver call")
 		assert.Equal(t, []int{1, 1, 1, 1, 1}, g.counts(names...))
 		p.Return(l, true)
 		require.NoError(t, p.Close())
@@ -189,20 +189,20 @@ func TestPeerItemsWaitForTheOwningPoolsStream(t *testing.T) {
 		assert.Zero(t, peer.QuarantinedLeases(), "with no stream of their own")
 		assert.Zero(t, peer.Counts().Quarantined)
 
-		syncs := dev.callCount(opStreamSynchronize)
+		syncs := dev.Count(opStreamSynchronize)
 		assert.False(t, peer.RetryQuarantine())
-		assert.Equal(t, syncs+1, dev.callCount(opStreamSynchronize), "the peer retries the owner's stream")
+		assert.Equal(t, syncs+1, dev.Count(opStreamSynchronize), "the peer retries the owner's stream")
 		assert.Equal(t, []int{0, 0, 0}, g.counts("own", "src", "src2"))
 
 		dev.setStuck(l.Stream, false)
 		if ownerFirst {
 			assert.True(t, owner.RetryQuarantine())
 			assert.Equal(t, []int{1, 0, 0}, g.counts("own", "src", "src2"), "the peer's items wait for the peer's retry")
-			syncs = dev.callCount(opStreamSynchronize)
+			syncs = dev.Count(opStreamSynchronize)
 		}
 		assert.True(t, peer.RetryQuarantine())
 		if ownerFirst {
-			assert.Equal(t, syncs, dev.callCount(opStreamSynchronize), "nothing left to synchronize")
+			assert.Equal(t, syncs, dev.Count(opStreamSynchronize), "nothing left to synchronize")
 		}
 		assert.Equal(t, []int{1, 1, 1}, g.counts("own", "src", "src2"))
 		assert.Zero(t, owner.QuarantinedRefs())
