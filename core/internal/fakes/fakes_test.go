@@ -73,11 +73,13 @@ func TestFaultsCountConcurrentCalls(t *testing.T) {
 	var f fakes.Faults
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for range 100 {
 				_, _ = f.Admit("A")
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	assert.Equal(t, uint64(800), f.Count("A"))
