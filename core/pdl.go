@@ -62,9 +62,6 @@ func usePDL(drv Driver, info DeviceInfo, cfg config) bool {
 	return ok && cr.Capabilities().ProgrammaticLaunch
 }
 
-// image returns the Program whose image b loads for p (Program.image).
-func (b *Backend) image(p *Program) *Program { return p.image(b.pdl) }
-
 // image returns the Program whose image a Backend loads for p: its sm_90
 // variant when the Backend uses programmatic dependent launch (pdl) and p
 // has one, else p.

@@ -367,7 +367,7 @@ type DispatchConfig struct {
 // binding its entry point on first use. A failure leaves nothing loaded
 // that the cache did not already hold.
 func (b *Backend) function(op string, p *Program) (Function, error) {
-	p = b.image(p)
+	p = p.image(b.pdl)
 	c := &b.progs
 	c.mu.Lock()
 	defer c.mu.Unlock()
