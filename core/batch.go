@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
-	"github.com/vyre-go/vyrecuda/fusion"
 )
 
 // Fill sets every byte of Buf to Value by device memset.
@@ -27,23 +25,40 @@ type Step struct {
 // Batch is one request of device work, run on one stream with one fence, in
 // this order: Clears and Fills (device memsets, no host-to-device bytes),
 // then Uploads (fused and planned like Upload: packed, staged in chunks or
-// one copy each, never straight from pinned memory), then Steps in order,
-// each seeing what the ones before it wrote, then Reads (fused and planned
-// like DownloadMany) of what the last step left. A captured Graph moves its
-// uploads and reads one copy each. Clears, Fills and Uploads into a buffer
-// of a static upload set are refused with ErrOwned.
+// one copy each), then Steps in order, each seeing what the ones before it
+// wrote, then Reads (fused and planned like DownloadMany) of what the last
+// step left. Clears, Fills and Uploads into a buffer of a static upload
+// set are refused with ErrOwned.
+//
+// Memory pinned through the Backend (AllocHostPinned, PinHostBuffer) moves
+// without copies: an upload whose Data lies in it, and whose range meets no
+// other upload of the batch, is one DMA straight from Data, and a read
+// whose destination lies in it is one DMA straight into that destination.
+// A read's destination is known when the work is submitted if Into gives
+// it, or, for Run, if the read's slot in dst has the capacity to hold it.
+// Such pinned memory stays in flight until the work is collected (for a
+// Graph, until Close): PinnedBuffer.Free and UnpinHostBuffer refuse it
+// with ErrInFlight meanwhile, and the caller must not change pinned upload
+// Data before then. A failed call may have written part of a pinned
+// destination, as a failed direct Download may.
 type Batch struct {
 	Clears  []Buffer   // zeroed by device memset
 	Fills   []Fill     // set to a byte value by device memset
 	Uploads []UploadAt // written from host memory
 	Steps   []Step     // kernel launches, in order
 	Reads   []Range    // read back after the last step
+	// Into, when not empty, gives each read its destination at
+	// submission: Into[i], exactly Reads[i].Len bytes long (nil: the read
+	// lands in its result slot as usual). Read i then lands in Into[i], and
+	// its result slot (Run, AwaitInto, Replay) is Into[i] itself.
+	Into [][]byte
 }
 
 // Run runs batch and waits for it with one fence. The bytes of Reads come
 // back in dst's slots, one per read in order, append-style (slot i reuses
 // the capacity of dst's i-th slice; dst's capacity is reused for the
-// slots). Everything is validated before anything is queued: a bad handle,
+// slots; a slot whose capacity lies in pinned memory receives its read by
+// DMA directly, see Batch). Everything is validated before anything is queued: a bad handle,
 // range, program arity, scalar count or buffer length fails the call with
 // nothing changed. On failure dst is returned unchanged.
 func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
@@ -52,7 +67,7 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, false)
+	w, err := b.enqueue(op, &batch, false, dst)
 	if err != nil {
 		return dst, err
 	}
@@ -63,14 +78,16 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 // The returned Pending holds every buffer the batch names in flight until
 // the work completes; collect it with Await, AwaitInto (for the reads) or
 // Close. Upload data is copied into staging before RunAsync returns, so the
-// caller may reuse it at once.
+// caller may reuse it at once, except Data in pinned memory, which the
+// work reads by DMA until it is collected (see Batch); give read
+// destinations in Batch.Into to have reads land there directly.
 func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 	const op = "RunAsync"
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, true)
+	w, err := b.enqueue(op, &batch, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -120,12 +137,14 @@ type batchPlan struct {
 	timing   bool
 	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
 	ownSteps bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
+	into     [][]byte   // each read's destination known at submission (nil: none)
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
 // the device).
 func (pl *batchPlan) work() int {
-	return len(pl.batch.Clears) + len(pl.batch.Fills) + len(pl.xfer.FusedUps) + len(pl.plans) + pl.xfer.NonEmptyReads
+	return len(pl.batch.Clears) + len(pl.batch.Fills) + len(pl.xfer.FusedUps) + len(pl.plans) + pl.xfer.NonEmptyReads +
+		len(pl.xfer.DirectUps) + len(pl.xfer.DirectRds)
 }
 
 // enqueue validates batch, queues it on one leased stream and returns the
@@ -133,15 +152,17 @@ func (pl *batchPlan) work() int {
 // all happen before the first operation is queued. polled is true when the
 // work may be observed with IsReady (a Pending handed out, or a wait that
 // polls): only then is the completion event recorded, since a blocking wait
-// synchronizes the stream and never reads it.
-func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, error) {
-	pl, err := b.planBatch(op, batch)
+// synchronizes the stream and never reads it. runDst is Run's dst (nil
+// otherwise).
+func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte) (*pendingWork, error) {
+	pl, err := b.planBatch(op, batch, runDst)
 	if err != nil {
 		return nil, err
 	}
 	owned := false
 	defer func() {
 		if !owned {
+			b.xfer.ReleaseBatch(&pl.xfer)
 			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
@@ -149,7 +170,8 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		return nil, err
 	}
 	rd := pl.xfer.Rd
-	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing, xfer: &pl.xfer}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
+		xfer: &pl.xfer, into: pl.into}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
 		// empty) wait for AwaitInto.
@@ -189,7 +211,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool) (*pendingWork, e
 		}
 	}
 	if qerr != nil {
-		h := held{St: []*hostmem.Staging{&p.up}, Bufs: pl.pinned, Dev: pl.xfer.DevStaging()}
+		h := held{St: []*hostmem.Staging{&p.up}, Bufs: pl.pinned, Dev: pl.xfer.DevStaging(), RegionsOf: &pl.xfer.Regions}
 		if rd != nil {
 			h.St = append(h.St, rd.Staging())
 		}
@@ -211,9 +233,11 @@ func (b *Backend) countBatch(pl *batchPlan) {
 }
 
 // planBatch validates batch and resolves everything queueBatch needs. On
-// success the batch's buffers are pinned (pl.pinned): the caller unpins them
-// when the work is done or abandoned. On failure nothing is pinned.
-func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
+// success the batch's buffers are pinned (pl.pinned), and the pinned host
+// memory its direct copies use is held (pl.xfer.Regions): the caller
+// releases both when the work is done or abandoned. On failure nothing is
+// held. runDst is Run's dst (nil otherwise).
+func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPlan, error) {
 	pl := &batchPlan{batch: batch}
 	counts, nArgs, err := pl.checkShapes(op)
 	if err != nil {
@@ -225,13 +249,14 @@ func (b *Backend) planBatch(op string, batch *Batch) (*batchPlan, error) {
 	ok := false
 	defer func() {
 		if !ok {
+			b.xfer.ReleaseBatch(&pl.xfer)
 			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
 	if err := pl.checkWritable(op); err != nil {
 		return nil, err
 	}
-	if err := pl.resolveCopies(op); err != nil {
+	if err := b.resolveCopies(op, pl, runDst); err != nil {
 		return nil, err
 	}
 	if err := b.resolveLaunches(op, pl, counts, nArgs); err != nil {
@@ -332,55 +357,6 @@ func (pl *batchPlan) bufs() []Buffer {
 	return bufs
 }
 
-// resolveCopies checks the uploads' and reads' ranges against the pinned
-// entries and fuses them (transfer.Batch.Fuse).
-func (pl *batchPlan) resolveCopies(op string) error {
-	batch, lay, ents, tb := pl.batch, &pl.lay, pl.ents, &pl.xfer
-	tb.Ups = make([]fusion.UploadCopy, 0, len(batch.Uploads))
-	for i, u := range batch.Uploads {
-		e := ents[lay.uploads+i]
-		label := lay.label(lay.uploads + i)
-		if _, err := accounting.RangeEnd(u.Offset, len(u.Data), u.Buf.Len); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", label, u.Buf.ID, len(u.Data), u.Offset, u.Buf.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
-		}
-		if len(u.Data) == 0 {
-			continue
-		}
-		dst, err := accounting.AddPtr(e.ptr, u.Offset)
-		if err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, u.Buf.ID, u.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
-		}
-		tb.Ups = append(tb.Ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
-	}
-	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
-	for i, r := range batch.Reads {
-		e := ents[lay.reads+i]
-		label := lay.label(lay.reads + i)
-		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-				Fix:    "keep offset+length within the buffer's length", Err: err}
-		}
-		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
-		if r.Len == 0 {
-			continue
-		}
-		src, err := accounting.AddPtr(e.ptr, r.Offset)
-		if err != nil {
-			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, r.Buf.ID, r.Offset),
-				Fix:    "pass an offset inside the buffer", Err: err}
-		}
-		reqs[i].Src, reqs[i].Len = src, r.Len
-		tb.NonEmptyReads++
-	}
-	return tb.Fuse(op, reqs)
-}
-
 // resolveLaunches builds each step's kernel parameters and looks up its
 // function, loading modules on first use.
 func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nArgs int) error {
@@ -460,7 +436,7 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	if pl.xfer.NonEmptyReads > 0 {
+	if pl.xfer.Reads() {
 		if call, err := b.xfer.QueueBatchReads(s, &pl.xfer); err != nil {
 			return driverError(op, call, err)
 		}

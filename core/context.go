@@ -125,7 +125,7 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, ctx.Done() != nil)
+	w, err := b.enqueue(op, &batch, ctx.Done() != nil, nil)
 	if err != nil {
 		return dst, err
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
-	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -71,7 +70,7 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 		return nil, err
 	}
 	// The graph keeps its own copy of the batch: callers may reuse theirs.
-	pl, err := b.planBatch(op, cloneBatch(&batch))
+	pl, err := b.planBatch(op, cloneBatch(&batch), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +79,7 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 		if err := g.record(op, gd); err != nil {
 			g.up.ReturnAll()
 			g.rdst.ReturnAll()
+			b.xfer.ReleaseBatch(&pl.xfer)
 			b.store.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
@@ -96,6 +96,7 @@ func cloneBatch(batch *Batch) *Batch {
 		Fills:   append([]Fill(nil), batch.Fills...),
 		Uploads: append([]UploadAt(nil), batch.Uploads...),
 		Reads:   append([]Range(nil), batch.Reads...),
+		Into:    append([][]byte(nil), batch.Into...),
 		Steps:   make([]Step, len(batch.Steps)),
 	}
 	for i, s := range batch.Steps {
@@ -186,10 +187,7 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	b.tel.SyncPoints.Add(1)
-	if pl.xfer.Rd == nil {
-		return transfer.GrowSlots(dst, 0), nil
-	}
-	return pl.xfer.Rd.Fill(dst), nil
+	return fillReads(pl.xfer.Rd, dst, pl.into, len(pl.batch.Reads)), nil
 }
 
 // ReplayAsync launches the whole captured batch like Replay and returns
@@ -229,7 +227,8 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 		return nil, err
 	}
 	defer b.exit()
-	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.xfer.Rd, nReads: len(pl.batch.Reads), timing: pl.timing}
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.xfer.Rd, nReads: len(pl.batch.Reads), timing: pl.timing,
+		into: pl.into}
 	if g.dev == nil {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
@@ -262,7 +261,7 @@ func (g *Graph) usable(op string) error {
 // held is what a failed replay's work may touch, the graph's staging and
 // buffers, handed to the quarantine when its stream cannot be drained.
 func (g *Graph) held(op string) streams.Hold {
-	return g.b.xfer.Hold(op, held{St: []*hostmem.Staging{&g.up, &g.rdst}, Bufs: g.pl.pinned})
+	return g.b.xfer.Hold(op, held{St: []*hostmem.Staging{&g.up, &g.rdst}, Bufs: g.pl.pinned, RegionsOf: &g.pl.xfer.Regions})
 }
 
 // Close destroys the device graph and releases the staging and the
@@ -293,6 +292,7 @@ func (g *Graph) Close() error {
 	g.closed = true
 	g.up.ReturnAll()
 	g.rdst.ReturnAll()
+	g.b.xfer.ReleaseBatch(&g.pl.xfer)
 	g.b.store.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil

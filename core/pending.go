@@ -55,6 +55,7 @@ type pendingWork struct {
 	rd      *transfer.Read  // read staging and views; nil without reads
 	xfer    *transfer.Batch // packed transfers' device staging; released at completion
 	nReads  int
+	into    [][]byte // reads' destinations given at submission (Batch.Into)
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
 	graph   *capture.Graph // the device graph this work replays, or nil
@@ -169,15 +170,7 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 			fmt.Sprintf("the %d read(s) of this pending work were already collected", w.nReads),
 			"call AwaitInto once per Pending, and keep its result")
 	}
-	var out [][]byte
-	if w.rd != nil {
-		out = w.rd.Fill(dst)
-	} else {
-		out = transfer.GrowSlots(dst, w.nReads)
-		for i := range out {
-			out[i] = out[i][:0]
-		}
-	}
+	out := fillReads(w.rd, dst, w.into, w.nReads)
 	w.collect(true)
 	return out, nil
 }
@@ -358,4 +351,34 @@ func (p *pendingWork) collect(healthy bool) {
 		p.graph = nil
 	}
 	p.state = pendingCollected
+}
+
+// fillReads returns the n reads of finished work in dst's slots,
+// append-style: slot i is into[i] where the work was given a destination
+// at submission (its bytes landed there, or are copied there from the
+// staging now), else rd's bytes appended to dst's i-th slice.
+func fillReads(rd *transfer.Read, dst, into [][]byte, n int) [][]byte {
+	if rd == nil {
+		out := transfer.GrowSlots(dst, n)
+		for i := range out {
+			out[i] = out[i][:0]
+		}
+		return out
+	}
+	if into == nil {
+		return rd.Fill(dst)
+	}
+	out := transfer.GrowSlots(dst, n)
+	for i, d := range into {
+		if d != nil {
+			out[i] = d[:0]
+		}
+	}
+	out = rd.Fill(out)
+	for i, d := range into {
+		if d != nil {
+			out[i] = d
+		}
+	}
+	return out
 }

@@ -55,8 +55,18 @@ type Batch struct {
 	FusedRds      fusion.FusedReadbacks
 	Rd            *Read // read lengths and views; nil without reads
 	NonEmptyReads int
-	x             *batchXfer
+	// DirectUps and DirectRds are the uploads from and reads into
+	// caller-pinned memory (batchdirect.go), moved without staging;
+	// Regions holds one pending use of each region they touch, dropped by
+	// ReleaseBatch (or taken over by a quarantine, InUse.Regions).
+	DirectUps []DirectUp
+	DirectRds []DirectRead
+	Regions   []*hostmem.Region
+	x         *batchXfer
 }
+
+// Reads reports whether tb reads anything back (staged or direct).
+func (tb *Batch) Reads() bool { return tb.NonEmptyReads > 0 || len(tb.DirectRds) > 0 }
 
 // Fuse fuses the batch's uploads (Ups) and its read requests reqs (request
 // i reads reqs[i], none of them empty but NonEmptyReads), and lays the
@@ -163,6 +173,9 @@ func (e *Engine[E]) StageBatch(op string, tb *Batch, up *hostmem.Staging) ([]byt
 		rd.st, rd.staged = hostmem.NewStaging(e.host), true
 		rd.plan, rd.tune = x.rd, x.t
 		rd.tune.EvictReads = x.t.EvictsReadback(tb.FusedRds.Bytes)
+		// The owner releases the read right after unpacking it (as
+		// NewRead's callers do), so the eviction can follow the call.
+		rd.evictLater = !x.t.InlineEvict
 		if x.rd.Kind == xferplan.Packed {
 			copies := tb.FusedRds.Copies
 			x.rdLay = NewLayout(len(copies), func(i int) int { return copies[i].Len })
@@ -234,9 +247,19 @@ func (e *Engine[E]) stageBatchUploads(op string, tb *Batch, x *batchXfer, up *ho
 }
 
 // QueueBatchUploads queues tb's uploads on s from stage as tb's plans say
-// (unplanned: per-copy, stage packed by StageUploads). It returns the
-// failed call and its error.
+// (unplanned: per-copy, stage packed by StageUploads), then its direct
+// uploads. It returns the failed call and its error.
 func (e *Engine[E]) QueueBatchUploads(s driver.Stream, tb *Batch, stage []byte) (string, error) {
+	if tb.UpBytes > 0 {
+		if call, err := e.queueFusedUploads(s, tb, stage); err != nil {
+			return call, err
+		}
+	}
+	return e.queueDirectUps(s, tb)
+}
+
+// queueFusedUploads queues tb's fused uploads (QueueBatchUploads).
+func (e *Engine[E]) queueFusedUploads(s driver.Stream, tb *Batch, stage []byte) (string, error) {
 	x := tb.x
 	if x == nil || x.up.Kind == xferplan.PerCopy {
 		off := 0
@@ -304,9 +327,19 @@ func (e *Engine[E]) queueStagedChunks(s driver.Stream, x *batchXfer, c fusion.Up
 }
 
 // QueueBatchReads queues tb's reads on s into tb.Rd's staging as tb's
-// plans say (unplanned: per-copy). It returns the failed call and its
-// error.
+// plans say (unplanned: per-copy), then its direct reads. It returns the
+// failed call and its error.
 func (e *Engine[E]) QueueBatchReads(s driver.Stream, tb *Batch) (string, error) {
+	if tb.NonEmptyReads > 0 {
+		if call, err := e.queueFusedReads(s, tb); err != nil {
+			return call, err
+		}
+	}
+	return e.queueDirectReads(s, tb)
+}
+
+// queueFusedReads queues tb's staged reads (QueueBatchReads).
+func (e *Engine[E]) queueFusedReads(s driver.Stream, tb *Batch) (string, error) {
 	x, rd := tb.x, tb.Rd
 	if x != nil && x.rd.Kind == xferplan.Packed {
 		lay := &x.rdLay
@@ -347,8 +380,14 @@ func (tb *Batch) DevStaging() []*devmem.Block {
 }
 
 // ReleaseBatch gives tb's device staging back (a zeroed allocation, as a
-// quarantine leaves it, gives nothing back); tb may be nil.
+// quarantine leaves it, gives nothing back) and drops its pinned regions'
+// pending uses; tb may be nil.
 func (e *Engine[E]) ReleaseBatch(tb *Batch) {
+	if tb == nil {
+		return
+	}
+	e.Unpin(tb.Regions...)
+	tb.Regions = nil
 	for _, d := range tb.DevStaging() {
 		if d.Len() > 0 {
 			e.dev.FreeOrKeep(*d)
@@ -361,19 +400,21 @@ func (e *Engine[E]) ReleaseBatch(tb *Batch) {
 // its calls that moved any, the copies requested, and the DMAs and packed
 // launches queued.
 func (e *Engine[E]) CountBatch(tb *Batch) {
-	if tb.UpBytes > 0 {
-		e.tel.H2DBytes.Add(tb.UpBytes)
+	dup, drd := tb.directBytes()
+	if up := tb.UpBytes + dup; up > 0 {
+		e.tel.H2DBytes.Add(up)
 		e.tel.UploadOps.Add(1)
 	}
-	if tb.NonEmptyReads > 0 {
-		e.tel.D2HBytes.Add(tb.FusedRds.Bytes)
+	if rd := tb.FusedRds.Bytes + drd; rd > 0 {
+		e.tel.D2HBytes.Add(rd)
 		e.tel.ReadbackOps.Add(1)
 	}
-	e.tel.Requested.Add(uint64(len(tb.Ups) + tb.NonEmptyReads))
+	direct := uint64(len(tb.DirectUps) + len(tb.DirectRds))
+	e.tel.Requested.Add(uint64(len(tb.Ups)+tb.NonEmptyReads) + direct)
 	dmas, launches := uint64(len(tb.FusedUps)+len(tb.FusedRds.Copies)), uint64(0)
 	if tb.x != nil {
 		dmas, launches = tb.x.dmas, tb.x.launches
 	}
-	e.tel.DeviceCopies.Add(dmas)
+	e.tel.DeviceCopies.Add(dmas + direct)
 	e.tel.PackedLaunches.Add(launches)
 }

@@ -98,11 +98,15 @@ func (e *Engine[E]) PutScratch(sc *Scratch[E]) { e.scratch.Put(sc) }
 // takes over when the drain fails). Discard gives leases that do drain
 // back unhealthy (their events saw the failure).
 type InUse[E any] struct {
-	St      []*hostmem.Staging
-	Dev     []*devmem.Block
-	Bufs    []E
-	Regs    []*hostmem.Region
-	Discard bool
+	St   []*hostmem.Staging
+	Dev  []*devmem.Block
+	Bufs []E
+	Regs []*hostmem.Region
+	// RegionsOf is a list of pending uses (a Batch's Regions) the
+	// quarantine takes over like Regs; Hold clears the list, so the
+	// owner's release drops none of them.
+	RegionsOf *[]*hostmem.Region
+	Discard   bool
 }
 
 // SyncOrQuarantine synchronizes the streams of leases after a failed call,
@@ -139,7 +143,12 @@ func (e *Engine[E]) Hold(op string, h InUse[E]) streams.Hold {
 	if len(h.Bufs) > 0 {
 		out.Items = e.holdBufs(out.Items, op, h.Bufs)
 	}
-	for _, reg := range h.Regs {
+	regs := h.Regs
+	if h.RegionsOf != nil {
+		regs = append(regs[:len(regs):len(regs)], *h.RegionsOf...)
+		*h.RegionsOf = nil
+	}
+	for _, reg := range regs {
 		out.Items = append(out.Items, streams.Item{Kind: streams.PinnedRange, Bytes: uint64(reg.Len()),
 			Release: func() { e.pinned.Done(reg) }})
 	}
