@@ -55,7 +55,7 @@ type pendingWork struct {
 	rd      *transfer.Read  // read staging and views; nil without reads
 	xfer    *transfer.Batch // packed transfers' device staging; released at completion
 	nReads  int
-	into    [][]byte // reads' destinations given at submission (Batch.Into)
+	into    [][]byte         // reads' destinations given at submission (Batch.Into)
 	ents    []*residentEntry // in-flight marks; nil once dropped
 	timing  bool
 	graph   *capture.Graph // the device graph this work replays, or nil
