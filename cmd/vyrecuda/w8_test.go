@@ -40,7 +40,7 @@ func TestBenchW8OnSim(t *testing.T) {
 	code, stdout, stderr := runCmd(w8Bench("-peers", peers, "-out", out)...)
 	require.Equal(t, exitOK, code, stderr)
 	for _, want := range []string{"W8 inference step", "median of 7 steps after 2 warm-up, every form's output checked",
-		"PyTorch beside it: torch 2.11.0+cu130 on NVIDIA H100 80GB HBM3", "Graph.Replay from Backend-pinned memory",
+		"PyTorch beside it (-peers " + peers + "): torch 2.11.0+cu130 on NVIDIA H100 80GB HBM3", "Graph.Replay from Backend-pinned memory",
 		"pageable 36 us", "graph 27 us", "wrote " + filepath.Join(out, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
@@ -252,8 +252,8 @@ func TestJudgeW8(t *testing.T) {
 		return *rows[i].Meets
 	}
 	assert.Equal(t, []any{true, false, true, nil, nil, nil, nil}, []any{meets(0), meets(1), meets(2), meets(3), meets(4), meets(5), meets(6)})
-	assert.Equal(t, "<= 1x PyTorch pinned, <= 1.3x floor", rows[1].Target)
-	assert.Equal(t, "<= 1x PyTorch graph", rows[6].Target, "the floor part starts at 128 KiB")
+	assert.Equal(t, "<= 1.0x PyTorch pinned, <= 1.3x floor", rows[1].Target)
+	assert.Equal(t, "<= 1.0x PyTorch graph", rows[6].Target, "the floor part starts at 128 KiB")
 	assert.InDelta(t, 0.8, rows[1].XCalls, 1e-9)
 	assert.InDelta(t, 40.0/30, rows[1].XFloor, 1e-9)
 	assert.Zero(t, rows[5].XCalls, "no three-call row at 16 KiB")

@@ -57,10 +57,10 @@ type w8Target struct {
 func (t w8Target) text(peer string, n int64) string {
 	var parts []string
 	if t.MaxXPeer > 0 {
-		parts = append(parts, fmt.Sprintf("<= %.2gx PyTorch %s", t.MaxXPeer, peer))
+		parts = append(parts, fmt.Sprintf("<= %.1fx PyTorch %s", t.MaxXPeer, peer))
 	}
 	if t.MaxXFloor > 0 && n >= t.FloorFrom {
-		parts = append(parts, fmt.Sprintf("<= %.2gx floor", t.MaxXFloor))
+		parts = append(parts, fmt.Sprintf("<= %.1fx floor", t.MaxXFloor))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -224,8 +224,12 @@ func printW8(w io.Writer, r *benchReport) {
 	}
 	fmt.Fprintf(w, "\nW8 inference step: upload float32, y = x*%g+%g (Backend.Compile), read back; median of %d steps after %d warm-up, every form's output checked\n",
 		w8Scale, w8Shift, r.Config.W8Steps, r.Config.W8Warmup)
-	if r.PeersW8 != nil {
-		fmt.Fprintf(w, "PyTorch beside it: %s\n", r.PeersW8.Source)
+	if p := r.PeersW8; p != nil {
+		src := p.Source
+		if src == "" {
+			src = "version and device not given"
+		}
+		fmt.Fprintf(w, "PyTorch beside it (-peers %s): %s\n", r.Config.Peers, src)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "each way\tform\tmedian\tmin\tmax\tsyncs/step\tx three calls\tx floor\tPyTorch\tx PyTorch\ttarget (H100)\tstatus")
