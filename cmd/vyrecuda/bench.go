@@ -2,9 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,19 +23,23 @@ type benchConfig struct {
 	Ordinal    int    `json:"ordinal"`
 	Repeats    int    `json:"repeats"`
 	Warmup     int    `json:"warmup"`
-	Count      int    `json:"count"`       // small transfers in W1 and W3
-	Small      int    `json:"small"`       // bytes of each small transfer
-	Large      int    `json:"large"`       // bytes of the W2 upload and W6 download
-	Allocs     int    `json:"allocs"`      // alloc+free pairs per W4 run
-	AllocSize  int    `json:"alloc_size"`  // bytes per W4 allocation
-	ChurnSteps int    `json:"churn_steps"` // alloc/free steps per W4C run
-	Launches   int    `json:"launches"`    // dependent launches per W5 run
-	MixedCount int    `json:"mixed_count"` // W7: buffers
-	MixedMin   int    `json:"mixed_min"`   // W7: smallest buffer
-	MixedMax   int    `json:"mixed_max"`   // W7: largest buffer
-	SweepMin   int    `json:"sweep_min"`   // smallest transfer of the bandwidth sweep
-	SweepMax   int    `json:"sweep_max"`   // largest transfer of the bandwidth sweep
-	Workloads  string `json:"workloads"`   // comma-separated ids, or "all"
+	Count      int    `json:"count"`           // small transfers in W1 and W3
+	Small      int    `json:"small"`           // bytes of each small transfer
+	Large      int    `json:"large"`           // bytes of the W2 upload and W6 download
+	Allocs     int    `json:"allocs"`          // alloc+free pairs per W4 run
+	AllocSize  int    `json:"alloc_size"`      // bytes per W4 allocation
+	ChurnSteps int    `json:"churn_steps"`     // alloc/free steps per W4C run
+	Launches   int    `json:"launches"`        // dependent launches per W5 run
+	MixedCount int    `json:"mixed_count"`     // W7: buffers
+	MixedMin   int    `json:"mixed_min"`       // W7: smallest buffer
+	MixedMax   int    `json:"mixed_max"`       // W7: largest buffer
+	SweepMin   int    `json:"sweep_min"`       // smallest transfer of the bandwidth sweep
+	SweepMax   int    `json:"sweep_max"`       // largest transfer of the bandwidth sweep
+	Workloads  string `json:"workloads"`       // comma-separated ids, or "all"
+	W8Sizes    []int  `json:"w8_sizes"`        // W8: bytes each way
+	W8Steps    int    `json:"w8_steps"`        // W8: measured steps per form and size
+	W8Warmup   int    `json:"w8_warmup"`       // W8: unmeasured steps before them
+	Peers      string `json:"peers,omitempty"` // W8: the PyTorch peer script's output file
 	// CopyJob and Linger, when set, replace the transfer planner's
 	// per-helper copy-job cost and the copy helpers' linger (experiments).
 	CopyJob time.Duration `json:"plan_copy_job_ns,omitempty"`
@@ -61,6 +65,7 @@ func defaultBenchConfig() benchConfig {
 		Allocs: 1000, AllocSize: 4 << 10, ChurnSteps: churn.DefaultSteps, Launches: 100,
 		MixedCount: 2048, MixedMin: 16, MixedMax: 256 << 10,
 		SweepMin: 4 << 10, SweepMax: 256 << 20, Workloads: "all", DMASlowdown: -1,
+		W8Sizes: []int{16 << 10, 128 << 10, 512 << 10, 2 << 20}, W8Steps: 200, W8Warmup: 20,
 	}
 }
 
@@ -68,51 +73,22 @@ func defaultBenchConfig() benchConfig {
 // prints the table and, with -out, writes results.json and bandwidth.svg.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	cfg := defaultBenchConfig()
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	dev, ordinal := deviceFlags(fs)
-	fs.IntVar(&cfg.Repeats, "repeats", cfg.Repeats, "measured runs per workload and sweep size (median, min and max are over these)")
-	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured runs before the measured ones")
-	fs.IntVar(&cfg.Count, "count", cfg.Count, "W1/W3: number of small buffers")
-	small, large := sizeFlag(cfg.Small), sizeFlag(cfg.Large)
-	allocSize, sweepMin, sweepMax := sizeFlag(cfg.AllocSize), sizeFlag(cfg.SweepMin), sizeFlag(cfg.SweepMax)
-	fs.Var(&small, "small", "W1/W3: bytes per small buffer")
-	fs.Var(&large, "large", "W2/W6: bytes of the large upload and download")
-	fs.IntVar(&cfg.Allocs, "allocs", cfg.Allocs, "W4: alloc+free pairs per run")
-	fs.Var(&allocSize, "alloc-size", "W4: bytes per allocation")
-	fs.IntVar(&cfg.ChurnSteps, "churn-steps", cfg.ChurnSteps, "W4C: alloc/free steps per run")
-	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "W5: dependent launches per run")
-	fs.IntVar(&cfg.MixedCount, "mixed-count", cfg.MixedCount, "W7: number of buffers of mixed sizes")
-	mixedMax := sizeFlag(cfg.MixedMax)
-	fs.Var(&mixedMax, "mixed-max", "W7: largest buffer (sizes are log-uniform from 16 B)")
-	fs.Var(&sweepMin, "sweep-min", "smallest transfer of the bandwidth sweep")
-	fs.Var(&sweepMax, "sweep-max", "largest transfer of the bandwidth sweep (sizes grow 4x)")
-	fs.DurationVar(&cfg.CopyJob, "plan-copy-job", 0, "transfer planner: cost of each helper of a copy job (0: the reference model's)")
-	fs.Float64Var(&cfg.DMASlowdown, "plan-dma-slowdown", -1, "transfer planner: upload DMA slowdown per GB/s of host copying past the link beside it (negative: the reference model's)")
-	fs.IntVar(&cfg.Workers, "plan-workers", 0, "transfer planner: most copy goroutines per call (0: GOMAXPROCS, at most 16)")
-	fs.Int64Var(&cfg.CacheBytes, "plan-cache-bytes", 0, "transfer planner: largest copy kept on the caller's goroutine (0: the reference model's)")
-	fs.Int64Var(&cfg.WorkerBytes, "plan-worker-bytes", 0, "transfer planner: least host copying worth one more goroutine (0: the default)")
-	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
-	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
-	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
-	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs) and an upload/readback\n"+
-			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
-			"their targets and the paths they measure are described in\ndocs/BENCHMARKS.md.\n\n")
-		fs.PrintDefaults()
-	}
+	fs, apply := benchFlags(&cfg, stderr)
 	if code, done := parseFlags(fs, args, stderr); done {
 		return code
 	}
-	cfg.Device, cfg.Ordinal = string(*dev), *ordinal
-	cfg.Small, cfg.Large, cfg.AllocSize = int(small), int(large), int(allocSize)
-	cfg.SweepMin, cfg.SweepMax = int(sweepMin), int(sweepMax)
-	cfg.MixedMax = int(mixedMax)
-	cfg.NoPDL = !*pdl
+	apply()
 	selected, err := cfg.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "vyrecuda bench: %v\n", err)
 		return exitUsage
+	}
+	var peers *w8Peers
+	if cfg.Peers != "" {
+		// Read before the run, like -out is checked.
+		if peers, err = readW8Peers(cfg.Peers); err != nil {
+			return fail(stderr, "bench", err)
+		}
 	}
 
 	if cfg.Out != "" {
@@ -127,7 +103,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, s.Describe())
 	fmt.Fprintf(stdout, "programmatic dependent launch: %v\n", s.Backend.ProgrammaticLaunch())
-	rep, runErr := runBenchmarks(s, cfg, selected, newProgress(stderr))
+	rep, runErr := runBenchmarks(s, cfg, selected, peers, newProgress(stderr))
 	if err := s.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -140,13 +116,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if err := writeOutputs(cfg.Out, rep); err != nil {
 			return fail(stderr, "bench", err)
 		}
-		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(cfg.Out, resultsFile), filepath.Join(cfg.Out, plotFile))
+		fmt.Fprintf(stdout, "wrote %s\n", strings.Join(outputFiles(cfg.Out, rep), ", "))
 	}
 	return exitOK
 }
 
 // validate checks the numbers and resolves -workloads into the workloads to
-// run, in W1..W6 order.
+// run, in W1..W8 order.
 func (c *benchConfig) validate() ([]string, error) {
 	switch {
 	case c.Repeats < 1:
@@ -167,8 +143,17 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-mixed-max %s: want at least %s", formatBytes(uint64(c.MixedMax)), formatBytes(uint64(c.MixedMin)))
 	case c.SweepMin > c.SweepMax:
 		return nil, fmt.Errorf("-sweep-min %s is above -sweep-max %s", formatBytes(uint64(c.SweepMin)), formatBytes(uint64(c.SweepMax)))
+	case c.W8Steps < 1:
+		return nil, fmt.Errorf("-w8-steps %d: want at least 1", c.W8Steps)
+	case c.W8Warmup < 0:
+		return nil, fmt.Errorf("-w8-warmup %d: want 0 or more", c.W8Warmup)
 	}
-	all := workloadIDs()
+	for _, n := range c.W8Sizes {
+		if n%4 != 0 || n/4 > math.MaxUint32 {
+			return nil, fmt.Errorf("-w8-sizes: %d bytes is not a whole number of float32 below 2^32 of them", n)
+		}
+	}
+	all := append(workloadIDs(), w8ID)
 	switch strings.TrimSpace(c.Workloads) {
 	case "all", "":
 		return all, nil
@@ -245,30 +230,43 @@ func (c *benchConfig) sweepSizes() []int {
 	return append(out, c.SweepMax)
 }
 
-// runBenchmarks runs the selected workloads and the sweep on s.
-func runBenchmarks(s *session, cfg benchConfig, selected []string, prog *progress) (*benchReport, error) {
+// runBenchmarks runs the selected workloads (W8 last), then the sweep, on s;
+// peers, when given, are PyTorch's W8 figures.
+func runBenchmarks(s *session, cfg benchConfig, selected []string, peers *w8Peers, prog *progress) (*benchReport, error) {
 	rep := &benchReport{
 		Tool: "vyrecuda bench", Time: time.Now().UTC().Format(time.RFC3339),
 		Device: deviceReport{
 			Kind: s.Kind, Name: s.Info.Name, MemoryBytes: s.Info.TotalMemory,
 			ComputeCapability: fmt.Sprintf("%d.%d", s.Info.CCMajor, s.Info.CCMinor), Reason: s.Reason,
 		},
-		Config: cfg,
+		Config: cfg, PeersW8: peers,
 	}
 	rep.setHost()
 	sizes := cfg.sweepSizes()
+	w8 := slices.Contains(selected, w8ID)
+	selected = slices.DeleteFunc(slices.Clone(selected), func(id string) bool { return id == w8ID })
 	total := len(selected) + 2*len(sizes)
+	if w8 {
+		total += len(cfg.W8Sizes) * len(w8Forms)
+	}
 	step := 0
+	defer prog.done()
 	for _, id := range selected {
 		step++
 		w := newWorkload(id, cfg)
 		prog.start(step, total, w.ID+" "+w.Title)
 		r, err := measureWorkload(s, w, cfg, prog)
 		if err != nil {
-			prog.done()
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		rep.Workloads = append(rep.Workloads, r)
+	}
+	if w8 {
+		rows, err := measureW8(s, cfg, peers, prog, &step, total)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w8ID, err)
+		}
+		rep.W8 = rows
 	}
 	for _, dir := range []string{dirUpload, dirReadback} {
 		for _, n := range sizes {
@@ -276,13 +274,15 @@ func runBenchmarks(s *session, cfg benchConfig, selected []string, prog *progres
 			prog.start(step, total, fmt.Sprintf("sweep %s %s", dir, formatBytes(uint64(n))))
 			p, err := measureSweep(s, dir, n, cfg, prog)
 			if err != nil {
-				prog.done()
 				return nil, fmt.Errorf("sweep %s %s: %w", dir, formatBytes(uint64(n)), err)
+			}
+			if s.Kind == deviceCUDA && p.DriverPageableGBps > 0 {
+				meets := p.GBps >= p.DriverPageableGBps
+				p.Meets = &meets
 			}
 			rep.Sweep = append(rep.Sweep, p)
 		}
 	}
-	prog.done()
 	return rep, nil
 }
 
@@ -459,7 +459,17 @@ func checkOutDir(dir string) error {
 	return errors.Join(f.Close(), os.Remove(name))
 }
 
-// writeOutputs writes results.json and bandwidth.svg into dir.
+// outputFiles lists the files writeOutputs writes for rep into dir.
+func outputFiles(dir string, rep *benchReport) []string {
+	out := []string{filepath.Join(dir, resultsFile), filepath.Join(dir, plotFile)}
+	if len(rep.W8) > 0 {
+		out = append(out, filepath.Join(dir, w8PlotFile))
+	}
+	return out
+}
+
+// writeOutputs writes results.json, bandwidth.svg and, when W8 ran, w8.svg
+// into dir.
 func writeOutputs(dir string, rep *benchReport) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -471,10 +481,21 @@ func writeOutputs(dir string, rep *benchReport) error {
 	if err := os.WriteFile(filepath.Join(dir, resultsFile), js, 0o644); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, plotFile))
+	if err := writeSVG(filepath.Join(dir, plotFile), rep, writeBandwidthSVG); err != nil {
+		return err
+	}
+	if len(rep.W8) == 0 {
+		return nil
+	}
+	return writeSVG(filepath.Join(dir, w8PlotFile), rep, writeW8SVG)
+}
+
+// writeSVG creates the file at path and draws rep into it with draw.
+func writeSVG(path string, rep *benchReport, draw func(io.Writer, *benchReport) error) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	werr := writeBandwidthSVG(f, rep)
+	werr := draw(f, rep)
 	return errors.Join(werr, f.Close())
 }

@@ -2,7 +2,7 @@
 //
 //	vyrecuda info                     driver version and devices (or the simulated one)
 //	vyrecuda demo [-device auto]      a resident pipeline end to end, verified on the CPU
-//	vyrecuda bench [-out DIR] [...]   workloads W1-W6, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
+//	vyrecuda bench [-out DIR] [...]   workloads W1-W8, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
 //
 // It is built with the standard library's flag package only: the command adds
 // no dependency to the module. Exit status: 0 success, 1 failure, 2 bad usage.

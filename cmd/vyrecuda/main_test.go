@@ -39,7 +39,7 @@ func stub[T any](t *testing.T, p *T, v T) {
 // smallBench is a bench command line that runs in well under a second on sim.
 var smallBench = []string{"bench", "-device", "sim", "-repeats", "3", "-warmup", "1", "-count", "16",
 	"-small", "1KiB", "-large", "256KiB", "-allocs", "20", "-churn-steps", "300", "-launches", "7", "-sweep-min", "4KiB", "-sweep-max", "64KiB",
-	"-mixed-count", "40", "-mixed-max", "16KiB"}
+	"-mixed-count", "40", "-mixed-max", "16KiB", "-w8-sizes", "4KiB,16KiB", "-w8-steps", "5", "-w8-warmup", "1"}
 
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
@@ -272,9 +272,11 @@ func TestBenchOnSim(t *testing.T) {
 		"targets are not judged", "wrote " + filepath.Join(dir, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
-	// stderr is not a terminal here: one progress line per step.
-	assert.Equal(t, len(workloadIDs())+2*3, strings.Count(stderr, "bench: ["), stderr)
-	assert.Contains(t, stderr, fmt.Sprintf("bench: [1/%d] W1 upload", len(workloadIDs())+2*3))
+	// stderr is not a terminal here: one progress line per step (W8: one
+	// per form and size).
+	steps := len(workloadIDs()) + 2*len(w8Forms) + 2*3
+	assert.Equal(t, steps, strings.Count(stderr, "bench: ["), stderr)
+	assert.Contains(t, stderr, fmt.Sprintf("bench: [1/%d] W1 upload", steps))
 
 	js, err := os.ReadFile(filepath.Join(dir, resultsFile))
 	require.NoError(t, err)
@@ -323,6 +325,7 @@ func TestBenchOnSim(t *testing.T) {
 		assert.Equal(t, int64(4<<10)<<(2*(i%3)), p.Bytes)
 		assert.Positive(t, p.DriverPageableGBps, "the sim copies pageable memory too")
 		assert.Positive(t, p.PinnedDMAGBps)
+		assert.Nil(t, p.Meets, "the pageable copy is not a target on sim")
 		assert.Positive(t, p.GBps)
 		assert.Positive(t, p.MedianNs)
 	}
@@ -396,7 +399,7 @@ func TestBenchFailsCleanlyOnDeviceFaults(t *testing.T) {
 			s.sim.FailNth(tt.op, tt.nth, cudaapi.CUDA_ERROR_UNKNOWN)
 			ids, err := cfg.validate()
 			require.NoError(t, err)
-			rep, err := runBenchmarks(s, cfg, ids, newProgress(io.Discard))
+			rep, err := runBenchmarks(s, cfg, ids, nil, newProgress(io.Discard))
 			assert.Nil(t, rep)
 			require.ErrorIs(t, err, core.ErrDriver)
 			assert.Contains(t, err.Error(), tt.want)

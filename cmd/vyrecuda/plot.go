@@ -57,12 +57,49 @@ func writeBandwidthSVG(w io.Writer, r *benchReport) error {
 		}
 	}
 	title := fmt.Sprintf("vyrecuda bandwidth on %s (%s), median of %d runs", r.Device.Name, r.Device.Kind, r.Config.Repeats)
-	return drawPlot(w, title, drawn)
+	return drawPlot(w, plotAxes{Title: title, X: "transfer size (bytes, log scale)", Y: "bandwidth (GB/s)", Unit: "GB/s"}, drawn)
 }
+
+// writeW8SVG draws W8: the median time of a step against the bytes moved
+// each way, one solid line per form and, where -peers gave them, PyTorch's
+// three forms dashed in the colour of the form they are compared with.
+func writeW8SVG(w io.Writer, r *benchReport) error {
+	colors := map[string]string{w8Run: "#1f77b4", w8RunPinned: "#2ca02c", w8Replay: "#ff7f0e", w8Calls: "#9467bd", w8Floor: "#333333"}
+	short := map[string]string{w8Run: "Run, Go slices", w8RunPinned: "Run, pinned", w8Replay: "Graph.Replay, pinned",
+		w8Calls: "three calls", w8Floor: "floor (raw driver)"}
+	var ss []series
+	for _, f := range w8Forms {
+		s := series{Name: short[f.ID], Color: colors[f.ID]}
+		for _, row := range r.W8 {
+			if row.Form == f.ID {
+				s.X, s.Y = append(s.X, float64(row.Bytes)), append(s.Y, float64(row.MedianNs)/1e3)
+			}
+		}
+		if len(s.X) > 0 {
+			ss = append(ss, s)
+		}
+	}
+	if p := r.PeersW8; p != nil {
+		for _, pf := range []struct{ form, peer string }{{w8Run, peerPageable}, {w8RunPinned, peerPinned}, {w8Replay, peerGraph}} {
+			s := series{Name: "PyTorch " + pf.peer, Color: colors[pf.form], Dash: "6 4"}
+			for _, row := range p.Rows {
+				if ns := p.median(row.Bytes, pf.peer); ns > 0 {
+					s.X, s.Y = append(s.X, float64(row.Bytes)), append(s.Y, float64(ns)/1e3)
+				}
+			}
+			ss = append(ss, s)
+		}
+	}
+	title := fmt.Sprintf("W8 inference step on %s (%s), median of %d steps", r.Device.Name, r.Device.Kind, r.Config.W8Steps)
+	return drawPlot(w, plotAxes{Title: title, X: "bytes each way (log scale)", Y: "time per step (us)", Unit: "us"}, ss)
+}
+
+// plotAxes names a plot, its axes and the unit of its y values.
+type plotAxes struct{ Title, X, Y, Unit string }
 
 // drawPlot writes a line chart with a log2 x axis of byte sizes and a linear
 // y axis starting at zero.
-func drawPlot(w io.Writer, title string, ss []series) error {
+func drawPlot(w io.Writer, ax plotAxes, ss []series) error {
 	bw := bufio.NewWriter(w)
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
 	for _, s := range ss {
@@ -88,7 +125,7 @@ func drawPlot(w io.Writer, title string, ss []series) error {
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
 <rect width="100%%" height="100%%" fill="white"/>
 <text x="%d" y="28" text-anchor="middle" font-size="15">%s</text>
-`, plotW, plotH, plotW, plotH, plotW/2, esc(title))
+`, plotW, plotH, plotW, plotH, plotW/2, esc(ax.Title))
 
 	// Horizontal grid and y labels.
 	for v := 0.0; v <= ytop*(1+1e-9); v += ystep {
@@ -111,8 +148,8 @@ func drawPlot(w io.Writer, title string, ss []series) error {
 	}
 	// Axes and their labels.
 	fmt.Fprintf(bw, `<path d="M%.1f %.1f V%.1f H%.1f" fill="none" stroke="black"/>`+"\n", x0, y1, y0, x1)
-	fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">transfer size (bytes, log scale)</text>`+"\n", (x0+x1)/2, plotH-22)
-	fmt.Fprintf(bw, `<text transform="translate(22 %.1f) rotate(-90)" text-anchor="middle">bandwidth (GB/s)</text>`+"\n", (y0+y1)/2)
+	fmt.Fprintf(bw, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, plotH-22, esc(ax.X))
+	fmt.Fprintf(bw, `<text transform="translate(22 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (y0+y1)/2, esc(ax.Y))
 
 	// Lines and points with tooltips.
 	for _, s := range ss {
@@ -125,8 +162,8 @@ func drawPlot(w io.Writer, title string, ss []series) error {
 		}
 		fmt.Fprintf(bw, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), s.Color, dashAttr(s.Dash))
 		for j := range s.X {
-			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s at %.2f GB/s</title></circle>`+"\n",
-				px(s.X[j]), py(s.Y[j]), s.Color, esc(s.Name), esc(formatBytes(uint64(s.X[j]))), s.Y[j])
+			fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s at %.2f %s</title></circle>`+"\n",
+				px(s.X[j]), py(s.Y[j]), s.Color, esc(s.Name), esc(formatBytes(uint64(s.X[j]))), s.Y[j], esc(ax.Unit))
 		}
 	}
 	// The legend, on a white box drawn over the lines so it stays readable.

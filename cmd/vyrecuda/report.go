@@ -16,6 +16,7 @@ import (
 const (
 	resultsFile = "results.json"
 	plotFile    = "bandwidth.svg"
+	w8PlotFile  = "w8.svg" // written when W8 ran
 )
 
 // Sweep directions.
@@ -33,6 +34,8 @@ type benchReport struct {
 	Device    deviceReport     `json:"device"`
 	Config    benchConfig      `json:"config"`
 	Workloads []workloadResult `json:"workloads"`
+	W8        []w8Row          `json:"w8,omitempty"`
+	PeersW8   *w8Peers         `json:"peers_w8,omitempty"` // PyTorch's W8 figures, from -peers
 	Sweep     []sweepPoint     `json:"sweep"`
 }
 
@@ -104,6 +107,9 @@ type sweepPoint struct {
 	// PinnedDMAGBps is one DMA of the same size from or into page-locked
 	// memory, fenced alone: the ceiling for any staging scheme.
 	PinnedDMAGBps float64 `json:"pinned_dma_gbps,omitempty"`
+	// Meets says whether the library reached the driver's pageable copy
+	// (at least 1.0x); only on a GPU, where that copy was measured.
+	Meets *bool `json:"meets,omitempty"`
 }
 
 func (r *benchReport) setHost() {
@@ -160,15 +166,16 @@ func printTable(w io.Writer, r *benchReport) {
 		}
 		tw.Flush()
 	}
+	printW8(w, r)
 	if len(r.Sweep) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nsweep\tsize\tmedian\tmin\tmax\tGB/s (median)\tdriver pageable GB/s\tx pageable\tpinned DMA GB/s\tof DMA\tCPU ms/GB")
+		fmt.Fprintln(tw, "\nsweep\tsize\tmedian\tmin\tmax\tGB/s (median)\tdriver pageable GB/s\tx pageable\tpinned DMA GB/s\tof DMA\tCPU ms/GB\t>= 1x pageable")
 		for _, p := range r.Sweep {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", p.Direction, formatBytes(uint64(p.Bytes)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Direction, formatBytes(uint64(p.Bytes)),
 				formatDuration(time.Duration(p.MedianNs)), formatDuration(time.Duration(p.MinNs)),
 				formatDuration(time.Duration(p.MaxNs)), p.GBps,
 				optFloat(p.DriverPageableGBps), ratio(p.GBps, p.DriverPageableGBps, "x"),
-				optFloat(p.PinnedDMAGBps), ratio(p.GBps*100, p.PinnedDMAGBps, "%"), optFloat(p.CPUMsPerGB))
+				optFloat(p.PinnedDMAGBps), ratio(p.GBps*100, p.PinnedDMAGBps, "%"), optFloat(p.CPUMsPerGB), meetsText(p.Meets))
 		}
 		tw.Flush()
 	}
@@ -197,15 +204,7 @@ func work(c runCounts) string {
 	return fmt.Sprintf("%.4g -> %.4g copies", c.RequestedCopies, c.DeviceCopies)
 }
 
-func status(x workloadResult) string {
-	switch {
-	case x.Meets == nil:
-		return "-"
-	case *x.Meets:
-		return "meets"
-	}
-	return "misses"
-}
+func status(x workloadResult) string { return meetsText(x.Meets) }
 
 // optFloat prints v with two decimals, or "-" when it was not measured.
 func optFloat(v float64) string {

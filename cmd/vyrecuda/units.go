@@ -29,6 +29,34 @@ func (s *sizeFlag) Set(v string) error {
 	return nil
 }
 
+// sizeListFlag is a comma-separated list of sizes, such as 16KiB,2MiB; a
+// value replaces the whole list.
+type sizeListFlag []int
+
+func (s *sizeListFlag) String() string {
+	parts := make([]string, len(*s))
+	for i, n := range *s {
+		parts[i] = strings.ReplaceAll(formatBytes(uint64(n)), " ", "")
+		if strings.Contains(parts[i], ".") { // not a whole unit: plain bytes parse back
+			parts[i] = strconv.Itoa(n)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *sizeListFlag) Set(v string) error {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := parseSize(f)
+		if err != nil {
+			return err
+		}
+		out = append(out, n)
+	}
+	*s = out
+	return nil
+}
+
 // parseSize parses a positive byte count with an optional binary suffix.
 func parseSize(v string) (int, error) {
 	num, shift := strings.TrimSpace(v), uint(0)

@@ -52,7 +52,12 @@ func (t target) met(r workloadResult) bool {
 	return true
 }
 
-// workloadIDs lists the workloads in the order bench runs them.
+// w8ID is the inference step (w8.go), which -workloads selects like the
+// others; it is measured in forms and sizes, each a row, not as one body.
+const w8ID = "W8"
+
+// workloadIDs lists the workloads measured as one body each, in the order
+// bench runs them (W8 comes after them).
 // W4B is W4 through the Backend's own device pool rather than the optimizer
 // dispatcher's, for callers that use Backend.Alloc directly.
 // W4C is the allocation churn (package internal/churn) through the Backend.
