@@ -63,8 +63,12 @@ func prepareW8Form(id string, f *w8Fixture, drv core.Driver) (body w8Body, ok bo
 		}
 		return w8Body{step: step, in: in, out: func() []byte { return dst[0] }, close: none}, true, nil
 	case w8Replay:
-		in, dst := f.pinIn.Bytes()[:n], [][]byte{f.pinOut.Bytes()[:0]}
-		g, err := f.b.Capture(f.batch(in))
+		// The read's destination is given at capture (Batch.Into), so each
+		// replay lands it in the pinned output by DMA.
+		in, dst := f.pinIn.Bytes()[:n], [][]byte(nil)
+		batch := f.batch(in)
+		batch.Into = [][]byte{f.pinOut.Bytes()[:n]}
+		g, err := f.b.Capture(batch)
 		if err != nil {
 			return w8Body{}, false, err
 		}
