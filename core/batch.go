@@ -166,7 +166,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte)
 			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
-	if err = b.xfer.PlanBatch(op, &pl.xfer); err != nil {
+	if err = b.xfer.PlanBatch(op, &pl.xfer, false); err != nil {
 		return nil, err
 	}
 	rd := pl.xfer.Rd

@@ -57,10 +57,11 @@ func TestBatchTransfersArePlanned(t *testing.T) {
 	assert.Greater(t, dev.CallCounts()[sim.OpMemcpyHtoDAsync]-before, uint64(1), "8 MiB staged in several DMAs")
 }
 
-// TestCapturedBatchKeepsPerCopyPath: a captured graph of a batch the
-// planner would pack replays correctly with new upload bytes each time,
-// through the per-copy path (no scatter or gather in the graph).
-func TestCapturedBatchKeepsPerCopyPath(t *testing.T) {
+// TestCapturedBatchRecordsThePackedPlan: a captured graph of a batch the
+// planner packs records the packed plan Run would choose (one scatter and
+// one gather launch, a few DMAs instead of one per item) and replays it
+// correctly with new upload bytes each time.
+func TestCapturedBatchRecordsThePackedPlan(t *testing.T) {
 	b, _ := openSim(t, sim.Config{TotalMemory: 64 << 20})
 	const n = 40
 	var ups []core.UploadAt
@@ -88,6 +89,8 @@ func TestCapturedBatchKeepsPerCopyPath(t *testing.T) {
 		for i := range ups {
 			require.True(t, bytes.Equal(got[i], ups[i].Data), "round %d read %d", round, i)
 		}
-		assert.Zero(t, b.Telemetry().PackedLaunches, "round %d", round)
+		tel := b.Telemetry()
+		assert.Equal(t, uint64(2), tel.PackedLaunches, "round %d: one scatter and one gather", round)
+		assert.Less(t, tel.DeviceCopies, uint64(n), "round %d: packed, not one DMA per item", round)
 	}
 }

@@ -21,7 +21,9 @@ import (
 // Every buffer the batch names stays in flight from Capture until Close:
 // Free refuses it with ErrInFlight, and Backend.Close refuses while
 // any Graph is open. The graph also owns the pinned staging its copies read
-// and write, for its whole life.
+// and write, for its whole life, and holds the memory pinned through the
+// Backend that its uploads read and its reads write directly (see Batch):
+// PinnedBuffer.Free and UnpinHostBuffer refuse that memory until Close.
 //
 // A Graph is safe for concurrent use; replays of one Graph are serialized:
 // Replay waits for a Replay running on another goroutine, and both Replay
@@ -35,16 +37,18 @@ type Graph struct {
 	mu     sync.Mutex // serializes replays and Close; guards closed
 	closed bool
 
-	pl   *batchPlan      // the captured batch; pl.pinned are the graph's in-flight marks
-	dev  *capture.Graph  // the device graphs; nil when the batch has no device work
-	up   hostmem.Staging // upload staging the graph's copies read
-	rdst hostmem.Staging // read staging the graph's copies write
+	pl  *batchPlan      // the captured batch; pl.pinned are the graph's in-flight marks
+	dev *capture.Graph  // the device graphs; nil when the batch has no device work
+	up  hostmem.Staging // upload staging the graph's copies read (the reads' is pl.xfer.Rd's)
 }
 
 // Capture validates batch like Run (same errors; nothing changes on
 // refusal) and records its clears, fills, uploads, steps and reads once, by
 // stream capture of the path Run queues them on, into an executable device
-// graph. It runs nothing on the device: it uploads the executable graph
+// graph. The transfers are recorded as Run would plan them: many small
+// uploads or reads become one DMA and one scatter or gather launch, and
+// copies from or into pinned memory are DMAs straight to or from it; give
+// the reads' destinations in Batch.Into for that. It runs nothing on the device: it uploads the executable graph
 // (when the driver can, GraphUploader) and waits for that upload, so the
 // first replay costs what every other one does. Replay the Graph with
 // Replay or ReplayAsync, and Close it to release what it holds.
@@ -74,12 +78,10 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Graph{b: b, op: op, pl: pl, up: hostmem.NewStaging(b.hostPool), rdst: hostmem.NewStaging(b.hostPool)}
+	g := &Graph{b: b, op: op, pl: pl, up: hostmem.NewStaging(b.hostPool)}
 	if pl.work() > 0 {
 		if err := g.record(op, gd); err != nil {
-			g.up.ReturnAll()
-			g.rdst.ReturnAll()
-			b.xfer.ReleaseBatch(&pl.xfer)
+			g.release()
 			b.store.unpinEntries(op, pl.pinned)
 			return nil, err
 		}
@@ -113,28 +115,31 @@ func cloneBatch(batch *Batch) *Batch {
 // releases the staging and the marks; nothing was run.
 func (g *Graph) record(op string, gd GraphDriver) error {
 	b, pl := g.b, g.pl
-	var pack capture.Pack
 	tb := &pl.xfer
-	if tb.UpBytes > 0 {
-		spans, err := capture.Layout(op, tb.Ups, tb.FusedUps)
-		if err != nil {
-			return err
-		}
-		stage, err := g.up.Slice(op, int(tb.UpBytes))
-		if err != nil {
-			return err
-		}
-		pack = capture.Pack{Stage: stage, Ups: tb.Ups, Spans: spans}
+	// The plan Run would choose, in one part: many small copies become one
+	// DMA and a scatter or gather launch, recorded as graph nodes.
+	if err := b.xfer.PlanBatch(op, tb, true); err != nil {
+		return err
 	}
-	if tb.NonEmptyReads > 0 {
-		stage, err := g.rdst.Slice(op, int(tb.FusedRds.Bytes))
+	stage, err := b.xfer.StageBatch(op, tb, &g.up)
+	if tb.Rd != nil {
+		tb.Rd.Keep() // every replay lands its reads in this staging
+	}
+	if err != nil {
+		return err
+	}
+	var pack capture.Pack
+	if tb.UpBytes > 0 {
+		starts, workers := tb.UploadStaging()
+		spans, err := capture.Layout(op, tb.Ups, tb.FusedUps, starts)
 		if err != nil {
 			return err
 		}
-		tb.Rd.UseStaging(stage)
+		pack = capture.Pack{Stage: stage, Ups: tb.Ups, Spans: spans, Workers: workers, Linger: b.xfer.Tuning().Linger}
+		pack.Prepare()
 	}
 	queue := func(s Stream) error {
-		if err := b.queueBatch(op, s, pl, pack.Stage, 0, 0); err != nil {
+		if err := b.queueBatch(op, s, pl, stage, 0, 0); err != nil {
 			return err
 		}
 		return nil
@@ -261,7 +266,22 @@ func (g *Graph) usable(op string) error {
 // held is what a failed replay's work may touch, the graph's staging and
 // buffers, handed to the quarantine when its stream cannot be drained.
 func (g *Graph) held(op string) streams.Hold {
-	return g.b.xfer.Hold(op, held{St: []*hostmem.Staging{&g.up, &g.rdst}, Bufs: g.pl.pinned, RegionsOf: &g.pl.xfer.Regions})
+	tb := &g.pl.xfer
+	h := held{St: []*hostmem.Staging{&g.up}, Bufs: g.pl.pinned, Dev: tb.DevStaging(), RegionsOf: &tb.Regions}
+	if tb.Rd != nil {
+		h.St = append(h.St, tb.Rd.Staging())
+	}
+	return g.b.xfer.Hold(op, h)
+}
+
+// release gives back the staging the graph holds (host and device) and the
+// pending uses of the pinned memory its direct copies touch.
+func (g *Graph) release() {
+	g.up.ReturnAll()
+	if rd := g.pl.xfer.Rd; rd != nil {
+		rd.Drop()
+	}
+	g.b.xfer.ReleaseBatch(&g.pl.xfer)
 }
 
 // Close destroys the device graph and releases the staging and the
@@ -290,9 +310,7 @@ func (g *Graph) Close() error {
 		}
 	}
 	g.closed = true
-	g.up.ReturnAll()
-	g.rdst.ReturnAll()
-	g.b.xfer.ReleaseBatch(&g.pl.xfer)
+	g.release()
 	g.b.store.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil

@@ -66,7 +66,7 @@ func (r *rig) device() capture.Device {
 }
 
 func (r *rig) spec(t *testing.T) capture.Spec {
-	spans, err := capture.Layout("Capture", r.ups, r.fused)
+	spans, err := capture.Layout("Capture", r.ups, r.fused, nil)
 	require.NoError(t, err)
 	queue := func(s driver.Stream) error {
 		if err := r.dev.MemsetD8Async(r.buf, 0xaa, bufLen, s); err != nil {

@@ -3,7 +3,9 @@ package capture
 import (
 	"fmt"
 	"sort"
+	"time"
 
+	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/fusion"
 )
@@ -18,27 +20,84 @@ type Span struct {
 
 // Pack is the packed upload table of a Graph: before every launch, Copy
 // copies the current bytes of each of Ups to its span of Stage, the
-// staging the captured copies read. The caller owns Stage and the bytes of
-// Ups and keeps them valid (their lengths unchanged) while the Graph lives.
-// The zero Pack copies nothing.
+// staging the captured copies read, on up to Workers goroutines (the
+// calling one among them) when the spans lie apart. The caller owns Stage
+// and the bytes of Ups and keeps them valid (their lengths unchanged)
+// while the Graph lives. The zero Pack copies nothing.
 type Pack struct {
-	Stage []byte
-	Ups   []fusion.UploadCopy
-	Spans []Span
+	Stage   []byte
+	Ups     []fusion.UploadCopy
+	Spans   []Span
+	Workers int
+	Linger  time.Duration
+	// apart says no two spans overlap (set by Prepare), so they may be
+	// copied in any order.
+	apart bool
+	// ends[i] is the bytes of spans [0, i], for splitting among workers.
+	ends []int
+}
+
+// packParallelMin is the bytes from which Copy splits the spans among
+// goroutines: one thread copies about 10 GB/s, so 4 MiB took about 0.4 ms.
+const packParallelMin = 256 << 10
+
+// Prepare readies p for Copy once its fields are set.
+func (p *Pack) Prepare() {
+	p.ends = make([]int, len(p.Spans))
+	total := 0
+	for i, s := range p.Spans {
+		total += len(p.Ups[s.Src].Data)
+		p.ends[i] = total
+	}
+	p.apart = spansApart(p.Spans, p.Ups)
 }
 
 // Copy copies the current bytes of each upload to its span of Stage, in
-// order. (A fused copy that merges several uploads holds the bytes they
-// had when it was fused, so the staging cannot be packed from the fused
-// copies.)
+// order where spans overlap (the later upload wins). (A fused copy that
+// merges several uploads holds the bytes they had when it was fused, so
+// the staging cannot be packed from the fused copies.)
 func (p *Pack) Copy() {
-	for _, s := range p.Spans {
+	n := len(p.Spans)
+	if !p.apart || p.Workers <= 1 || n < 2 || p.ends[n-1] < packParallelMin {
+		p.copySpans(0, n)
+		return
+	}
+	start := func(i int) int {
+		if i == 0 {
+			return 0
+		}
+		return p.ends[i-1]
+	}
+	copyjob.ForParts(n, p.Workers, p.Linger, start, p.ends[n-1], p.copySpans)
+}
+
+// copySpans copies spans [lo, hi).
+func (p *Pack) copySpans(lo, hi int) {
+	for _, s := range p.Spans[lo:hi] {
 		copy(p.Stage[s.Off:], p.Ups[s.Src].Data)
 	}
 }
 
+// spansApart reports whether no two spans overlap in the staging.
+func spansApart(spans []Span, ups []fusion.UploadCopy) bool {
+	idx := make([]int, len(spans))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return spans[idx[a]].Off < spans[idx[b]].Off })
+	end := 0
+	for k, i := range idx {
+		if k > 0 && spans[i].Off < end {
+			return false
+		}
+		end = spans[i].Off + len(ups[spans[i].Src].Data)
+	}
+	return true
+}
+
 // Layout maps each of ups onto the staging that the fused copies fused
-// read, laid out back to back in order: an upload lands in the fused copy
+// read, laid out back to back in order, or, when starts is not nil, fused
+// copy k at starts[k]: an upload lands in the fused copy
 // of its handle whose range holds it, at its distance from that copy's
 // start. Spans come in the order of ups, so copying each upload's bytes to
 // its span in that order leaves every fused range holding what applying
@@ -47,8 +106,8 @@ func (p *Pack) Copy() {
 // upload. Empty uploads get no span. It fails with KindInvalidArgument
 // when an upload lies in no fused copy, which fusion.FuseUploads never
 // produces.
-func Layout(op string, ups, fused []fusion.UploadCopy) ([]Span, error) {
-	spans, err := layout(ups, fused)
+func Layout(op string, ups, fused []fusion.UploadCopy, starts []int) ([]Span, error) {
+	spans, err := layout(ups, fused, starts)
 	if err != nil {
 		return nil, &errs.Error{Op: op, Kind: errs.KindInvalidArgument, Err: err,
 			Detail: "the batch's uploads do not map onto their fused copies",
@@ -57,12 +116,14 @@ func Layout(op string, ups, fused []fusion.UploadCopy) ([]Span, error) {
 	return spans, nil
 }
 
-func layout(ups, fused []fusion.UploadCopy) ([]Span, error) {
-	starts := make([]int, len(fused))
-	off := 0
-	for k, c := range fused {
-		starts[k] = off
-		off += len(c.Data)
+func layout(ups, fused []fusion.UploadCopy, starts []int) ([]Span, error) {
+	if starts == nil {
+		starts = make([]int, len(fused))
+		off := 0
+		for k, c := range fused {
+			starts[k] = off
+			off += len(c.Data)
+		}
 	}
 	spans := make([]Span, 0, len(ups))
 	for i, u := range ups {

@@ -32,7 +32,7 @@ func TestUploadLayoutLeavesWhatApplyingInOrderLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spans, err := capture.Layout("Capture", ups, fused)
+		spans, err := capture.Layout("Capture", ups, fused, nil)
 		if err != nil {
 			t.Fatalf("trial %d: %v", trial, err)
 		}
@@ -77,11 +77,11 @@ func TestUploadLayoutRefusesAnUploadOutsideTheFusedCopies(t *testing.T) {
 		{{Handle: 1, Dst: 96, Data: make([]byte, 8)}},
 		{{Handle: 1, Dst: 100, Data: make([]byte, 4)}},
 	} {
-		if _, err := capture.Layout("Capture", ups, fused); !errors.Is(err, errs.ErrInvalidArgument) {
+		if _, err := capture.Layout("Capture", ups, fused, nil); !errors.Is(err, errs.ErrInvalidArgument) {
 			t.Errorf("fused %v: error %v, want an invalid argument", fused, err)
 		}
 	}
-	if s, err := capture.Layout("Capture", ups, []fusion.UploadCopy{{Handle: 0, Dst: 0, Data: make([]byte, 3)}, {Handle: 1, Dst: 96, Data: make([]byte, 12)}}); err != nil || len(s) != 1 || s[0] != (capture.Span{Src: 0, Off: 7}) {
+	if s, err := capture.Layout("Capture", ups, []fusion.UploadCopy{{Handle: 0, Dst: 0, Data: make([]byte, 3)}, {Handle: 1, Dst: 96, Data: make([]byte, 12)}}, nil); err != nil || len(s) != 1 || s[0] != (capture.Span{Src: 0, Off: 7}) {
 		t.Errorf("spans %v, %v; want one at offset 3+4", s, err)
 	}
 }

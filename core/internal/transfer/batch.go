@@ -32,22 +32,24 @@ import (
 //     chunk its own part of one block: nothing waits for a block to come
 //     free, so queueing never waits on the device.
 //
-// Direct is never chosen for a batch: RunAsync promises the caller may
-// reuse its upload slices as soon as it returns, so uploads are always
-// copied, and reads land in staging because their destinations are only
-// known when the Pending is collected. Staged reads are ruled out for the
-// same reason.
+// Direct is never chosen by the planner for a batch: RunAsync promises the
+// caller may reuse its upload slices from Go memory as soon as it returns,
+// so those are always copied, and reads land in staging unless their
+// destinations are known at submission. Copies whose host side lies in
+// memory pinned through the Backend are taken out before planning and
+// moved by DMA directly (batchdirect.go). Staged reads are ruled out: the
+// batch's one fence comes after its last read.
 //
-// A captured Graph (Backend.Capture) keeps the per-copy path: its replays
-// copy the caller's current upload bytes into graph-owned staging before
-// launching the graph, which cannot overlap a DMA inside the graph, and
-// its staging is laid out for per-copy DMAs. A Batch never planned
-// (PlanBatch) is queued that way.
+// A captured Graph (Backend.Capture) records the plan Run would choose,
+// in one part (PlanBatch with graph set): its replays copy the caller's
+// current upload bytes into the graph's staging before launching the
+// graph, which cannot overlap a DMA inside the graph. A Batch never
+// planned (PlanBatch) is queued per copy.
 
 // Batch is the transfers of one batch: its uploads and reads, validated
 // by the caller, fused (Fuse), and, once planned (PlanBatch), their plans
 // and the device staging of packed plans. A Batch that was never planned
-// (x == nil, as a captured Graph's) is queued per copy.
+// (x == nil) is queued per copy.
 type Batch struct {
 	Ups           []fusion.UploadCopy // the non-empty uploads, in batch order
 	FusedUps      []fusion.UploadCopy
@@ -125,13 +127,19 @@ type batchXfer struct {
 }
 
 // PlanBatch chooses the plans of tb's uploads and reads and loads the
-// kernels a packed plan needs. On failure tb stays unplanned.
-func (e *Engine[E]) PlanBatch(op string, tb *Batch) error {
+// kernels a packed plan needs. For a graph (captured, then replayed with
+// its host copies made before each launch) a staged upload is moved in one
+// copy and a packed one in one part: nothing on the host can run between
+// a graph's nodes. On failure tb stays unplanned.
+func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	x := &batchXfer{t: e.tune}
 	if tb.UpBytes > 0 {
 		n := len(tb.FusedUps)
 		x.up = x.t.Choose(xferplan.Request{Dir: xferplan.Upload, Copies: n, Bytes: int64(tb.UpBytes),
-			PackedBytes: PackedBound(n, tb.UpBytes), Streamable: n == 1})
+			PackedBytes: PackedBound(n, tb.UpBytes), Streamable: n == 1 && !graph})
+		if graph && x.up.Kind == xferplan.Packed {
+			x.up.Parts = 1
+		}
 	}
 	if tb.NonEmptyReads > 0 {
 		n := len(tb.FusedRds.Copies)
@@ -368,6 +376,20 @@ func (e *Engine[E]) queueFusedReads(s driver.Stream, tb *Batch) (string, error) 
 		x.dmas += uint64(len(tb.FusedRds.Copies))
 	}
 	return "", nil
+}
+
+// UploadStaging returns where each fused upload's bytes start in the
+// upload staging of a planned and staged tb (the packed block's offsets,
+// or nil when they lie back to back), and the goroutines its plan copies
+// them with.
+func (tb *Batch) UploadStaging() (starts []int, workers int) {
+	if tb.x == nil {
+		return nil, 1
+	}
+	if tb.x.up.Kind == xferplan.Packed {
+		starts = tb.x.upLay.Offs
+	}
+	return starts, tb.x.up.Workers
 }
 
 // DevStaging returns the device staging tb holds, for a quarantine (nil

@@ -204,7 +204,7 @@ func TestEngineQueuesABatchsTransfers(t *testing.T) {
 			reqs = append(reqs, fusion.ReadbackCopy{Handle: 1}) // an empty read
 			tb.NonEmptyReads = len(bufs)
 			require.NoError(t, tb.Fuse("Run", reqs))
-			require.NoError(t, r.e.PlanBatch("Run", tb))
+			require.NoError(t, r.e.PlanBatch("Run", tb, false))
 			up := hostmem.NewStaging(r.host)
 			defer up.ReturnAll()
 			stage, err := r.e.StageBatch("Run", tb, &up)

@@ -40,6 +40,8 @@ type Read struct {
 	unpacked bool
 	// split: copyOut splits each copy over the plan's goroutines.
 	split bool
+	// kept: a graph reuses the staging; release gives nothing back (Keep).
+	kept bool
 	// drain, when set, is where a readback of many requests puts each
 	// request's bytes (drain.go, packedread.go); drained says they are all
 	// there.
@@ -167,6 +169,9 @@ func (g *Read) eachRun(first, n int, f func(lo, hi int)) {
 // instead, which gives them back once the lines the device wrote are
 // evicted; the call returns meanwhile.
 func (g *Read) release() {
+	if g.kept {
+		return
+	}
 	for i, p := range g.ints {
 		PutInts(p)
 		g.ints[i] = nil
@@ -216,6 +221,16 @@ func (g *Read) Release() { g.release() }
 // Staging returns the pinned staging the read lands in, for a quarantine
 // of the work that writes it.
 func (g *Read) Staging() *hostmem.Staging { return &g.st }
+
+// Keep has Release give nothing back, for a read whose staging a captured
+// graph reuses at every replay; Drop gives it back (at the graph's Close).
+func (g *Read) Keep() { g.kept = true }
+
+// Drop gives back the staging of a read Keep kept.
+func (g *Read) Drop() {
+	g.kept = false
+	g.release()
+}
 
 // UseStaging has the requests land in stage, staging the caller owns (a
 // captured graph's), laid out as the batch's fused reads are.
