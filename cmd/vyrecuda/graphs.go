@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 
 	"github.com/vyre-go/vyrecuda/core"
 )
@@ -62,6 +64,96 @@ func prepareCapture(b *core.Backend, cfg benchConfig) (func() error, func() erro
 			errs = append(errs, g.Close())
 		}
 		return errors.Join(append(errs, l.cleanup())...)
+	}
+	return body, cleanup, nil
+}
+
+// W1G: W1's upload captured once (Backend.Capture), then one Graph.Replay
+// per run: the replay packs the current bytes of every upload into the
+// graph's staging and launches the recorded DMA and scatter. Each run
+// changes one upload's bytes first, and cleanup reads every buffer back
+// and compares, so a replay that moved stale bytes fails the bench.
+func prepareGraphUpload(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	hs, err := allocMany(b, cfg.Count, cfg.Small)
+	if err != nil {
+		return nil, nil, err
+	}
+	ups := make([]core.UploadAt, len(hs))
+	for i, h := range hs {
+		ups[i] = core.UploadAt{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+	}
+	g, err := b.Capture(core.Batch{Uploads: ups})
+	if err != nil {
+		return nil, nil, errors.Join(err, freeAll(b, hs))
+	}
+	run := 0
+	body := func() error {
+		ups[run%len(ups)].Data[0]++
+		run++
+		_, err := g.Replay(nil)
+		return err
+	}
+	cleanup := func() error {
+		err := g.Close()
+		if err == nil {
+			err = checkUploads(b, ups)
+		}
+		return errors.Join(err, freeAll(b, hs))
+	}
+	return body, cleanup, nil
+}
+
+// checkUploads reads every upload's buffer back and compares it with the
+// upload's bytes.
+func checkUploads(b *core.Backend, ups []core.UploadAt) error {
+	rs := make([]core.Range, len(ups))
+	for i, u := range ups {
+		rs[i] = core.Range{Buf: u.Buf, Offset: u.Offset, Len: len(u.Data)}
+	}
+	got, err := b.DownloadMany(rs, nil)
+	if err != nil {
+		return err
+	}
+	for i, u := range ups {
+		if !bytes.Equal(got[i], u.Data) {
+			return fmt.Errorf("upload %d: the device holds other bytes than the last replay moved", i)
+		}
+	}
+	return nil
+}
+
+// W3G: W3's readback captured once, then one Graph.Replay per run into
+// reused slots: the recorded gather and DMA, then the unpack into the
+// slots. The last run's slots are compared with what was uploaded.
+func prepareGraphReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	hs, err := allocMany(b, cfg.Count, cfg.Small)
+	if err != nil {
+		return nil, nil, err
+	}
+	ups := make([]core.UploadAt, len(hs))
+	for i, h := range hs {
+		ups[i] = core.UploadAt{Buf: h, Data: pattern(cfg.Small, uint32(i))}
+	}
+	if err := b.Upload(ups...); err != nil {
+		return nil, nil, errors.Join(err, freeAll(b, hs))
+	}
+	g, err := b.Capture(core.Batch{Reads: wholeRanges(hs)})
+	if err != nil {
+		return nil, nil, errors.Join(err, freeAll(b, hs))
+	}
+	var dst [][]byte
+	body := func() (err error) {
+		dst, err = g.Replay(dst)
+		return err
+	}
+	cleanup := func() error {
+		err := g.Close()
+		for i, u := range ups {
+			if err == nil && (len(dst) != len(ups) || !bytes.Equal(dst[i], u.Data)) {
+				err = fmt.Errorf("read %d: the replay returned other bytes than the buffer holds", i)
+			}
+		}
+		return errors.Join(err, freeAll(b, hs))
 	}
 	return body, cleanup, nil
 }

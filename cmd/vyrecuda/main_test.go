@@ -388,7 +388,8 @@ func TestBenchFailsCleanlyOnDeviceFaults(t *testing.T) {
 	}{
 		{sim.OpMemAlloc, 1, "W1: "},
 		{sim.OpMemcpyHtoDAsync, 2, "W1: "},
-		{sim.OpMemcpyDtoHAsync, 3, "W3: "},
+		{sim.OpMemcpyDtoHAsync, 3, "W1G: "}, // W1G's check reads its buffers back
+		{sim.OpMemcpyDtoHAsync, 11, "W3: "},
 		{sim.OpLaunch, 5, "W5: "},
 		{sim.OpStreamSynchronize, 12, ""},
 	}

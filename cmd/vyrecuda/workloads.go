@@ -61,10 +61,11 @@ const w8ID = "W8"
 // W4B is W4 through the Backend's own device pool rather than the optimizer
 // dispatcher's, for callers that use Backend.Alloc directly.
 // W4C is the allocation churn (package internal/churn) through the Backend.
-// W5G replays W5 from a CUDA graph, and W5C times capturing it. W7U and W7D
+// W1G and W3G replay W1's upload and W3's readback from CUDA graphs. W5G
+// replays W5 from a CUDA graph, and W5C times capturing it. W7U and W7D
 // are W7's upload and readback halves.
 func workloadIDs() []string {
-	return []string{"W1", "W2", "W3", "W4", "W4B", "W4C", "W5", "W5G", "W5C", "W6", "W7U", "W7D"}
+	return []string{"W1", "W1G", "W2", "W3", "W3G", "W4", "W4B", "W4C", "W5", "W5G", "W5C", "W6", "W7U", "W7D"}
 }
 
 // newWorkload builds workload id for cfg; id comes from workloadIDs.
@@ -79,6 +80,13 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Target:  target{Text: "<= 200 us", MaxRun: 200 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyUpload(b, cfg) },
 		}
+	case "W1G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("W1's upload replayed from a CUDA graph (%d x %s)", cfg.Count, small),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphUpload(b, cfg) },
+		}
 	case "W2":
 		return workload{
 			ID: id, Title: fmt.Sprintf("upload %s from a Go slice", large),
@@ -92,6 +100,13 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
 			Target:  target{Text: "<= 200 us", MaxRun: 200 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyReadback(b, cfg) },
+		}
+	case "W3G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("W3's readback replayed from a CUDA graph (%d x %s)", cfg.Count, small),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphReadback(b, cfg) },
 		}
 	case "W4":
 		return workload{
