@@ -34,6 +34,7 @@ type Engine[E any] struct {
 	kernel     func(op string, k Kernel) (driver.Function, error)
 	holdBufs   func(items []streams.Item, op string, bufs []E) []streams.Item
 	mapsTables bool
+	pageable   driver.PageableCopier // small pageable uploads (PageableMax); nil: none
 	scratch    ScratchPool[E]
 }
 
@@ -69,8 +70,12 @@ type Config[E any] struct {
 
 // New returns an Engine over c.
 func New[E any](c Config[E]) *Engine[E] {
-	return &Engine[E]{drv: c.Driver, host: c.Host, dev: c.Dev, launch: c.Launch, tel: c.Counters, pinned: c.Pinned,
+	e := &Engine[E]{drv: c.Driver, host: c.Host, dev: c.Dev, launch: c.Launch, tel: c.Counters, pinned: c.Pinned,
 		tune: c.Tuning.WithDefaults(), kernel: c.Kernel, holdBufs: c.HoldBuffers, mapsTables: mappedTables(c.Driver)}
+	if pc, ok := c.Driver.(driver.PageableCopier); ok && !c.Tuning.NoPageable && inlineCopies(c.Driver) {
+		e.pageable = pc
+	}
+	return e
 }
 
 // Tuning returns the engine's tuning, defaults filled in.
@@ -171,6 +176,13 @@ func noPackRoom(err error) error {
 		return errNoPackRoom
 	}
 	return err
+}
+
+// inlineCopies reports whether drv says small pageable copies beat the
+// staging (Capabilities.InlineCopies).
+func inlineCopies(drv driver.Driver) bool {
+	cr, ok := drv.(driver.CapabilityReporter)
+	return ok && cr.Capabilities().InlineCopies
 }
 
 // mappedTables reports whether drv's kernels read memory from HostAlloc at

@@ -40,6 +40,7 @@ type Tuning struct {
 	InlineStaged bool            // test-only: staged readbacks always evict in their copy out
 	InlineParts  bool            // test-only: readbacks in parts always evict in their copy-out
 	SyncEach     bool            // test-only: fence after every queued packed operation
+	NoPageable   bool            // small uploads never use the driver's pageable copy (PageableMax)
 }
 
 // referenceModel is the planner's model unless the tuning names another.
