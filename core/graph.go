@@ -135,7 +135,9 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 		if err != nil {
 			return err
 		}
-		pack = capture.Pack{Stage: stage, Ups: tb.Ups, Spans: spans, Workers: workers, Linger: b.xfer.Tuning().Linger}
+		t := b.xfer.Tuning()
+		cp, fence := t.PackCopy()
+		pack = capture.Pack{Stage: stage, Ups: tb.Ups, Spans: spans, Workers: workers, Linger: t.Linger, CopyFn: cp, Fence: fence}
 		pack.Prepare()
 	}
 	queue := func(s Stream) error {

@@ -30,6 +30,10 @@ type Pack struct {
 	Spans   []Span
 	Workers int
 	Linger  time.Duration
+	// CopyFn copies one upload's bytes and Fence ends a goroutine's copies
+	// (nil: the built-in copy, no fence).
+	CopyFn func(dst, src []byte)
+	Fence  func()
 	// apart says no two spans overlap (set by Prepare), so they may be
 	// copied in any order.
 	apart bool
@@ -73,8 +77,18 @@ func (p *Pack) Copy() {
 
 // copySpans copies spans [lo, hi).
 func (p *Pack) copySpans(lo, hi int) {
+	if p.CopyFn == nil {
+		for _, s := range p.Spans[lo:hi] {
+			copy(p.Stage[s.Off:], p.Ups[s.Src].Data)
+		}
+		return
+	}
 	for _, s := range p.Spans[lo:hi] {
-		copy(p.Stage[s.Off:], p.Ups[s.Src].Data)
+		d := p.Ups[s.Src].Data
+		p.CopyFn(p.Stage[s.Off:s.Off+len(d)], d)
+	}
+	if p.Fence != nil {
+		p.Fence()
 	}
 }
 

@@ -135,11 +135,12 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	x := &batchXfer{t: e.tune}
 	if tb.UpBytes > 0 {
 		n := len(tb.FusedUps)
-		x.up = x.t.Choose(xferplan.Request{Dir: xferplan.Upload, Copies: n, Bytes: int64(tb.UpBytes),
-			PackedBytes: PackedBound(n, tb.UpBytes), Streamable: n == 1 && !graph})
-		if graph && x.up.Kind == xferplan.Packed {
-			x.up.Parts = 1
+		t := x.t
+		if graph {
+			t.Plan.PackParts, t.Plan.StageMin = 1, -1
 		}
+		x.up = t.Choose(xferplan.Request{Dir: xferplan.Upload, Copies: n, Bytes: int64(tb.UpBytes),
+			PackedBytes: PackedBound(n, tb.UpBytes), Streamable: n == 1})
 	}
 	if tb.NonEmptyReads > 0 {
 		n := len(tb.FusedRds.Copies)
@@ -390,6 +391,16 @@ func (tb *Batch) UploadStaging() (starts []int, workers int) {
 		starts = tb.x.upLay.Offs
 	}
 	return starts, tb.x.up.Workers
+}
+
+// PackCopy returns how a graph's replays copy upload bytes into its
+// staging, as packed uploads do (non-temporal stores unless t.PlainPack),
+// and the fence that must follow each goroutine's copies.
+func (t *Tuning) PackCopy() (cp func(dst, src []byte), fence func()) {
+	if t.PlainPack {
+		return func(dst, src []byte) { copy(dst, src) }, func() {}
+	}
+	return func(dst, src []byte) { ntcopy.Copy(dst, src) }, ntcopy.Fence
 }
 
 // DevStaging returns the device staging tb holds, for a quarantine (nil
