@@ -108,6 +108,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.xfer = newXferEngine(b)
 	b.pdl = usePDL(drv, info, cfg)
+	registerOpen(b)
 	return b, nil
 }
 
@@ -204,6 +205,7 @@ func (b *Backend) Close() error {
 	}
 	keep(lerr)
 	b.closed = true
+	unregisterOpen(b)
 	keep(b.store.releaseAll(op))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.Close())

@@ -342,8 +342,8 @@ func (pl *batchPlan) resolveCopies(op string) error {
 		label := lay.label(lay.uploads + i)
 		if _, err := accounting.RangeEnd(u.Offset, len(u.Data), u.Buf.Len); err != nil {
 			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", label, u.Buf.ID, len(u.Data), u.Offset, u.Buf.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes: %s", label, u.Buf.ID, len(u.Data), u.Offset, u.Buf.Len, rangeWhy(u.Offset, len(u.Data), u.Buf.Len)),
+				Fix:    "keep offset+len(data) within the buffer's length"}
 		}
 		if len(u.Data) == 0 {
 			continue
@@ -362,8 +362,8 @@ func (pl *batchPlan) resolveCopies(op string) error {
 		label := lay.label(lay.reads + i)
 		if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
 			return &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-				Fix:    "keep offset+length within the buffer's length", Err: err}
+				Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes: %s", label, r.Buf.ID, r.Len, r.Offset, r.Buf.Len, rangeWhy(r.Offset, r.Len, r.Buf.Len)),
+				Fix:    "keep offset+length within the buffer's length"}
 		}
 		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
 		if r.Len == 0 {
