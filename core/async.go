@@ -127,8 +127,8 @@ func asyncTargets(op string, ups []UploadAt, ents []*residentEntry) ([]uint64, e
 		}
 		if _, err := accounting.RangeEnd(u.Offset, len(u.Data), h.Len); err != nil {
 			return nil, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", pre, h.ID, len(u.Data), u.Offset, h.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes: %s", pre, h.ID, len(u.Data), u.Offset, h.Len, rangeWhy(u.Offset, len(u.Data), h.Len)),
+				Fix:    "keep offset+len(data) within the buffer's length"}
 		}
 		if len(u.Data) == 0 {
 			continue

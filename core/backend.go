@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/stats"
@@ -95,6 +96,9 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 			"check that the driver is bound to a working device")
 	}
 	cfg.resolve(info.TotalMemory)
+	if r, ok := drv.(driver.PlanProcsReporter); ok {
+		cfg.xfer.Procs = r.PlanProcs() // the same plans, and so calls, on every host
+	}
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
 	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
 		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
@@ -104,6 +108,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	b.launch = streams.NewPool(drv, cfg.log, streams.DefaultMaxIdle)
 	b.xfer = newXferEngine(b)
 	b.pdl = usePDL(drv, info, cfg)
+	registerOpen(b)
 	return b, nil
 }
 
@@ -200,6 +205,7 @@ func (b *Backend) Close() error {
 	}
 	keep(lerr)
 	b.closed = true
+	unregisterOpen(b)
 	keep(b.store.releaseAll(op))
 	keep(b.closePrograms()) // unload Program modules (program.go); no launch can be in flight here
 	keep(b.devPool.Close())

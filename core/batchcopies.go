@@ -67,12 +67,12 @@ func copyAddr(op, label string, h Buffer, base uint64, off, n int, up bool) (uin
 	if _, err := accounting.RangeEnd(off, n, h.Len); err != nil {
 		if up {
 			return 0, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", label, h.ID, n, off, h.Len),
-				Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes: %s", label, h.ID, n, off, h.Len, rangeWhy(off, n, h.Len)),
+				Fix:    "keep offset+len(data) within the buffer's length"}
 		}
 		return 0, &Error{Op: op, Kind: KindInvalidArgument,
-			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes", label, h.ID, n, off, h.Len),
-			Fix:    "keep offset+length within the buffer's length", Err: err}
+			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes: %s", label, h.ID, n, off, h.Len, rangeWhy(off, n, h.Len)),
+			Fix:    "keep offset+length within the buffer's length"}
 	}
 	if n == 0 {
 		return 0, nil

@@ -24,6 +24,8 @@ import (
 // be done (context.Background) uses the blocking wait. While another
 // goroutine blocks in a Pending's Await, the context forms keep polling
 // until that wait ends or their context is done, whichever comes first.
+// The query that sees the work finish counts as the wait's fence in
+// Telemetry's SyncPoints, as the blocking forms' synchronization does.
 
 // waitPollMax bounds the sleep between completion queries.
 const waitPollMax = 500 * time.Microsecond
@@ -62,18 +64,35 @@ func readyCtx(op string, ctx context.Context, w *pendingWork) error {
 }
 
 // pollReady is IsReady for readyCtx: it reports false, without waiting,
-// when another goroutine holds w.mu.
+// when another goroutine holds w.mu. The query that sees the work finish
+// is the wait's fence, and counts as one, as a blocking wait's
+// synchronization does.
 func (w *pendingWork) pollReady() bool {
 	if !w.mu.TryLock() {
 		return false
 	}
 	defer w.mu.Unlock()
-	return w.query()
+	queued := w.state == pendingQueued
+	if !w.query() {
+		return false
+	}
+	if queued && w.err == nil {
+		w.b.tel.SyncPoints.Add(1)
+	}
+	return true
 }
 
 func cancelled(op string, cause error) *Error {
 	return &Error{Op: op, Kind: KindInFlight, Detail: "stopped waiting; the work is still running on the device",
 		Fix: "collect the Pending later with Await, AwaitInto or Close (its buffers stay in flight until then)", Err: cause}
+}
+
+// doneBefore reports a context that was done before anything was queued
+// (what names the step skipped): ErrInFlight wrapping ctx.Err(), as every
+// context form reports a done context.
+func doneBefore(op, what string, cause error) *Error {
+	return &Error{Op: op, Kind: KindInFlight, Detail: "the context is already done; nothing was " + what,
+		Fix: "pass a context that is not done yet", Err: cause}
 }
 
 // AwaitContext is Await that stops waiting when ctx is done; see the note
@@ -108,7 +127,8 @@ func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte,
 }
 
 // RunContext is Run that stops waiting when ctx is done. A context already
-// done queues nothing. When the wait is cancelled, the batch still runs to
+// done queues nothing and gives the same ErrInFlight wrapping ctx.Err().
+// When the wait is cancelled, the batch still runs to
 // completion; a background goroutine then collects it (its reads are
 // dropped, its buffers leave flight), and Backend.Close waits for that. dst
 // is returned unchanged on any failure.
@@ -118,8 +138,7 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	}
 	if err := ctx.Err(); err != nil {
-		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was queued",
-			Fix: "pass a live context", Err: err}
+		return dst, doneBefore(op, "queued", err)
 	}
 	if err := b.enter(op); err != nil {
 		return dst, err
@@ -143,7 +162,8 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 }
 
 // ReplayContext is Graph.Replay that stops waiting when ctx is done. A
-// context already done launches nothing. When the wait is cancelled the
+// context already done launches nothing and gives the same ErrInFlight
+// wrapping ctx.Err(). When the wait is cancelled the
 // replay keeps running; a background goroutine collects it (its reads are
 // dropped), and until it has, further replays and Graph.Close refuse with
 // ErrInFlight; Backend.Close waits for it. dst is returned unchanged on any
@@ -157,8 +177,7 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 	case ctx == nil:
 		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	case ctx.Err() != nil:
-		return dst, &Error{Op: op, Kind: KindInvalidArgument, Detail: "the context is already done; nothing was launched",
-			Fix: "pass a live context", Err: ctx.Err()}
+		return dst, doneBefore(op, "launched", ctx.Err())
 	case ctx.Done() == nil:
 		out, err := g.Replay(dst)
 		return out, withOp(op, err)

@@ -116,7 +116,8 @@ func TestRunContextForms(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = b.RunContext(ctx, core.Batch{Fills: []core.Fill{{Buf: h, Value: 4}}}, nil)
-	requireErrKind(t, err, core.ErrInvalidArgument, "nothing was queued")
+	requireErrKind(t, err, core.ErrInFlight, "nothing was queued")
+	assert.ErrorIs(t, err, context.Canceled)
 	got, err := b.Download(h.All(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []byte{3, 3, 3, 3}, got, "a done context queues nothing")
@@ -176,8 +177,48 @@ func TestGraphReplayContext(t *testing.T) {
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone()
 	_, err = g.ReplayContext(done, nil)
-	requireErrKind(t, err, core.ErrInvalidArgument, "nothing was launched")
+	requireErrKind(t, err, core.ErrInFlight, "nothing was launched")
+	assert.ErrorIs(t, err, context.Canceled)
 	var nilG *core.Graph
 	_, err = nilG.ReplayContext(context.Background(), nil)
 	requireErrKind(t, err, core.ErrInvalidArgument)
+}
+
+// TestContextWaitsCountTheirFences: a wait with a context that can be
+// done polls the work's completion instead of synchronizing its stream,
+// and each wait that sees its work finish counts one fence, as the
+// blocking forms do.
+func TestContextWaitsCountTheirFences(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	h, err := b.Alloc(4)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	batch := core.Batch{Fills: []core.Fill{{Buf: h, Value: 7}}, Reads: []core.Range{h.All()}}
+	g, err := b.Capture(batch)
+	require.NoError(t, err)
+	const n = 100
+	waits := map[string]func() ([][]byte, error){
+		"RunContext":    func() ([][]byte, error) { return b.RunContext(ctx, batch, nil) },
+		"ReplayContext": func() ([][]byte, error) { return g.ReplayContext(ctx, nil) },
+		"AwaitIntoContext": func() ([][]byte, error) {
+			p, err := b.RunAsync(batch)
+			if err != nil {
+				return nil, err
+			}
+			return p.AwaitIntoContext(ctx, nil)
+		},
+		"Run": func() ([][]byte, error) { return b.Run(batch, nil) }, // the blocking form, for reference
+	}
+	for name, wait := range waits {
+		before := b.Telemetry().SyncPoints
+		for range n {
+			out, err := wait()
+			require.NoError(t, err, name)
+			require.Equal(t, [][]byte{{7, 7, 7, 7}}, out, name)
+		}
+		assert.Equal(t, uint64(n), b.Telemetry().SyncPoints-before, name)
+	}
+	require.NoError(t, g.Close())
+	require.NoError(t, b.Free(h))
 }

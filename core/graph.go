@@ -86,6 +86,7 @@ func (b *Backend) Capture(batch Batch) (*Graph, error) {
 			return nil, err
 		}
 	}
+	graphHold(pl.pinned, 1)
 	b.graphs.Add(1)
 	return g, nil
 }
@@ -313,6 +314,7 @@ func (g *Graph) Close() error {
 	}
 	g.closed = true
 	g.release()
+	graphHold(g.pl.pinned, -1)
 	g.b.store.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
 	return nil

@@ -111,3 +111,31 @@ func mentions(n int64) string {
 	}
 	return fmt.Sprintf("%d unfinished calls", n)
 }
+
+// graphHold counts (delta 1) or stops counting (delta -1) one use of each
+// of ents as held by an open Graph, beside the in-flight marks the Graph
+// holds them with; Free's message tells those uses apart.
+func graphHold(ents []*residentEntry, delta int64) {
+	for _, e := range ents {
+		e.graphs.Add(delta)
+	}
+}
+
+// inFlightFree reports a Free of handle h refused while n unfinished uses
+// hold it, graphs of them by open Graphs: the fix names Graph.Close when a
+// Graph holds it, and the Pending otherwise.
+func inFlightFree(op string, h Buffer, n, graphs int64) *Error {
+	switch {
+	case graphs <= 0:
+		return newError(op, KindInFlight,
+			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
+			"wait for the pending work using it (Await or Close its Pending, or SynchronizeUploads) before freeing it; a Pending dropped without either is released only after a garbage collection finds it")
+	case graphs >= n:
+		return newError(op, KindInFlight,
+			fmt.Sprintf("handle %d is held by %d open Graph(s) that captured it", h.ID, graphs),
+			"close each Graph that captured it with Graph.Close before freeing it")
+	}
+	return newError(op, KindInFlight,
+		fmt.Sprintf("handle %d is held by %d open Graph(s) that captured it and used by other unfinished work (%s)", h.ID, graphs, mentions(n-graphs)),
+		"close each Graph that captured it with Graph.Close, and Await or Close the Pending of its other work, before freeing it")
+}

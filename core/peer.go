@@ -182,8 +182,8 @@ func peerRequest(op string, i int, c PeerCopy, de, se *residentEntry, sameBacken
 	}{{"destination", c.Dst, c.DstOffset, de.ptr, "DstOffset"}, {"source", c.Src, c.SrcOffset, se.ptr, "SrcOffset"}} {
 		if _, err := accounting.RangeEnd(side.off, c.Len, side.h.Len); err != nil {
 			return fusion.PeerCopy{}, &Error{Op: op, Kind: KindInvalidArgument,
-				Detail: fmt.Sprintf("copy %d %s: %d bytes at offset %d do not fit handle %d's %d bytes", i, side.what, c.Len, side.off, side.h.ID, side.h.Len),
-				Fix:    "keep " + side.fixRange + "+Len within the buffer's length", Err: err}
+				Detail: fmt.Sprintf("copy %d %s: %d bytes at offset %d do not fit handle %d's %d bytes: %s", i, side.what, c.Len, side.off, side.h.ID, side.h.Len, rangeWhy(side.off, c.Len, side.h.Len)),
+				Fix:    "keep " + side.fixRange + "+Len within the buffer's length"}
 		}
 	}
 	if sameBackend && c.Dst.ID == c.Src.ID && c.Len > 0 &&

@@ -203,9 +203,9 @@ func readFits(r Range, ptr uint64) bool {
 func readRangeError(op string, label func(i int) string, i int, r Range, ptr uint64) error {
 	if _, err := accounting.RangeEnd(r.Offset, r.Len, r.Buf.Len); err != nil {
 		return &Error{Op: op, Kind: KindInvalidArgument,
-			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes",
-				label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len),
-			Fix: "keep offset+length within the buffer's length", Err: err}
+			Detail: fmt.Sprintf("%shandle %d: range of %d bytes at offset %d does not fit its %d bytes: %s",
+				label(i), r.Buf.ID, r.Len, r.Offset, r.Buf.Len, rangeWhy(r.Offset, r.Len, r.Buf.Len)),
+			Fix: "keep offset+length within the buffer's length"}
 	}
 	if r.Len == 0 {
 		return nil

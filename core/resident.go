@@ -39,6 +39,9 @@ type residentEntry struct {
 	// while store.mu is held exclusively, which excludes new pins: that is
 	// what makes Free's check-then-remove safe.
 	inflight atomic.Int64
+	// graphs counts the uses of inflight that open Graphs hold, so Free
+	// can name Graph.Close (graphHold).
+	graphs atomic.Int64
 }
 
 // residentStore is the resident table and its byte accounting.
@@ -82,7 +85,7 @@ func (s *residentStore) init(dev *devmem.Pool, log *slog.Logger, notify CacheNot
 func (s *residentStore) lookup(op string, h Buffer) (*residentEntry, *Error) {
 	e := s.table.get(h.ID)
 	if e == nil {
-		return nil, unknownHandle(op, h)
+		return nil, s.unknownHandle(op, h)
 	}
 	if e.n != h.Len {
 		return nil, newError(op, KindUnknownHandle,
@@ -100,12 +103,6 @@ func (s *residentStore) lookupWritable(op string, h Buffer) (*residentEntry, *Er
 		return nil, staticWrite(op, h)
 	}
 	return e, err
-}
-
-func unknownHandle(op string, h Buffer) *Error {
-	return newError(op, KindUnknownHandle,
-		fmt.Sprintf("handle %d (%d bytes) is not a live buffer of this Backend", h.ID, h.Len),
-		"use a Buffer returned by this Backend's Alloc (or an OptimizerDispatcher's) and not yet freed")
 }
 
 // staticWrite reports a write into a buffer of a static upload set.
@@ -278,9 +275,7 @@ func (b *Backend) freeResident(op string, h Buffer, owner bool) error {
 	}
 	if n := b.store.uses(e); n > 0 {
 		b.store.mu.Unlock()
-		return newError(op, KindInFlight,
-			fmt.Sprintf("handle %d is used by unfinished work (%s)", h.ID, mentions(n)),
-			"wait for the pending work using it (Await or Close its Pending, or SynchronizeUploads) before freeing it; a Pending dropped without either is released only after a garbage collection finds it")
+		return inFlightFree(op, h, n, e.graphs.Load())
 	}
 	b.store.table.del(h.ID)
 	b.store.mu.Unlock()

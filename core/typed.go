@@ -51,8 +51,12 @@ func AllocSlice[T Numeric](b *Backend, n int) (Buffer, error) {
 // for the layout); len(src)*size must equal buf.Len. src is read in place:
 // no copy is made beyond the one into staging that every upload makes.
 func UploadSlice[T Numeric](b *Backend, buf Buffer, src []T) error {
+	const op = "UploadSlice"
+	if err := elementsFit(op, buf, sizeOf[T](), 0, len(src), true); err != nil {
+		return err
+	}
 	data := bytesOf(src)
-	return b.uploadCall("UploadSlice", 1, func(int) (Buffer, int, []byte) { return buf, 0, data }, true)
+	return b.uploadCall(op, 1, func(int) (Buffer, int, []byte) { return buf, 0, data }, true)
 }
 
 // UploadSliceAt copies src into buf starting at element index (byte offset
@@ -64,8 +68,39 @@ func UploadSliceAt[T Numeric](b *Backend, buf Buffer, index int, src []T) error 
 		return newError(op, KindInvalidArgument, fmt.Sprintf("element index %d of %d-byte elements", index, size),
 			"pass an element index inside the buffer")
 	}
+	if err := elementsFit(op, buf, size, index, len(src), false); err != nil {
+		return err
+	}
 	data := bytesOf(src)
 	return b.uploadCall(op, 1, func(int) (Buffer, int, []byte) { return buf, index * size, data }, false)
+}
+
+// elementsFit checks, in elements of size bytes, that n elements at
+// element index fit buf (whole: exactly fill it), so the typed uploads
+// report counts the caller passed rather than bytes. Elements of one byte
+// are bytes: the upload's own checks say the same, in the same words as
+// the byte-slice calls.
+func elementsFit(op string, buf Buffer, size, index, n int, whole bool) error {
+	if size == 1 {
+		return nil
+	}
+	if buf.Len < 0 || buf.Len%size != 0 {
+		return newError(op, KindInvalidArgument,
+			fmt.Sprintf("handle %d holds %d bytes, not a whole number of %d-byte elements", buf.ID, buf.Len, size),
+			"write it with Backend.Upload, or as an element type whose size divides its length")
+	}
+	have := buf.Len / size
+	switch {
+	case whole && n != have:
+		return newError(op, KindInvalidArgument,
+			fmt.Sprintf("handle %d holds %d elements of %d bytes but got %d elements", buf.ID, have, size, n),
+			"pass exactly the buffer's element count, or use UploadSliceAt to write part of it")
+	case !whole && (index > have || n > have-index):
+		return newError(op, KindInvalidArgument,
+			fmt.Sprintf("handle %d: %d elements at index %d do not fit its %d elements of %d bytes", buf.ID, n, index, have, size),
+			"keep index+len(src) within the buffer's element count")
+	}
+	return nil
 }
 
 // DownloadSlice reads the whole of buf as elements of T into dst's storage,

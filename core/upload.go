@@ -138,12 +138,12 @@ func uploadRangeError(op string, n, i int, h Buffer, off int, data []byte, ptr u
 		if len(data) != h.Len {
 			return newError(op, KindInvalidArgument,
 				fmt.Sprintf("%shandle %d needs exactly %d bytes but got %d", itemPrefix(n, i), h.ID, h.Len, len(data)),
-				"pass data of the buffer's length, or use Backend.Upload to write part of it")
+				"pass data of exactly the buffer's length, or use UploadSliceAt (or Upload with an Offset) to write part of it")
 		}
 	} else if _, err := accounting.RangeEnd(off, len(data), h.Len); err != nil {
 		return &Error{Op: op, Kind: KindInvalidArgument,
-			Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes", itemPrefix(n, i), h.ID, len(data), off, h.Len),
-			Fix:    "keep offset+len(data) within the buffer's length", Err: err}
+			Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes: %s", itemPrefix(n, i), h.ID, len(data), off, h.Len, rangeWhy(off, len(data), h.Len)),
+			Fix:    "keep offset+len(data) within the buffer's length"}
 	}
 	if len(data) == 0 {
 		return nil

@@ -16,10 +16,12 @@ import (
 // the hot path allocates per item. It runs the packed plan, the one many
 // items take; the per-copy plan makes a driver call per copy, and the
 // simulated device allocates for every call it queues. Helpers are parked
-// (linger off) so their timers do not count.
+// (linger off) so their timers do not count, and the plans use one copy
+// worker (as AllocsPerRun's GOMAXPROCS 1 gave them before the simulated
+// device fixed the planner's parallelism), so no helper is woken.
 func TestTransferAllocationsDoNotGrowWithItems(t *testing.T) {
 	plans := map[string]core.Option{
-		"packed": core.WithPlanTuning(xferplan.Tuning{Only: xferplan.Kinds(xferplan.Packed), PackMinCopies: 2}),
+		"packed": core.WithPlanTuning(xferplan.Tuning{Only: xferplan.Kinds(xferplan.Packed), PackMinCopies: 2, MaxWorkers: 1}),
 	}
 	for name, opt := range plans {
 		t.Run(name, func(t *testing.T) {

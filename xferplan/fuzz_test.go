@@ -6,7 +6,8 @@ import (
 )
 
 // FuzzChoose plans arbitrary requests under arbitrary tunings and models:
-// Choose never panics and every plan keeps checkPlan's promises.
+// Choose never panics and every plan keeps checkPlan's promises and
+// checkBounds' bounds.
 func FuzzChoose(f *testing.F) {
 	f.Add(uint8(0), 1, int64(1<<20), int64(0), false, true, 16, int64(0), int64(0), int64(0), int64(0), 0, 0, 0, uint8(0), 0.0, int64(0))
 	f.Add(uint8(1), 1024, int64(4<<20), int64(4<<20+40960), false, false, 2, int64(8), int64(64), int64(16), int64(16), 3, 32, 4, uint8(0), 1.0, int64(1000))
@@ -26,6 +27,9 @@ func FuzzChoose(f *testing.F) {
 		m.H2D.Latency = m.H2D.Latency + durOf(latency)
 		p := Choose(q, tu, &m, procs)
 		if err := checkPlan(q, tu, procs, p); err != nil {
+			t.Fatalf("%+v under %+v (procs %d): %+v: %v", q, tu, procs, p, err)
+		}
+		if err := checkBounds(q, tu, procs, p); err != nil {
 			t.Fatalf("%+v under %+v (procs %d): %+v: %v", q, tu, procs, p, err)
 		}
 	})

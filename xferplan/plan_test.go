@@ -358,3 +358,97 @@ func TestStagedUploadsWithoutReuseRecordNoEvents(t *testing.T) {
 	assert.Less(t, grew, time.Duration(2*p.Chunks)*time.Microsecond)
 	assert.GreaterOrEqual(t, grew, time.Duration(p.Chunks)*time.Microsecond)
 }
+
+// checkBounds states how a plan stays inside its tuning's bounds at their
+// edges: a packed plan never has more parts than copies, and has exactly
+// min(PackParts, copies) where PackParts fixes them (else at most
+// MaxChunks); a staged chunk is never over MaxChunk, even when rounding it
+// up to whole cache lines would take it past; the chunks are no more than
+// the search allows; the workers are no more than the bytes warrant.
+func checkBounds(r Request, t Tuning, maxProcs int, p Plan) error {
+	d := t.withDefaults(maxProcs)
+	if r.Copies <= 0 || r.Bytes <= 0 {
+		return nil
+	}
+	if most := d.mostWorkers(r.Bytes); p.Workers > most {
+		return fmt.Errorf("%d workers, at most %d for %d bytes", p.Workers, most, r.Bytes)
+	}
+	switch p.Kind {
+	case Packed:
+		fixed := d.PackParts > 0 && (r.Dir == Upload || r.Drainable)
+		switch {
+		case p.Parts > r.Copies:
+			return fmt.Errorf("%d parts for %d copies", p.Parts, r.Copies)
+		case fixed && p.Parts != min(d.PackParts, r.Copies):
+			return fmt.Errorf("%d parts where PackParts %d fixes %d for %d copies", p.Parts, d.PackParts, min(d.PackParts, r.Copies), r.Copies)
+		case !fixed && p.Parts > d.MaxChunks:
+			return fmt.Errorf("%d parts above MaxChunks %d", p.Parts, d.MaxChunks)
+		}
+	case Staged:
+		kmin := ceilDiv(r.Bytes, d.MaxChunk)
+		if kmin > math.MaxInt32 {
+			return nil // the search caps its chunk count: a chunk may then exceed MaxChunk
+		}
+		lines := (p.Chunk + chunkAlign - 1) &^ (chunkAlign - 1)
+		switch {
+		case p.Chunk > d.MaxChunk:
+			return fmt.Errorf("chunk %d above MaxChunk %d (%d chunks)", p.Chunk, d.MaxChunk, p.Chunks)
+		case p.Chunk >= 64*chunkAlign && lines != p.Chunk && lines <= d.MaxChunk:
+			return fmt.Errorf("chunk %d not rounded to whole cache lines though %d fits MaxChunk %d", p.Chunk, lines, d.MaxChunk)
+		case int64(p.Chunks) > max(r.Bytes/d.MinChunk, kmin+int64(d.MaxChunks)-1, kmin):
+			return fmt.Errorf("%d chunks beyond the search's bound", p.Chunks)
+		}
+	}
+	return nil
+}
+
+// edgeTuning draws a tuning for q at the edges the planner clamps: chunk
+// bounds a few bytes off whole cache lines with the request a multiple of
+// MaxChunk (so the unclamped chunk is exactly MaxChunk), part counts at,
+// around and far past the copies, and kinds forced with Only.
+func edgeTuning(r *rand.Rand, q *Request) Tuning {
+	lines := int64(64 + r.Intn(4096))
+	maxChunk := lines*chunkAlign + []int64{0, 1, 7, 63, -1}[r.Intn(5)]
+	t := Tuning{MaxChunk: maxChunk, MinChunk: maxChunk / int64(1+r.Intn(8)), MaxChunks: 1 + r.Intn(70),
+		StageMin: int64(r.Intn(2)), PackMinCopies: 1 + r.Intn(4), PackMaxMean: 1 << 40, PackMaxBytes: 1 << 50,
+		MaxWorkers: r.Intn(20), WorkerBytes: int64(1 + r.Intn(1<<16)), Blocks: r.Intn(8), MaxStaging: int64(r.Intn(1 << 26))}
+	switch r.Intn(3) {
+	case 0:
+		q.Copies = 1
+		q.Bytes = maxChunk*int64(1+r.Intn(5)) + int64(r.Intn(3)-1)
+		q.Streamable, q.Pinned = true, false
+		t.Only = Kinds(Staged)
+	case 1:
+		q.Copies = 1 + r.Intn(64)
+		q.Bytes = int64(q.Copies) * int64(1+r.Intn(1<<16))
+		q.PackedBytes = q.Bytes + int64(q.Copies)*40 + 16
+		q.Drainable = r.Intn(2) == 0
+		t.PackParts = []int{q.Copies - 1, q.Copies, q.Copies + 1, 2 * q.Copies, 1000, r.Intn(70)}[r.Intn(6)]
+		t.MinChunk = 1 + int64(r.Intn(4096))
+		t.Only = Kinds(Packed)
+	}
+	return t
+}
+
+// TestChosenPlansKeepTheirTuningsBounds checks every chosen plan against
+// its tuning's bounds for drawn tunings, edges included (edgeTuning), and
+// for drawn requests under default and drawn tunings.
+func TestChosenPlansKeepTheirTuningsBounds(t *testing.T) {
+	m := Reference()
+	r := rand.New(rand.NewSource(28))
+	seen := map[Kind]int{}
+	for i := range 30000 {
+		q := randomRequest(r)
+		tu := Tuning{}
+		if i%3 > 0 {
+			tu = edgeTuning(r, &q)
+		}
+		procs := 1 + r.Intn(32)
+		p := Choose(q, tu, &m, procs)
+		require.NoError(t, checkPlan(q, tu, procs, p), "%+v under %+v (procs %d) -> %+v", q, tu, procs, p)
+		require.NoError(t, checkBounds(q, tu, procs, p), "%+v under %+v (procs %d) -> %+v", q, tu, procs, p)
+		seen[p.Kind]++
+	}
+	assert.Positive(t, seen[Packed])
+	assert.Positive(t, seen[Staged])
+}

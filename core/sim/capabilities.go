@@ -11,3 +11,13 @@ func (d *Device) Capabilities() driver.Capabilities {
 	}
 	return d.caps
 }
+
+// PlanProcs is the number of goroutines running in parallel that a Backend
+// on a simulated device plans its transfers for, in place of
+// runtime.GOMAXPROCS: the same program then makes the same driver calls on
+// every machine, so Calls and FailNth count alike everywhere.
+const PlanProcs = 4
+
+// PlanProcs returns the package's PlanProcs. It implements
+// driver.PlanProcsReporter.
+func (d *Device) PlanProcs() int { return PlanProcs }

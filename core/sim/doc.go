@@ -37,7 +37,10 @@
 //     test can prove nothing leaked (RequireNoLeaks). RequireNoLiveResident
 //     catches a forgotten Free before Close frees it; CloseChecked
 //     does both checks around Close. ClearFaults disarms faults that never
-//     fired.
+//     fired. A Backend plans its transfers for PlanProcs goroutines
+//     (driver.PlanProcsReporter), not GOMAXPROCS, so the same program makes
+//     the same calls, and a fault armed at the nth hits the same call, on
+//     every machine.
 //   - Events measure a deterministic simulated clock (see CopyOverhead).
 //   - Graphs (the driver.GraphDriver capability): work queued on a capturing
 //     stream is recorded into an operation list, and each GraphLaunch

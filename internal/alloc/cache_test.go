@@ -316,3 +316,42 @@ func TestCacheHooksSeeBlocksEnterAndLeave(t *testing.T) {
 	require.Len(t, cached, 4)
 	require.Len(t, reused, 2, "a block given back to the device is not a reuse")
 }
+
+// TestFreedBlockThatExactlyFillsTheCapIsCached: the cap bounds the cached
+// bytes inclusively, so a block that fills it to the byte is cached (no
+// device free), and one byte less of cap sends the same block back to the
+// device. Both sides of the edge, with the cache empty and with a block
+// already in it.
+func TestFreedBlockThatExactlyFillsTheCapIsCached(t *testing.T) {
+	const n = 4096
+	size := ClassSize(n)
+	for _, already := range []uint64{0, 1} {
+		for _, slack := range []uint64{0, 1} {
+			d := newFake(1 << 30)
+			capBytes := (already+1)*size - slack
+			c := New(d, Config{Budget: 1 << 29, MaxCached: capBytes, IsOutOfMemory: isOOM})
+			var first Block
+			if already > 0 {
+				var err error
+				first, err = c.Alloc(n)
+				require.NoError(t, err)
+			}
+			b, err := c.Alloc(n)
+			require.NoError(t, err)
+			if already > 0 {
+				require.NoError(t, c.Free(first))
+			}
+			frees := d.frees
+			require.NoError(t, c.Free(b))
+			st := c.Stats()
+			if slack == 0 {
+				require.Equal(t, frees, d.frees, "cap %d: a block that exactly fills it went to the device", capBytes)
+				require.Equal(t, capBytes, st.Cached)
+			} else {
+				require.Equal(t, frees+1, d.frees, "cap %d: a block past it must go to the device", capBytes)
+				require.Equal(t, already*size, st.Cached)
+			}
+			require.LessOrEqual(t, st.Cached, capBytes)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type fakeHost struct {
 	fakes.Faults
 	// cached counts the blocks a CacheNotifier call said are in the cache.
 	cached atomic.Int64
+	// extra is added to the length of every buffer HostAlloc hands out
+	// from now on: a driver returning the wrong length.
+	extra atomic.Int64
 }
 
 func newHost() *fakeHost {
@@ -51,7 +54,7 @@ func (h *fakeHost) HostAlloc(n uint64) ([]byte, error) {
 	if n == 0 {
 		return nil, cudaapi.CUDA_ERROR_INVALID_VALUE
 	}
-	buf := make([]byte, n)
+	buf := make([]byte, int64(n)+h.extra.Load())
 	h.live[uintptr(unsafe.Pointer(&buf[0]))] = len(buf)
 	return buf, nil
 }

@@ -116,3 +116,35 @@ func TestHostPoolSpareFailuresLeaveNothingBehind(t *testing.T) {
 	require.NoError(t, p.Close())
 	requireNoLive(t, dev)
 }
+
+// TestHostPoolSpareOfTheWrongLengthIsFreed: a spare block the driver hands
+// back longer or shorter than asked is not used, and is freed at once
+// rather than left allocated and uncounted: the pool's accounting holds
+// only its real blocks, and after Close the driver holds nothing.
+func TestHostPoolSpareOfTheWrongLengthIsFreed(t *testing.T) {
+	const k, size = 2, 64 << 10
+	for _, extra := range []int64{-1, 4096} {
+		dev := newHost()
+		p := New(dev, Config{Cap: 64 << 20, Helpers: goHelpers{}})
+		blocks := make([]Block, k)
+		for i := range blocks {
+			b, err := p.Lend("test", size)
+			require.NoError(t, err)
+			blocks[i] = b
+		}
+		for _, b := range blocks {
+			p.Return(b)
+		}
+		dev.extra.Store(extra)
+		allocs, frees := dev.Count(opHostAlloc), dev.Count(opHostFree)
+		p.pinSpares(bitsIndex(size), size, k)
+		require.Greater(t, dev.Count(opHostAlloc), allocs, "extra %d: no spare was tried", extra)
+		assert.Equal(t, dev.Count(opHostAlloc)-allocs, dev.Count(opHostFree)-frees,
+			"extra %d: every spare of the wrong length is freed", extra)
+		assert.Equal(t, uint64(k*size), p.ReservedBytes(), "extra %d", extra)
+		assert.Equal(t, p.ReservedBytes(), p.CachedBytes(), "extra %d", extra)
+		dev.extra.Store(0)
+		require.NoError(t, p.Close())
+		requireNoLive(t, dev)
+	}
+}

@@ -41,6 +41,7 @@ type Tuning struct {
 	InlineParts  bool            // test-only: readbacks in parts always evict in their copy-out
 	SyncEach     bool            // test-only: fence after every queued packed operation
 	NoPageable   bool            // small uploads never use the driver's pageable copy (PageableMax)
+	Procs        int             // goroutines the planner assumes run in parallel; <= 0: runtime.GOMAXPROCS
 }
 
 // referenceModel is the planner's model unless the tuning names another.
@@ -120,7 +121,11 @@ func (t *Tuning) PrewakeHelpers(w int) {
 
 // Choose plans one call.
 func (t *Tuning) Choose(r xferplan.Request) xferplan.Plan {
-	p := choosePlan(r, t.Plan, t.Model, min(runtime.GOMAXPROCS(0), copyjob.MaxWorkers))
+	procs := t.Procs
+	if procs <= 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	p := choosePlan(r, t.Plan, t.Model, min(procs, copyjob.MaxWorkers))
 	p.Workers = min(max(p.Workers, 1), copyjob.MaxWorkers)
 	return p
 }
