@@ -15,8 +15,8 @@ import (
 
 // TestGPUPeerAttributes asks cuDeviceGetP2PAttribute about every ordered
 // pair of devices: access agrees with cuDeviceCanAccessPeer (PeerLink),
-// ranks are not negative, and a device is
-// refused as its own peer. With one device only the refusal is checked.
+// ranks are not negative, and a device is refused as its own peer. With one
+// device only the refusal is checked.
 func TestGPUPeerAttributes(t *testing.T) {
 	n, err := cuda.Count()
 	require.NoError(t, err)
