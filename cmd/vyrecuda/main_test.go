@@ -80,7 +80,7 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, exitOK, code, args)
 		assert.Contains(t, stdout, "vyrecuda bench")
 	}
-	for _, cmd := range []string{"info", "demo", "bench"} {
+	for _, cmd := range []string{"info", "demo", "bench", "allreduce"} {
 		code, stdout, stderr := runCmd(cmd, "-h")
 		assert.Equal(t, exitOK, code, cmd)
 		assert.Empty(t, stdout)
