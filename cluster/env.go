@@ -40,9 +40,10 @@ func (l Launcher) String() string {
 }
 
 // Env is one rank's place in a job: its rank among WorldSize ranks, its
-// LocalRank among the ranks on its host (which picks its device), where
-// rank 0 serves the communicator id (MasterAddr, MasterPort), and the
-// Launcher whose variables said so. A job of one rank needs no master.
+// LocalRank among the ranks on its host (which picks its device), the host
+// and TCP port where rank 0 serves the communicator id (MasterAddr,
+// MasterPort; see FromEnv for how they are found), and the Launcher whose
+// variables said so. A job of one rank needs no master.
 type Env struct {
 	Rank, WorldSize, LocalRank int
 	MasterAddr                 string
@@ -85,11 +86,15 @@ const (
 // set without torchrun (TORCHELASTIC_RUN_ID unset) must agree with the
 // other launcher's numbers.
 //
-// The master is MASTER_ADDR and MASTER_PORT. Without MASTER_ADDR, a Slurm
-// job uses SLURM_LAUNCH_NODE_IPADDR (the host srun ran on, where task 0
-// runs with Slurm's default task placement) and an Open MPI job whose ranks
-// all run on this host uses 127.0.0.1; MASTER_PORT has no default outside
-// torchrun, which always sets it. A job of one rank needs neither.
+// Rank 0 serves the communicator id at MASTER_ADDR. Without MASTER_ADDR, a
+// Slurm job uses SLURM_LAUNCH_NODE_IPADDR (the host srun ran on, where task
+// 0 runs with Slurm's default task placement) and an Open MPI job whose
+// ranks all run on this host uses 127.0.0.1. The port is MASTER_PORT, or
+// MASTER_PORT+1 in a process torchrun started (TORCHELASTIC_RUN_ID set),
+// since torchrun's own store may listen on MASTER_PORT;
+// VYRECUDA_MASTER_PORT, when set, is the port whatever the launcher. The
+// port has no default outside torchrun, which always sets MASTER_PORT. A
+// job of one rank needs no master.
 //
 // A missing, non-numeric or inconsistent variable (a rank not below the
 // size, a local rank above the rank) is a *core.Error of Kind
@@ -192,16 +197,34 @@ func readMaster(op string, lookup lookupFunc, e *Env) error {
 	if addr == "" {
 		return envError(op, fmt.Sprintf("MASTER_ADDR is not set (%s, %d ranks)", e.Launcher, e.WorldSize), masterFix(e.Launcher))
 	}
-	s, ok := lookup("MASTER_PORT")
-	if !ok {
-		return envError(op, fmt.Sprintf("MASTER_PORT is not set (%s, %d ranks)", e.Launcher, e.WorldSize), masterFix(e.Launcher))
-	}
-	port, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || port < 1 || port > 65535 {
-		return envError(op, fmt.Sprintf("MASTER_PORT=%q is not a TCP port (1 to 65535)", s), masterFix(e.Launcher))
+	port, err := readPort(op, lookup, e)
+	if err != nil {
+		return err
 	}
 	e.MasterAddr, e.MasterPort = addr, port
 	return nil
+}
+
+// readPort returns the port rank 0 serves at: VYRECUDA_MASTER_PORT when
+// set, else MASTER_PORT, plus one when torchrun started the process
+// (torchrun's own store may listen on MASTER_PORT itself).
+func readPort(op string, lookup lookupFunc, e *Env) (int, error) {
+	name, offset := "VYRECUDA_MASTER_PORT", 0
+	s, ok := lookup(name)
+	if !ok {
+		name = "MASTER_PORT"
+		if s, ok = lookup(name); !ok {
+			return 0, envError(op, fmt.Sprintf("MASTER_PORT is not set (%s, %d ranks)", e.Launcher, e.WorldSize), masterFix(e.Launcher))
+		}
+		if _, byTorchrun := lookup("TORCHELASTIC_RUN_ID"); byTorchrun && e.Launcher == Torchrun {
+			offset = 1
+		}
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || port < 1 || port+offset > 65535 {
+		return 0, envError(op, fmt.Sprintf("%s=%q is not a TCP port (1 to %d)", name, s, 65535-offset), masterFix(e.Launcher))
+	}
+	return port + offset, nil
 }
 
 // allLocal reports whether Open MPI says every rank runs on this host.

@@ -43,17 +43,20 @@ func TestFromEnvLaunchers(t *testing.T) {
 		env  vars
 		want Env
 	}{
-		"torchrun":            {torchrunVars, Env{Rank: 5, WorldSize: 8, LocalRank: 1, MasterAddr: "10.0.0.1", MasterPort: 29500, Launcher: Torchrun}},
+		// torchrun's own store may hold MASTER_PORT: rank 0 serves one above.
+		"torchrun":            {torchrunVars, Env{Rank: 5, WorldSize: 8, LocalRank: 1, MasterAddr: "10.0.0.1", MasterPort: 29501, Launcher: Torchrun}},
 		"torchrun by hand":    {vars{"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "h0", "MASTER_PORT": "1"}, Env{WorldSize: 2, MasterAddr: "h0", MasterPort: 1, Launcher: Torchrun}},
 		"slurm":               {slurmVars, Env{Rank: 3, WorldSize: 4, LocalRank: 1, MasterAddr: "10.1.2.3", MasterPort: 29400, Launcher: Slurm}},
 		"slurm MASTER_ADDR":   {slurmVars.with(vars{"MASTER_ADDR": "node7"}), Env{Rank: 3, WorldSize: 4, LocalRank: 1, MasterAddr: "node7", MasterPort: 29400, Launcher: Slurm}},
 		"openmpi one host":    {ompiVars, Env{Rank: 2, WorldSize: 4, LocalRank: 2, MasterAddr: "127.0.0.1", MasterPort: 29600, Launcher: OpenMPI}},
 		"openmpi addr":        {ompiVars.with(vars{"MASTER_ADDR": "head", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}), Env{Rank: 2, WorldSize: 4, LocalRank: 2, MasterAddr: "head", MasterPort: 29600, Launcher: OpenMPI}},
 		"one rank, no master": {vars{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, Env{WorldSize: 1, Launcher: OpenMPI}},
+		"override":            {torchrunVars.with(vars{"VYRECUDA_MASTER_PORT": "4000"}), Env{Rank: 5, WorldSize: 8, LocalRank: 1, MasterAddr: "10.0.0.1", MasterPort: 4000, Launcher: Torchrun}},
+		"slurm override":      {slurmVars.with(vars{"VYRECUDA_MASTER_PORT": "4001"}), Env{Rank: 3, WorldSize: 4, LocalRank: 1, MasterAddr: "10.1.2.3", MasterPort: 4001, Launcher: Slurm}},
 		"spaces":              {vars{"RANK": " 1", "WORLD_SIZE": "2 ", "LOCAL_RANK": "0", "MASTER_ADDR": " h ", "MASTER_PORT": " 80"}, Env{Rank: 1, WorldSize: 2, MasterAddr: "h", MasterPort: 80, Launcher: Torchrun}},
 		// srun starts one torchrun per host; torchrun's variables describe the process.
 		"torchrun under srun": {torchrunVars.with(vars{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"}),
-			Env{Rank: 5, WorldSize: 8, LocalRank: 1, MasterAddr: "10.0.0.1", MasterPort: 29500, Launcher: Torchrun}},
+			Env{Rank: 5, WorldSize: 8, LocalRank: 1, MasterAddr: "10.0.0.1", MasterPort: 29501, Launcher: Torchrun}},
 		// mpirun inside an allocation: the batch shell's Slurm variables are stale.
 		"mpirun under slurm": {ompiVars.with(vars{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_LOCALID": "0"}),
 			Env{Rank: 2, WorldSize: 4, LocalRank: 2, MasterAddr: "127.0.0.1", MasterPort: 29600, Launcher: OpenMPI}},
@@ -90,6 +93,8 @@ func TestFromEnvErrors(t *testing.T) {
 		"no MASTER_PORT":    {vars{"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "h"}, []string{"MASTER_PORT is not set (torchrun, 2 ranks)"}},
 		"port too big":      {torchrunVars.with(vars{"MASTER_PORT": "70000"}), []string{`MASTER_PORT="70000" is not a TCP port`}},
 		"port not a number": {torchrunVars.with(vars{"MASTER_PORT": "http"}), []string{`MASTER_PORT="http"`}},
+		"no port above":     {torchrunVars.with(vars{"MASTER_PORT": "65535"}), []string{`MASTER_PORT="65535" is not a TCP port (1 to 65534)`}},
+		"bad override":      {torchrunVars.with(vars{"VYRECUDA_MASTER_PORT": "0"}), []string{`VYRECUDA_MASTER_PORT="0" is not a TCP port (1 to 65535)`}},
 		"slurm no master":   {vars{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "MASTER_PORT": "1"}, []string{"MASTER_ADDR is not set (slurm, 2 ranks)", "scontrol show hostnames"}},
 		"openmpi two hosts": {ompiVars.with(vars{"OMPI_COMM_WORLD_LOCAL_SIZE": "2"}), []string{"MASTER_ADDR is not set (openmpi, 4 ranks)", "mpirun -x MASTER_ADDR"}},
 		"empty MASTER_ADDR": {torchrunVars.with(vars{"MASTER_ADDR": " "}), []string{"MASTER_ADDR is not set"}},
@@ -119,7 +124,7 @@ func requireEnvError(t *testing.T, op string, err error, want ...string) *core.E
 }
 
 // launcherNames are every variable FromEnv reads.
-var launcherNames = []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+var launcherNames = []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "VYRECUDA_MASTER_PORT", "TORCHELASTIC_RUN_ID",
 	"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_LAUNCH_NODE_IPADDR",
 	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}
 

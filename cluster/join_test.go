@@ -60,7 +60,9 @@ func launcherEnv(l Launcher, rank, world, port int) vars {
 		return vars{"OMPI_COMM_WORLD_RANK": r, "OMPI_COMM_WORLD_SIZE": w, "OMPI_COMM_WORLD_LOCAL_RANK": r,
 			"OMPI_COMM_WORLD_LOCAL_SIZE": w, "MASTER_PORT": p}
 	}
-	return vars{"RANK": r, "WORLD_SIZE": w, "LOCAL_RANK": r, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": p, "TORCHELASTIC_RUN_ID": "test"}
+	// Under torchrun rank 0 serves at MASTER_PORT+1.
+	return vars{"RANK": r, "WORLD_SIZE": w, "LOCAL_RANK": r, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": strconv.Itoa(port - 1),
+		"TORCHELASTIC_RUN_ID": "test"}
 }
 
 // allReduceChecked all-reduces n float32 elements, rank r contributing

@@ -47,7 +47,7 @@ func TestOpenFailures(t *testing.T) {
 	assert.Nil(t, b)
 	requireEnvError(t, "cluster.Open", err, "no launcher variables")
 
-	setLauncherEnv(t, launcherEnv(Torchrun, 2, 4, 1))
+	setLauncherEnv(t, launcherEnv(Torchrun, 2, 4, 2))
 	b, _, err = Open()
 	assert.Nil(t, b)
 	requireEnvError(t, "cluster.Open", err, "local rank 2, but this process sees 2 CUDA devices")

@@ -19,7 +19,7 @@ import (
 // variables of kv for the rest of the test.
 func launcherEnv(t *testing.T, kv ...string) {
 	t.Helper()
-	for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+	for _, k := range []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "VYRECUDA_MASTER_PORT", "TORCHELASTIC_RUN_ID",
 		"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_LAUNCH_NODE_IPADDR",
 		"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
 		t.Setenv(k, "")
