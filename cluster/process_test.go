@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -37,6 +38,16 @@ func TestMain(m *testing.M) {
 // process (sim.Machine), so the processes stop at the id: the join and the
 // all-reduce after it are TestJoinOnLoopback's, in one process.
 func rankMain() int {
+	timeout, err := time.ParseDuration(os.Getenv(helperVar))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if os.Getenv(cudaVar) != "" {
+		return cudaRankMain(ctx)
+	}
 	e, err := FromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,19 +59,38 @@ func rankMain() int {
 		return 1
 	}
 	defer b.Close()
-	timeout, err := time.ParseDuration(os.Getenv(helperVar))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	id, err := e.exchange(ctx, "cluster.Join", b)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	fmt.Printf("rank %d of %d (%s) id %s\n", e.Rank, e.WorldSize, e.Launcher, hex.EncodeToString(id[:]))
+	return 0
+}
+
+// cudaVar, set in a child's environment beside helperVar, makes the rank
+// run the whole path on its GPU (cudaRankMain).
+const cudaVar = "VYRECUDA_CLUSTER_TEST_CUDA"
+
+// cudaRankMain is one rank on a GPU: Open, Join (NCCL across the
+// processes) and an all-reduce checked on the host.
+func cudaRankMain(ctx context.Context) int {
+	b, e, err := Open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close()
+	c, err := e.Join(ctx, b)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := errors.Join(allReduceChecked(b, c, 1<<20), c.Close()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("rank %d of %d on GPU %d: all-reduce ok\n", e.Rank, e.WorldSize, b.DeviceInfo().Ordinal)
 	return 0
 }
 
