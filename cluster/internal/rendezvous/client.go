@@ -22,6 +22,7 @@ const (
 // not retry.
 type RefusedError struct{ Reason string }
 
+// Error gives rank 0's reason.
 func (e *RefusedError) Error() string { return "rendezvous: rank 0 refused: " + e.Reason }
 
 // UnreachableError is Fetch's failure when ctx is done before rank 0
@@ -32,10 +33,12 @@ type UnreachableError struct {
 	Err      error // ctx.Err()
 }
 
+// Error gives the attempts, the last failure and why the wait ended.
 func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("rendezvous: no id from rank 0 after %d attempts (last: %v): %v", e.Attempts, e.Last, e.Err)
 }
 
+// Unwrap returns ctx.Err(), so errors.Is(err, context.DeadlineExceeded) holds.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Fetch asks rank 0 at addr ("host:port") for the id, as rank of a job of

@@ -49,10 +49,12 @@ type MissingError struct {
 	Err     error // ctx.Err()
 }
 
+// Error names the missing ranks and why the wait ended.
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("rendezvous: ranks %v never fetched the id: %v", e.Missing, e.Err)
 }
 
+// Unwrap returns ctx.Err(), so errors.Is(err, context.DeadlineExceeded) holds.
 func (e *MissingError) Unwrap() error { return e.Err }
 
 // Serve hands id to every rank from 1 to world-1 that asks, and returns

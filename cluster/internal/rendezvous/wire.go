@@ -51,6 +51,7 @@ const (
 // protocol, or broke it.
 type ProtocolError struct{ Reason string }
 
+// Error says what broke the protocol.
 func (e *ProtocolError) Error() string { return "rendezvous protocol: " + e.Reason }
 
 func header(kind byte) []byte {
