@@ -51,6 +51,9 @@ func (e Env) Join(ctx context.Context, b *core.Backend) (*core.Comm, error) {
 		return nil, envError(op, "the context is nil", "pass a context with the deadline the ranks have to find each other")
 	case b == nil:
 		return nil, envError(op, "the Backend is nil", "open this rank's device first (cluster.Open, or core.OpenCUDA of the device Env.Device picks)")
+	case ctx.Err() != nil:
+		return nil, &core.Error{Op: op, Kind: core.KindInvalidArgument, Err: context.Cause(ctx),
+			Detail: "the context is already done; nothing was exchanged", Fix: "pass a live context"}
 	}
 	if err := e.check(op); err != nil {
 		return nil, err

@@ -169,12 +169,13 @@ func TestJoinReadsTheEnvironment(t *testing.T) {
 func TestJoinRefusesBadInput(t *testing.T) {
 	bs, m := simRanks(t, 1)
 	good := Env{WorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 1}
-	cases := map[string]struct {
+	type joinCase struct {
 		ctx  context.Context
 		b    *core.Backend
 		e    Env
 		want string
-	}{
+	}
+	cases := map[string]joinCase{
 		"nil context":  {nil, bs[0], good, "the context is nil"},
 		"nil Backend":  {context.Background(), nil, good, "the Backend is nil"},
 		"rank >= size": {context.Background(), bs[0], Env{Rank: 2, WorldSize: 2, MasterAddr: "h", MasterPort: 1}, "rank 2 of 2 ranks"},
@@ -183,6 +184,9 @@ func TestJoinRefusesBadInput(t *testing.T) {
 		"no master":    {context.Background(), bs[0], Env{WorldSize: 2, MasterPort: 1}, `master "" port 1 for 2 ranks`},
 		"port 0":       {context.Background(), bs[0], Env{WorldSize: 2, MasterAddr: "h"}, "port 0"},
 	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases["done context"] = joinCase{done, bs[0], good, "the context is already done"}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			comm, err := c.e.Join(c.ctx, c.b)
