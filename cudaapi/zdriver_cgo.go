@@ -61,6 +61,11 @@ static int vyre_DeviceCanAccessPeer(uintptr_t fn, int* p0, int p1, int p2) {
 	return ((vyre_DeviceCanAccessPeer_fn)fn)(p0, p1, p2);
 }
 
+typedef int (*vyre_DeviceGetP2PAttribute_fn)(int*, int, int, int);
+static int vyre_DeviceGetP2PAttribute(uintptr_t fn, int* p0, int p1, int p2, int p3) {
+	return ((vyre_DeviceGetP2PAttribute_fn)fn)(p0, p1, p2, p3);
+}
+
 typedef int (*vyre_DevicePrimaryCtxRetain_fn)(void**, int);
 static int vyre_DevicePrimaryCtxRetain(uintptr_t fn, uintptr_t* p0, int p1) {
 	return ((vyre_DevicePrimaryCtxRetain_fn)fn)((void**)p0, p1);
@@ -428,6 +433,7 @@ var (
 	procDeviceTotalMem                            = driver.NewProc(3020, "cuDeviceTotalMem_v2")
 	procDeviceGetAttribute                        = driver.NewProc(2000, "cuDeviceGetAttribute")
 	procDeviceCanAccessPeer                       = driver.NewProc(4000, "cuDeviceCanAccessPeer")
+	procDeviceGetP2PAttribute                     = driver.NewProc(8000, "cuDeviceGetP2PAttribute")
 	procDevicePrimaryCtxRetain                    = driver.NewProc(7000, "cuDevicePrimaryCtxRetain")
 	procDevicePrimaryCtxRelease                   = driver.NewProc(11000, "cuDevicePrimaryCtxRelease_v2")
 	procCtxSetCurrent                             = driver.NewProc(4000, "cuCtxSetCurrent")
@@ -637,6 +643,19 @@ func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err e
 		return 0, statusError(r)
 	}
 	return canAccessPeer, nil
+}
+
+// DeviceGetP2PAttribute calls cuDeviceGetP2PAttribute.
+// It needs a driver for CUDA 8.0 or newer.
+func DeviceGetP2PAttribute(attrib int32, srcDevice Device, dstDevice Device) (value int32, err error) {
+	fn, err := procDeviceGetP2PAttribute.Find()
+	if err != nil {
+		return 0, err
+	}
+	if r := Result(C.vyre_DeviceGetP2PAttribute(C.uintptr_t(fn), (*C.int)(unsafe.Pointer(&value)), C.int(attrib), C.int(srcDevice), C.int(dstDevice))); r != CUDA_SUCCESS {
+		return 0, statusError(r)
+	}
+	return value, nil
 }
 
 // DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain.

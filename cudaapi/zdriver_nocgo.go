@@ -71,6 +71,12 @@ func DeviceCanAccessPeer(dev Device, peerDev Device) (canAccessPeer int32, err e
 	return 0, ErrDriverNotFound
 }
 
+// DeviceGetP2PAttribute calls cuDeviceGetP2PAttribute.
+// It needs a driver for CUDA 8.0 or newer. Built without cgo, it returns ErrDriverNotFound.
+func DeviceGetP2PAttribute(attrib int32, srcDevice Device, dstDevice Device) (value int32, err error) {
+	return 0, ErrDriverNotFound
+}
+
 // DevicePrimaryCtxRetain calls cuDevicePrimaryCtxRetain.
 // It needs a driver for CUDA 7.0 or newer. Built without cgo, it returns ErrDriverNotFound.
 func DevicePrimaryCtxRetain(dev Device) (pctx Context, err error) {

@@ -23,6 +23,7 @@ var driverEntries = []entry{
 	{name: "cuDeviceTotalMem", since: 3020},
 	{name: "cuDeviceGetAttribute", since: 2000},
 	{name: "cuDeviceCanAccessPeer", since: 4000},
+	{name: "cuDeviceGetP2PAttribute", since: 8000},
 	{name: "cuDevicePrimaryCtxRetain", since: 7000},
 	{name: "cuDevicePrimaryCtxRelease", since: 11000},
 	{name: "cuCtxSetCurrent", since: 4000},

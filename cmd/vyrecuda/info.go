@@ -22,7 +22,7 @@ var listDevices = core.Devices
 func runInfo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("info", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: vyrecuda info\n\nPrints the CUDA driver version and every device's name, memory,\ncompute capability and optional driver features, or says that only the simulated device is available.\n")
+		fmt.Fprint(stderr, "Usage: vyrecuda info\n\nPrints the CUDA driver version and every device's name, memory,\ncompute capability and optional driver features, how each device reaches\nthe others (peer access, native atomics, performance rank), or says that\nonly the simulated device is available.\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseFlags(fs, args, stderr); done {
@@ -52,6 +52,7 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 				d.Ordinal, d.Name, formatBytes(d.TotalMemory), d.CCMajor, d.CCMinor)
 			fmt.Fprintf(stdout, "      %s\n", formatCapabilities(d.Capabilities))
 		}
+		printPeerMatrix(stdout, len(devs))
 	}
 	cfg := sim.New(sim.Config{}).Config()
 	if noDriver || noDevice || len(devs) == 0 {

@@ -2,7 +2,8 @@
 //
 //	vyrecuda info                     driver version and devices (or the simulated one)
 //	vyrecuda demo [-device auto]      a resident pipeline end to end, verified on the CPU
-//	vyrecuda bench [-out DIR] [...]   workloads W1-W8, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
+//	vyrecuda bench [-out DIR] [...]   workloads W1-W8, W1G, W3G, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
+//	vyrecuda allreduce [...]          one rank of a torchrun, srun or mpirun job: an all-reduce checked on the host
 //
 // It is built with the standard library's flag package only: the command adds
 // no dependency to the module. Exit status: 0 success, 1 failure, 2 bad usage.
@@ -33,6 +34,7 @@ Usage:
   vyrecuda info   [-ordinal N]
   vyrecuda demo   [-device auto|sim|cuda] [-ordinal N] [-words N]
   vyrecuda bench  [-device auto|sim|cuda] [-out DIR] [-repeats N] [-large SIZE] ...
+  vyrecuda allreduce [-device auto|sim|cuda] [-size SIZE] [-iters N] [-timeout D]
   vyrecuda help
 
 Run "vyrecuda COMMAND -h" for a command's flags. -device auto (the default)
@@ -55,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "allreduce":
+		return runAllreduce(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK

@@ -80,7 +80,7 @@ func TestHelp(t *testing.T) {
 		assert.Equal(t, exitOK, code, args)
 		assert.Contains(t, stdout, "vyrecuda bench")
 	}
-	for _, cmd := range []string{"info", "demo", "bench"} {
+	for _, cmd := range []string{"info", "demo", "bench", "allreduce"} {
 		code, stdout, stderr := runCmd(cmd, "-h")
 		assert.Equal(t, exitOK, code, cmd)
 		assert.Empty(t, stdout)
@@ -135,6 +135,7 @@ func TestInfo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stub(t, &listDevices, func() ([]core.DeviceSummary, error) { return tt.devs, tt.err })
+			stub(t, &openDrivers, func(int) ([]core.Driver, error) { return nil, errors.New("no peer drivers in this test") })
 			code, stdout, _ := runCmd("info")
 			assert.Equal(t, tt.code, code)
 			for _, w := range tt.want {

@@ -62,14 +62,15 @@ type Driver struct {
 
 // The interfaces of package driver a Driver implements.
 var (
-	_ driver.Driver             = (*Driver)(nil)
-	_ driver.GraphDriver        = (*Driver)(nil)
-	_ driver.GraphUploader      = (*Driver)(nil)
-	_ driver.PeerDriver         = (*Driver)(nil)
-	_ driver.CollectiveDriver   = (*Driver)(nil)
-	_ driver.BatchLauncher      = (*Driver)(nil)
-	_ driver.CapabilityReporter = (*Driver)(nil)
-	_ driver.PageableCopier     = (*Driver)(nil)
+	_ driver.Driver                = (*Driver)(nil)
+	_ driver.GraphDriver           = (*Driver)(nil)
+	_ driver.GraphUploader         = (*Driver)(nil)
+	_ driver.PeerDriver            = (*Driver)(nil)
+	_ driver.PeerAttributeReporter = (*Driver)(nil)
+	_ driver.CollectiveDriver      = (*Driver)(nil)
+	_ driver.BatchLauncher         = (*Driver)(nil)
+	_ driver.CapabilityReporter    = (*Driver)(nil)
+	_ driver.PageableCopier        = (*Driver)(nil)
 )
 
 // Option configures New.

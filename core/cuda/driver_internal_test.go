@@ -104,6 +104,9 @@ func TestCUDADriverRefusals(t *testing.T) {
 		{"closed: MemGetInfo", errOf3(d.MemGetInfo()), errs.KindClosed, cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED},
 		{"closed: HostFree", d.HostFree(unsafe.Pointer(&x)), errs.KindClosed, cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED},
 		{"closed: StreamCreate", errOf(d.StreamCreate()), errs.KindClosed, cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED},
+		{"PeerAttributes same device", errOf(d.PeerAttributes(d)), errs.KindInvalidArgument, resultRefused},
+		{"PeerAttributes foreign peer", errOf(d.PeerAttributes(nil)), errs.KindInvalidArgument, resultRefused},
+		{"closed: PeerAttributes", errOf(d.PeerAttributes(&Driver{dev: 1})), errs.KindClosed, cudaapi.CUDA_ERROR_CONTEXT_IS_DESTROYED},
 		{"closed: Close", d.Close(), errs.KindClosed, 0},
 	}
 	for _, tc := range tests {
@@ -173,6 +176,7 @@ func TestNilDriverRefuses(t *testing.T) {
 		"GraphExecDestroy":   func() error { return d.GraphExecDestroy(1) },
 		"GraphDestroy":       func() error { return d.GraphDestroy(1) },
 		"PeerLink":           func() error { return errOf(d.PeerLink(other)) },
+		"PeerAttributes":     func() error { return errOf(d.PeerAttributes(other)) },
 		"EnablePeerAccess":   func() error { return d.EnablePeerAccess(other) },
 		"MemcpyPeerAsync":    func() error { return d.MemcpyPeerAsync(1, other, 2, 8, 1) },
 		"NewCommunicators":   func() error { return errOf(d.NewCommunicators([]driver.Driver{other})) },

@@ -147,3 +147,45 @@ func (d *Driver) MemcpyPeerAsync(dst uint64, peer driver.Driver, src uint64, n u
 		return cudaapi.MemcpyPeerAsync(cudaapi.DevicePtr(dst), d.ctx, cudaapi.DevicePtr(src), p.ctx, n, cudaapi.Stream(s))
 	})
 }
+
+// The attributes cuDeviceGetP2PAttribute reports (CUdevice_P2PAttribute):
+// numbers of the driver's ABI since CUDA 8.0.
+const (
+	p2pPerformanceRank int32 = 1
+	p2pAccessSupported int32 = 2
+	p2pNativeAtomics   int32 = 3
+)
+
+// PeerAttributes reports the link from d's device to peer's as
+// cuDeviceGetP2PAttribute describes it: access, native atomics and the
+// performance rank. The same device is refused, as the driver would.
+func (d *Driver) PeerAttributes(peer driver.Driver) (driver.PeerAttributes, error) {
+	const call = "cuDeviceGetP2PAttribute"
+	p, err := d.peerOf(call, peer)
+	if err != nil {
+		return driver.PeerAttributes{}, err
+	}
+	if d == nil {
+		return driver.PeerAttributes{}, nilDriver()
+	}
+	if p.dev == d.dev {
+		return driver.PeerAttributes{}, refused(call, fmt.Sprintf("device %d is not its own peer", d.dev),
+			"ask about the link between two different devices")
+	}
+	var v [3]int32
+	attrs := [3]int32{p2pAccessSupported, p2pNativeAtomics, p2pPerformanceRank}
+	err = d.do(call, func() error {
+		for i, a := range attrs {
+			x, err := cudaapi.DeviceGetP2PAttribute(a, d.dev, p.dev)
+			if err != nil {
+				return err
+			}
+			v[i] = x
+		}
+		return nil
+	})
+	if err != nil {
+		return driver.PeerAttributes{}, err
+	}
+	return driver.PeerAttributes{Access: v[0] != 0, NativeAtomics: v[1] != 0, PerformanceRank: int(v[2])}, nil
+}

@@ -46,3 +46,28 @@ type PeerDriver interface {
 	// bytes from src in peer's device memory to dst in this driver's.
 	MemcpyPeerAsync(dst uint64, peer Driver, src uint64, n uint64, s Stream) error
 }
+
+// PeerAttributes describe the link from one device to another's memory, as
+// the driver reports it (CUDA's cuDeviceGetP2PAttribute). The CUDA driver
+// does not say whether the link is NVLink or PCIe.
+type PeerAttributes struct {
+	// Access: the device can access the peer's memory directly (peer
+	// access can be enabled).
+	Access bool
+	// NativeAtomics: atomic operations on the peer's memory run natively
+	// over the link.
+	NativeAtomics bool
+	// PerformanceRank compares the link with the machine's other links: 0
+	// is the fastest kind of link, higher ranks are slower.
+	PerformanceRank int
+}
+
+// PeerAttributeReporter is an optional Driver capability, found by type
+// assertion: the attributes of the link from this driver's device to a
+// peer's.
+type PeerAttributeReporter interface {
+	// PeerAttributes reports the link from this driver's device to peer's
+	// memory. It fails when peer is the same device, or a driver this one
+	// cannot work with (see PeerDriver).
+	PeerAttributes(peer Driver) (PeerAttributes, error)
+}

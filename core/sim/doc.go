@@ -56,7 +56,9 @@
 // they do with the real driver.
 //
 // Several devices: NewMachine builds a Machine of simulated devices with a
-// configurable peer-access matrix (MachineConfig.Peer). Its devices are
+// configurable peer-access matrix (MachineConfig.Peer) and link attributes
+// (PeerNativeAtomics, PeerPerformanceRank: what PeerAttributes reports, as
+// cuDeviceGetP2PAttribute does on a GPU). Its devices are
 // core.PeerDrivers and core.CollectiveDrivers over each other: peer copies,
 // waits on another device's events, portable pinned memory and collectives
 // (all-reduce, broadcast, all-gather, reduce-scatter, computed in Go) work

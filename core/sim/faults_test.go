@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -140,6 +141,8 @@ func (fx *fixture) call(op Op) (any, error) {
 		return nil, d.BindHostKernel(fx.f, addOne)
 	case OpPeerLink:
 		return d.PeerLink(fx.peer)
+	case OpPeerAttributes:
+		return d.PeerAttributes(fx.peer)
 	case OpEnablePeerAccess:
 		return nil, d.EnablePeerAccess(fx.peer)
 	case OpMemcpyPeerAsync:
@@ -413,12 +416,12 @@ func TestOpString(t *testing.T) {
 		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
 	methods := 0
-	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil), (*core.GraphUploader)(nil)} {
+	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil), (*core.GraphUploader)(nil), (*driver.PeerAttributeReporter)(nil)} {
 		methods += reflect.TypeOf(i).Elem().NumMethod()
 	}
 	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)
 	require.Len(t, Ops(), methods+2+collectives,
-		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver, PageableCopier and GraphUploader method, BindHostKernel, programmatic launches and the communicator calls")
+		"one Op per Driver, GraphDriver, PeerDriver, CollectiveDriver, PageableCopier, GraphUploader and PeerAttributeReporter method, BindHostKernel, programmatic launches and the communicator calls")
 	require.Equal(t, "Op(-1)", Op(-1).String())
 	require.Equal(t, "Op(1000)", Op(1000).String())
 }

@@ -17,6 +17,16 @@ type MachineConfig struct {
 	// directly (CUDA's cuDeviceCanAccessPeer). Nil means every pair can; a
 	// non-nil matrix must be Devices x Devices. The diagonal is ignored.
 	Peer [][]bool
+	// PeerNativeAtomics[i][j] says whether device i's atomic operations on
+	// device j's memory run natively over the link (what PeerAttributes
+	// reports). Nil means every pair with access has them; a non-nil matrix
+	// must be Devices x Devices and true only where Peer gives access.
+	PeerNativeAtomics [][]bool
+	// PeerPerformanceRank[i][j] is the performance rank PeerAttributes
+	// reports for the link from device i to device j (0 the fastest). Nil
+	// means 0 for every pair; a non-nil matrix must be Devices x Devices,
+	// with no negative rank.
+	PeerPerformanceRank [][]int
 }
 
 // Machine is several simulated devices in one process, as on a host with
@@ -29,11 +39,13 @@ type Machine struct {
 	cond  *sync.Cond  // on mu: a collective part was queued
 	devs  []*Device
 	peer  [][]bool
-	group int // depth of GroupStart calls not yet ended
+	links [][]driver.PeerAttributes // what PeerAttributes reports, by pair
+	group int                       // depth of GroupStart calls not yet ended
 }
 
 // NewMachine returns a machine with cfg.Devices simulated devices. It fails
-// when Devices is below 1 or Peer is not Devices x Devices.
+// when Devices is below 1 or a peer matrix is not Devices x Devices or
+// contradicts Peer.
 func NewMachine(cfg MachineConfig) (*Machine, error) {
 	if cfg.Devices < 1 {
 		return nil, fmt.Errorf("sim: NewMachine: %d devices; ask for at least 1", cfg.Devices)
@@ -45,18 +57,17 @@ func NewMachine(cfg MachineConfig) (*Machine, error) {
 			peer[i][j] = true
 		}
 	}
-	if cfg.Peer != nil {
-		if len(cfg.Peer) != cfg.Devices {
-			return nil, fmt.Errorf("sim: NewMachine: Peer has %d rows for %d devices; give one row per device", len(cfg.Peer), cfg.Devices)
-		}
-		for i, row := range cfg.Peer {
-			if len(row) != cfg.Devices {
-				return nil, fmt.Errorf("sim: NewMachine: Peer row %d has %d entries for %d devices; give one per device", i, len(row), cfg.Devices)
-			}
-			copy(peer[i], row)
-		}
+	if err := checkSquare("Peer", cfg.Devices, cfg.Peer); err != nil {
+		return nil, err
 	}
-	m := &Machine{mu: new(sync.Mutex), peer: peer}
+	for i, row := range cfg.Peer {
+		copy(peer[i], row)
+	}
+	links, err := peerLinks(cfg, peer)
+	if err != nil {
+		return nil, err
+	}
+	m := &Machine{mu: new(sync.Mutex), peer: peer, links: links}
 	m.cond = sync.NewCond(m.mu)
 	for i := 0; i < cfg.Devices; i++ {
 		dc := cfg.Device

@@ -7,8 +7,8 @@ import "strconv"
 type Op int
 
 // The operations, one per method of driver.Driver, driver.HostKernelBinder,
-// driver.GraphDriver, driver.PeerDriver, driver.CollectiveDriver,
-// driver.Communicator and driver.PageableCopier.
+// driver.GraphDriver, driver.PeerDriver, driver.PeerAttributeReporter,
+// driver.CollectiveDriver, driver.Communicator and driver.PageableCopier.
 const (
 	OpInfo Op = iota
 	OpMemGetInfo
@@ -64,6 +64,7 @@ const (
 	// OpLaunch; it runs exactly as any launch does.
 	OpLaunchProgrammatic
 	OpGraphUpload
+	OpPeerAttributes
 
 	numOps // the number of Driver operations; helpers below are not counted
 
@@ -125,6 +126,7 @@ var opNames = [...]string{
 	OpMemcpyDtoH:         "MemcpyDtoH",
 	OpLaunchProgrammatic: "LaunchProgrammatic",
 	OpGraphUpload:        "GraphUpload",
+	OpPeerAttributes:     "PeerAttributes",
 }
 
 // String returns the method name the Op stands for, e.g. "MemAlloc".
