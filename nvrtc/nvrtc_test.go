@@ -172,6 +172,30 @@ func TestDiskCacheSecondCompilerCompilesNothing(t *testing.T) {
 	assert.False(t, r.Cached)
 }
 
+func TestHeaderContentsAreInTheKey(t *testing.T) {
+	dir := t.TempDir()
+	tc := &fakeTC{archs: []int{90}}
+	c := New(tc, newCache(t, dir))
+	src := func(h string) Source {
+		return Source{Code: "#include \"k.h\"\n__global__ void k(){}", Entry: "k",
+			Options: Options{Headers: map[string]string{"k.h": h}}}
+	}
+	one := []string{"v1", "v1", "v2", "v1"}
+	want := []bool{false, true, false, true}
+	for i, h := range one {
+		r, err := c.Compile(src(h), 9, 0)
+		require.NoError(t, err, "compile %d", i)
+		assert.Equal(t, want[i], r.Cached, "compile %d with header %q", i, h)
+	}
+	assert.Equal(t, uint64(2), c.Calls(), "a header whose contents changed under the same name compiles afresh")
+	require.Len(t, tc.reqs, 2)
+	assert.Equal(t, "v2", tc.reqs[1].Headers[0].Source)
+
+	ka := cacheKey("13.0", "sm_90", "k.cu", "c", "k", nil, []nvrtcapi.Header{{Name: "k.h", Source: "v1"}})
+	kb := cacheKey("13.0", "sm_90", "k.cu", "c", "k", nil, []nvrtcapi.Header{{Name: "k.h", Source: "v2"}})
+	assert.NotEqual(t, ka, kb)
+}
+
 func TestCorruptCacheEntryRecompiles(t *testing.T) {
 	dir := t.TempDir()
 	tc := &fakeTC{archs: []int{90}}
