@@ -118,6 +118,23 @@ func TestCompileTargetsAndOptions(t *testing.T) {
 	}
 }
 
+func TestSourceRequest(t *testing.T) {
+	src := Source{Code: "c", Entry: "k<int>", Options: Options{Defines: map[string]string{"A": ""}, Headers: map[string]string{"z.h": "Z", "a.h": "A"}}}
+	req, err := src.Request("sm_90", true)
+	require.NoError(t, err)
+	assert.Equal(t, nvrtcapi.Request{Source: "c", Name: "kernel.cu", Headers: []nvrtcapi.Header{{Name: "a.h", Source: "A"}, {Name: "z.h", Source: "Z"}},
+		Options: []string{"-DA", "-arch=sm_90"}, NameExpressions: []string{"k<int>"}, CUBIN: true}, req)
+	src.Name = "mine.cu"
+	req, err = src.Request("", false)
+	require.NoError(t, err)
+	assert.Equal(t, "mine.cu", req.Name)
+	assert.Equal(t, []string{"-DA"}, req.Options, "no target: no -arch")
+	_, err = Source{Code: "c"}.Request("", false)
+	assert.ErrorContains(t, err, "no entry")
+	_, err = Source{Code: "c", Entry: "k", Options: Options{Extra: []string{"-arch=sm_80"}}}.Request("", false)
+	assert.ErrorContains(t, err, "chooses the architecture")
+}
+
 func TestOldNVRTCWithoutArchListGetsPTX(t *testing.T) {
 	tc := &fakeTC{noArch: true}
 	r, err := New(tc, nil).Compile(Source{Code: "k", Entry: "k"}, 8, 6)
