@@ -73,6 +73,13 @@ func TestCheckAccepts(t *testing.T) {
 		{"define option", "__global__ void NAME(float *p) {}", "vadd", []Kind{P}, nil, map[string]string{"NAME": "vadd"}},
 		{"ifdef option", "#ifdef WIDE\n__global__ void k(double *p, int n) {\n#else\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P, S}, nil, map[string]string{"WIDE": ""}},
 		{"ifdef unset", "#ifdef WIDE\n__global__ void k(double *p, int n) {\n#else\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P}, nil, nil},
+		// Each of these reads one branch only: reading both leaves a "{" open.
+		{"ifndef unknown", "#ifndef NARROW\n__global__ void k(double *p, int n) {\n#else\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P, S}, nil, nil},
+		{"if not defined", "#if !defined(NARROW)\n__global__ void k(double *p, int n) {\n#elif 1\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P, S}, nil, nil},
+		{"elif picks", "#if defined NARROW\n__global__ void k(double *p, int n) {\n#elif 1\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P}, nil, nil},
+		{"if not 1", "#if !1\n__global__ void k(double *p, int n) {\n#else\n__global__ void k(float *p) {\n#endif\n}", "k", []Kind{P}, nil, nil},
+		{"ifdef predefined", "#ifdef __CUDACC_RTC__\n__global__ void k(int *p) {\n#else\n__global__ void k(int *p, int n) {\n#endif\n}", "k", []Kind{P}, nil, nil},
+		{"nested inactive", "#if 0\n#ifdef X\n{\n#else\n{\n#endif\n#endif\n__global__ void k(int *p) {}", "k", []Kind{P}, nil, nil},
 		{"if 0", "#if 0\n__global__ void k( {\n#endif\n__global__ void k(int *p) {}", "k", []Kind{P}, nil, nil},
 		{"arch guard", "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n#define X 1\n#endif\n__global__ void k(int *p) {}", "k", []Kind{P}, nil, nil},
 		{"header kernel", "#include \"k.h\"\n", "k", []Kind{P, S}, map[string]string{"k.h": "#pragma once\n__global__ void k(float *p, int n) { }\n"}, nil},

@@ -66,27 +66,33 @@ func (lx *lexer) chain(s *scanner, word, rest string, line int) {
 	}
 }
 
-// condition guesses whether a conditional's branch is read: known macros
-// and literal 0/1 decide; anything else reads the branch.
+// condition guesses whether a conditional's branch is read: literal 0 and
+// 1 and whether a macro is defined decide; anything else, and a name
+// starting with "__" (the compiler may predefine it), reads the branch.
 func (lx *lexer) condition(word, rest string) bool {
-	name, _ := cutIdent(strings.TrimSpace(rest))
-	_, defined := lx.macros[name]
-	switch word {
+	known := func(name string) (defined, ok bool) {
+		if _, d := lx.macros[name]; d {
+			return true, true
+		}
+		return false, isIdent(name) && !strings.HasPrefix(name, "__")
+	}
+	switch name, _ := cutIdent(rest); word {
 	case "ifdef":
-		return defined || strings.HasPrefix(name, "__")
+		d, ok := known(name)
+		return d || !ok
 	case "ifndef":
-		return !defined
+		d, ok := known(name)
+		return !d || !ok
 	}
 	expr := strings.Join(strings.Fields(rest), "")
 	neg := strings.HasPrefix(expr, "!")
 	expr = strings.TrimPrefix(expr, "!")
 	switch {
-	case expr == "0":
-		return neg
+	case expr == "0" || expr == "1":
+		return (expr == "1") != neg
 	case strings.HasPrefix(expr, "defined"):
-		arg := strings.Trim(strings.TrimPrefix(expr, "defined"), "()")
-		if _, ok := lx.macros[arg]; ok || (isIdent(arg) && !strings.HasPrefix(arg, "__")) {
-			return ok != neg
+		if d, ok := known(strings.Trim(strings.TrimPrefix(expr, "defined"), "()")); ok {
+			return d != neg
 		}
 	}
 	return true
