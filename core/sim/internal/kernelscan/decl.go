@@ -226,8 +226,8 @@ func templateParams(toks []token, i int) ([]tparam, int) {
 				tp.pack = true
 			}
 		}
-		if last := p[len(p)-1]; last.kind == tokIdent && len(p) > 1 {
-			tp.name = last.text
+		if len(p) > 1 && p[len(p)-1].kind == tokIdent {
+			tp.name = p[len(p)-1].text
 		}
 		out = append(out, tp)
 	}

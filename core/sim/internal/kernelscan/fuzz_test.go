@@ -15,6 +15,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add("namespace a { template<typename T, int N = 2> __global__ void k(T p[N]) {} }", "a::k<int*>", []byte{2}, "")
 	f.Add("R\"x(", "k<", []byte{}, "#if\n#elif\n#else\n#endif\n#endif")
 	f.Add("/*", "&::k", []byte{0}, "'")
+	f.Add("template<=1, typename = int, class...> __global__ void k(){}", "k<1>", []byte{}, "") // a parameter that is only a default
+	f.Add("typedef;\nusing = ;\nusing x = ;\nnamespace = a;\nnamespace a::{ template<> __global__ void a::k<>(void) {} }", "a::k<>", []byte{}, "")
 	f.Fuzz(func(t *testing.T, src, entry string, kinds []byte, header string) {
 		params := make([]Kind, len(kinds))
 		for i, k := range kinds {
