@@ -95,9 +95,9 @@ func (b *Backend) Compile(spec CompileSpec) (*Program, error) {
 // context.DeadlineExceeded holds). A context already done compiles
 // nothing. A compilation cannot be interrupted: a cancelled one runs on in
 // a background goroutine until the compiler returns, and its result is
-// dropped (it still reaches the disk cache, so compiling the same kernel
-// again is quick); nothing is loaded on the device for it, and Backend.Close
-// waits for it. A compilation that finished is returned even when ctx is
+// dropped (on a GPU it still reaches the disk cache, so compiling the same
+// kernel again is quick); nothing is loaded on the device for it, and
+// Backend.Close waits for it. A compilation that finished is returned even when ctx is
 // done by then.
 func (b *Backend) CompileContext(ctx context.Context, spec CompileSpec) (*Program, error) {
 	const op = "CompileContext"
