@@ -62,8 +62,9 @@ type Backend struct {
 	graphs   atomic.Int64 // open Graphs (graph.go); Close refuses while any is open
 	pdl      bool         // programmatic dependent launch in use (pdl.go)
 	// abandoned counts work RunContext or Graph.ReplayContext stopped
-	// waiting for and collects in the background; Close waits for it
-	// (context.go).
+	// waiting for and collects in the background, and compilations
+	// CompileContext runs in the background; Close waits for it
+	// (context.go, compile.go).
 	abandoned sync.WaitGroup
 }
 

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -80,9 +81,41 @@ func (p *Program) Compiled() (c Compiled, ok bool) {
 // carries the compiler's log (file, line and message); a missing libnvrtc,
 // or a device older than every architecture NVRTC supports, fails with
 // ErrUnsupported. On a driver that cannot run device code (core/sim)
-// nothing is compiled: spec.Host is required, and the Program runs it.
+// nothing is compiled: spec.Host is required, and the Program runs it. The
+// simulated device still refuses, with the same error and a log in NVRTC's
+// form, an entry the source does not define as a __global__ function,
+// parameters whose count or pointer/scalar kinds differ from spec.Params,
+// and unbalanced brackets (sim.Device.Compile says what it checks).
 func (b *Backend) Compile(spec CompileSpec) (*Program, error) {
-	const op = "Compile"
+	return b.compile("Compile", context.Background(), spec)
+}
+
+// CompileContext is Compile that stops waiting when ctx is done, returning
+// ErrInFlight wrapping ctx.Err() (errors.Is(err, context.Canceled) or
+// context.DeadlineExceeded holds). A context already done compiles
+// nothing. A compilation cannot be interrupted: a cancelled one runs on in
+// a background goroutine until the compiler returns, and its result is
+// dropped (on a GPU it still reaches the disk cache, so compiling the same
+// kernel again is quick); nothing is loaded on the device for it, and
+// Backend.Close waits for it. A compilation that finished is returned even when ctx is
+// done by then.
+func (b *Backend) CompileContext(ctx context.Context, spec CompileSpec) (*Program, error) {
+	const op = "CompileContext"
+	if ctx == nil {
+		return nil, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
+	}
+	return b.compile(op, ctx, spec)
+}
+
+// built is what a compilation produced.
+type built struct {
+	image []byte
+	info  Compiled
+}
+
+// compile is Compile and CompileContext: check spec, run the compiler
+// (waiting for it as long as ctx allows), then load the Program.
+func (b *Backend) compile(op string, ctx context.Context, spec CompileSpec) (*Program, error) {
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}
@@ -90,38 +123,20 @@ func (b *Backend) Compile(spec CompileSpec) (*Program, error) {
 	if spec.Name == "" {
 		spec.Name = spec.Entry
 	}
-	switch {
-	case strings.TrimSpace(spec.Source) == "":
-		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("program %q has no source", spec.Name), "pass the CUDA C++ text in Source")
-	case strings.TrimSpace(spec.Entry) == "":
-		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("program %q has no entry", spec.Name),
-			"set Entry to the kernel's name, or a template instance such as scale<float>")
+	run, err := b.compiler(op, spec)
+	if err != nil {
+		return nil, err
 	}
-	ps := ProgramSpec{Name: spec.Name, Block: spec.Block, Grid: spec.Grid, Params: spec.Params, Host: spec.Host}
-	var built Compiled
-	if _, sim := b.drv.(HostKernelBinder); sim {
-		if spec.Host == nil {
-			return nil, newError(op, KindUnsupported,
-				fmt.Sprintf("program %q has no Go twin and this driver cannot run device code", spec.Name),
-				"set CompileSpec.Host to a Go function computing what the kernel does, or run on a GPU")
-		}
-		ident := simEntry(spec.Entry)
-		ps.Image, ps.Entry = []byte("// "+spec.Name+": CUDA C++ run by its Go twin on the simulated device\n.entry "+ident+" {}\n"), ident
-		built = Compiled{Target: "sim", Symbol: ident}
-	} else {
-		c := b.cfg.compiler
-		if c == nil {
-			c = nvrtc.Default()
-		}
-		res, err := c.Compile(nvrtc.Source{Name: spec.Name + ".cu", Code: spec.Source, Entry: spec.Entry, Options: spec.Options},
-			b.info.CCMajor, b.info.CCMinor)
-		if err != nil {
-			return nil, compileError(op, spec.Name, b.info, err)
-		}
-		ps.Image, ps.Entry = res.Image, res.Symbol
-		built = Compiled{Target: res.Target, CUBIN: res.CUBIN, Symbol: res.Symbol, Cached: res.Cached, NVRTCVersion: res.Version, Log: res.Log}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: op, Kind: KindInFlight, Detail: fmt.Sprintf("the context is done; program %q was not compiled", spec.Name),
+			Fix: "pass a context that is not done", Err: err}
 	}
-	p, err := NewProgram(ps)
+	res, err := b.await(op, ctx, spec.Name, run)
+	if err != nil {
+		return nil, err
+	}
+	p, err := NewProgram(ProgramSpec{Name: spec.Name, Block: spec.Block, Grid: spec.Grid, Params: spec.Params, Host: spec.Host,
+		Image: res.image, Entry: res.info.Symbol})
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -129,25 +144,103 @@ func (b *Backend) Compile(spec CompileSpec) (*Program, error) {
 		}
 		return nil, err
 	}
-	p.built = &built
+	p.built = &res.info
 	if _, err := b.function(op, p); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// simEntry turns an entry expression into an identifier for the simulated
-// device's stand-in image.
-func simEntry(entry string) string {
-	var sb strings.Builder
-	for _, r := range entry {
-		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			sb.WriteRune(r)
-		} else {
-			sb.WriteByte('_')
-		}
+// stubCompiler is the simulated device's stand-in for NVRTC
+// (sim.Device.Compile): it checks the source as far as its declarations
+// show and returns an image naming the entry.
+type stubCompiler interface {
+	Compile(req nvrtcapi.Request, params []ParamType) (nvrtcapi.Output, error)
+}
+
+// compiler checks spec and returns the compilation to run: NVRTC through
+// the Backend's Compiler, or, on a driver that runs Go twins, its stand-in.
+func (b *Backend) compiler(op string, spec CompileSpec) (func() (built, error), error) {
+	switch {
+	case strings.TrimSpace(spec.Source) == "":
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("program %q has no source", spec.Name), "pass the CUDA C++ text in Source")
+	case strings.TrimSpace(spec.Entry) == "":
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("program %q has no entry", spec.Name),
+			"set Entry to the kernel's name, or a template instance such as scale<float>")
 	}
-	return sb.String()
+	src := nvrtc.Source{Name: spec.Name + ".cu", Code: spec.Source, Entry: spec.Entry, Options: spec.Options}
+	if _, ok := b.drv.(HostKernelBinder); !ok {
+		c := b.cfg.compiler
+		if c == nil {
+			c = nvrtc.Default()
+		}
+		return func() (built, error) {
+			res, err := c.Compile(src, b.info.CCMajor, b.info.CCMinor)
+			if err != nil {
+				return built{}, compileError(op, spec.Name, b.info, err)
+			}
+			return built{image: res.Image, info: Compiled{Target: res.Target, CUBIN: res.CUBIN, Symbol: res.Symbol,
+				Cached: res.Cached, NVRTCVersion: res.Version, Log: res.Log}}, nil
+		}, nil
+	}
+	if spec.Host == nil {
+		return nil, newError(op, KindUnsupported,
+			fmt.Sprintf("program %q has no Go twin and this driver cannot run device code", spec.Name),
+			"set CompileSpec.Host to a Go function computing what the kernel does, or run on a GPU")
+	}
+	stub, ok := b.drv.(stubCompiler)
+	if !ok {
+		return nil, newError(op, KindUnsupported, fmt.Sprintf("program %q cannot be compiled: this driver runs Go twins but offers no compiler", spec.Name),
+			"give the driver a Compile method as sim.Device has, or build the Program with NewProgram")
+	}
+	req, err := src.Request("", false)
+	if err != nil {
+		return nil, compileError(op, spec.Name, b.info, err)
+	}
+	return func() (built, error) {
+		out, err := stub.Compile(req, spec.Params)
+		if err == nil && len(out.Lowered) != 1 {
+			err = fmt.Errorf("the driver's compiler returned %d symbols for one entry", len(out.Lowered))
+		}
+		if err != nil {
+			return built{}, compileError(op, spec.Name, b.info, err)
+		}
+		return built{image: out.Image, info: Compiled{Target: "sim", Symbol: out.Lowered[0], Log: out.Log}}, nil
+	}, nil
+}
+
+// await runs a compilation and waits for it until ctx is done. With a
+// context that can be done, it runs in a goroutine that Backend.Close waits
+// for; when ctx is done first its result is dropped: a compilation holds
+// nothing that needs releasing (the module is loaded only after it).
+func (b *Backend) await(op string, ctx context.Context, name string, run func() (built, error)) (built, error) {
+	if ctx.Done() == nil {
+		return run()
+	}
+	type outcome struct {
+		res built
+		err error
+	}
+	done := make(chan outcome, 1)
+	b.abandoned.Add(1)
+	go func() {
+		defer b.abandoned.Done()
+		res, err := run()
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-ctx.Done():
+	}
+	select {
+	case o := <-done: // finished as the context ended: report it
+		return o.res, o.err
+	default:
+	}
+	return built{}, &Error{Op: op, Kind: KindInFlight, Detail: fmt.Sprintf("stopped waiting for program %q to compile", name),
+		Fix: "give the compilation more time; it finishes in the background, and on a GPU its result reaches the disk cache for the next Compile",
+		Err: ctx.Err()}
 }
 
 // compileError maps a compiler failure to the Backend's error kinds.

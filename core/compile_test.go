@@ -199,3 +199,64 @@ func (l *lyingNVRTC) Compile(r nvrtcapi.Request) (nvrtcapi.Output, error) {
 	out.Lowered = []string{"_Zother"}
 	return out, err
 }
+
+const scaleTemplateSrc = `
+template <typename T>
+__global__ void scale(T *x, T a, int n) {
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] *= a;
+}
+`
+
+func TestCompileOnSimRefusesWhatNVRTCRefuses(t *testing.T) {
+	// The error a compilation NVRTC refuses gets on a GPU's path.
+	f := &fakeNVRTC{fail: &nvrtcapi.CompileError{Err: nvrtcapi.NVRTC_ERROR_COMPILATION, Log: "k.cu(1): error: expected a \";\"\n"}}
+	_, gpuErr := openGPULike(t, nvrtc.New(f, nil)).Compile(core.CompileSpec{Source: "x", Entry: "k", Grid: core.GridRule{Blocks: 1}})
+	var onGPU *core.Error
+	require.ErrorAs(t, gpuErr, &onGPU)
+
+	b, dev := openSim(t, sim.Config{})
+	scaleParams := []core.ParamType{core.ParamBuffer, core.ParamFloat32, core.ParamInt32}
+	for _, tt := range []struct {
+		name string
+		spec core.CompileSpec
+		log  string
+	}{
+		{"entry not defined", core.CompileSpec{Source: saxpySrc, Entry: "sapxy", Params: saxpyParams},
+			`sapxy.cu(1): error: identifier "sapxy" is undefined`},
+		{"device function", core.CompileSpec{Name: "twice", Source: "__device__ float twice(float x) { return 2 * x; }", Entry: "twice",
+			Params: []core.ParamType{core.ParamFloat32}}, `twice.cu(1): error: "twice" is not a __global__ function`},
+		{"parameter count", core.CompileSpec{Source: saxpySrc, Entry: "saxpy", Params: saxpyParams[:3]},
+			`saxpy.cu(2): error: kernel "saxpy" takes 4 parameters, but Params declares 3`},
+		{"parameter kind", core.CompileSpec{Source: saxpySrc, Entry: "saxpy",
+			Params: []core.ParamType{core.ParamBuffer, core.ParamFloat32, core.ParamFloat32, core.ParamUint32}},
+			`saxpy.cu(2): error: parameter 2 of "saxpy" (const float *x) is a pointer, but Params[1] is a scalar`},
+		{"unbalanced braces", core.CompileSpec{Source: saxpySrc + "}\n", Entry: "saxpy", Params: saxpyParams},
+			`saxpy.cu(6): error: unbalanced "}"`},
+		{"unbalanced parentheses", core.CompileSpec{Source: strings.Replace(saxpySrc, "if (i < n)", "if (i < n", 1), Entry: "saxpy", Params: saxpyParams},
+			`saxpy.cu(5): error: expected a ")" before this "}": the "(" on line 4 is not closed`},
+		{"template without instance", core.CompileSpec{Source: scaleTemplateSrc, Entry: "scale", Params: scaleParams},
+			`scale.cu(3): error: "scale" is a function template`},
+		{"template instance kind", core.CompileSpec{Source: scaleTemplateSrc, Entry: "scale<float*>", Params: scaleParams},
+			`error: parameter 2 of "scale" (T a) is a pointer`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := tt.spec
+			spec.Host, spec.Grid = saxpyTwin, core.GridRule{Blocks: 1}
+			_, err := b.Compile(spec)
+			e := requireErrKind(t, err, core.ErrInvalidArgument, tt.log, "Fix: correct the source where the compiler's log points")
+			assert.Equal(t, onGPU.Kind, e.Kind, "the kind NVRTC's refusal gets on a GPU")
+			assert.Equal(t, "Compile", e.Op)
+			assert.Equal(t, 1, strings.Count(e.Error(), "Fix:"), e.Error())
+			log, ok := nvrtc.IsCompileError(err)
+			require.True(t, ok, "the compiler's log is reachable as on a GPU")
+			assert.Contains(t, log, tt.log)
+		})
+	}
+	assert.Zero(t, dev.Calls(sim.OpModuleLoad), "nothing refused was loaded")
+
+	p, err := b.Compile(core.CompileSpec{Source: scaleTemplateSrc, Entry: "scale<float>", Params: scaleParams,
+		Grid: core.GridRule{Blocks: 1}, Host: saxpyTwin})
+	require.NoError(t, err, "a template instance that fits compiles")
+	c, _ := p.Compiled()
+	assert.Equal(t, core.Compiled{Target: "sim", Symbol: "scale_float_"}, c)
+}

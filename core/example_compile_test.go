@@ -1,12 +1,17 @@
 package core_test
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/nvrtc"
 )
 
 // SAXPY written in CUDA C inside a Go string, compiled for the Backend's
@@ -93,4 +98,46 @@ extern "C" __global__ void saxpy(float *y, const float *x, float a, unsigned int
 	}
 	fmt.Println(got)
 	// Output: [12 24 36 48]
+}
+
+// Compiling with a deadline. The simulated device compiles nothing, but it
+// refuses what NVRTC would refuse (here Params that do not match the
+// kernel's parameters), with a log in NVRTC's form.
+func ExampleBackend_CompileContext() {
+	b, err := core.Open(sim.New(sim.Config{}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	spec := core.CompileSpec{
+		Source: `__global__ void fill(int *p, int v) { p[threadIdx.x] = v; }`,
+		Entry:  "fill",
+		Params: []core.ParamType{core.ParamBuffer, core.ParamInt32},
+		Grid:   core.GridRule{Blocks: 1},
+		Host: func(mem core.KernelMemory, lc core.LaunchConfig, args []core.KernelArg) error {
+			n := int(lc.Block[0]) // one block: p[threadIdx.x] for every thread
+			p, err := mem.Bytes(args[0].Ptr, 4*n)
+			if err != nil {
+				return err
+			}
+			for i := range n {
+				binary.LittleEndian.PutUint32(p[4*i:], uint32(args[1].Int32()))
+			}
+			return nil
+		},
+	}
+	fill, err := b.CompileContext(ctx, spec) // ErrInFlight wrapping ctx.Err() if ctx ends first
+	fmt.Println(fill.Name(), err)
+
+	spec.Params = spec.Params[:1]
+	_, err = b.CompileContext(ctx, spec)
+	log, _ := nvrtc.IsCompileError(err)
+	fmt.Println(strings.SplitN(log, "\n", 2)[0])
+	// Output:
+	// fill <nil>
+	// fill.cu(1): error: kernel "fill" takes 2 parameters, but Params declares 1
 }

@@ -125,3 +125,24 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestPutAtTheCapEdge(t *testing.T) {
+	const data = 100
+	c, err := Open(t.TempDir(), int64(headerLen+data))
+	require.NoError(t, err)
+	k := KeyOf([]byte("exact"))
+	require.NoError(t, c.Put(k, make([]byte, data)), "an entry whose file is exactly the cap is stored")
+	got, ok := c.Get(k)
+	require.True(t, ok)
+	assert.Len(t, got, data)
+	size, n := c.Usage()
+	assert.Equal(t, int64(headerLen+data), size)
+	assert.Equal(t, 1, n)
+
+	over := KeyOf([]byte("over"))
+	assert.ErrorContains(t, c.Put(over, make([]byte, data+1)), "exceeds", "one byte over the cap is refused")
+	_, ok = c.Get(over)
+	assert.False(t, ok)
+	_, ok = c.Get(k)
+	assert.True(t, ok, "a refused Put evicts nothing")
+}

@@ -266,16 +266,44 @@ func (e *UnsupportedDeviceError) Error() string {
 		e.CC/10, e.CC%10, e.Archs)
 }
 
-// Compile compiles src for a device of compute capability major.minor, or
-// returns the cached result of an identical earlier compilation.
-func (c *Compiler) Compile(src Source, major, minor int) (Result, error) {
+// Request returns the compilation a Compiler asks NVRTC for: src's text,
+// file name ("kernel.cu" when empty), include files, options and entry as a
+// name expression, with -arch=target appended unless target is empty, and
+// CUBIN set to cubin. It refuses an empty entry and an option that chooses
+// the architecture.
+func (src Source) Request(target string, cubin bool) (nvrtcapi.Request, error) {
+	if err := src.check(); err != nil {
+		return nvrtcapi.Request{}, err
+	}
+	req := nvrtcapi.Request{Source: src.Code, Name: src.Name, Headers: src.Options.headers(), Options: src.Options.flags(),
+		NameExpressions: []string{src.Entry}, CUBIN: cubin}
+	if req.Name == "" {
+		req.Name = "kernel.cu"
+	}
+	if target != "" {
+		req.Options = append(req.Options, "-arch="+target)
+	}
+	return req, nil
+}
+
+// check refuses an empty entry and an option that chooses the architecture.
+func (src Source) check() error {
 	if src.Entry == "" {
-		return Result{}, errors.New("nvrtc: no entry; Fix: name the kernel (or a template instance) in Entry")
+		return errors.New("nvrtc: no entry; Fix: name the kernel (or a template instance) in Entry")
 	}
 	for _, o := range src.Options.Extra {
 		if strings.HasPrefix(o, "-arch") || strings.HasPrefix(o, "--gpu-architecture") {
-			return Result{}, fmt.Errorf("nvrtc: option %q chooses the architecture; Fix: leave it out, the Compiler targets the device", o)
+			return fmt.Errorf("nvrtc: option %q chooses the architecture; Fix: leave it out, the Compiler targets the device", o)
 		}
+	}
+	return nil
+}
+
+// Compile compiles src for a device of compute capability major.minor, or
+// returns the cached result of an identical earlier compilation.
+func (c *Compiler) Compile(src Source, major, minor int) (Result, error) {
+	if err := src.check(); err != nil {
+		return Result{}, err
 	}
 	version, archs, err := c.info()
 	if err != nil {
@@ -286,13 +314,8 @@ func (c *Compiler) Compile(src Source, major, minor int) (Result, error) {
 	if !ok {
 		return Result{}, &UnsupportedDeviceError{CC: cc, Archs: archs}
 	}
-	opts := append(src.Options.flags(), "-arch="+target)
-	hdrs := src.Options.headers()
-	name := src.Name
-	if name == "" {
-		name = "kernel.cu"
-	}
-	key := cacheKey(version, target, name, src.Code, src.Entry, opts, hdrs)
+	req, _ := src.Request(target, cubin) // src passed check above
+	key := cacheKey(version, target, req.Name, req.Source, src.Entry, req.Options, req.Headers)
 	res := Result{Target: target, CUBIN: cubin, Version: version}
 	if c.cache != nil {
 		if raw, ok := c.cache.Get(key); ok {
@@ -304,8 +327,7 @@ func (c *Compiler) Compile(src Source, major, minor int) (Result, error) {
 		}
 	}
 	c.calls.Add(1)
-	out, err := c.tc.Compile(nvrtcapi.Request{Source: src.Code, Name: name, Headers: hdrs, Options: opts,
-		NameExpressions: []string{src.Entry}, CUBIN: cubin})
+	out, err := c.tc.Compile(req)
 	if err != nil {
 		return Result{}, err
 	}

@@ -118,6 +118,23 @@ func TestCompileTargetsAndOptions(t *testing.T) {
 	}
 }
 
+func TestSourceRequest(t *testing.T) {
+	src := Source{Code: "c", Entry: "k<int>", Options: Options{Defines: map[string]string{"A": ""}, Headers: map[string]string{"z.h": "Z", "a.h": "A"}}}
+	req, err := src.Request("sm_90", true)
+	require.NoError(t, err)
+	assert.Equal(t, nvrtcapi.Request{Source: "c", Name: "kernel.cu", Headers: []nvrtcapi.Header{{Name: "a.h", Source: "A"}, {Name: "z.h", Source: "Z"}},
+		Options: []string{"-DA", "-arch=sm_90"}, NameExpressions: []string{"k<int>"}, CUBIN: true}, req)
+	src.Name = "mine.cu"
+	req, err = src.Request("", false)
+	require.NoError(t, err)
+	assert.Equal(t, "mine.cu", req.Name)
+	assert.Equal(t, []string{"-DA"}, req.Options, "no target: no -arch")
+	_, err = Source{Code: "c"}.Request("", false)
+	assert.ErrorContains(t, err, "no entry")
+	_, err = Source{Code: "c", Entry: "k", Options: Options{Extra: []string{"-arch=sm_80"}}}.Request("", false)
+	assert.ErrorContains(t, err, "chooses the architecture")
+}
+
 func TestOldNVRTCWithoutArchListGetsPTX(t *testing.T) {
 	tc := &fakeTC{noArch: true}
 	r, err := New(tc, nil).Compile(Source{Code: "k", Entry: "k"}, 8, 6)
@@ -170,6 +187,30 @@ func TestDiskCacheSecondCompilerCompilesNothing(t *testing.T) {
 	r, err = b.Compile(src, 8, 0)
 	require.NoError(t, err)
 	assert.False(t, r.Cached)
+}
+
+func TestHeaderContentsAreInTheKey(t *testing.T) {
+	dir := t.TempDir()
+	tc := &fakeTC{archs: []int{90}}
+	c := New(tc, newCache(t, dir))
+	src := func(h string) Source {
+		return Source{Code: "#include \"k.h\"\n__global__ void k(){}", Entry: "k",
+			Options: Options{Headers: map[string]string{"k.h": h}}}
+	}
+	one := []string{"v1", "v1", "v2", "v1"}
+	want := []bool{false, true, false, true}
+	for i, h := range one {
+		r, err := c.Compile(src(h), 9, 0)
+		require.NoError(t, err, "compile %d", i)
+		assert.Equal(t, want[i], r.Cached, "compile %d with header %q", i, h)
+	}
+	assert.Equal(t, uint64(2), c.Calls(), "a header whose contents changed under the same name compiles afresh")
+	require.Len(t, tc.reqs, 2)
+	assert.Equal(t, "v2", tc.reqs[1].Headers[0].Source)
+
+	ka := cacheKey("13.0", "sm_90", "k.cu", "c", "k", nil, []nvrtcapi.Header{{Name: "k.h", Source: "v1"}})
+	kb := cacheKey("13.0", "sm_90", "k.cu", "c", "k", nil, []nvrtcapi.Header{{Name: "k.h", Source: "v2"}})
+	assert.NotEqual(t, ka, kb)
 }
 
 func TestCorruptCacheEntryRecompiles(t *testing.T) {

@@ -64,6 +64,11 @@ type Config struct {
 	// Capabilities, when set, is what Capabilities reports, so tests can
 	// take optional features away (default: DefaultCapabilities()).
 	Capabilities *driver.Capabilities
+	// CompileDelay makes each Compile (the stand-in for NVRTC) sleep this
+	// long before it checks the source, as a real compilation takes
+	// milliseconds to seconds and cannot be interrupted: a test sees what
+	// a slow compiler does to core.Backend.CompileContext. Zero: no delay.
+	CompileDelay time.Duration
 }
 
 // DefaultCapabilities is what a simulated device reports unless

@@ -32,6 +32,11 @@
 //     executes. With Capabilities.MappedPinnedHost (the default) they can
 //     also read memory from HostAlloc at its host address, as kernels on a
 //     GPU with unified addressing do.
+//   - CUDA C++ given to core.Backend.Compile is not compiled (its Go twin
+//     runs), but Compile, the stand-in for NVRTC, refuses an entry the
+//     source does not define as a __global__ function, parameters whose
+//     count or pointer/scalar kinds differ from the Program's, and
+//     unbalanced brackets, with the error and log NVRTC gives.
 //   - Faults are injected per operation (FailNth, NullNth, FailRate), every
 //     call is counted (Calls, CallCounts), and Live reports live objects so a
 //     test can prove nothing leaked (RequireNoLeaks). RequireNoLiveResident
