@@ -37,7 +37,8 @@ Usage:
 
 Run "vyrecuda COMMAND -h" for a command's flags. -device auto (the default)
 uses the GPU when a CUDA driver and device are present, otherwise the simulated
-device, and says which. Sizes accept B, KiB, MiB and GiB suffixes.
+device, and says which; VYRECUDA_DEVICE=sim, cuda or cuda:N decides instead
+when set. Sizes accept B, KiB, MiB and GiB suffixes.
 Exit status: 0 success, 1 failure, 2 bad usage.
 `
 
