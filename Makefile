@@ -58,14 +58,16 @@ fuzz:
 	  done; \
 	done < .fuzzpairs.tmp; rm -f .fuzzpairs.tmp
 
-## lint: gofmt check, go vet (with and without cgo) and staticcheck at the
-## version STATICCHECK pins.
+## lint: gofmt check, go vet (with and without cgo), staticcheck at the
+## version STATICCHECK pins, and that core does not depend on Prometheus.
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	@if $(GO) list -deps ./core/... | grep -q '^github.com/prometheus/'; then \
+	  echo "core imports Prometheus: only package metrics may"; exit 1; fi
 
 ## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h);
 ## with NCCL_H=path, ncclapi from that nccl.h, and with NVRTC_H=path, nvrtcapi from that
