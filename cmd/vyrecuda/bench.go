@@ -51,6 +51,11 @@ type benchConfig struct {
 	// NoPDL turns programmatic dependent launch off (-pdl=false).
 	NoPDL bool   `json:"no_pdl,omitempty"`
 	Out   string `json:"-"`
+	// MemoryEvents, when positive, records memory history with this bound
+	// during the run (its cost is then in the timings); MemorySnapshot is
+	// where the snapshot goes.
+	MemoryEvents   int    `json:"memory_events,omitempty"`
+	MemorySnapshot string `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of the benchmark workloads (docs/BENCHMARKS.md).
@@ -95,6 +100,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and bandwidth.svg (created if missing)")
+	fs.StringVar(&cfg.MemorySnapshot, "memory-snapshot", "", "record memory history during the run and write the snapshot as JSON to this file, for memplot (the timings then include the recording)")
+	memEvents := fs.Int("memory-events", 100000, "with -memory-snapshot: the most events the history keeps")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs) and an upload/readback\n"+
 			"bandwidth sweep (beside the driver's own pageable copy and the pinned DMA\nalone), and prints median, min and max over -repeats runs. The workloads,\n"+
@@ -109,6 +116,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	cfg.SweepMin, cfg.SweepMax = int(sweepMin), int(sweepMax)
 	cfg.MixedMax = int(mixedMax)
 	cfg.NoPDL = !*pdl
+	if cfg.MemorySnapshot != "" {
+		cfg.MemoryEvents = *memEvents
+	}
 	selected, err := cfg.validate()
 	if err != nil {
 		fmt.Fprintf(stderr, "vyrecuda bench: %v\n", err)
@@ -127,7 +137,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, s.Describe())
 	fmt.Fprintf(stdout, "programmatic dependent launch: %v\n", s.Backend.ProgrammaticLaunch())
-	rep, runErr := runBenchmarks(s, cfg, selected, newProgress(stderr))
+	var rep *benchReport
+	runErr := startMemoryHistory(s, cfg)
+	if runErr == nil {
+		rep, runErr = runBenchmarks(s, cfg, selected, newProgress(stderr))
+		runErr = errors.Join(runErr, writeMemorySnapshot(s, cfg))
+	}
 	if err := s.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -157,6 +172,8 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
 	case c.Allocs < 1:
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.MemorySnapshot != "" && c.MemoryEvents < 1:
+		return nil, fmt.Errorf("-memory-events %d: want at least 1", c.MemoryEvents)
 	case c.ChurnSteps < 1:
 		return nil, fmt.Errorf("-churn-steps %d: want at least 1", c.ChurnSteps)
 	case c.Launches < 1:

@@ -3,6 +3,7 @@
 //	vyrecuda info                     driver version and devices (or the simulated one)
 //	vyrecuda demo [-device auto]      a resident pipeline end to end, verified on the CPU
 //	vyrecuda bench [-out DIR] [...]   workloads W1-W6, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
+//	vyrecuda memplot snapshot.json    a memory snapshot's timeline as SVG
 //
 // It is built with the standard library's flag package only: the command adds
 // no dependency to the module. Exit status: 0 success, 1 failure, 2 bad usage.
@@ -33,6 +34,7 @@ Usage:
   vyrecuda info   [-ordinal N]
   vyrecuda demo   [-device auto|sim|cuda] [-ordinal N] [-words N]
   vyrecuda bench  [-device auto|sim|cuda] [-out DIR] [-repeats N] [-large SIZE] ...
+  vyrecuda memplot snapshot.json [-o memory.svg] [-top N]
   vyrecuda help
 
 Run "vyrecuda COMMAND -h" for a command's flags. -device auto (the default)
@@ -56,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(args[1:], stdout, stderr)
+	case "memplot":
+		return runMemplot(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
