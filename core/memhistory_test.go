@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -187,6 +188,48 @@ func TestMemoryHistoryShowsTransferStaging(t *testing.T) {
 	for _, blk := range s.Blocks {
 		assert.NotZero(t, blk.Buffer, "no staging is left live")
 	}
+}
+
+// Allocations and frees on several goroutines while history is switched
+// on and off and snapshots are taken: no race, and once everything is
+// freed under a history that saw it all, nothing is left allocated.
+func TestMemoryHistoryUnderConcurrentUse(t *testing.T) {
+	b, _ := openSim(t, sim.Config{})
+	churn := func(rounds int) {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range rounds {
+					h, err := b.Alloc(64 * (g + 1) * (i%5 + 1))
+					if !assert.NoError(t, err) {
+						return
+					}
+					assert.NoError(t, b.Free(h))
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			assert.NoError(t, b.RecordMemoryHistory(50*(i%2)))
+			_ = b.MemorySnapshot()
+		}
+	}()
+	churn(200)
+	<-done
+
+	require.NoError(t, b.RecordMemoryHistory(0)) // drop what the toggling left
+	require.NoError(t, b.RecordMemoryHistory(100000))
+	churn(100)
+	s := b.MemorySnapshot()
+	assert.Len(t, s.Events, 800)
+	assert.Zero(t, s.Events[len(s.Events)-1].Allocated)
+	assert.Empty(t, s.Blocks)
 }
 
 // BenchmarkAllocFreeHistory is W4B (a 4 KiB Alloc and Free pair served by
