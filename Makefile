@@ -21,7 +21,7 @@ PKGS      := ./...
 # proxy on first use; kept out of go.mod so the library's users stay on Go 1.24).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench gpu-test-bin ci clean
+.PHONY: all test race nocgo fuzz-short fuzz lint generate check-headers demo bench check-plots gpu-test-bin ci clean
 
 all: lint test
 
@@ -58,14 +58,16 @@ fuzz:
 	  done; \
 	done < .fuzzpairs.tmp; rm -f .fuzzpairs.tmp
 
-## lint: gofmt check, go vet (with and without cgo) and staticcheck at the
-## version STATICCHECK pins.
+## lint: gofmt check, go vet (with and without cgo), staticcheck at the
+## version STATICCHECK pins, and that core does not depend on Prometheus.
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
+	@if $(GO) list -deps ./core/... | grep -q '^github.com/prometheus/'; then \
+	  echo "core imports Prometheus: only package metrics may"; exit 1; fi
 
 ## generate: regenerate cudaapi from a cuda.h (CUDA_H=path, or $$CUDA_HOME/include/cuda.h);
 ## with NCCL_H=path, ncclapi from that nccl.h, and with NVRTC_H=path, nvrtcapi from that
@@ -101,6 +103,30 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(GO) run ./cmd/vyrecuda bench $(BENCHFLAGS) -out bench-out
 
+## check-plots: draw the bench's bandwidth SVG and a memory timeline (memplot of a
+## bench run's memory snapshot) on the simulated device, then render both to PNG
+## in headless Chromium (installed from Debian's packages when missing) under
+## PLOTDIR, to look at.
+PLOTDIR   ?= plots-out
+CHROMIUM  ?= /usr/bin/chromium
+check-plots:
+	@mkdir -p $(PLOTDIR)
+	$(GO) run ./cmd/vyrecuda bench -device sim -workloads W4C,W7U -repeats 2 -warmup 1 -churn-steps 2000 \
+	  -mixed-count 256 -mixed-max 64KiB -sweep-min 4KiB -sweep-max 4MiB \
+	  -out $(PLOTDIR) -memory-snapshot $(PLOTDIR)/memory.json > $(PLOTDIR)/bench.txt
+	$(GO) run ./cmd/vyrecuda memplot $(PLOTDIR)/memory.json -o $(PLOTDIR)/memory.svg
+	@if [ ! -x $(CHROMIUM) ]; then apt-get update && apt-get install -y chromium; fi
+	@set -e; for svg in bandwidth memory; do \
+	  size=$$(sed -n 's/.*<svg [^>]*width="\([0-9]*\)" height="\([0-9]*\)".*/\1,\2/p' $(PLOTDIR)/$$svg.svg | head -n 1); \
+	  profile=$$(mktemp -d); \
+	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
+	    --disable-sync --no-first-run --user-data-dir=$$profile --hide-scrollbars --window-size=$$size \
+	    --screenshot=$(abspath $(PLOTDIR))/$$svg.png file://$(abspath $(PLOTDIR))/$$svg.svg 2>/dev/null; \
+	  rm -rf $$profile; \
+	  test -s $(PLOTDIR)/$$svg.png || { echo "no $(PLOTDIR)/$$svg.png"; exit 1; }; \
+	  echo "wrote $(PLOTDIR)/$$svg.png ($$size)"; \
+	done
+
 ## gpu-test-bin: build gpu-tagged test binaries into .gpu/ with .gpu/run.sh to run them on a GPU machine.
 gpu-test-bin:
 	./scripts/gpu-test-bin.sh
@@ -109,4 +135,4 @@ gpu-test-bin:
 ci: lint test
 
 clean:
-	rm -rf .gpu bench-out
+	rm -rf .gpu bench-out $(PLOTDIR)

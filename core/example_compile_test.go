@@ -7,7 +7,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
@@ -38,16 +37,14 @@ extern "C" __global__ void saxpy(float *y, const float *x, float a, unsigned int
 		Grid:   core.GridRule{ElemSize: 4, FromBuffer: 0}, // one thread per float of y
 		Host: func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
 			n := int(args[3].Uint32())
-			yb, err := mem.Bytes(args[0].Ptr, 4*n)
+			y, err := core.KernelSlice[float32](mem, args[0], n) // device memory as []float32
 			if err != nil {
 				return err
 			}
-			xb, err := mem.Bytes(args[1].Ptr, 4*n)
+			x, err := core.KernelSlice[float32](mem, args[1], n)
 			if err != nil {
 				return err
 			}
-			y := unsafe.Slice((*float32)(unsafe.Pointer(&yb[0])), n) // device memory is little-endian, as the host
-			x := unsafe.Slice((*float32)(unsafe.Pointer(&xb[0])), n)
 			for i := range y {
 				y[i] += args[2].Float32() * x[i]
 			}

@@ -22,36 +22,38 @@ func le32(v ...uint32) []byte {
 }
 
 // Example_batch allocates resident buffers, then uploads, adds on the
-// device and reads back in one Batch with one fence.
+// device and reads back in one Batch with one fence. core.AsBytes passes
+// the typed slices as bytes without copying them: the sum lands in sum's
+// own storage.
 func Example_batch() {
 	b, err := core.Open(sim.New(sim.Config{})) // on a GPU: core.OpenCUDA(0)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer b.Close()
-	var bufs [3]core.Buffer // x, y and sum: four uint32 words each
+	x, y, sum := []uint32{1, 2, 3, 4}, []uint32{10, 20, 30, 40}, make([]uint32, 4)
+	var bufs [3]core.Buffer // x, y and sum on the device
 	for i := range bufs {
-		if bufs[i], err = b.Alloc(16); err != nil {
+		if bufs[i], err = core.AllocSlice[uint32](b, len(x)); err != nil {
 			log.Fatal(err)
 		}
 	}
-	x, y, sum := bufs[0], bufs[1], bufs[2]
 	// One batch, one fence: upload both inputs, add them on the device, read the sum.
-	out, err := b.Run(core.Batch{
-		Uploads: []core.UploadAt{{Buf: x, Data: le32(1, 2, 3, 4)}, {Buf: y, Data: le32(10, 20, 30, 40)}},
-		Steps:   []core.Step{{Program: core.ProgramVAddU32(), Bufs: []core.Buffer{x, y, sum}}},
-		Reads:   []core.Range{sum.All()},
-	}, nil)
+	_, err = b.Run(core.Batch{
+		Uploads: []core.UploadAt{{Buf: bufs[0], Data: core.AsBytes(x)}, {Buf: bufs[1], Data: core.AsBytes(y)}},
+		Steps:   []core.Step{{Program: core.ProgramVAddU32(), Bufs: bufs[:]}},
+		Reads:   []core.Range{bufs[2].All()},
+	}, [][]byte{core.AsBytes(sum)[:0]})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("last word:", binary.LittleEndian.Uint32(out[0][12:]), "fences:", b.Telemetry().SyncPoints)
+	fmt.Println("sum:", sum, "fences:", b.Telemetry().SyncPoints)
 	for _, h := range bufs {
 		if err := b.Free(h); err != nil {
 			log.Fatal(err)
 		}
 	}
-	// Output: last word: 44 fences: 1
+	// Output: sum: [11 22 33 44] fences: 1
 }
 
 // ExampleBackend_Run runs a multi-step kernel sequence as one Batch: the

@@ -27,12 +27,59 @@ func sizeOf[T Numeric]() int {
 	return int(unsafe.Sizeof(z))
 }
 
-// bytesOf views s's elements as bytes, sharing its storage.
-func bytesOf[T Numeric](s []T) []byte {
+// AsBytes returns s's elements as bytes, in the layout Numeric describes:
+// a view of the same storage, with no copy. Writing through either slice
+// changes the other. Pass it where a call takes bytes (a Batch's
+// UploadAt.Data, a read destination of DownloadMany or Run) to move typed
+// data without encoding it. Its length is len(s)*size and its capacity
+// cap(s)*size; nil or an empty capacity gives nil.
+func AsBytes[T Numeric](s []T) []byte {
 	if cap(s) == 0 {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*sizeOf[T]())[:len(s)*sizeOf[T]()]
+}
+
+// KernelSlice returns the n elements of T at the device pointer arg in a Go
+// twin (a HostKernel), as a slice over the simulated device's memory: reads
+// and writes through it are the kernel's. It refuses, with an error the twin
+// should return: a nil mem, an arg that is not a pointer, a negative n or
+// one whose byte size overflows, memory that is not n*size bytes inside one
+// live allocation (the driver's own error is the cause), and an address not
+// aligned to T. n == 0 gives an empty slice. The slice is valid only until
+// the twin returns.
+func KernelSlice[T Numeric](mem KernelMemory, arg KernelArg, n int) ([]T, error) {
+	const op = "KernelSlice"
+	size := sizeOf[T]()
+	var z T
+	align := uint64(unsafe.Alignof(z))
+	switch {
+	case mem == nil:
+		return nil, newError(op, KindInvalidArgument, "the KernelMemory is nil", "pass the KernelMemory the twin was called with")
+	case !arg.IsPtr:
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("the argument is a scalar (bits %#x), not a device pointer", arg.Bits|uint64(arg.U32)),
+			"pass a buffer argument; read scalars with the KernelArg accessors")
+	case n < 0 || n > math.MaxInt/size:
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("%d elements of %d bytes", n, size),
+			"ask for a non-negative element count whose byte size fits an int")
+	case arg.Ptr%align != 0:
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("device address %#x is not a multiple of %d, the alignment of %d-byte elements", arg.Ptr, align, size),
+			"pass a buffer (or offset) aligned to the element type")
+	case n == 0:
+		return []T{}, nil
+	}
+	raw, err := mem.Bytes(arg.Ptr, n*size)
+	if err != nil {
+		e := newError(op, KindInvalidArgument, fmt.Sprintf("%d elements of %d bytes at %#x", n, size, arg.Ptr),
+			"ask for no more elements than the buffer holds from that address")
+		e.Err = err
+		return nil, e
+	}
+	if len(raw) != n*size || uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%uintptr(align) != 0 {
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("the memory at %#x came back as %d bytes at host address %p, want %d bytes aligned to %d",
+			arg.Ptr, len(raw), unsafe.SliceData(raw), n*size, align), "report this as a bug in the driver's KernelMemory")
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(raw))), n), nil
 }
 
 // AllocSlice allocates a resident buffer for n elements of T (n*size bytes).
@@ -55,7 +102,7 @@ func UploadSlice[T Numeric](b *Backend, buf Buffer, src []T) error {
 	if err := elementsFit(op, buf, sizeOf[T](), 0, len(src), true); err != nil {
 		return err
 	}
-	data := bytesOf(src)
+	data := AsBytes(src)
 	return b.uploadCall(op, 1, func(int) (Buffer, int, []byte) { return buf, 0, data }, true)
 }
 
@@ -71,7 +118,7 @@ func UploadSliceAt[T Numeric](b *Backend, buf Buffer, index int, src []T) error 
 	if err := elementsFit(op, buf, size, index, len(src), false); err != nil {
 		return err
 	}
-	data := bytesOf(src)
+	data := AsBytes(src)
 	return b.uploadCall(op, 1, func(int) (Buffer, int, []byte) { return buf, index * size, data }, false)
 }
 
@@ -121,7 +168,7 @@ func DownloadSlice[T Numeric](b *Backend, buf Buffer, dst []T) ([]T, error) {
 	if cap(dst) < n {
 		out = make([]T, 0, n)
 	}
-	got, err := b.download(op, buf.All(), bytesOf(out[:0]))
+	got, err := b.download(op, buf.All(), AsBytes(out[:0]))
 	if err != nil {
 		return dst, err
 	}

@@ -99,10 +99,13 @@ func allreduce(cfg allreduceConfig, stdout io.Writer) (err error) {
 func openRank(choice string, env cluster.Env) (*session, error) {
 	reason := ""
 	if choice == deviceAuto {
-		if err := cudaProbe(); err != nil {
-			choice, reason = deviceSim, describeDriverError(err)
-		} else {
-			choice, reason = deviceCUDA, "a CUDA device is present"
+		c, err := chooseDevice()
+		if err != nil {
+			return nil, err
+		}
+		choice, reason = deviceCUDA, c.Reason
+		if c.Sim {
+			choice = deviceSim
 		}
 	}
 	if choice == deviceSim {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 	"os"
 	"testing"
@@ -38,14 +37,18 @@ func TestAllreduceOneRank(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "rank 0 of 1 (torchrun, simulated device): all-reduce of 4 KiB float32 checked on the host: ok; 3 timed: median ")
 
-	stub(t, &cudaProbe, func() error { return errors.New("no GPU in this test") })
+	stub(t, &chooseDevice, func() (core.DeviceChoice, error) {
+		return core.DeviceChoice{Sim: true, Reason: "no GPU in this test"}, nil
+	})
 	code, stdout, stderr = runCmd("allreduce", "-size", "1KiB", "-iters", "0")
 	require.Equal(t, exitOK, code, stderr)
 	assert.Contains(t, stdout, "rank 0 of 1 (torchrun, simulated device): all-reduce of 1 KiB float32 checked on the host: ok\n")
 }
 
 func TestAllreduceFailures(t *testing.T) {
-	stub(t, &cudaProbe, func() error { return errors.New("no GPU in this test") })
+	stub(t, &chooseDevice, func() (core.DeviceChoice, error) {
+		return core.DeviceChoice{Sim: true, Reason: "no GPU in this test"}, nil
+	})
 	launcherEnv(t)
 	code, _, stderr := runCmd("allreduce", "-device", "sim")
 	assert.Equal(t, exitFail, code)

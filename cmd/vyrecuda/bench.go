@@ -55,6 +55,11 @@ type benchConfig struct {
 	// NoPDL turns programmatic dependent launch off (-pdl=false).
 	NoPDL bool   `json:"no_pdl,omitempty"`
 	Out   string `json:"-"`
+	// MemoryEvents, when positive, records memory history with this bound
+	// during the run (its cost is then in the timings); MemorySnapshot is
+	// where the snapshot goes.
+	MemoryEvents   int    `json:"memory_events,omitempty"`
+	MemorySnapshot string `json:"-"`
 }
 
 // defaultBenchConfig holds the sizes of the benchmark workloads (docs/BENCHMARKS.md).
@@ -103,7 +108,12 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, s.Describe())
 	fmt.Fprintf(stdout, "programmatic dependent launch: %v\n", s.Backend.ProgrammaticLaunch())
-	rep, runErr := runBenchmarks(s, cfg, selected, peers, newProgress(stderr))
+	var rep *benchReport
+	runErr := startMemoryHistory(s, cfg)
+	if runErr == nil {
+		rep, runErr = runBenchmarks(s, cfg, selected, peers, newProgress(stderr))
+		runErr = errors.Join(runErr, writeMemorySnapshot(s, cfg))
+	}
 	if err := s.Close(); err != nil {
 		runErr = errors.Join(runErr, err)
 	}
@@ -133,6 +143,8 @@ func (c *benchConfig) validate() ([]string, error) {
 		return nil, fmt.Errorf("-count %d: want at least 1", c.Count)
 	case c.Allocs < 1:
 		return nil, fmt.Errorf("-allocs %d: want at least 1", c.Allocs)
+	case c.MemorySnapshot != "" && c.MemoryEvents < 1:
+		return nil, fmt.Errorf("-memory-events %d: want at least 1", c.MemoryEvents)
 	case c.ChurnSteps < 1:
 		return nil, fmt.Errorf("-churn-steps %d: want at least 1", c.ChurnSteps)
 	case c.Launches < 1:

@@ -41,6 +41,8 @@ func benchFlags(cfg *benchConfig, stderr io.Writer) (fs *flag.FlagSet, apply fun
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and the plots (created if missing)")
+	fs.StringVar(&cfg.MemorySnapshot, "memory-snapshot", "", "record memory history during the run and write the snapshot as JSON to this file, for memplot (the timings then include the recording)")
+	memEvents := fs.Int("memory-events", 100000, "with -memory-snapshot: the most events the history keeps")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: vyrecuda bench [flags]\n\nRuns the workloads W1-W7 (with W4B, the W4C churn, and W5G and W5C, CUDA graphs),\n"+
 			"W8 (the inference step: upload, one kernel, read back, in five forms) and an\nupload/readback "+
@@ -55,6 +57,9 @@ func benchFlags(cfg *benchConfig, stderr io.Writer) (fs *flag.FlagSet, apply fun
 		cfg.MixedMax = int(mixedMax)
 		cfg.W8Sizes = []int(w8Sizes)
 		cfg.NoPDL = !*pdl
+		if cfg.MemorySnapshot != "" {
+			cfg.MemoryEvents = *memEvents
+		}
 	}
 	return fs, apply
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/sim"
-	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
 // Device choices for -device.
@@ -71,21 +70,16 @@ var openCUDA = func(ordinal int, opts ...core.Option) (*core.Backend, core.Drive
 	return b, drv, nil
 }
 
-// cudaProbe reports whether a CUDA driver with at least one device is usable,
-// and why not. It is a variable for the same reason as openCUDA.
-var cudaProbe = func() error {
-	devs, err := listDevices()
-	if err != nil {
-		return err
-	}
-	if len(devs) == 0 {
-		return errors.New("the CUDA driver reports no devices")
-	}
-	return nil
-}
+// chooseDevice is core.ChooseDevice, the choice -device auto follows
+// (VYRECUDA_DEVICE included). It is a variable for the same reason as
+// openCUDA.
+var chooseDevice = core.ChooseDevice
 
 // openSession opens the device the user asked for, with opts for the
 // Backend. simMemory sizes the simulated device; zero takes its default.
+// -device auto follows core.ChooseDevice, with -ordinal for the GPU unless
+// VYRECUDA_DEVICE names one; unlike core.OpenDefault it falls back to the
+// simulated device, saying why, when the probed GPU fails to open.
 func openSession(choice string, ordinal int, simMemory uint64, opts ...core.Option) (*session, error) {
 	switch choice {
 	case deviceCUDA:
@@ -93,8 +87,15 @@ func openSession(choice string, ordinal int, simMemory uint64, opts ...core.Opti
 	case deviceSim:
 		return openSimSession(simMemory, "", opts)
 	}
-	if err := cudaProbe(); err != nil {
-		return openSimSession(simMemory, describeDriverError(err), opts)
+	c, err := chooseDevice()
+	if err != nil {
+		return nil, err
+	}
+	if c.Sim {
+		return openSimSession(simMemory, c.Reason, opts)
+	}
+	if c.Env != "" {
+		return openCUDASession(c.Ordinal, c.Reason, opts)
 	}
 	s, err := openCUDASession(ordinal, "a CUDA device is present", opts)
 	if err != nil {
@@ -144,16 +145,4 @@ func (s *session) Close() error {
 		}
 	}
 	return err
-}
-
-// describeDriverError turns a loader or driver failure into a short phrase.
-func describeDriverError(err error) string {
-	if errors.Is(err, cudaapi.ErrDriverNotFound) {
-		return "no CUDA driver found"
-	}
-	var res cudaapi.Result
-	if errors.As(err, &res) && res == cudaapi.CUDA_ERROR_NO_DEVICE {
-		return "the CUDA driver found no device"
-	}
-	return err.Error()
 }

@@ -4,6 +4,7 @@
 //	vyrecuda demo [-device auto]      a resident pipeline end to end, verified on the CPU
 //	vyrecuda bench [-out DIR] [...]   workloads W1-W8, W1G, W3G, W5G, W5C and a bandwidth sweep, as a table, JSON and SVG
 //	vyrecuda allreduce [...]          one rank of a torchrun, srun or mpirun job: an all-reduce checked on the host
+//	vyrecuda memplot snapshot.json    a memory snapshot's timeline as SVG
 //
 // It is built with the standard library's flag package only: the command adds
 // no dependency to the module. Exit status: 0 success, 1 failure, 2 bad usage.
@@ -35,11 +36,13 @@ Usage:
   vyrecuda demo   [-device auto|sim|cuda] [-ordinal N] [-words N]
   vyrecuda bench  [-device auto|sim|cuda] [-out DIR] [-repeats N] [-large SIZE] ...
   vyrecuda allreduce [-device auto|sim|cuda] [-size SIZE] [-iters N] [-timeout D]
+  vyrecuda memplot snapshot.json [-o memory.svg] [-top N]
   vyrecuda help
 
 Run "vyrecuda COMMAND -h" for a command's flags. -device auto (the default)
 uses the GPU when a CUDA driver and device are present, otherwise the simulated
-device, and says which. Sizes accept B, KiB, MiB and GiB suffixes.
+device, and says which; VYRECUDA_DEVICE=sim, cuda or cuda:N decides instead
+when set. Sizes accept B, KiB, MiB and GiB suffixes.
 Exit status: 0 success, 1 failure, 2 bad usage.
 `
 
@@ -59,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runBench(args[1:], stdout, stderr)
 	case "allreduce":
 		return runAllreduce(args[1:], stdout, stderr)
+	case "memplot":
+		return runMemplot(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK

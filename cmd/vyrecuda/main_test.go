@@ -150,23 +150,26 @@ func TestInfo(t *testing.T) {
 
 func TestOpenSessionChoosesDevice(t *testing.T) {
 	errNoGPU := errors.New("no gpu here")
+	probedGPU := core.DeviceChoice{Reason: "the CUDA driver reports 1 device(s)"}
 	tests := []struct {
 		name       string
 		choice     string
-		probe      error
+		probe      core.DeviceChoice
 		open       error
 		wantKind   string
 		wantReason string
 		wantErr    bool
 	}{
-		{name: "auto without driver", choice: deviceAuto, probe: cudaapi.ErrDriverNotFound, wantKind: deviceSim, wantReason: "no CUDA driver found"},
-		{name: "auto when opening fails", choice: deviceAuto, open: errNoGPU, wantKind: deviceSim, wantReason: "opening CUDA device 0 failed: no gpu here"},
-		{name: "sim", choice: deviceSim, probe: errNoGPU, wantKind: deviceSim},
+		{name: "auto without driver", choice: deviceAuto, probe: core.DeviceChoice{Sim: true, Reason: "no CUDA driver found"}, wantKind: deviceSim, wantReason: "no CUDA driver found"},
+		{name: "auto when opening fails", choice: deviceAuto, probe: probedGPU, open: errNoGPU, wantKind: deviceSim, wantReason: "opening CUDA device 0 failed: no gpu here"},
+		{name: "auto as VYRECUDA_DEVICE says", choice: deviceAuto, probe: core.DeviceChoice{Sim: true, Env: "sim", Reason: "VYRECUDA_DEVICE=sim"}, open: errNoGPU, wantKind: deviceSim, wantReason: "VYRECUDA_DEVICE=sim"},
+		{name: "VYRECUDA_DEVICE=cuda refuses to fall back", choice: deviceAuto, probe: core.DeviceChoice{Env: "cuda", Reason: "VYRECUDA_DEVICE=cuda"}, open: errNoGPU, wantErr: true},
+		{name: "sim", choice: deviceSim, probe: probedGPU, wantKind: deviceSim},
 		{name: "cuda refuses to fall back", choice: deviceCUDA, open: errNoGPU, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stub(t, &cudaProbe, func() error { return tt.probe })
+			stub(t, &chooseDevice, func() (core.DeviceChoice, error) { return tt.probe, nil })
 			stub(t, &openCUDA, func(int, ...core.Option) (*core.Backend, core.Driver, error) { return nil, nil, tt.open })
 			s, err := openSession(tt.choice, 0, 0)
 			if tt.wantErr {
@@ -180,6 +183,15 @@ func TestOpenSessionChoosesDevice(t *testing.T) {
 			require.NoError(t, s.Close())
 		})
 	}
+}
+
+// A bad VYRECUDA_DEVICE stops -device auto with core's error.
+func TestAutoRefusesABadVyrecudaDevice(t *testing.T) {
+	t.Setenv(core.DeviceEnv, "gpu")
+	code, stdout, stderr := runCmd("demo", "-words", "16")
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `VYRECUDA_DEVICE is "gpu"`)
 }
 
 func TestDemoExplicitCUDAWithoutGPUFails(t *testing.T) {

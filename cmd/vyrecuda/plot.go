@@ -9,10 +9,11 @@ import (
 	"strings"
 )
 
-// Plot geometry in SVG user units.
+// Plot geometry in SVG user units; the legend sits in the right margin,
+// beside the lines rather than over them.
 const (
-	plotW, plotH                              = 760, 470
-	marginL, marginR, marginTop, marginBottom = 80, 30, 60, 70
+	plotW, plotH                              = 960, 470
+	marginL, marginR, marginTop, marginBottom = 80, 240, 60, 70
 )
 
 // series is one line of the plot.
@@ -125,7 +126,7 @@ func drawPlot(w io.Writer, ax plotAxes, ss []series) error {
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
 <rect width="100%%" height="100%%" fill="white"/>
 <text x="%d" y="28" text-anchor="middle" font-size="15">%s</text>
-`, plotW, plotH, plotW, plotH, plotW/2, esc(ax.Title))
+`, plotW, plotH, plotW, plotH, (marginL+plotW-marginR)/2, esc(ax.Title))
 
 	// Horizontal grid and y labels.
 	for v := 0.0; v <= ytop*(1+1e-9); v += ystep {
@@ -166,13 +167,12 @@ func drawPlot(w io.Writer, ax plotAxes, ss []series) error {
 				px(s.X[j]), py(s.Y[j]), s.Color, esc(s.Name), esc(formatBytes(uint64(s.X[j]))), s.Y[j], esc(ax.Unit))
 		}
 	}
-	// The legend, on a white box drawn over the lines so it stays readable.
-	fmt.Fprintf(bw, `<rect x="%.1f" y="%.1f" width="200" height="%d" fill="white" fill-opacity="0.85" stroke="#ccc"/>`+"\n",
-		x0+6, y1+2, 8+18*len(ss))
+	// The legend, in the right margin.
+	lx := x1 + 16
 	for i, s := range ss {
 		ly := y1 + 16 + float64(i)*18
-		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`+"\n", x0+12, ly-4, x0+36, ly-4, s.Color, dashAttr(s.Dash))
-		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x0+42, ly, esc(s.Name))
+		fmt.Fprintf(bw, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`+"\n", lx, ly-4, lx+24, ly-4, s.Color, dashAttr(s.Dash))
+		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+30, ly, esc(s.Name))
 	}
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()

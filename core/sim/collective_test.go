@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -39,13 +39,13 @@ func TestPeerLinkAndAccessFollowTheMatrix(t *testing.T) {
 	d0, d1 := m.Device(0), m.Device(1)
 	l, err := d0.PeerLink(d1)
 	require.NoError(t, err)
-	assert.Equal(t, core.PeerDirect, l)
+	assert.Equal(t, driver.PeerDirect, l)
 	l, err = d1.PeerLink(d0)
 	require.NoError(t, err)
-	assert.Equal(t, core.PeerNone, l)
+	assert.Equal(t, driver.PeerNone, l)
 	l, err = d0.PeerLink(d0)
 	require.NoError(t, err)
-	assert.Equal(t, core.PeerSame, l)
+	assert.Equal(t, driver.PeerSame, l)
 	_, err = d0.PeerLink(New(Config{}))
 	requireCode(t, cudaapi.CUDA_ERROR_INVALID_DEVICE, err)
 
@@ -103,24 +103,24 @@ func TestPeerWaitOnAnotherDevicesEvent(t *testing.T) {
 func TestCollectiveGroupRulesAndMismatch(t *testing.T) {
 	m := newMachine(t, 2, nil)
 	d0, d1 := m.Device(0), m.Device(1)
-	comms, err := d0.NewCommunicators([]core.Driver{d0, d1})
+	comms, err := d0.NewCommunicators([]driver.Driver{d0, d1})
 	require.NoError(t, err)
-	_, err = d0.NewCommunicators([]core.Driver{d0, d0})
+	_, err = d0.NewCommunicators([]driver.Driver{d0, d0})
 	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, err)
-	_, err = d0.NewCommunicators([]core.Driver{d1})
+	_, err = d0.NewCommunicators([]driver.Driver{d1})
 	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, err)
 	assert.Equal(t, 1, d0.Live().Communicators)
 	b0, b1 := mustAlloc(t, d0, 16), mustAlloc(t, d1, 16)
 	s0, s1 := mustStream(t, d0), mustStream(t, d1)
 	// Outside a group, one goroutine driving two ranks would hang.
-	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 4, core.DataFloat32, core.ReduceSum, s0))
+	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 4, driver.DataFloat32, driver.ReduceSum, s0))
 	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.GroupEnd())
 	require.NoError(t, d0.GroupStart())
-	require.NoError(t, comms[0].AllReduce(b0, b0, 4, core.DataFloat32, core.ReduceSum, s0))
+	require.NoError(t, comms[0].AllReduce(b0, b0, 4, driver.DataFloat32, driver.ReduceSum, s0))
 	// Rank 1 calls something else: refused, nothing queued.
-	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, comms[1].AllReduce(b1, b1, 2, core.DataFloat32, core.ReduceSum, s1))
-	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, comms[1].AllReduce(b1, b1, 5, core.DataFloat32, core.ReduceSum, s1))
-	require.NoError(t, comms[1].AllReduce(b1, b1, 4, core.DataFloat32, core.ReduceSum, s1))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, comms[1].AllReduce(b1, b1, 2, driver.DataFloat32, driver.ReduceSum, s1))
+	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, comms[1].AllReduce(b1, b1, 5, driver.DataFloat32, driver.ReduceSum, s1))
+	require.NoError(t, comms[1].AllReduce(b1, b1, 4, driver.DataFloat32, driver.ReduceSum, s1))
 	require.NoError(t, d0.GroupEnd())
 	require.NoError(t, d1.StreamSynchronize(s1))
 	require.NoError(t, d0.StreamSynchronize(s0))
@@ -140,22 +140,22 @@ func TestAllReduceAbortReleasesWaitingParts(t *testing.T) {
 	b0 := mustAlloc(t, d0, 8)
 	require.NoError(t, d0.WriteDevice(b0, fill(8, 3)))
 	s0 := mustStream(t, d0)
-	queue0 := func(c core.Communicator) {
+	queue0 := func(c driver.Communicator) {
 		require.NoError(t, d0.GroupStart())
-		require.NoError(t, c.AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
+		require.NoError(t, c.AllReduce(b0, b0, 2, driver.DataInt32, driver.ReduceSum, s0))
 		require.NoError(t, d0.GroupEnd())
 	}
-	comms, err := d0.NewCommunicators([]core.Driver{d0, d1})
+	comms, err := d0.NewCommunicators([]driver.Driver{d0, d1})
 	require.NoError(t, err)
 	queue0(comms[0])
 	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.StreamSynchronize(s0)) // rank 1 never queued
 	queue0(comms[0])
 	require.NoError(t, comms[1].Abort())
 	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, d0.StreamSynchronize(s0)) // rank 1 aborted
-	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 2, core.DataInt32, core.ReduceSum, s0))
+	requireCode(t, cudaapi.CUDA_ERROR_ILLEGAL_STATE, comms[0].AllReduce(b0, b0, 2, driver.DataInt32, driver.ReduceSum, s0))
 	require.NoError(t, comms[0].Abort())
 
-	comms, err = d0.NewCommunicators([]core.Driver{d0, d1})
+	comms, err = d0.NewCommunicators([]driver.Driver{d0, d1})
 	require.NoError(t, err)
 	queue0(comms[0])
 	require.NoError(t, comms[0].Abort())
@@ -170,7 +170,7 @@ func TestAllReduceAbortReleasesWaitingParts(t *testing.T) {
 // TestAllReduceEveryTypeAndReduction checks the Go reductions against
 // values worked out by hand, per type.
 func TestAllReduceEveryTypeAndReduction(t *testing.T) {
-	enc := func(dt core.DataType, vals ...float64) []byte {
+	enc := func(dt driver.DataType, vals ...float64) []byte {
 		out := make([]byte, dt.Size()*len(vals))
 		for i, v := range vals {
 			if isFloat(dt) {
@@ -182,22 +182,22 @@ func TestAllReduceEveryTypeAndReduction(t *testing.T) {
 		return out
 	}
 	type tc struct {
-		dt   core.DataType
-		red  core.ReduceOp
+		dt   driver.DataType
+		red  driver.ReduceOp
 		a, b []float64
 		want []float64
 	}
 	cases := []tc{
-		{core.DataInt8, core.ReduceSum, []float64{100, -3}, []float64{100, -4}, []float64{-56, -7}}, // wraps
-		{core.DataUint8, core.ReduceMax, []float64{200, 1}, []float64{100, 2}, []float64{200, 2}},
-		{core.DataInt32, core.ReduceMin, []float64{-5, 7}, []float64{3, -9}, []float64{-5, -9}},
-		{core.DataUint32, core.ReduceProd, []float64{70000, 3}, []float64{70000, 5}, []float64{float64(4900000000 % (1 << 32)), 15}},
-		{core.DataInt64, core.ReduceAvg, []float64{-7, 8}, []float64{2, 8}, []float64{-2, 8}},
-		{core.DataUint64, core.ReduceSum, []float64{1 << 40, 0}, []float64{1 << 40, 1}, []float64{1 << 41, 1}},
-		{core.DataFloat16, core.ReduceSum, []float64{1.5, 65504}, []float64{0.25, 0}, []float64{1.75, 65504}},
-		{core.DataBFloat16, core.ReduceMax, []float64{-2, 3.5}, []float64{-1, 1}, []float64{-1, 3.5}},
-		{core.DataFloat32, core.ReduceAvg, []float64{1, -3}, []float64{2, 3}, []float64{1.5, 0}},
-		{core.DataFloat64, core.ReduceProd, []float64{1e200, 2}, []float64{1e200, 0.5}, []float64{math.Inf(1), 1}},
+		{driver.DataInt8, driver.ReduceSum, []float64{100, -3}, []float64{100, -4}, []float64{-56, -7}}, // wraps
+		{driver.DataUint8, driver.ReduceMax, []float64{200, 1}, []float64{100, 2}, []float64{200, 2}},
+		{driver.DataInt32, driver.ReduceMin, []float64{-5, 7}, []float64{3, -9}, []float64{-5, -9}},
+		{driver.DataUint32, driver.ReduceProd, []float64{70000, 3}, []float64{70000, 5}, []float64{float64(4900000000 % (1 << 32)), 15}},
+		{driver.DataInt64, driver.ReduceAvg, []float64{-7, 8}, []float64{2, 8}, []float64{-2, 8}},
+		{driver.DataUint64, driver.ReduceSum, []float64{1 << 40, 0}, []float64{1 << 40, 1}, []float64{1 << 41, 1}},
+		{driver.DataFloat16, driver.ReduceSum, []float64{1.5, 65504}, []float64{0.25, 0}, []float64{1.75, 65504}},
+		{driver.DataBFloat16, driver.ReduceMax, []float64{-2, 3.5}, []float64{-1, 1}, []float64{-1, 3.5}},
+		{driver.DataFloat32, driver.ReduceAvg, []float64{1, -3}, []float64{2, 3}, []float64{1.5, 0}},
+		{driver.DataFloat64, driver.ReduceProd, []float64{1e200, 2}, []float64{1e200, 0.5}, []float64{math.Inf(1), 1}},
 	}
 	for _, c := range cases {
 		got := reduceBytes(c.dt, c.red, [][]byte{enc(c.dt, c.a...), enc(c.dt, c.b...)})
@@ -226,5 +226,5 @@ func TestHalfConversionRoundTrips(t *testing.T) {
 	assert.Equal(t, uint16(0x3f80), floatToBFloat(math.Float32frombits(0x3f808000))) // tie to even
 	var b [2]byte
 	binary.LittleEndian.PutUint16(b[:], 0x3c00)
-	assert.Equal(t, 1.0, getFloat(core.DataFloat16, b[:]))
+	assert.Equal(t, 1.0, getFloat(driver.DataFloat16, b[:]))
 }

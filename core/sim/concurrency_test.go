@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 )
 
 func TestConcurrentUse(t *testing.T) {
@@ -45,7 +45,7 @@ func TestConcurrentUse(t *testing.T) {
 
 // worker round-trips a pattern through its own stream, then through the
 // shared stream ordered by an event, checking the bytes each time.
-func worker(d *Device, shared core.Stream, id byte, rounds, n int) error {
+func worker(d *Device, shared driver.Stream, id byte, rounds, n int) error {
 	s, err := d.StreamCreate()
 	if err != nil {
 		return err

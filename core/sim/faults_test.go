@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
@@ -19,17 +18,17 @@ type fixture struct {
 	ptr, sparePtr       uint64
 	pinned, sparePinned []byte
 	reg, spareReg       []byte
-	s, spareStream      core.Stream
-	e, spareEvent       core.Event
-	m, spareModule      core.Module
-	f                   core.Function
+	s, spareStream      driver.Stream
+	e, spareEvent       driver.Event
+	m, spareModule      driver.Module
+	f                   driver.Function
 	image               []byte
-	peer                *Device           // the other device of d's Machine
-	comm, spareComm     core.Communicator // one-rank communicators on d
-	id                  core.CommID
-	capFresh, capActive core.Stream      // not capturing yet; capturing
-	g, spareGraph       core.DeviceGraph // recorded graphs
-	x, spareExec        core.GraphExec   // executable graphs
+	peer                *Device             // the other device of d's Machine
+	comm, spareComm     driver.Communicator // one-rank communicators on d
+	id                  driver.CommID
+	capFresh, capActive driver.Stream      // not capturing yet; capturing
+	g, spareGraph       driver.DeviceGraph // recorded graphs
+	x, spareExec        driver.GraphExec   // executable graphs
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -53,22 +52,22 @@ func newFixture(t *testing.T) *fixture {
 	fx.f, err = d.ModuleFunction(fx.m, "add_one")
 	require.NoError(t, err)
 	require.NoError(t, d.BindHostKernel(fx.f, addOne))
-	comms, err := d.NewCommunicators([]core.Driver{d})
+	comms, err := d.NewCommunicators([]driver.Driver{d})
 	require.NoError(t, err)
-	spare, err := d.NewCommunicators([]core.Driver{d})
+	spare, err := d.NewCommunicators([]driver.Driver{d})
 	require.NoError(t, err)
 	fx.comm, fx.spareComm = comms[0], spare[0]
 	fx.id, err = d.NewCommID()
 	require.NoError(t, err)
 	require.NoError(t, d.GroupStart()) // so that GroupEnd has one to end
 	fx.capFresh, fx.capActive = mustStream(t, d), mustStream(t, d)
-	for _, g := range []*core.DeviceGraph{&fx.g, &fx.spareGraph} {
+	for _, g := range []*driver.DeviceGraph{&fx.g, &fx.spareGraph} {
 		require.NoError(t, d.StreamBeginCapture(fx.capActive))
 		require.NoError(t, d.MemsetD8Async(fx.ptr, 7, 64, fx.capActive))
 		*g, err = d.StreamEndCapture(fx.capActive)
 		require.NoError(t, err)
 	}
-	for _, x := range []*core.GraphExec{&fx.x, &fx.spareExec} {
+	for _, x := range []*driver.GraphExec{&fx.x, &fx.spareExec} {
 		*x, err = d.GraphInstantiate(fx.g)
 		require.NoError(t, err)
 	}
@@ -136,7 +135,7 @@ func (fx *fixture) call(op Op) (any, error) {
 	case OpModuleFunction:
 		return d.ModuleFunction(fx.m, "fill_u8")
 	case OpLaunch:
-		return nil, d.Launch(fx.f, one, fx.s, []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
+		return nil, d.Launch(fx.f, one, fx.s, []driver.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
 	case OpBindHostKernel:
 		return nil, d.BindHostKernel(fx.f, addOne)
 	case OpPeerLink:
@@ -148,7 +147,7 @@ func (fx *fixture) call(op Op) (any, error) {
 	case OpMemcpyPeerAsync:
 		return nil, d.MemcpyPeerAsync(fx.ptr, d, fx.sparePtr, 64, fx.s)
 	case OpNewCommunicators:
-		return d.NewCommunicators([]core.Driver{d})
+		return d.NewCommunicators([]driver.Driver{d})
 	case OpNewCommID:
 		return d.NewCommID()
 	case OpJoinCommunicator:
@@ -158,13 +157,13 @@ func (fx *fixture) call(op Op) (any, error) {
 	case OpGroupEnd:
 		return nil, d.GroupEnd()
 	case OpAllReduce:
-		return nil, fx.comm.AllReduce(fx.ptr, fx.ptr, 16, core.DataFloat32, core.ReduceSum, fx.s)
+		return nil, fx.comm.AllReduce(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
 	case OpBroadcast:
-		return nil, fx.comm.Broadcast(fx.ptr, fx.ptr, 16, core.DataFloat32, 0, fx.s)
+		return nil, fx.comm.Broadcast(fx.ptr, fx.ptr, 16, driver.DataFloat32, 0, fx.s)
 	case OpAllGather:
-		return nil, fx.comm.AllGather(fx.ptr, fx.ptr, 16, core.DataFloat32, fx.s)
+		return nil, fx.comm.AllGather(fx.ptr, fx.ptr, 16, driver.DataFloat32, fx.s)
 	case OpReduceScatter:
-		return nil, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, core.DataFloat32, core.ReduceSum, fx.s)
+		return nil, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
 	case OpCommDestroy:
 		return nil, fx.spareComm.Destroy()
 	case OpStreamBeginCapture:
@@ -184,8 +183,8 @@ func (fx *fixture) call(op Op) (any, error) {
 	case OpMemcpyDtoH:
 		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
 	case OpLaunchProgrammatic:
-		_, err := d.LaunchBatch(fx.s, []core.Launch{{F: fx.f, Cfg: one,
-			Args: []core.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}}, Programmatic: true}})
+		_, err := d.LaunchBatch(fx.s, []driver.Launch{{F: fx.f, Cfg: one,
+			Args: []driver.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}}, Programmatic: true}})
 		return nil, err
 	case OpGraphUpload:
 		return nil, d.GraphUpload(fx.x, fx.s)
@@ -336,7 +335,7 @@ func TestFailRate(t *testing.T) {
 	d := New(Config{})
 	d.FailRateWith(1, 0.5, cudaapi.CUDA_ERROR_NOT_PERMITTED, OpStreamCreate)
 	var fails, oks int
-	var streams []core.Stream
+	var streams []driver.Stream
 	for range 400 {
 		s, err := d.StreamCreate()
 		if err != nil {
@@ -411,12 +410,12 @@ func TestOpString(t *testing.T) {
 		_, ok := reflect.TypeOf(&Device{}).MethodByName(s)
 		if !ok {
 			name := strings.TrimPrefix(s, "Comm")
-			_, ok = reflect.TypeOf((*core.Communicator)(nil)).Elem().MethodByName(name)
+			_, ok = reflect.TypeOf((*driver.Communicator)(nil)).Elem().MethodByName(name)
 		}
 		require.True(t, ok, "Op %s names no Device or Communicator method", s)
 	}
 	methods := 0
-	for _, i := range []any{(*core.Driver)(nil), (*core.GraphDriver)(nil), (*core.PeerDriver)(nil), (*core.CollectiveDriver)(nil), (*core.PageableCopier)(nil), (*core.GraphUploader)(nil), (*driver.PeerAttributeReporter)(nil)} {
+	for _, i := range []any{(*driver.Driver)(nil), (*driver.GraphDriver)(nil), (*driver.PeerDriver)(nil), (*driver.CollectiveDriver)(nil), (*driver.PageableCopier)(nil), (*driver.GraphUploader)(nil), (*driver.PeerAttributeReporter)(nil)} {
 		methods += reflect.TypeOf(i).Elem().NumMethod()
 	}
 	collectives := 5 // AllReduce, Broadcast, AllGather, ReduceScatter, Destroy (Abort counts as CommDestroy)

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -34,7 +34,7 @@ func mustPinned(t *testing.T, d *Device, n uint64) []byte {
 	return b
 }
 
-func mustStream(t *testing.T, d *Device) core.Stream {
+func mustStream(t *testing.T, d *Device) driver.Stream {
 	t.Helper()
 	s, err := d.StreamCreate()
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func mustStream(t *testing.T, d *Device) core.Stream {
 	return s
 }
 
-func mustEvent(t *testing.T, d *Device, timing bool) core.Event {
+func mustEvent(t *testing.T, d *Device, timing bool) driver.Event {
 	t.Helper()
 	e, err := d.EventCreate(timing)
 	require.NoError(t, err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -166,9 +166,9 @@ func TestForeignPointersAndHandlesRefused(t *testing.T) {
 	for _, d := range []struct {
 		dev *Device
 		p   uint64
-		s   core.Stream
-		e   core.Event
-		m   core.Module
+		s   driver.Stream
+		e   driver.Event
+		m   driver.Module
 	}{{a, p, s, e, m}, {b, bp, bs, be, bm}} {
 		require.NoError(t, d.dev.MemFree(d.p))
 		require.NoError(t, d.dev.StreamDestroy(d.s))

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -22,10 +22,10 @@ const testPTX = `
 .entryfake
 `
 
-var one = core.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}}
+var one = driver.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{1, 1, 1}}
 
 // addOne adds 1 to each of n bytes at args[0].
-func addOne(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+func addOne(mem driver.KernelMemory, _ driver.LaunchConfig, args []driver.KernelArg) error {
 	b, err := mem.Bytes(args[0].Ptr, int(args[1].U32))
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func TestLaunchRunsHostKernelLazily(t *testing.T) {
 	require.NoError(t, err)
 	f, err := r.d.ModuleFunction(m, "add_one")
 	require.NoError(t, err)
-	args := []core.KernelArg{{Ptr: r.p, IsPtr: true}, {U32: 16}}
+	args := []driver.KernelArg{{Ptr: r.p, IsPtr: true}, {U32: 16}}
 
 	requireCode(t, cudaapi.CUDA_ERROR_NOT_SUPPORTED, r.d.Launch(f, one, r.s, args))
 	requireCode(t, cudaapi.CUDA_ERROR_INVALID_VALUE, r.d.BindHostKernel(f, nil))
@@ -101,19 +101,19 @@ func TestLaunchRunsHostKernelLazily(t *testing.T) {
 
 	bad := []struct {
 		name string
-		f    core.Function
-		cfg  core.LaunchConfig
-		s    core.Stream
+		f    driver.Function
+		cfg  driver.LaunchConfig
+		s    driver.Stream
 		code cudaapi.Result
 	}{
 		{"null function", 0, one, r.s, cudaapi.CUDA_ERROR_INVALID_HANDLE},
 		{"null stream", f, one, 0, cudaapi.CUDA_ERROR_INVALID_HANDLE},
-		{"zero grid", f, core.LaunchConfig{Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
-		{"zero block", f, core.LaunchConfig{Grid: one.Grid}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
-		{"block too big", f, core.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1024, 2, 1}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
-		{"block z too big", f, core.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1, 1, 65}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
-		{"grid y too big", f, core.LaunchConfig{Grid: [3]uint32{1, 65536, 1}, Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
-		{"shared memory", f, core.LaunchConfig{Grid: one.Grid, Block: one.Block, SharedMem: 1 << 20}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"zero grid", f, driver.LaunchConfig{Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"zero block", f, driver.LaunchConfig{Grid: one.Grid}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"block too big", f, driver.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1024, 2, 1}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"block z too big", f, driver.LaunchConfig{Grid: one.Grid, Block: [3]uint32{1, 1, 65}}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"grid y too big", f, driver.LaunchConfig{Grid: [3]uint32{1, 65536, 1}, Block: one.Block}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
+		{"shared memory", f, driver.LaunchConfig{Grid: one.Grid, Block: one.Block, SharedMem: 1 << 20}, r.s, cudaapi.CUDA_ERROR_INVALID_VALUE},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestLaunchRunsHostKernelLazily(t *testing.T) {
 			require.Equal(t, before, r.d.Live())
 		})
 	}
-	require.NoError(t, r.d.Launch(f, core.LaunchConfig{Grid: [3]uint32{maxGridX, 65535, 65535}, Block: [3]uint32{1024, 1, 1}}, r.s, args))
+	require.NoError(t, r.d.Launch(f, driver.LaunchConfig{Grid: [3]uint32{maxGridX, 65535, 65535}, Block: [3]uint32{1024, 1, 1}}, r.s, args))
 
 	// Unloading the module keeps already queued launches runnable.
 	require.NoError(t, r.d.ModuleUnload(m))
@@ -133,25 +133,25 @@ func TestLaunchRunsHostKernelLazily(t *testing.T) {
 }
 
 func TestKernelFailuresSurfaceAtSync(t *testing.T) {
-	var escaped core.KernelMemory
-	kernels := map[string]core.HostKernel{
-		"error": func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
+	var escaped driver.KernelMemory
+	kernels := map[string]driver.HostKernel{
+		"error": func(driver.KernelMemory, driver.LaunchConfig, []driver.KernelArg) error {
 			return errors.New("boom")
 		},
-		"panic": func(core.KernelMemory, core.LaunchConfig, []core.KernelArg) error {
-			var args []core.KernelArg
+		"panic": func(driver.KernelMemory, driver.LaunchConfig, []driver.KernelArg) error {
+			var args []driver.KernelArg
 			_ = args[3] // index out of range
 			return nil
 		},
-		"out of bounds": func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+		"out of bounds": func(mem driver.KernelMemory, _ driver.LaunchConfig, args []driver.KernelArg) error {
 			_, err := mem.Bytes(args[0].Ptr, 17)
 			return err
 		},
-		"negative": func(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+		"negative": func(mem driver.KernelMemory, _ driver.LaunchConfig, args []driver.KernelArg) error {
 			_, err := mem.Bytes(args[0].Ptr, -1)
 			return err
 		},
-		"escapes": func(mem core.KernelMemory, _ core.LaunchConfig, _ []core.KernelArg) error {
+		"escapes": func(mem driver.KernelMemory, _ driver.LaunchConfig, _ []driver.KernelArg) error {
 			escaped = mem
 			return nil
 		},
@@ -165,7 +165,7 @@ func TestKernelFailuresSurfaceAtSync(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, r.d.BindHostKernel(f, k))
 			e := mustEvent(t, r.d, false)
-			require.NoError(t, r.d.Launch(f, one, r.s, []core.KernelArg{{Ptr: r.p, IsPtr: true}}))
+			require.NoError(t, r.d.Launch(f, one, r.s, []driver.KernelArg{{Ptr: r.p, IsPtr: true}}))
 			require.NoError(t, r.d.EventRecord(e, r.s))
 			if name == "escapes" {
 				require.NoError(t, r.d.StreamSynchronize(r.s))
@@ -191,7 +191,7 @@ func TestKernelSeesLaunchGeometry(t *testing.T) {
 	require.NoError(t, err)
 	f, err := r.d.ModuleFunction(m, "fill_u8")
 	require.NoError(t, err)
-	require.NoError(t, r.d.BindHostKernel(f, func(mem core.KernelMemory, cfg core.LaunchConfig, args []core.KernelArg) error {
+	require.NoError(t, r.d.BindHostKernel(f, func(mem driver.KernelMemory, cfg driver.LaunchConfig, args []driver.KernelArg) error {
 		b, err := mem.Bytes(args[0].Ptr, 8)
 		if err != nil {
 			return err
@@ -200,8 +200,8 @@ func TestKernelSeesLaunchGeometry(t *testing.T) {
 		binary.LittleEndian.PutUint32(b[4:], cfg.SharedMem)
 		return nil
 	}))
-	cfg := core.LaunchConfig{Grid: [3]uint32{3, 1, 1}, Block: [3]uint32{128, 1, 1}, SharedMem: 512}
-	require.NoError(t, r.d.Launch(f, cfg, r.s, []core.KernelArg{{Ptr: r.p, IsPtr: true}}))
+	cfg := driver.LaunchConfig{Grid: [3]uint32{3, 1, 1}, Block: [3]uint32{128, 1, 1}, SharedMem: 512}
+	require.NoError(t, r.d.Launch(f, cfg, r.s, []driver.KernelArg{{Ptr: r.p, IsPtr: true}}))
 	require.NoError(t, r.d.StreamSynchronize(r.s))
 	got := r.device(t)
 	require.Equal(t, uint32(384), binary.LittleEndian.Uint32(got))
@@ -212,7 +212,7 @@ func TestKernelSeesLaunchGeometry(t *testing.T) {
 
 // copyIn copies n bytes from args[1] to args[0]: a kernel that reads
 // whatever memory args[1] names.
-func copyIn(mem core.KernelMemory, _ core.LaunchConfig, args []core.KernelArg) error {
+func copyIn(mem driver.KernelMemory, _ driver.LaunchConfig, args []driver.KernelArg) error {
 	src, err := mem.Bytes(args[1].Ptr, int(args[2].U32))
 	if err != nil {
 		return err
@@ -248,7 +248,7 @@ func TestKernelsReadMappedPinnedHost(t *testing.T) {
 		}
 		s := mustStream(t, d)
 		src, n := setup(d, host)
-		require.NoError(t, d.Launch(f, one, s, []core.KernelArg{{Ptr: p, IsPtr: true}, {Ptr: src, IsPtr: true}, {U32: uint32(n)}}))
+		require.NoError(t, d.Launch(f, one, s, []driver.KernelArg{{Ptr: p, IsPtr: true}, {Ptr: src, IsPtr: true}, {U32: uint32(n)}}))
 		host[1] = 0xEE // the kernel reads the memory as it is when it runs
 		err = d.StreamSynchronize(s)
 		got, rerr := d.ReadDevice(p, n)

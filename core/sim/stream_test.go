@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
@@ -14,7 +14,7 @@ type rig struct {
 	d     *Device
 	p     uint64
 	stage []byte
-	s     core.Stream
+	s     driver.Stream
 }
 
 func newRig(t *testing.T, n int) *rig {
@@ -152,7 +152,7 @@ func TestStreamWaitEventOrdersAcrossStreams(t *testing.T) {
 	require.NoError(t, r.d.StreamWaitEvent(r.s, e))
 	require.Zero(t, r.d.Live().QueuedOps)
 
-	for _, h := range []core.Event{e, fresh} {
+	for _, h := range []driver.Event{e, fresh} {
 		require.NoError(t, r.d.EventDestroy(h))
 	}
 	require.NoError(t, r.d.StreamDestroy(other))
@@ -189,7 +189,7 @@ func TestNullAndDeadHandlesRefused(t *testing.T) {
 	require.NoError(t, r.d.EventDestroy(deadEv))
 	e := mustEvent(t, r.d, true)
 
-	for _, s := range []core.Stream{0, dead, 0xdead, core.Stream(e)} {
+	for _, s := range []driver.Stream{0, dead, 0xdead, driver.Stream(e)} {
 		calls := map[string]func() error{
 			"StreamDestroy":     func() error { return r.d.StreamDestroy(s) },
 			"StreamSynchronize": func() error { return r.d.StreamSynchronize(s) },
@@ -207,7 +207,7 @@ func TestNullAndDeadHandlesRefused(t *testing.T) {
 			require.Equal(t, before, r.d.Live(), "%s(0x%x)", name, uintptr(s))
 		}
 	}
-	for _, ev := range []core.Event{0, deadEv, 0xdead, core.Event(r.s)} {
+	for _, ev := range []driver.Event{0, deadEv, 0xdead, driver.Event(r.s)} {
 		calls := map[string]func() error{
 			"EventDestroy":     func() error { return r.d.EventDestroy(ev) },
 			"EventRecord":      func() error { return r.d.EventRecord(ev, r.s) },
@@ -347,14 +347,14 @@ func TestEventElapsed(t *testing.T) {
 	require.NoError(t, d.EventRecord(timing, s))
 	require.NoError(t, d.EventRecord(plain, s))
 	require.NoError(t, d.StreamSynchronize(s))
-	for _, pair := range [][2]core.Event{{timing, plain}, {plain, timing}, {timing, unrec}, {unrec, timing}} {
+	for _, pair := range [][2]driver.Event{{timing, plain}, {plain, timing}, {timing, unrec}, {unrec, timing}} {
 		_, err := d.EventElapsed(pair[0], pair[1])
 		requireCode(t, cudaapi.CUDA_ERROR_INVALID_HANDLE, err)
 	}
 	el, err := d.EventElapsed(timing, timing)
 	require.NoError(t, err)
 	require.Zero(t, el)
-	for _, e := range []core.Event{timing, plain, unrec} {
+	for _, e := range []driver.Event{timing, plain, unrec} {
 		require.NoError(t, d.EventDestroy(e))
 	}
 	require.NoError(t, d.StreamDestroy(s))

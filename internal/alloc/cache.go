@@ -43,6 +43,10 @@ type Config struct {
 	// out of it. They run with the Cache's lock held: they must be quick
 	// and must not call the Cache.
 	OnCached, OnReused func(ptr, size uint64)
+	// OnRetry, when set, is told each Alloc that released cached blocks to
+	// try again: the bytes it asked for and the bytes released. It runs
+	// without the lock, before that Alloc returns.
+	OnRetry func(requested, released uint64)
 }
 
 // Block is one block handed out by a Cache. It is a small comparable value;
@@ -180,6 +184,9 @@ func (c *Cache) allocMiss(n uint64, idx int, size uint64) (Block, error) {
 		c.mu.Lock()
 		c.st.Retries++
 		c.mu.Unlock()
+		if c.cfg.OnRetry != nil {
+			defer func() { c.cfg.OnRetry(n, report.Released) }()
+		}
 		for _, need := range []uint64{f.missing, releaseAll} {
 			rel, err := c.release(need)
 			report.Released += rel

@@ -355,3 +355,29 @@ func TestFreedBlockThatExactlyFillsTheCapIsCached(t *testing.T) {
 		}
 	}
 }
+
+// OnRetry hears each Alloc that released cached blocks, with the bytes
+// released, whether the retry then succeeds or fails; a hit or a miss that
+// fits is not a retry.
+func TestOnRetryHearsEachRetry(t *testing.T) {
+	d := newFake(1 << 30)
+	type heard struct{ requested, released uint64 }
+	var got []heard
+	c := New(d, Config{Budget: 10000, MaxCached: 10000, IsOutOfMemory: isOOM,
+		OnRetry: func(req, rel uint64) { got = append(got, heard{req, rel}) }})
+	a, err := c.Alloc(3000)
+	require.NoError(t, err)
+	require.NoError(t, c.Free(a))
+	a, err = c.Alloc(3000) // a hit
+	require.NoError(t, err)
+	require.NoError(t, c.Free(a))
+	require.Empty(t, got)
+	b, err := c.Alloc(8000) // 3072 cached, 8192 needed: release it and retry
+	require.NoError(t, err)
+	require.Equal(t, []heard{{8000, 3072}}, got)
+	require.NoError(t, c.Free(b))
+	_, err = c.Alloc(20000) // over the budget even with the cache released
+	require.Error(t, err)
+	require.Equal(t, []heard{{8000, 3072}, {20000, 8192}}, got)
+	require.Equal(t, uint64(2), c.Stats().Retries)
+}

@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
+	"github.com/vyre-go/vyrecuda/core/internal/memhist"
 	"github.com/vyre-go/vyrecuda/core/internal/unfreed"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 	"github.com/vyre-go/vyrecuda/internal/alloc"
@@ -77,6 +79,10 @@ type Pool struct {
 	// hand the failure to): still allocated and counted as live by the
 	// cache, freed again by the next Trim or Close.
 	unfreed *unfreed.List[Block]
+
+	// hist records the pool's events while memory history is on; nil
+	// (the common case) costs one atomic load per Alloc and Free.
+	hist atomic.Pointer[memhist.Recorder]
 }
 
 // device adapts a Device to the allocator's Device and FreeMemoryReader.
@@ -119,8 +125,24 @@ func New(drv Device, cfg Config) *Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{log: log, cache: alloc.New(device{drv}, acfg),
-		unfreed: unfreed.New(func(b Block) uint64 { return b.blk.Size })}
+	p := &Pool{log: log, unfreed: unfreed.New(func(b Block) uint64 { return b.blk.Size })}
+	acfg.OnRetry = p.retried
+	p.cache = alloc.New(device{drv}, acfg)
+	return p
+}
+
+// SetHistory makes r (nil: none) record the pool's events from now on.
+func (p *Pool) SetHistory(r *memhist.Recorder) { p.hist.Store(r) }
+
+// History returns the Recorder set by SetHistory, or nil.
+func (p *Pool) History() *memhist.Recorder { return p.hist.Load() }
+
+// retried records an allocation that released cached blocks to try again.
+// The op is not known down in the allocator; the event's stack says who.
+func (p *Pool) retried(requested, released uint64) {
+	if h := p.hist.Load(); h != nil {
+		h.Released(memhist.Retry, "", requested, released)
+	}
 }
 
 // Alloc returns a device block of at least n bytes: from n's size class
@@ -141,7 +163,14 @@ func (p *Pool) Alloc(op string, n int, classed bool) (Block, error) {
 		blk, err = p.cache.AllocExact(uint64(n))
 	}
 	if err != nil {
+		var short *alloc.ShortError
+		if h := p.hist.Load(); h != nil && errors.As(err, &short) {
+			h.OOM(op, uint64(n), short.Size)
+		}
 		return Block{}, poolError(op, n, err)
+	}
+	if h := p.hist.Load(); h != nil {
+		h.Alloc(op, blk.Ptr, uint64(n), blk.Size)
 	}
 	return Block{ptr: blk.Ptr, n: n, blk: blk}, nil
 }
@@ -155,6 +184,9 @@ func (p *Pool) Free(op string, b Block) error {
 	if err := p.cache.Free(b.blk); err != nil {
 		p.log.Error("freeing device memory failed", "op", op, "ptr", b.ptr, "bytes", b.blk.Size, "err", err)
 		return poolError(op, b.n, err)
+	}
+	if h := p.hist.Load(); h != nil {
+		h.Free(op, b.ptr, uint64(b.n), b.blk.Size)
 	}
 	return nil
 }
@@ -200,7 +232,16 @@ func (p *Pool) ResetPeaks() { p.cache.ResetPeaks() }
 // the first failure, named op.
 func (p *Pool) Trim(op string) error {
 	rerr := p.retryUnfreed(op)
-	if err := p.cache.Trim(); err != nil {
+	h := p.hist.Load()
+	var before uint64
+	if h != nil {
+		before = p.cache.Stats().Released
+	}
+	err := p.cache.Trim()
+	if h != nil {
+		h.Released(memhist.Trim, op, 0, p.cache.Stats().Released-before)
+	}
+	if err != nil {
 		return poolError(op, 0, err)
 	}
 	return rerr
