@@ -44,7 +44,9 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 		if r.Len == 0 {
 			continue
 		}
-		if out := pl.readDest(i, runDst); out != nil {
+		// Under WithAtomicReadbacks every read lands in staging first,
+		// as a single Download into pinned memory does.
+		if out := pl.readDest(i, runDst); out != nil && !b.cfg.xfer.AtomicReads {
 			if reg := b.xfer.Pinned(out); reg != nil {
 				tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
 				tb.Regions = append(tb.Regions, reg)

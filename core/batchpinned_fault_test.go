@@ -6,7 +6,9 @@ package core_test
 // cannot be drained, and lets it go once the stream synchronizes.
 
 import (
+	"bytes"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +82,81 @@ func TestFailedPinnedBatchQuarantinesThePinnedMemory(t *testing.T) {
 			sim.RequireNoLeaks(t, dev)
 		})
 	}
+}
+
+// TestAtomicReadbacksKeepPinnedBatchDestinations: under
+// WithAtomicReadbacks a failed readback changes no byte of the caller's
+// memory, a batch's read into pinned memory included. Each form fails its
+// fence once; the drain after it runs the queued work, so a read moved by
+// DMA straight into the pinned destination would have written it. (Batches
+// took the direct path whatever the option said.) With the fault gone the
+// same call lands the read in that destination.
+func TestAtomicReadbacksKeepPinnedBatchDestinations(t *testing.T) {
+	type call func() ([]byte, error)
+	for _, tc := range []struct {
+		name string
+		// prepare returns the call reading h into into, and what closes
+		// what it made.
+		prepare func(t *testing.T, b *core.Backend, h core.Buffer, into []byte) (call, func())
+	}{
+		{"Run", func(t *testing.T, b *core.Backend, h core.Buffer, into []byte) (call, func()) {
+			return func() ([]byte, error) {
+				out, err := b.Run(core.Batch{Reads: []core.Range{h.All()}}, [][]byte{into[:0]})
+				return slot0(out), err
+			}, func() {}
+		}},
+		{"RunAsync", func(t *testing.T, b *core.Backend, h core.Buffer, into []byte) (call, func()) {
+			return func() ([]byte, error) {
+				pd, err := b.RunAsync(core.Batch{Reads: []core.Range{h.All()}, Into: [][]byte{into}})
+				if err != nil {
+					return nil, err
+				}
+				out, err := pd.AwaitInto(nil)
+				return slot0(out), err
+			}, func() {}
+		}},
+		{"Replay", func(t *testing.T, b *core.Backend, h core.Buffer, into []byte) (call, func()) {
+			g, err := b.Capture(core.Batch{Reads: []core.Range{h.All()}, Into: [][]byte{into}})
+			require.NoError(t, err)
+			return func() ([]byte, error) {
+				out, err := g.Replay(nil)
+				return slot0(out), err
+			}, func() { require.NoError(t, g.Close()) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, b, hs, init := quarantineSetup(t, []core.Option{core.WithAtomicReadbacks(true)})
+			p, err := b.AllocHostPinned(qLen)
+			require.NoError(t, err)
+			into := p.Bytes()[:qLen]
+			for i := range into {
+				into[i] = 0xa5
+			}
+			before := bytes.Clone(into)
+			run, done := tc.prepare(t, b, hs[0], into)
+
+			dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+			_, err = run()
+			require.ErrorIs(t, err, core.ErrDriver)
+			assert.Zero(t, b.LaunchResourceCounts().Quarantined, "the drain succeeded and ran the work")
+			assert.Equal(t, before, into, "a failed read under WithAtomicReadbacks wrote the caller's pinned memory")
+
+			got, err := run()
+			require.NoError(t, err)
+			assert.Equal(t, init[0], got)
+			assert.Equal(t, unsafe.SliceData(into), unsafe.SliceData(got), "the read lands in its destination")
+			done()
+			require.NoError(t, p.Free())
+			require.NoError(t, b.Close())
+			sim.RequireNoLeaks(t, dev)
+		})
+	}
+}
+
+// slot0 returns the first result slot, or nil.
+func slot0(out [][]byte) []byte {
+	if len(out) == 0 {
+		return nil
+	}
+	return out[0]
 }
