@@ -210,9 +210,11 @@ func newPinnedUse(t *testing.T, reads bool) (*pinnedUse, []byte) {
 // moment). Refusals change nothing.
 func (u *pinnedUse) busy(t *testing.T, what string, reg bool) {
 	t.Helper()
-	requireErrKind(t, u.p.Free(), core.ErrInFlight, "PinnedBuffer.Free")
+	// The message names what the caller must collect.
+	requireErrKind(t, u.p.Free(), core.ErrInFlight, "PinnedBuffer.Free", "collect the Pending", "Close the Graph")
 	if reg {
-		requireErrKind(t, u.b.UnpinHostBuffer(unsafe.Pointer(&u.reg[0])), core.ErrInFlight, "UnpinHostBuffer")
+		requireErrKind(t, u.b.UnpinHostBuffer(unsafe.Pointer(&u.reg[0])), core.ErrInFlight, "UnpinHostBuffer",
+			"collect the Pending", "Close the Graph")
 	}
 	assert.Len(t, u.p.Bytes(), 256, "%s: a refused Free keeps the buffer", what)
 }
