@@ -287,6 +287,13 @@ func (c *pinCase) model(init, data [][]byte) (after, reads [][]byte) {
 	return after, reads
 }
 
+// pinDest is the memory of one destination (Into, or a dst slot's
+// capacity).
+type pinDest struct {
+	mem pinMem
+	b   []byte
+}
+
 // pinEnv is one case's Backend, buffers and host memory.
 type pinEnv struct {
 	c    *pinCase
@@ -300,9 +307,9 @@ type pinEnv struct {
 	used [2]int // bytes taken from p and reg
 
 	batch core.Batch
-	data  [][]byte // each upload's Data
-	slots [][]byte // the dst slots, as first made
-	dests [][]byte // every destination's whole capacity, refilled before each run
+	data  [][]byte  // each upload's Data
+	slots [][]byte  // the dst slots, as first made
+	dests []pinDest // every destination's whole capacity, refilled before each run
 	// inAlloc and inReg: some direct copy uses the pinned buffer, the
 	// registered range.
 	inAlloc, inReg bool
@@ -378,7 +385,7 @@ func (e *pinEnv) build() {
 			var into []byte
 			if d.into != memNone {
 				into = e.take(d.into, d.n, 0)
-				e.dests = append(e.dests, into)
+				e.dests = append(e.dests, pinDest{d.into, into})
 			}
 			e.batch.Into = append(e.batch.Into, into)
 			if d.into != memNone {
@@ -392,7 +399,7 @@ func (e *pinEnv) build() {
 				n = max(d.n-1, 0)
 			}
 			slot = e.take(d.slot, 0, n)
-			e.dests = append(e.dests, slot[:n])
+			e.dests = append(e.dests, pinDest{d.slot, slot[:n]})
 			if d.into == memNone {
 				e.note(dRd[i], d.slot)
 			}
@@ -406,17 +413,22 @@ func (e *pinEnv) note(direct bool, m pinMem) {
 	e.inReg = e.inReg || direct && m == memReg
 }
 
-// reset writes the initial bytes into the buffers, fills every
-// destination with a marker and zeroes the telemetry.
+// reset writes the initial bytes straight into the buffers' device
+// memory (no call of the Backend, whose pools stay as they are), fills
+// every destination with a marker and zeroes the telemetry.
 func (e *pinEnv) reset() error {
 	for i, h := range e.hs {
-		if err := e.b.Upload(core.UploadAt{Buf: h, Data: e.init[i]}); err != nil {
+		ptr, err := e.b.ResidentDevicePtr(h)
+		if err != nil {
+			return err
+		}
+		if err := e.dev.WriteDevice(ptr, e.init[i]); err != nil {
 			return err
 		}
 	}
 	for _, d := range e.dests {
-		for k := range d {
-			d[k] = 0xee
+		for k := range d.b {
+			d.b[k] = 0xee
 		}
 	}
 	e.b.ResetTelemetry()
