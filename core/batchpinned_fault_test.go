@@ -160,3 +160,35 @@ func slot0(out [][]byte) []byte {
 	}
 	return out[0]
 }
+
+// TestFailedReplayQuarantinesThePinnedMemory: a replay of a graph whose
+// copies move pinned memory directly fails its fence and its drain. The
+// graph is broken (it refuses to replay), its stream goes to the
+// quarantine with the pinned memory the graph's copies use, which stays in
+// flight while the stream cannot be synchronized; once it can, the graph
+// closes, the memory is freed and nothing is left.
+func TestFailedReplayQuarantinesThePinnedMemory(t *testing.T) {
+	dev, b, hs, _ := quarantineSetup(t, nil)
+	p, err := b.AllocHostPinned(2 * qLen)
+	require.NoError(t, err)
+	g, err := b.Capture(core.Batch{Uploads: []core.UploadAt{{Buf: hs[0], Data: p.Bytes()[:qLen]}},
+		Reads: []core.Range{hs[1].All()}, Into: [][]byte{p.Bytes()[qLen:]}})
+	require.NoError(t, err)
+
+	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+	dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_UNKNOWN)
+	_, err = g.Replay(nil)
+	require.ErrorIs(t, err, core.ErrDriver)
+	require.Equal(t, 1, b.LaunchResourceCounts().Quarantined)
+	dev.FailRate(1, 1, sim.OpStreamSynchronize)
+	requireErrKind(t, p.Free(), core.ErrInFlight)
+	_, err = g.Replay(nil)
+	requireErrKind(t, err, core.ErrDriver, "could not be drained")
+	dev.ClearFaults()
+
+	require.NoError(t, g.Close())
+	require.NoError(t, p.Free(), "Free retries the quarantine, which lets the memory go")
+	assert.Zero(t, b.LaunchResourceCounts().Quarantined)
+	require.NoError(t, b.Close())
+	sim.RequireNoLeaks(t, dev)
+}
