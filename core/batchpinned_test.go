@@ -106,21 +106,7 @@ func TestBatchIntoRefusals(t *testing.T) {
 				dst := [][]byte{[]byte("keep")}
 				calls, tel := dev.CallCounts(), b.Telemetry()
 
-				var err error
-				switch call {
-				case "Run":
-					var out [][]byte
-					out, err = b.Run(batch, dst)
-					assert.Equal(t, [][]byte{[]byte("keep")}, out, "Run returns dst unchanged")
-				case "RunAsync":
-					var pd *core.Pending
-					pd, err = b.RunAsync(batch)
-					assert.Nil(t, pd)
-				default:
-					var g *core.Graph
-					g, err = b.Capture(batch)
-					assert.Nil(t, g)
-				}
+				err := submitRefused(t, b, call, batch, dst)
 				ce := requireErrKind(t, err, core.ErrInvalidArgument, tc.frags...)
 				assert.Equal(t, call, ce.Op)
 				assert.Equal(t, 1, strings.Count(err.Error(), "Fix: "))
@@ -140,6 +126,25 @@ func TestBatchIntoRefusals(t *testing.T) {
 			})
 		}
 	}
+}
+
+// submitRefused submits batch with call (Run into dst, RunAsync or
+// Capture), which must hand back nothing but its error.
+func submitRefused(t *testing.T, b *core.Backend, call string, batch core.Batch, dst [][]byte) error {
+	t.Helper()
+	switch call {
+	case "Run":
+		out, err := b.Run(batch, dst)
+		assert.Equal(t, [][]byte{[]byte("keep")}, out, "Run returns dst unchanged")
+		return err
+	case "RunAsync":
+		pd, err := b.RunAsync(batch)
+		assert.Nil(t, pd)
+		return err
+	}
+	g, err := b.Capture(batch)
+	assert.Nil(t, g)
+	return err
 }
 
 // TestBatchIntoAcceptsNilAndEmpty: nil entries let their reads land as
