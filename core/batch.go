@@ -33,7 +33,8 @@ type Step struct {
 // Memory pinned through the Backend (AllocHostPinned, PinHostBuffer) moves
 // without copies: an upload whose Data lies in it, and whose range meets no
 // other upload of the batch, is one DMA straight from Data, and a read
-// whose destination lies in it is one DMA straight into that destination.
+// whose destination lies in it is one DMA straight into that destination
+// (unless WithAtomicReadbacks is on: then the read lands in staging first).
 // A read's destination is known when the work is submitted if Into gives
 // it, or, for Run, if the read's slot in dst has the capacity to hold it.
 // Such pinned memory stays in flight until the work is collected (for a

@@ -44,7 +44,9 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 		if r.Len == 0 {
 			continue
 		}
-		if out := pl.readDest(i, runDst); out != nil {
+		// Under WithAtomicReadbacks every read lands in staging first,
+		// as a single Download into pinned memory does.
+		if out := pl.readDest(i, runDst); out != nil && !b.cfg.xfer.AtomicReads {
 			if reg := b.xfer.Pinned(out); reg != nil {
 				tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
 				tb.Regions = append(tb.Regions, reg)
@@ -161,8 +163,8 @@ func (b *Backend) splitDirectUploads(tb *transfer.Batch) {
 // aloneRanges reports, for each copy, whether its device range lies apart
 // from every other copy's. Sorted by start, the copies fall into runs
 // whose ranges chain into each other; a copy is alone when its run has no
-// other copy (a conservative test: a run of three may hold a copy that
-// meets neither neighbour).
+// other copy. That is exact: in a run of two or more, every copy shares a
+// byte with some other (perhaps not its neighbour in address order).
 func aloneRanges(ups []fusion.UploadCopy) []bool {
 	idx := make([]int, len(ups))
 	for i := range idx {

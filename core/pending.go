@@ -314,6 +314,11 @@ func (p *pendingWork) fail(err *Error) {
 		p.graph.Failed(p.op, p.lease)
 	} else {
 		h := held{St: []*hostmem.Staging{&p.up}, Bufs: p.ents, Dev: p.xfer.DevStaging(), Discard: true}
+		if p.xfer != nil {
+			// The direct copies' pinned regions stay in use while the
+			// quarantined stream may still run them.
+			h.RegionsOf = &p.xfer.Regions
+		}
 		if p.rd != nil {
 			h.St = append(h.St, p.rd.Staging())
 		}

@@ -83,9 +83,10 @@ func (p *PinnedBuffer) Pointer() unsafe.Pointer {
 }
 
 // Free returns the buffer's memory to the driver. It refuses with ErrInFlight
-// while asynchronous uploads from it are queued or a failed direct transfer
-// whose stream could not be synchronized may still use it (Free retries
-// that stream first), with ErrUnknownHandle when already freed, and with
+// while asynchronous uploads from it are queued, while a batch that moves
+// data from or into it by DMA is not collected (a Pending) or closed (a
+// Graph), or while a failed direct transfer whose stream could not be
+// synchronized may still use it (Free retries that stream first), with ErrUnknownHandle when already freed, and with
 // ErrClosed after the Backend's Close (which freed it). If the driver
 // fails, the buffer stays allocated.
 func (p *PinnedBuffer) Free() error {
@@ -108,8 +109,8 @@ func (p *PinnedBuffer) Free() error {
 		return newError(op, KindUnknownHandle, fmt.Sprintf("pinned buffer at %#x (%d bytes) was already freed", p.reg.Start(), p.reg.Len()),
 			"free each pinned buffer once")
 	case errors.As(err, &busy):
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use pinned buffer at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", busy.Pending, p.reg.Start()),
-			"call SynchronizeUploads before freeing it (after a failed transfer, once the device recovers)")
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use pinned buffer at %#x (asynchronous uploads, batches not collected, open Graphs, or a failed transfer whose stream could not be synchronized)", busy.Pending, p.reg.Start()),
+			"call SynchronizeUploads, collect the Pending (AwaitInto or Close) or Close the Graph that uses it before freeing it (after a failed transfer, once the device recovers)")
 	}
 	return driverError(op, "HostFree", err)
 }
@@ -164,8 +165,10 @@ func (b *Backend) PinHostBuffer(p unsafe.Pointer, n int) error {
 
 // UnpinHostBuffer undoes PinHostBuffer for the range starting at p. It
 // refuses with ErrInFlight while asynchronous uploads from the range are
-// queued or a failed direct transfer whose stream could not be synchronized
-// may still use it (it retries that stream first), and with
+// queued, while a batch that moves data from or into it by DMA is not
+// collected (a Pending) or closed (a Graph), or while a failed direct
+// transfer whose stream could not be synchronized may still use it (it
+// retries that stream first), and with
 // ErrInvalidArgument when p does not start a range pinned with
 // PinHostBuffer on this Backend.
 func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
@@ -184,8 +187,8 @@ func (b *Backend) UnpinHostBuffer(p unsafe.Pointer) error {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("address %#x does not start a range pinned with PinHostBuffer on this Backend", start),
 			"pass the pointer given to PinHostBuffer; free AllocHostPinned buffers with their Free method")
 	case errors.As(err, &busy):
-		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use the range at %#x (asynchronous uploads, or a failed transfer whose stream could not be synchronized)", busy.Pending, start),
-			"call SynchronizeUploads before unpinning (after a failed transfer, once the device recovers)")
+		return newError(op, KindInFlight, fmt.Sprintf("%d queued copy(ies) use the range at %#x (asynchronous uploads, batches not collected, open Graphs, or a failed transfer whose stream could not be synchronized)", busy.Pending, start),
+			"call SynchronizeUploads, collect the Pending (AwaitInto or Close) or Close the Graph that uses it before unpinning (after a failed transfer, once the device recovers)")
 	}
 	return driverError(op, "HostUnregister", err)
 }

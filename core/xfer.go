@@ -61,10 +61,10 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 // failed readback never leaves a byte of the caller's storage changed. By
 // default large readbacks hand their bytes over as they land, overlapping
 // the copy out with the transfer: a single read staged in chunks, a read
-// straight into memory pinned through this Backend, and a packed read of
-// many buffers in parts may leave part of the caller's storage holding the
-// device's bytes when the device fails mid-transfer (see
-// Download and DownloadMany).
+// straight into memory pinned through this Backend (by Download or a
+// Batch), and a packed read of many buffers in parts may leave part of the
+// caller's storage holding the device's bytes when the device fails
+// mid-transfer (see Download, DownloadMany and Batch).
 func WithAtomicReadbacks(on bool) Option {
 	return func(c *config) { c.xfer.AtomicReads = on }
 }

@@ -1,0 +1,557 @@
+package proptest
+
+// Batches that move memory pinned through the Backend by DMA directly
+// (core.Batch doc), against a host model. Each case draws a few device
+// buffers, fills, uploads (from Go slices, from memory of AllocHostPinned
+// and from memory pinned with PinHostBuffer; overlapping and apart), xor
+// steps and reads (into nothing, Go slices or pinned memory, given by
+// Batch.Into or by the capacity of Run's dst slots), and runs the batch one
+// way: Run, RunAsync then Await then AwaitInto, or Capture then replays
+// with the upload bytes changed between them, each replay checked against
+// Run of the same batch. The contract:
+//
+//   - the device and every read hold what the model says: memsets, then
+//     the uploads in order (later ones win), then the steps, then the reads;
+//   - an upload from pinned memory whose range meets no other upload's is
+//     one DMA from its Data, read when the work runs (on the lazy simulated
+//     device, bytes written into that Data after RunAsync returned reach
+//     the device; every other upload was copied at submission);
+//   - a non-empty read whose destination is known at submission (Into, or
+//     for Run a dst slot with the capacity) and lies in pinned memory lands
+//     there by DMA: after Await, before AwaitInto, its bytes are already
+//     there, while a Go destination still holds what it held; a read given
+//     Into has Into itself as its result slot, a read without one the
+//     storage of its dst slot when that slot has the capacity;
+//     WithAtomicReadbacks turns the direct reads off;
+//   - Telemetry counts what moved: the union of the uploads' bytes, the
+//     union of the staged reads' bytes plus every direct read's;
+//   - the pinned memory a direct copy uses cannot be freed or unpinned
+//     until the work is collected (a Graph: closed), and always can be
+//     after; Close then leaves nothing on the device.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/leanovate/gopter"
+	"github.com/leanovate/gopter/prop"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// Where host memory of a case lies.
+type pinMem int
+
+const (
+	memNone  pinMem = iota // no destination (reads only)
+	memGo                  // a Go slice
+	memAlloc               // the case's AllocHostPinned buffer
+	memReg                 // the case's Go slice pinned with PinHostBuffer
+)
+
+func (m pinMem) pinned() bool { return m == memAlloc || m == memReg }
+
+// The forms a case runs its batch in.
+const (
+	pinRun = iota
+	pinAsync
+	pinGraph
+	pinForms
+)
+
+var pinFormNames = [pinForms]string{"Run", "RunAsync", "Graph"}
+
+type pinUp struct {
+	buf, off, n int
+	src         pinMem
+}
+
+type pinRead struct {
+	buf, off, n int
+	into        pinMem // Batch.Into[i]'s memory (memNone: nil)
+	slot        pinMem // memory of the dst slot's capacity (memNone: nil slot)
+	short       bool   // the slot's capacity is one byte short of the read
+}
+
+type pinOp struct {
+	buf   int
+	value uint32
+}
+
+// pinCase is one drawn batch and the way it runs.
+type pinCase struct {
+	form    int
+	tuning  int // index into pinTunings
+	atomic  bool
+	lens    []int
+	fills   []pinOp // value's low byte
+	ups     []pinUp
+	xors    []pinOp
+	reads   []pinRead
+	into    bool   // Batch.Into is set
+	replays []bool // Graph: each replay, true for ReplayAsync
+	seed    int64
+}
+
+// pinTunings are the plans the batch's staged copies may take: the
+// default ones, packed wherever two copies or more, staged in chunks.
+var pinTunings = [][]core.Option{
+	nil,
+	{core.WithPlanTuning(xferplan.Tuning{PackMinCopies: 2, Only: xferplan.Kinds(xferplan.Packed, xferplan.Staged)}),
+		core.WithPlanModel(xferToyModel)},
+	{core.WithPlanTuning(xferplan.Tuning{PackMinCopies: -1, StageMin: 32, MinChunk: 16, MaxChunk: 32, Blocks: 2,
+		Only: xferplan.Kinds(xferplan.Staged)}), core.WithPlanModel(xferToyModel)},
+}
+
+func drawPinCase(r *rand.Rand) *pinCase {
+	c := &pinCase{form: r.Intn(pinForms), tuning: r.Intn(len(pinTunings)), atomic: r.Intn(6) == 0, seed: r.Int63()}
+	for range 1 + r.Intn(3) {
+		c.lens = append(c.lens, 1+r.Intn([]int{16, 96, 200}[r.Intn(3)]))
+	}
+	span := func(buf int) (int, int) {
+		l := c.lens[buf]
+		if r.Intn(8) == 0 {
+			return r.Intn(l + 1), 0
+		}
+		off := r.Intn(l)
+		return off, 1 + r.Intn(l-off)
+	}
+	mem := func() pinMem { return []pinMem{memGo, memAlloc, memAlloc, memReg}[r.Intn(4)] }
+	for range r.Intn(2) {
+		c.fills = append(c.fills, pinOp{buf: r.Intn(len(c.lens)), value: uint32(r.Intn(256))})
+	}
+	for range r.Intn(6) {
+		u := pinUp{buf: r.Intn(len(c.lens)), src: mem()}
+		u.off, u.n = span(u.buf)
+		c.ups = append(c.ups, u)
+	}
+	for range r.Intn(3) {
+		if b := r.Intn(len(c.lens)); c.lens[b] >= 4 {
+			c.xors = append(c.xors, pinOp{buf: b, value: r.Uint32()})
+		}
+	}
+	c.into = r.Intn(2) == 0
+	for range r.Intn(5) {
+		d := pinRead{buf: r.Intn(len(c.lens)), slot: []pinMem{memNone, memGo, memAlloc, memReg}[r.Intn(4)], short: r.Intn(5) == 0}
+		d.off, d.n = span(d.buf)
+		if c.into && r.Intn(3) > 0 {
+			d.into = mem()
+		}
+		c.reads = append(c.reads, d)
+	}
+	if c.form == pinGraph {
+		for range 2 + r.Intn(2) {
+			c.replays = append(c.replays, r.Intn(3) == 0)
+		}
+	}
+	return c
+}
+
+func (c *pinCase) String() string {
+	return fmt.Sprintf("%s tuning=%d atomic=%v lens=%v fills=%v ups=%+v xors=%v reads=%+v into=%v replays=%v seed=%d",
+		pinFormNames[c.form], c.tuning, c.atomic, c.lens, c.fills, c.ups, c.xors, c.reads, c.into, c.replays, c.seed)
+}
+
+// directUps says which uploads the Backend must move by DMA from Data.
+func (c *pinCase) directUps() []bool {
+	out := make([]bool, len(c.ups))
+	for i, u := range c.ups {
+		out[i] = u.src.pinned() && u.n > 0
+		for j, v := range c.ups {
+			if i != j && v.n > 0 && v.buf == u.buf && u.off < v.off+v.n && v.off < u.off+u.n {
+				out[i] = false
+			}
+		}
+	}
+	return out
+}
+
+// directReads says which reads land in their pinned destination by DMA
+// when the batch runs in form.
+func (c *pinCase) directReads(form int) []bool {
+	out := make([]bool, len(c.reads))
+	for i, d := range c.reads {
+		if d.n == 0 || c.atomic {
+			continue
+		}
+		switch {
+		case d.into != memNone:
+			out[i] = d.into.pinned()
+		case form == pinRun:
+			out[i] = d.slot.pinned() && !d.short
+		}
+	}
+	return out
+}
+
+// work reports whether the batch reaches the device at all.
+func (c *pinCase) work() bool {
+	if len(c.fills)+len(c.xors) > 0 {
+		return true
+	}
+	for _, u := range c.ups {
+		if u.n > 0 {
+			return true
+		}
+	}
+	for _, d := range c.reads {
+		if d.n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// wantTelemetry is what one run of the batch in form adds.
+func (c *pinCase) wantTelemetry(form int) core.Telemetry {
+	var t core.Telemetry
+	up := make([][]bool, len(c.lens))
+	rd := make([][]bool, len(c.lens))
+	for i := range c.lens {
+		up[i], rd[i] = make([]bool, c.lens[i]), make([]bool, c.lens[i])
+	}
+	for _, u := range c.ups {
+		for k := u.off; k < u.off+u.n; k++ {
+			up[u.buf][k] = true
+		}
+		if u.n > 0 {
+			t.RequestedCopies++
+		}
+	}
+	direct := c.directReads(form)
+	for i, d := range c.reads {
+		for k := d.off; k < d.off+d.n && !direct[i]; k++ {
+			rd[d.buf][k] = true
+		}
+		if direct[i] {
+			t.DeviceToHostBytes += uint64(d.n)
+		}
+		if d.n > 0 {
+			t.RequestedCopies++
+		}
+	}
+	for i := range c.lens {
+		for k := range c.lens[i] {
+			t.HostToDeviceBytes += b2u(up[i][k])
+			t.DeviceToHostBytes += b2u(rd[i][k])
+		}
+	}
+	t.UploadOps, t.ReadbackOps = b2u(t.HostToDeviceBytes > 0), b2u(t.DeviceToHostBytes > 0)
+	t.MemsetOps, t.KernelLaunches = uint64(len(c.fills)), uint64(len(c.xors))
+	t.SyncPoints = b2u(c.work())
+	return t
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// model returns the buffers' bytes after the batch ran on init with the
+// uploads' bytes data, and the reads' bytes.
+func (c *pinCase) model(init, data [][]byte) (after, reads [][]byte) {
+	after = make([][]byte, len(init))
+	for i := range init {
+		after[i] = bytes.Clone(init[i])
+	}
+	for _, f := range c.fills {
+		for k := range after[f.buf] {
+			after[f.buf][k] = byte(f.value)
+		}
+	}
+	for i, u := range c.ups {
+		copy(after[u.buf][u.off:], data[i])
+	}
+	for _, x := range c.xors {
+		m := after[x.buf]
+		for k := 0; k+4 <= len(m); k += 4 {
+			v := uint32(m[k]) | uint32(m[k+1])<<8 | uint32(m[k+2])<<16 | uint32(m[k+3])<<24
+			v ^= x.value
+			m[k], m[k+1], m[k+2], m[k+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		}
+	}
+	for _, d := range c.reads {
+		reads = append(reads, bytes.Clone(after[d.buf][d.off:d.off+d.n]))
+	}
+	return after, reads
+}
+
+// pinDest is the memory of one destination (Into, or a dst slot's
+// capacity).
+type pinDest struct {
+	mem pinMem
+	b   []byte
+}
+
+// pinEnv is one case's Backend, buffers and host memory.
+type pinEnv struct {
+	c    *pinCase
+	r    *rand.Rand
+	b    *core.Backend
+	dev  *sim.Device
+	hs   []core.Buffer
+	init [][]byte
+	p    *core.PinnedBuffer
+	reg  []byte
+	used [2]int // bytes taken from p and reg
+
+	batch core.Batch
+	data  [][]byte  // each upload's Data
+	slots [][]byte  // the dst slots, as first made
+	dests []pinDest // every destination's whole capacity, refilled before each run
+	// inAlloc and inReg: some direct copy uses the pinned buffer, the
+	// registered range.
+	inAlloc, inReg bool
+}
+
+const pinHostBytes = 8 << 10
+
+func newPinEnv(c *pinCase) (*pinEnv, error) {
+	e := &pinEnv{c: c, r: rand.New(rand.NewSource(c.seed)), dev: sim.New(sim.Config{TotalMemory: 64 << 20})}
+	opts := append([]core.Option{core.WithAtomicReadbacks(c.atomic), core.WithLogger(slog.New(&logCounter{}))}, pinTunings[c.tuning]...)
+	var err error
+	if e.b, err = core.Open(e.dev, opts...); err != nil {
+		return nil, err
+	}
+	for _, n := range c.lens {
+		h, err := e.b.Alloc(n)
+		if err != nil {
+			return e, err
+		}
+		e.hs = append(e.hs, h)
+		e.init = append(e.init, randomXferBytes(e.r, n))
+	}
+	if e.p, err = e.b.AllocHostPinned(pinHostBytes); err != nil {
+		return e, err
+	}
+	e.reg = make([]byte, pinHostBytes)
+	if err := e.b.PinHostBuffer(unsafe.Pointer(&e.reg[0]), len(e.reg)); err != nil {
+		e.reg = nil
+		return e, err
+	}
+	return e, e.reset()
+}
+
+// take returns n bytes (capacity n+room) of host memory in m, apart from
+// every other take.
+func (e *pinEnv) take(m pinMem, n, room int) []byte {
+	switch m {
+	case memAlloc, memReg:
+		k := int(m - memAlloc)
+		src := e.p.Bytes()
+		if m == memReg {
+			src = e.reg
+		}
+		s := src[e.used[k] : e.used[k]+n : e.used[k]+n+room]
+		e.used[k] += n + room
+		return s
+	}
+	return make([]byte, n, n+room)
+}
+
+// build makes the batch, its upload data and its destinations.
+func (e *pinEnv) build() {
+	c := e.c
+	for _, f := range c.fills {
+		e.batch.Fills = append(e.batch.Fills, core.Fill{Buf: e.hs[f.buf], Value: byte(f.value)})
+	}
+	dUp := c.directUps()
+	for i, u := range c.ups {
+		d := e.take(u.src, u.n, 0)
+		e.r.Read(d)
+		e.data = append(e.data, d)
+		e.batch.Uploads = append(e.batch.Uploads, core.UploadAt{Buf: e.hs[u.buf], Offset: u.off, Data: d})
+		e.note(dUp[i], u.src)
+	}
+	for _, x := range c.xors {
+		e.batch.Steps = append(e.batch.Steps, core.Step{Program: xorProgram, Bufs: []core.Buffer{e.hs[x.buf]},
+			Config: core.DispatchConfig{Scalars: []uint32{x.value}}})
+	}
+	dRd := c.directReads(c.form)
+	for i, d := range c.reads {
+		e.batch.Reads = append(e.batch.Reads, core.Range{Buf: e.hs[d.buf], Offset: d.off, Len: d.n})
+		if c.into {
+			var into []byte
+			if d.into != memNone {
+				into = e.take(d.into, d.n, 0)
+				e.dests = append(e.dests, pinDest{d.into, into})
+			}
+			e.batch.Into = append(e.batch.Into, into)
+			if d.into != memNone {
+				e.note(dRd[i], d.into)
+			}
+		}
+		var slot []byte
+		if d.slot != memNone {
+			n := d.n
+			if d.short {
+				n = max(d.n-1, 0)
+			}
+			slot = e.take(d.slot, 0, n)
+			e.dests = append(e.dests, pinDest{d.slot, slot[:n]})
+			if d.into == memNone {
+				e.note(dRd[i], d.slot)
+			}
+		}
+		e.slots = append(e.slots, slot)
+	}
+}
+
+func (e *pinEnv) note(direct bool, m pinMem) {
+	e.inAlloc = e.inAlloc || direct && m == memAlloc
+	e.inReg = e.inReg || direct && m == memReg
+}
+
+// reset writes the initial bytes straight into the buffers' device
+// memory (no call of the Backend, whose pools stay as they are), fills
+// every destination with a marker and zeroes the telemetry.
+func (e *pinEnv) reset() error {
+	for i, h := range e.hs {
+		ptr, err := e.b.ResidentDevicePtr(h)
+		if err != nil {
+			return err
+		}
+		if err := e.dev.WriteDevice(ptr, e.init[i]); err != nil {
+			return err
+		}
+	}
+	for _, d := range e.dests {
+		for k := range d.b {
+			d.b[k] = 0xee
+		}
+	}
+	e.b.ResetTelemetry()
+	return nil
+}
+
+// dst returns a fresh dst holding the slots as first made.
+func (e *pinEnv) dst() [][]byte { return append([][]byte(nil), e.slots...) }
+
+// busy checks that the pinned memory direct copies use refuses to go.
+func (e *pinEnv) busy(what string) error {
+	if e.inAlloc {
+		if err := e.p.Free(); !errors.Is(err, core.ErrInFlight) {
+			return fmt.Errorf("%s: PinnedBuffer.Free of memory a direct copy uses: %v, want ErrInFlight", what, err)
+		}
+	}
+	if e.inReg {
+		if err := e.b.UnpinHostBuffer(unsafe.Pointer(&e.reg[0])); !errors.Is(err, core.ErrInFlight) {
+			return fmt.Errorf("%s: UnpinHostBuffer of memory a direct copy uses: %v, want ErrInFlight", what, err)
+		}
+	}
+	return nil
+}
+
+// close releases the pinned memory (which nothing may still hold), the
+// buffers and the Backend, and checks that nothing is left on the device.
+func (e *pinEnv) close() error {
+	var errs []error
+	if e.p != nil {
+		errs = append(errs, wrapErr("PinnedBuffer.Free after collection", e.p.Free()))
+	}
+	if e.reg != nil {
+		errs = append(errs, wrapErr("UnpinHostBuffer after collection", e.b.UnpinHostBuffer(unsafe.Pointer(&e.reg[0]))))
+		runtime.KeepAlive(e.reg)
+	}
+	for _, h := range e.hs {
+		errs = append(errs, wrapErr("Free", e.b.Free(h)))
+	}
+	e.dev.ClearFaults()
+	errs = append(errs, wrapErr("Close", e.b.Close()))
+	if l := e.dev.Live(); !l.Zero() {
+		errs = append(errs, fmt.Errorf("device holds %s after Close", l))
+	}
+	return errors.Join(errs...)
+}
+
+func wrapErr(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// pinSeen counts what the fault-free cases covered.
+type pinSeen struct {
+	directUps, sharedPinnedUps, intoDirect, slotDirect, atomicPinned int
+	forms                                                            [pinForms]int
+}
+
+func TestCoreBatchPinnedAgreesWithModel(t *testing.T) {
+	seed := coreSeed(t)
+	n := 250
+	if coreLong() {
+		n = 10000
+	}
+	var seen pinSeen
+	params := gopter.DefaultTestParametersWithSeed(seed)
+	params.MinSuccessfulTests = n
+	props := gopter.NewProperties(params)
+	props.Property("batches over pinned memory agree with the model", prop.ForAll(func(c *pinCase) string {
+		if err := runPinCase(c, &seen); err != nil {
+			return err.Error()
+		}
+		return ""
+	}, genPinCase()))
+	props.TestingRun(t)
+	t.Logf("covered: %+v", seen)
+	assert.Positive(t, seen.directUps, "an upload moved from pinned Data by DMA")
+	assert.Positive(t, seen.sharedPinnedUps, "a pinned upload that meets another, staged")
+	assert.Positive(t, seen.intoDirect, "a read into pinned Into by DMA")
+	assert.Positive(t, seen.slotDirect, "a read into Run's pinned dst slot by DMA")
+	assert.Positive(t, seen.atomicPinned, "a read into pinned memory staged under WithAtomicReadbacks")
+	for f, k := range seen.forms {
+		assert.Positive(t, k, "cases run as %s", pinFormNames[f])
+	}
+}
+
+func genPinCase() gopter.Gen {
+	return func(p *gopter.GenParameters) *gopter.GenResult {
+		return gopter.NewGenResult(drawPinCase(p.Rng), gopter.NoShrinker)
+	}
+}
+
+func runPinCase(c *pinCase, seen *pinSeen) (err error) {
+	e, err := newPinEnv(c)
+	if e == nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, e.close()) }()
+	if err != nil {
+		return err
+	}
+	e.build()
+	if err := e.reset(); err != nil {
+		return err
+	}
+	seen.forms[c.form]++
+	for i, d := range c.directUps() {
+		seen.directUps += int(b2u(d))
+		seen.sharedPinnedUps += int(b2u(!d && c.ups[i].src.pinned() && c.ups[i].n > 0))
+	}
+	for i, d := range c.directReads(c.form) {
+		r := c.reads[i]
+		seen.intoDirect += int(b2u(d && r.into != memNone))
+		seen.slotDirect += int(b2u(d && r.into == memNone))
+		seen.atomicPinned += int(b2u(c.atomic && r.n > 0 && (r.into.pinned() || r.into == memNone && r.slot.pinned())))
+	}
+	switch c.form {
+	case pinRun:
+		return e.checkRun("Run")
+	case pinAsync:
+		_, _, err := e.checkAsync(func() (*core.Pending, error) { return e.b.RunAsync(e.batch) }, pinAsync, "RunAsync")
+		return err
+	}
+	return e.checkGraph()
+}
