@@ -29,10 +29,11 @@ type UploadAt struct {
 // as soon as Upload returns. Small items are packed into one transfer and
 // large ones are streamed in chunks; Data lying in memory pinned through
 // this Backend (AllocHostPinned, PinHostBuffer) is copied by the device
-// directly, and one item of a few KiB from Go memory goes through the
-// driver's own copy where the driver says that is faster
-// (Capabilities.InlineCopies, as on CUDA). The buffers of a static upload set (AcquireStaticUploads) are
-// immutable: Upload refuses them with ErrOwned.
+// directly, and one item of a few KiB from Go memory is handed to the
+// driver as it is where the driver stages it faster itself
+// (Capabilities.InlineCopies, as on CUDA). The buffers of a static upload
+// set (AcquireStaticUploads) are immutable: Upload refuses them with
+// ErrOwned.
 func (b *Backend) Upload(ups ...UploadAt) error {
 	return b.uploadCall("Upload", len(ups), func(i int) (Buffer, int, []byte) { return ups[i].Buf, ups[i].Offset, ups[i].Data }, false)
 }

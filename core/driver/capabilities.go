@@ -36,11 +36,11 @@ type Capabilities struct {
 	// address space). A packed readback then hands its gather kernel the
 	// table in pinned host memory instead of copying it to the device first.
 	MappedPinnedHost bool
-	// InlineCopies: the driver's synchronous copy of a few KiB from
-	// ordinary host memory (PageableCopier.MemcpyHtoD) finishes sooner
-	// than a DMA from pinned staging, as CUDA's does by writing the bytes
-	// into its command stream. A single small upload from Go memory then
-	// goes through it.
+	// InlineCopies: the driver stages a copy of a few KiB from ordinary
+	// host memory itself, sooner than a DMA from pinned staging, and has
+	// read the bytes before MemcpyHtoDAsync returns (as CUDA does, writing
+	// them into its command stream). A single small upload from Go memory
+	// is then handed to MemcpyHtoDAsync as it is.
 	InlineCopies bool
 }
 

@@ -93,12 +93,20 @@ func (d *Device) hostCopy(o Op, host []byte, dev uint64, s driver.Stream, toDevi
 	if err := d.checkDevice(o, devRole, dev, n); err != nil {
 		return err
 	}
-	if err := d.checkHost(o, hostRole, host); err != nil {
+	// A driver that stages pageable uploads itself (InlineCopies) reads
+	// their bytes before the call returns, as CUDA does: the copy carries a
+	// snapshot, not the caller's memory.
+	staged := toDevice && d.caps.InlineCopies && !d.hostUsable(host)
+	if staged {
+		host = append([]byte(nil), host...)
+	} else if err := d.checkHost(o, hostRole, host); err != nil {
 		return err
 	}
 	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
-		if err := d.execHost(o, hostRole, host); err != nil {
-			return err
+		if !staged {
+			if err := d.execHost(o, hostRole, host); err != nil {
+				return err
+			}
 		}
 		b, err := d.execDevice(o, devRole, dev, n)
 		if err != nil {

@@ -34,7 +34,7 @@ type Engine[E any] struct {
 	kernel     func(op string, k Kernel) (driver.Function, error)
 	holdBufs   func(items []streams.Item, op string, bufs []E) []streams.Item
 	mapsTables bool
-	pageable   driver.PageableCopier // small pageable uploads (PageableMax); nil: none
+	inline     bool // small pageable uploads go to the driver as they are (PageableMax)
 	scratch    ScratchPool[E]
 }
 
@@ -72,9 +72,7 @@ type Config[E any] struct {
 func New[E any](c Config[E]) *Engine[E] {
 	e := &Engine[E]{drv: c.Driver, host: c.Host, dev: c.Dev, launch: c.Launch, tel: c.Counters, pinned: c.Pinned,
 		tune: c.Tuning.WithDefaults(), kernel: c.Kernel, holdBufs: c.HoldBuffers, mapsTables: mappedTables(c.Driver)}
-	if pc, ok := c.Driver.(driver.PageableCopier); ok && !c.Tuning.NoPageable && inlineCopies(c.Driver) {
-		e.pageable = pc
-	}
+	e.inline = !c.Tuning.NoPageable && inlineCopies(c.Driver)
 	return e
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/fusion"
@@ -54,8 +53,8 @@ func (e *Engine[E]) Upload(op string, bufs []E, copies []fusion.UploadCopy) (err
 	if reg != nil && pl.Kind != xferplan.Direct {
 		e.pinned.Done(reg)
 	}
-	if pc := e.pageable; pc != nil && pl.Kind != xferplan.Direct && len(fused) == 1 && bytes <= PageableMax {
-		return e.uploadPageable(op, pc, fused[0], len(copies))
+	if e.inline && pl.Kind != xferplan.Direct && len(fused) == 1 && bytes <= PageableMax {
+		return e.uploadPageable(op, bufs, fused[0], len(copies))
 	}
 	switch pl.Kind {
 	case xferplan.Direct:
@@ -114,20 +113,34 @@ func (e *Engine[E]) uploadPerCopy(op string, t *Tuning, pl *xferplan.Plan, bufs 
 }
 
 // PageableMax is the largest single upload from ordinary host memory that
-// goes through the driver's own synchronous copy (driver.PageableCopier)
-// instead of the staging: for a few KiB the driver writes the bytes into
-// its command stream, which no DMA from pinned staging matches. On the
+// the driver stages itself (driver.PageableCopier says it can) instead of
+// the pinned staging: for a few KiB the driver writes the bytes into its
+// command stream, which no DMA from pinned staging matches. On the
 // reference H100 host cuMemcpyHtoD took 7.3 us for 4 KiB and 10.6 us for
 // 16 KiB, against 10.7 and 14.1 through the staging, and 25 us for 64 KiB
 // against 14.5.
 const PageableMax = 32 << 10
 
-// uploadPageable moves c with the driver's synchronous pageable copy: no
-// staging, no stream, nothing left queued when it fails.
-func (e *Engine[E]) uploadPageable(op string, pc driver.PageableCopier, c fusion.UploadCopy, requested int) error {
-	if err := pc.MemcpyHtoD(c.Dst, c.Data); err != nil {
-		return errs.Driver(op, "MemcpyHtoD", err)
+// uploadPageable hands c's bytes, in ordinary host memory, to the driver's
+// asynchronous copy on a leased stream and fences the stream. For pageable
+// memory the driver has copied the bytes out before the call returns (CUDA
+// stages them itself), so the Go memory is not read afterwards; the fence
+// polls a completion mark (core/cuda), which ends sooner than the driver's
+// own synchronous copy (PageableCopier.MemcpyHtoD) waits.
+func (e *Engine[E]) uploadPageable(op string, bufs []E, c fusion.UploadCopy, requested int) error {
+	lease, err := e.launch.Lease(op, false)
+	if err != nil {
+		return err
 	}
+	if err := e.drv.MemcpyHtoDAsync(c.Dst, c.Data, lease.Stream); err != nil {
+		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
+		return errs.Driver(op, "MemcpyHtoDAsync", err)
+	}
+	if err := e.drv.StreamSynchronize(lease.Stream); err != nil {
+		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
+		return errs.Driver(op, "StreamSynchronize", err)
+	}
+	e.launch.Return(lease, true)
 	e.tel.SyncPoints.Add(1)
 	e.tel.DeviceCopies.Add(1)
 	e.tel.H2DBytes.Add(uint64(len(c.Data)))
