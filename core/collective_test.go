@@ -204,7 +204,7 @@ func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 			assert.NoError(t, b.Free(h))
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' joins and all-reduces")
 	// (1+2+3) summed over three ranks, three times: 6, 18, 54.
 	for r := 0; r < 3; r++ {
 		assert.Equal(t, i32Bytes([]int32{54, 540}), results[r], "rank %d", r)
@@ -241,7 +241,7 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 			comms[r] = c
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' joins")
 	bufs := []core.Buffer{putBytes(t, g.Backends()[0], i32Bytes([]int32{1})), putBytes(t, g.Backends()[1], i32Bytes([]int32{2}))}
 	m.Device(0).FailNth(sim.OpAllReduce, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	errs := make([]error, 2)
@@ -252,7 +252,7 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 			errs[r] = comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum)
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' all-reduces")
 	for r := 0; r < 2; r++ {
 		requireKind(t, errs[r], core.ErrDriver)
 		requireKind(t, comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum), core.ErrClosed)
@@ -297,5 +297,5 @@ func TestCommBroadcastFromAnyRoot(t *testing.T) {
 			assert.NoError(t, b.Free(recv))
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' broadcasts")
 }
