@@ -437,3 +437,24 @@ func TestRunUsesThePartsRank(t *testing.T) {
 		r.requireReleased(t)
 	}
 }
+
+// TestRunLeaseFailureOnAMiddleRankReleasesEveryRank: when the lease of a
+// rank between others fails, that rank's own pin is dropped as well as the
+// earlier ranks', the later rank is never pinned, and every lease is back.
+func TestRunLeaseFailureOnAMiddleRankReleasesEveryRank(t *testing.T) {
+	r := newRig(t, 3)
+	for i := range r.ranks {
+		r.buffers(t, i, i32s(1, 2), 8)
+	}
+	r.ranks[1].dev.FailNth(sim.OpStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	err := r.run(collective.Args{Kind: collective.AllReduce, DT: driver.DataInt32, Red: driver.ReduceSum})
+	require.ErrorIs(t, err, errs.ErrDriver)
+	require.ErrorIs(t, err, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	assert.Equal(t, []int{1, 1, 0}, []int{r.ranks[0].pins, r.ranks[1].pins, r.ranks[2].pins}, "ranks 0 and 1 were pinned before rank 1's lease failed")
+	for i, k := range r.ranks {
+		assert.Equal(t, k.pins, k.unpins, "rank %d: its pin is dropped", i)
+		assert.Zero(t, k.dev.Calls(sim.OpAllReduce), "rank %d: nothing queued", i)
+	}
+	assert.Zero(t, r.aborted)
+	r.requireReleased(t)
+}
