@@ -40,6 +40,8 @@ type collCall struct {
 	root  int
 	parts []*collPart // per rank; nil until that rank queued it
 	done  bool
+	// visiting is set while ready works out whether the call can run.
+	visiting bool
 }
 
 // collPart is one rank's share of a collCall.

@@ -65,15 +65,23 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt driver.DataType, 
 	return nil
 }
 
-// ready reports whether a part of call can execute without waiting: every
-// rank has queued its part, or the call is done or abandoned. Parts of a
-// grouped clique never wait (a missing part fails instead).
+// ready reports whether a part of call can execute without waiting: the
+// call is done or abandoned, or every rank has queued its part and the
+// work queued before each part can execute without waiting. Parts of a
+// grouped clique never wait (a missing part fails instead). A call met
+// again while its own readiness is being worked out (a cycle of waits,
+// which would deadlock on a GPU) is not ready.
 func (cl *clique) ready(call *collCall) bool {
 	if call.done || cl.aborted || cl.grouped {
 		return true
 	}
+	if call.visiting {
+		return false
+	}
+	call.visiting = true
+	defer func() { call.visiting = false }()
 	for _, p := range call.parts {
-		if p == nil {
+		if p == nil || !p.st.readyBefore(p.op) {
 			return false
 		}
 	}

@@ -153,6 +153,45 @@ func TestStreamQueryNeverWaitsForAMissingRank(t *testing.T) {
 	assert.Zero(t, d0.Live().Communicators+d1.Live().Communicators)
 }
 
+// TestStreamQueryKeepsAWaitOnAMissingRankQueued: a stream that waits on
+// an event recorded after a collective part whose partner has not queued
+// yet stays unfinished to queries, and its later work does not run before
+// the part; once the partner queues, the query runs everything in order.
+func TestStreamQueryKeepsAWaitOnAMissingRankQueued(t *testing.T) {
+	m := newMachine(t, 2, nil)
+	id, err := m.Device(0).NewCommID()
+	require.NoError(t, err)
+	comms := joinAll(t, m, id)
+	d0, d1 := m.Device(0), m.Device(1)
+	b0, b1 := mustAlloc(t, d0, 4), mustAlloc(t, d1, 4)
+	require.NoError(t, d0.WriteDevice(b0, []byte{1, 0, 0, 0}))
+	require.NoError(t, d1.WriteDevice(b1, []byte{2, 0, 0, 0}))
+	coll, after, s1 := mustStream(t, d0), mustStream(t, d0), mustStream(t, d1)
+	ev := mustEvent(t, d0, false)
+	require.NoError(t, comms[0].AllReduce(b0, b0, 1, core.DataInt32, core.ReduceSum, coll))
+	require.NoError(t, d0.EventRecord(ev, coll))
+	require.NoError(t, d0.StreamWaitEvent(after, ev))
+	require.NoError(t, d0.MemsetD8Async(b0, 9, 1, after)) // must land after the all-reduce
+	done, err := d0.StreamQuery(after)
+	require.NoError(t, err)
+	assert.False(t, done, "the wait is behind a part whose partner is missing")
+	got, err := d0.ReadDevice(b0, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{1, 0, 0, 0}, got, "nothing ran out of order")
+
+	require.NoError(t, comms[1].AllReduce(b1, b1, 1, core.DataInt32, core.ReduceSum, s1))
+	done, err = d0.StreamQuery(after)
+	require.NoError(t, err)
+	assert.True(t, done)
+	got, err = d0.ReadDevice(b0, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []byte{9, 0, 0, 0}, got, "the memset ran after the all-reduce (3)")
+	require.NoError(t, d1.StreamSynchronize(s1))
+	for _, c := range comms {
+		require.NoError(t, c.Destroy())
+	}
+}
+
 // TestHoldQueriesReportsQueuedWorkUnfinished: while HoldQueries is on,
 // queries execute nothing and report queued work unfinished (a stream with
 // nothing queued is done); a synchronization still executes it.

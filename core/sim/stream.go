@@ -307,8 +307,23 @@ func (d *Device) StreamWaitEvent(s driver.Stream, e driver.Event) error {
 			d.runStream(rec.stream, rec)
 		}
 		return nil
-	}})
+	}, ready: func() bool { return rec.done || rec.stream.readyBefore(rec) }})
 	return nil
+}
+
+// readyBefore reports whether the work queued on st before until (all of
+// it when until is not queued there) can execute without waiting for
+// another rank (see op.ready).
+func (st *stream) readyBefore(until *op) bool {
+	for _, q := range st.queue {
+		if q == until {
+			break
+		}
+		if q.ready != nil && !q.ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // EventCreate creates an event; timing events can be measured with
