@@ -12,11 +12,10 @@ import (
 	"github.com/vyre-go/vyrecuda/core"
 )
 
-// joinComm joins b as rank of the nranks communicator id; Env.Join hands
-// it the join's context so that a join able to give up at the context's
-// deadline (Backend.JoinCommContext) can be put in here.
-var joinComm = func(_ context.Context, b *core.Backend, id core.CommID, nranks, rank int) (*core.Comm, error) {
-	return b.JoinComm(id, nranks, rank)
+// joinComm joins b as rank of the nranks communicator id, giving up when
+// ctx is done (a variable so tests can stand in for it).
+var joinComm = func(ctx context.Context, b *core.Backend, id core.CommID, nranks, rank int) (*core.Comm, error) {
+	return b.JoinCommContext(ctx, id, nranks, rank)
 }
 
 // Join reads this rank's place from its launcher's variables (FromEnv) and
@@ -41,9 +40,8 @@ func Join(ctx context.Context, b *core.Backend) (*core.Comm, error) {
 // naming the ranks missing and on the others saying what their last
 // attempt to reach rank 0 met; errors.Is(err, context.DeadlineExceeded)
 // holds for both. Without a deadline the ranks wait until ctx is
-// cancelled. Once the id is exchanged, the join itself waits for every
-// rank without a deadline: a rank that dies between fetching the id and
-// joining leaves the others waiting.
+// cancelled. Once the id is exchanged, the join itself also stops at the
+// context's deadline (Backend.JoinCommContext).
 func (e Env) Join(ctx context.Context, b *core.Backend) (*core.Comm, error) {
 	const op = "cluster.Join"
 	switch {

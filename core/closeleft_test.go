@@ -87,7 +87,7 @@ func TestGroupCloseRetriesFailedFrees(t *testing.T) {
 	g, err := core.OpenGroup(m.Drivers(), core.WithLogger(quietLogger), core.WithDevicePoolCap(0))
 	require.NoError(t, err)
 	for i := range 2 {
-		_, err := g.Backend(i).Alloc(256)
+		_, err := g.Backends()[i].Alloc(256)
 		require.NoError(t, err)
 	}
 	m.Device(1).FailNth(sim.OpMemFree, 1, cudaapi.CUDA_ERROR_UNKNOWN)

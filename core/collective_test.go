@@ -57,16 +57,16 @@ func TestAllReduceMultiDevice(t *testing.T) {
 	}
 	send, recv, inplace := make([]core.Buffer, 3), make([]core.Buffer, 3), make([]core.Buffer, 3)
 	for r := 0; r < 3; r++ {
-		send[r] = putBytes(t, g.Backend(r), f32Bytes(vals[r]))
-		recv[r] = putBytes(t, g.Backend(r), make([]byte, 4*n))
-		inplace[r] = putBytes(t, g.Backend(r), i32Bytes(ints[r]))
+		send[r] = putBytes(t, g.Backends()[r], f32Bytes(vals[r]))
+		recv[r] = putBytes(t, g.Backends()[r], make([]byte, 4*n))
+		inplace[r] = putBytes(t, g.Backends()[r], i32Bytes(ints[r]))
 	}
 	require.NoError(t, g.AllReduce(send, recv, core.DataFloat32, core.ReduceSum))
 	require.NoError(t, g.AllReduce(inplace, inplace, core.DataInt32, core.ReduceMax))
 	for r := 0; r < 3; r++ {
-		assert.Equal(t, f32Bytes(sum), getBytes(t, g.Backend(r), recv[r]), "rank %d sum", r)
-		assert.Equal(t, f32Bytes(vals[r]), getBytes(t, g.Backend(r), send[r]), "rank %d send unchanged", r)
-		assert.Equal(t, i32Bytes(maxv), getBytes(t, g.Backend(r), inplace[r]), "rank %d max", r)
+		assert.Equal(t, f32Bytes(sum), getBytes(t, g.Backends()[r], recv[r]), "rank %d sum", r)
+		assert.Equal(t, f32Bytes(vals[r]), getBytes(t, g.Backends()[r], send[r]), "rank %d send unchanged", r)
+		assert.Equal(t, i32Bytes(maxv), getBytes(t, g.Backends()[r], inplace[r]), "rank %d max", r)
 	}
 }
 
@@ -75,7 +75,7 @@ func TestAllReduceMultiDevice(t *testing.T) {
 func TestCollectiveBroadcastGatherScatter(t *testing.T) {
 	g, _ := openMachine(t, 2, nil)
 	rng := rand.New(rand.NewSource(5))
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 
 	root := randomBytes(rng, 64)
 	src := putBytes(t, b, root)
@@ -104,7 +104,7 @@ func TestCollectiveBroadcastGatherScatter(t *testing.T) {
 // nothing queued and nothing left in flight.
 func TestCollectiveRefusesBadInput(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 	x := []core.Buffer{putBytes(t, a, make([]byte, 16)), putBytes(t, b, make([]byte, 16))}
 	odd := []core.Buffer{putBytes(t, a, make([]byte, 6)), putBytes(t, b, make([]byte, 6))}
 	before := m.Device(0).CallCounts()
@@ -144,7 +144,7 @@ func TestCollectiveFaultsLeakNothing(t *testing.T) {
 	for _, o := range ops {
 		for dev := 0; dev < 2; dev++ {
 			g, m := openMachine(t, 2, nil)
-			x := []core.Buffer{putBytes(t, g.Backend(0), f32Bytes([]float32{1, 2})), putBytes(t, g.Backend(1), f32Bytes([]float32{3, 4}))}
+			x := []core.Buffer{putBytes(t, g.Backends()[0], f32Bytes([]float32{1, 2})), putBytes(t, g.Backends()[1], f32Bytes([]float32{3, 4}))}
 			m.Device(dev).FailNth(o, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 			err := g.AllReduce(x, x, core.DataFloat32, core.ReduceSum)
 			m.Device(dev).ClearFaults()
@@ -162,8 +162,8 @@ func TestCollectiveFaultsLeakNothing(t *testing.T) {
 			}
 			// The group still works after the failure.
 			require.NoError(t, g.AllReduce(x, x, core.DataFloat32, core.ReduceMax), "%s on %d", o, dev)
-			require.NoError(t, g.Backend(0).Free(x[0]))
-			require.NoError(t, g.Backend(1).Free(x[1]))
+			require.NoError(t, g.Backends()[0].Free(x[0]))
+			require.NoError(t, g.Backends()[1].Free(x[1]))
 			require.NoError(t, g.Close())
 			sim.RequireMachineNoLeaks(t, m)
 		}
@@ -175,7 +175,7 @@ func TestCollectiveFaultsLeakNothing(t *testing.T) {
 // all-reduces its own buffer.
 func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 	g, _ := openMachine(t, 3, nil)
-	id, err := g.Backend(0).NewCommID()
+	id, err := g.Backends()[0].NewCommID()
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	results := make([][]byte, 3)
@@ -183,7 +183,7 @@ func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			b := g.Backend(r)
+			b := g.Backends()[r]
 			c, err := b.JoinComm(id, 3, r)
 			if !assert.NoError(t, err) {
 				return
@@ -204,7 +204,7 @@ func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 			assert.NoError(t, b.Free(h))
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' joins and all-reduces")
 	// (1+2+3) summed over three ranks, three times: 6, 18, 54.
 	for r := 0; r < 3; r++ {
 		assert.Equal(t, i32Bytes([]int32{54, 540}), results[r], "rank %d", r)
@@ -216,10 +216,10 @@ func TestCommJoinAllReduceAcrossGoroutines(t *testing.T) {
 func TestAllReduceOneRankIsIdentity(t *testing.T) {
 	g, m := openMachine(t, 1, nil)
 	in := f32Bytes([]float32{1.5, -2, 3e9})
-	src := putBytes(t, g.Backend(0), in)
-	dst := putBytes(t, g.Backend(0), make([]byte, len(in)))
+	src := putBytes(t, g.Backends()[0], in)
+	dst := putBytes(t, g.Backends()[0], make([]byte, len(in)))
 	require.NoError(t, g.AllReduce([]core.Buffer{src}, []core.Buffer{dst}, core.DataFloat32, core.ReduceSum))
-	assert.Equal(t, in, getBytes(t, g.Backend(0), dst))
+	assert.Equal(t, in, getBytes(t, g.Backends()[0], dst))
 	assert.Zero(t, m.Device(0).Calls(sim.OpGroupStart))
 }
 
@@ -228,7 +228,7 @@ func TestAllReduceOneRankIsIdentity(t *testing.T) {
 // hanging or reporting success, and both Comms refuse further calls.
 func TestCommFailureAbortsEveryRank(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	id, err := g.Backend(0).NewCommID()
+	id, err := g.Backends()[0].NewCommID()
 	require.NoError(t, err)
 	comms := make([]*core.Comm, 2)
 	var wg sync.WaitGroup
@@ -236,13 +236,13 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			c, err := g.Backend(r).JoinComm(id, 2, r)
+			c, err := g.Backends()[r].JoinComm(id, 2, r)
 			assert.NoError(t, err)
 			comms[r] = c
 		}(r)
 	}
-	wg.Wait()
-	bufs := []core.Buffer{putBytes(t, g.Backend(0), i32Bytes([]int32{1})), putBytes(t, g.Backend(1), i32Bytes([]int32{2}))}
+	waitRanks(t, &wg, "the ranks' joins")
+	bufs := []core.Buffer{putBytes(t, g.Backends()[0], i32Bytes([]int32{1})), putBytes(t, g.Backends()[1], i32Bytes([]int32{2}))}
 	m.Device(0).FailNth(sim.OpAllReduce, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	errs := make([]error, 2)
 	for r := 1; r >= 0; r-- { // rank 1 queues first and waits for rank 0
@@ -252,12 +252,12 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 			errs[r] = comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum)
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' all-reduces")
 	for r := 0; r < 2; r++ {
 		requireKind(t, errs[r], core.ErrDriver)
 		requireKind(t, comms[r].AllReduce(bufs[r], bufs[r], core.DataInt32, core.ReduceSum), core.ErrClosed)
 		require.NoError(t, comms[r].Close())
-		require.NoError(t, g.Backend(r).Free(bufs[r]), "nothing left in flight")
+		require.NoError(t, g.Backends()[r].Free(bufs[r]), "nothing left in flight")
 	}
 }
 
@@ -266,14 +266,14 @@ func TestCommFailureAbortsEveryRank(t *testing.T) {
 // the zero Buffer), and every rank's recv gets the root's bytes.
 func TestCommBroadcastFromAnyRoot(t *testing.T) {
 	g, _ := openMachine(t, 2, nil)
-	id, err := g.Backend(0).NewCommID()
+	id, err := g.Backends()[0].NewCommID()
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for r := 0; r < 2; r++ {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
-			b := g.Backend(r)
+			b := g.Backends()[r]
 			c, err := b.JoinComm(id, 2, r)
 			if !assert.NoError(t, err) {
 				return
@@ -297,5 +297,5 @@ func TestCommBroadcastFromAnyRoot(t *testing.T) {
 			assert.NoError(t, b.Free(recv))
 		}(r)
 	}
-	wg.Wait()
+	waitRanks(t, &wg, "the ranks' broadcasts")
 }

@@ -89,12 +89,18 @@ func (g *Group) Len() int {
 }
 
 // Backend returns the Backend at index i (device ordinal i for
-// OpenDevices), or nil when i is out of range.
-func (g *Group) Backend(i int) *Backend {
-	if g == nil || i < 0 || i >= len(g.bs) {
-		return nil
+// OpenDevices). An index outside 0 to Len()-1, or a nil Group, gives a nil
+// Backend and ErrInvalidArgument naming i and the group's size.
+func (g *Group) Backend(i int) (*Backend, error) {
+	const op = "Group.Backend"
+	if g == nil {
+		return nil, newError(op, KindInvalidArgument, "the Group is nil", "open one with OpenDevices or OpenGroup")
 	}
-	return g.bs[i]
+	if i < 0 || i >= len(g.bs) {
+		return nil, newError(op, KindInvalidArgument, fmt.Sprintf("index %d of a group of %d Backends", i, len(g.bs)),
+			"pass an index from 0 to Len()-1")
+	}
+	return g.bs[i], nil
 }
 
 // Backends returns the Backends in order, in a new slice.

@@ -114,8 +114,8 @@ func TestGPUNCCLAllRanks(t *testing.T) {
 	send, recv := make([]core.Buffer, n), make([]core.Buffer, n)
 	want := make([]float32, count)
 	for r := 0; r < n; r++ {
-		send[r] = putBytes(t, g.Backend(r), f32s(count, r))
-		recv[r] = putBytes(t, g.Backend(r), make([]byte, 4*count))
+		send[r] = putBytes(t, g.Backends()[r], f32s(count, r))
+		recv[r] = putBytes(t, g.Backends()[r], make([]byte, 4*count))
 		for i := range want {
 			want[i] += float32((i*7 + r*3) % 1000)
 		}
@@ -128,20 +128,20 @@ func TestGPUNCCLAllRanks(t *testing.T) {
 		binary.LittleEndian.PutUint32(wantBytes[4*i:], math.Float32bits(v))
 	}
 	for r := 0; r < n; r++ {
-		require.True(t, bytesEqual(wantBytes, getBytes(t, g.Backend(r), recv[r])), "rank %d all-reduce", r)
+		require.True(t, bytesEqual(wantBytes, getBytes(t, g.Backends()[r], recv[r])), "rank %d all-reduce", r)
 	}
 	// Broadcast from the last rank; AllGather and ReduceScatter shapes.
 	require.NoError(t, g.Broadcast(n-1, send[n-1], recv, core.DataFloat32))
 	for r := 0; r < n; r++ {
-		require.True(t, bytesEqual(f32s(count, n-1), getBytes(t, g.Backend(r), recv[r])), "rank %d broadcast", r)
+		require.True(t, bytesEqual(f32s(count, n-1), getBytes(t, g.Backends()[r], recv[r])), "rank %d broadcast", r)
 	}
 	gathered := make([]core.Buffer, n)
 	for r := range gathered {
-		gathered[r] = putBytes(t, g.Backend(r), make([]byte, 4*count*n))
+		gathered[r] = putBytes(t, g.Backends()[r], make([]byte, 4*count*n))
 	}
 	require.NoError(t, g.AllGather(send, gathered, core.DataFloat32))
 	for r := 0; r < n; r++ {
-		got := getBytes(t, g.Backend(r), gathered[r])
+		got := getBytes(t, g.Backends()[r], gathered[r])
 		for k := 0; k < n; k++ {
 			require.True(t, bytesEqual(f32s(count, k), got[4*count*k:4*count*(k+1)]), "rank %d block %d", r, k)
 		}
@@ -149,7 +149,7 @@ func TestGPUNCCLAllRanks(t *testing.T) {
 	require.NoError(t, g.ReduceScatter(gathered, recv, core.DataFloat32, core.ReduceMax))
 	for r := 0; r < n; r++ {
 		// Every rank gathered the same blocks, so the max is block r itself.
-		require.True(t, bytesEqual(f32s(count, r), getBytes(t, g.Backend(r), recv[r])), "rank %d reduce-scatter", r)
+		require.True(t, bytesEqual(f32s(count, r), getBytes(t, g.Backends()[r], recv[r])), "rank %d reduce-scatter", r)
 	}
 	t.Logf("%d rank(s): all-reduce, broadcast, all-gather and reduce-scatter of %d float32 checked", n, count)
 }
@@ -177,7 +177,7 @@ func TestGPUNCCLJoinOneRank(t *testing.T) {
 
 func TestGPUMultiDevicePeerCopyBothWays(t *testing.T) {
 	g := openAllGPUs(t, 2)
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 	const n = 256 << 20
 	d0, d1 := pattern(n, 1), pattern(n, 2)
 	x := putBytes(t, a, d0)
@@ -198,13 +198,13 @@ func TestGPUMultiDeviceAllReduce1GiB(t *testing.T) {
 	const count = 1 << 28 // 1 GiB of float32
 	bufs := make([]core.Buffer, n)
 	for r := 0; r < n; r++ {
-		bufs[r] = putBytes(t, g.Backend(r), f32s(count, r))
+		bufs[r] = putBytes(t, g.Backends()[r], f32s(count, r))
 	}
 	err := g.AllReduce(bufs, bufs, core.DataFloat32, core.ReduceSum)
 	skipWithoutNCCL(t, err)
 	require.NoError(t, err)
 	for r := 0; r < n; r++ {
-		got := getBytes(t, g.Backend(r), bufs[r])
+		got := getBytes(t, g.Backends()[r], bufs[r])
 		for i := 0; i < count; i++ {
 			var want float32
 			for k := 0; k < n; k++ {
@@ -292,7 +292,7 @@ func BenchmarkGPUPeerCopySameDevice(b *testing.B) {
 // with cuMemcpyPeerAsync of the same bytes.
 func BenchmarkGPUPeerCopyMultiDevice(b *testing.B) {
 	g := openAllGPUs(b, 2)
-	benchPeer(b, g.Backend(1), g.Backend(0), 1, 0)
+	benchPeer(b, g.Backends()[1], g.Backends()[0], 1, 0)
 }
 
 // BenchmarkGPUAllReduce reports NCCL's bus bandwidth (2(n-1)/n x bytes per
@@ -305,7 +305,7 @@ func BenchmarkGPUAllReduce(b *testing.B) {
 	const size = 256 << 20
 	bufs := make([]core.Buffer, n)
 	for r := range bufs {
-		h, err := g.Backend(r).Alloc(size)
+		h, err := g.Backends()[r].Alloc(size)
 		require.NoError(b, err)
 		bufs[r] = h
 	}

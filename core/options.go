@@ -61,6 +61,7 @@ type config struct {
 	xfer              transfer.Tuning // zero: defaults (xfer.go)
 	compiler          *nvrtc.Compiler // nil: nvrtc.Default() (compile.go)
 	noPDL             bool            // WithProgrammaticLaunch(false) (pdl.go)
+	collChecks        bool            // WithCollectiveChecks (commcheck.go)
 	pinTest           hostmem.Config  // tests only: SpareWindow, SpareRetry, EvictHook (memory.go)
 }
 

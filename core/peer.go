@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -50,10 +51,27 @@ type peerCache struct {
 // drivers must work together: the real driver (OpenCUDA, OpenDevices), or
 // devices of one sim.Machine; others fail with ErrUnsupported.
 func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
-	const op = "CopyPeer"
+	return copyPeer(context.Background(), "CopyPeer", dst, src, copies)
+}
+
+// CopyPeerContext is CopyPeer that stops waiting when ctx is done, with an
+// ErrInFlight that wraps ctx.Err(). A context already done copies nothing.
+// A copy already queued cannot be called back: it runs to completion, its
+// buffers stay in flight on both Backends (Free refuses them with
+// ErrInFlight) until a background goroutine has waited for it and released
+// them with its stream and staging, and Close of either Backend waits for
+// that. A nil ctx is ErrInvalidArgument.
+func CopyPeerContext(ctx context.Context, dst, src *Backend, copies []PeerCopy) error {
+	return copyPeer(ctx, "CopyPeerContext", dst, src, copies)
+}
+
+func copyPeer(ctx context.Context, op string, dst, src *Backend, copies []PeerCopy) error {
 	if dst == nil || src == nil {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("destination Backend nil: %t, source Backend nil: %t", dst == nil, src == nil),
 			"pass two open Backends")
+	}
+	if ctx == nil {
+		return nilContext(op)
 	}
 	exit, err := enterPair(op, dst, src)
 	if err != nil {
@@ -64,9 +82,16 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 	if err != nil {
 		return err
 	}
-	defer plan.unpin()
+	defer func() {
+		if !plan.handedOff {
+			plan.unpin()
+		}
+	}()
 	if plan.bytes == 0 {
 		return nil
+	}
+	if cause := ctx.Err(); cause != nil {
+		return peerCancelled(op, cause, false)
 	}
 	link, err := dst.peers.link(op, dst, src)
 	if err != nil {
@@ -74,11 +99,11 @@ func CopyPeer(dst, src *Backend, copies []PeerCopy) error {
 	}
 	switch link {
 	case PeerSame:
-		err = plan.copyOnDevice(op, false)
+		err = plan.copyOnDevice(ctx, op, false)
 	case PeerDirect:
-		err = plan.copyOnDevice(op, true)
+		err = plan.copyOnDevice(ctx, op, true)
 	default:
-		err = copyStaged(op, dst, src, plan)
+		err = copyStaged(ctx, op, dst, src, plan)
 	}
 	if err == nil {
 		dst.tel.Requested.Add(uint64(len(copies)))
@@ -117,6 +142,7 @@ type peerPlan struct {
 	dstEnts, srcEnts []*residentEntry
 	fused            []fusion.PeerCopy
 	bytes            uint64
+	handedOff        bool // a background goroutine finishes the copy and unpins (later)
 }
 
 func (p *peerPlan) unpin() {
@@ -242,10 +268,11 @@ func (c *peerCache) link(op string, b, src *Backend) (PeerLink, error) {
 }
 
 // copyOnDevice queues the plan's copies on one leased stream of its
-// destination Backend and waits for them: device-to-device within that
-// Backend's context, or peer copies from the source's device when peer is
-// set.
-func (p *peerPlan) copyOnDevice(op string, peer bool) error {
+// destination Backend and waits for them (streams.Wait): device-to-device
+// within that Backend's context, or peer copies from the source's device
+// when peer is set. When ctx is done first, the rest of the wait goes to
+// the background (later).
+func (p *peerPlan) copyOnDevice(ctx context.Context, op string, peer bool) error {
 	b := p.dst
 	lease, err := b.launch.Lease(op, false)
 	if err != nil {
@@ -264,13 +291,21 @@ func (p *peerPlan) copyOnDevice(op string, peer bool) error {
 			return driverError(op, call, err)
 		}
 	}
-	if err := b.drv.StreamSynchronize(lease.Stream); err != nil {
-		syncPeerCopy(op, b, p, lease)
-		return driverError(op, "StreamSynchronize", err)
+	finish := func(err error) error {
+		if err != nil {
+			syncPeerCopy(op, b, p, lease)
+			return driverError(op, "StreamSynchronize", err)
+		}
+		b.launch.Return(lease, true)
+		b.tel.SyncPoints.Add(1)
+		return nil
 	}
-	b.launch.Return(lease, true)
-	b.tel.SyncPoints.Add(1)
-	return nil
+	err = streams.Wait(ctx, b.drv, lease.Stream)
+	if cause := ctx.Err(); err != nil && err == cause {
+		p.later(op, func() error { return finish(b.drv.StreamSynchronize(lease.Stream)) })
+		return peerCancelled(op, cause, true)
+	}
+	return finish(err)
 }
 
 // syncPeerCopy drains lease, b's stream of a failed copyOnDevice of p,
@@ -295,14 +330,19 @@ func syncPeerCopy(op string, b *Backend, p *peerPlan, lease *streams.Lease) {
 // copyStaged moves the plan's bytes through one pinned block from dst's
 // staging pool: src's stream copies them down, dst's stream waits for that
 // with an event and copies them up, and the caller waits once, on dst's
-// stream.
-func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
+// stream (or, when ctx is done first, a background goroutine does: later).
+func copyStaged(ctx context.Context, op string, dst, src *Backend, p *peerPlan) error {
 	if p.bytes > math.MaxInt {
 		return newError(op, KindInvalidArgument, fmt.Sprintf("%d bytes do not fit one staging block", p.bytes),
 			"split the copies into smaller calls")
 	}
-	st := hostmem.NewStaging(dst.hostPool)
-	defer st.ReturnAll()
+	st := new(hostmem.Staging)
+	*st = hostmem.NewStaging(dst.hostPool)
+	defer func() {
+		if !p.handedOff {
+			st.ReturnAll()
+		}
+	}()
 	stage, err := st.Slice(op, int(p.bytes))
 	if err != nil {
 		return err
@@ -324,39 +364,97 @@ func copyStaged(op string, dst, src *Backend, p *peerPlan) error {
 			dst.log.Error("pinned staging of a failed peer copy is left allocated: the source stream could not be drained",
 				"op", op, "blocks", len(blocks))
 		}
-		dst.xfer.SyncOrQuarantine(op, held{St: []*hostmem.Staging{&st}, Bufs: p.dstEnts}, dl)
+		dst.xfer.SyncOrQuarantine(op, held{St: []*hostmem.Staging{st}, Bufs: p.dstEnts}, dl)
 		return driverError(op, call, err)
 	}
+	if call, err := queueStaged(src, dst, p, stage, sl, dl); err != nil {
+		return fail(call, err)
+	}
+	finish := func(err error) error {
+		if err != nil {
+			return fail("StreamSynchronize", err)
+		}
+		// dst's stream waited for src's event, so src's copies are done too.
+		src.launch.Return(sl, true)
+		dst.launch.Return(dl, true)
+		dst.tel.SyncPoints.Add(1)
+		src.tel.D2HBytes.Add(p.bytes)
+		dst.tel.H2DBytes.Add(p.bytes)
+		return nil
+	}
+	err = streams.Wait(ctx, dst.drv, dl.Stream)
+	if cause := ctx.Err(); err != nil && err == cause {
+		p.later(op, func() error {
+			defer st.ReturnAll()
+			return finish(dst.drv.StreamSynchronize(dl.Stream))
+		})
+		return peerCancelled(op, cause, true)
+	}
+	return finish(err)
+}
+
+// queueStaged queues a staged copy: src's copies down into stage on sl's
+// stream, an event dl's stream waits for, and dst's copies up on dl's. It
+// returns the driver call that failed, if one did.
+func queueStaged(src, dst *Backend, p *peerPlan, stage []byte, sl, dl *streams.Lease) (string, error) {
 	off := 0
 	for _, c := range p.fused {
 		end := off + c.Len
 		if err := src.drv.MemcpyDtoHAsync(stage[off:end:end], c.Src, sl.Stream); err != nil {
-			return fail("MemcpyDtoHAsync", err)
+			return "MemcpyDtoHAsync", err
 		}
 		off = end
 	}
 	if err := src.drv.EventRecord(sl.Done, sl.Stream); err != nil {
-		return fail("EventRecord", err)
+		return "EventRecord", err
 	}
 	if err := dst.drv.StreamWaitEvent(dl.Stream, sl.Done); err != nil {
-		return fail("StreamWaitEvent", err)
+		return "StreamWaitEvent", err
 	}
 	off = 0
 	for _, c := range p.fused {
 		end := off + c.Len
 		if err := dst.drv.MemcpyHtoDAsync(c.Dst, stage[off:end:end], dl.Stream); err != nil {
-			return fail("MemcpyHtoDAsync", err)
+			return "MemcpyHtoDAsync", err
 		}
 		off = end
 	}
-	if err := dst.drv.StreamSynchronize(dl.Stream); err != nil {
-		return fail("StreamSynchronize", err)
+	return "", nil
+}
+
+// later hands the end of a copy whose caller stopped waiting to a
+// goroutine: finish waits for the copy and gives back its streams and
+// staging (or quarantines them when the stream fails), then the buffers
+// are unpinned. Both Backends' Close wait for it (abandoned). The caller
+// still holds both Backends entered, so Close cannot be waiting already.
+func (p *peerPlan) later(op string, finish func() error) {
+	p.handedOff = true
+	bs := []*Backend{p.dst}
+	if p.src != p.dst {
+		bs = append(bs, p.src)
 	}
-	// dst's stream waited for src's event, so src's copies are done too.
-	src.launch.Return(sl, true)
-	dst.launch.Return(dl, true)
-	dst.tel.SyncPoints.Add(1)
-	src.tel.D2HBytes.Add(p.bytes)
-	dst.tel.H2DBytes.Add(p.bytes)
-	return nil
+	for _, b := range bs {
+		b.abandoned.Add(1)
+	}
+	go func() {
+		if err := finish(); err != nil {
+			p.dst.log.Error("a peer copy whose caller stopped waiting failed on the device", "op", op, "err", err)
+		}
+		p.unpin()
+		for _, b := range bs {
+			b.abandoned.Done()
+		}
+	}()
+}
+
+// peerCancelled is the ErrInFlight, wrapping cause, of a peer copy whose
+// context was done: before anything was queued, or while it waited.
+func peerCancelled(op string, cause error, queued bool) *Error {
+	if !queued {
+		return &Error{Op: op, Kind: KindInFlight, Err: cause, Detail: "the context was done before the call; nothing was copied",
+			Fix: "pass a live context"}
+	}
+	return &Error{Op: op, Kind: KindInFlight, Err: cause,
+		Detail: "stopped waiting when the context was done; the copy still runs, and its buffers stay in flight on both Backends until it has finished",
+		Fix:    "give the call more time, or free the buffers once the copy has finished (Free refuses them with ErrInFlight until then)"}
 }

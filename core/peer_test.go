@@ -59,7 +59,7 @@ func TestPeerCopyEveryLink(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g, m := openMachine(t, 2, tc.peer)
 			rng := rand.New(rand.NewSource(1))
-			a, b := g.Backend(0), g.Backend(1)
+			a, b := g.Backends()[0], g.Backends()[1]
 			srcData := randomBytes(rng, 3000)
 			src := putBytes(t, a, srcData)
 			dst := putBytes(t, b, make([]byte, 5000))
@@ -123,7 +123,7 @@ func TestPeerCopySameDevice(t *testing.T) {
 // queued, with nothing changed and no buffer left in flight.
 func TestPeerCopyRefusesBadInput(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 	src := putBytes(t, a, bytes.Repeat([]byte{7}, 100))
 	dst := putBytes(t, b, make([]byte, 100))
 	before := m.Device(1).CallCounts()
@@ -186,7 +186,7 @@ func TestPeerCopyFaultsLeakNothing(t *testing.T) {
 		for _, o := range ops {
 			for _, dev := range []int{0, 1} {
 				g, m := openMachine(t, 2, peer)
-				a, b := g.Backend(0), g.Backend(1)
+				a, b := g.Backends()[0], g.Backends()[1]
 				data := bytes.Repeat([]byte{9}, 1<<12)
 				src := putBytes(t, a, data)
 				old := bytes.Repeat([]byte{1}, 1<<12)
@@ -224,12 +224,12 @@ func TestPeerCopyMultiDeviceConcurrent(t *testing.T) {
 	datas := make([][]byte, 3)
 	for i := range bufs {
 		datas[i] = randomBytes(rng, 1<<14)
-		bufs[i] = putBytes(t, g.Backend(i), datas[i])
+		bufs[i] = putBytes(t, g.Backends()[i], datas[i])
 	}
 	outs := make([]core.Buffer, 9)
 	for i := 0; i < 3; i++ {
 		for j := 0; j < 3; j++ {
-			h, err := g.Backend(j).Alloc(1 << 14)
+			h, err := g.Backends()[j].Alloc(1 << 14)
 			require.NoError(t, err)
 			outs[i*3+j] = h
 		}
@@ -241,7 +241,7 @@ func TestPeerCopyMultiDeviceConcurrent(t *testing.T) {
 			go func(i, j int) {
 				defer wg.Done()
 				for k := 0; k < 5; k++ {
-					assert.NoError(t, core.CopyPeer(g.Backend(j), g.Backend(i), []core.PeerCopy{{Dst: outs[i*3+j], Src: bufs[i], Len: 1 << 14}}))
+					assert.NoError(t, core.CopyPeer(g.Backends()[j], g.Backends()[i], []core.PeerCopy{{Dst: outs[i*3+j], Src: bufs[i], Len: 1 << 14}}))
 				}
 			}(i, j)
 		}
@@ -249,7 +249,7 @@ func TestPeerCopyMultiDeviceConcurrent(t *testing.T) {
 	wg.Wait()
 	for i := 0; i < 3; i++ {
 		for j := 0; j < 3; j++ {
-			assert.Equal(t, datas[i], getBytes(t, g.Backend(j), outs[i*3+j]), "%d -> %d", i, j)
+			assert.Equal(t, datas[i], getBytes(t, g.Backends()[j], outs[i*3+j]), "%d -> %d", i, j)
 		}
 	}
 	require.NoError(t, g.Close())
@@ -271,7 +271,7 @@ func TestPeerCopyMatchesModel(t *testing.T) {
 	for d := 0; d < 3; d++ {
 		for k := 0; k < perDev; k++ {
 			data := randomBytes(rng, size)
-			bufs[d] = append(bufs[d], putBytes(t, g.Backend(d), data))
+			bufs[d] = append(bufs[d], putBytes(t, g.Backends()[d], data))
 			model[d] = append(model[d], data)
 		}
 	}
@@ -300,14 +300,14 @@ func TestPeerCopyMatchesModel(t *testing.T) {
 			copies = append(copies, c)
 			locs = append(locs, [2]loc{{dd, di}, {sd, si}})
 		}
-		require.NoError(t, core.CopyPeer(g.Backend(dd), g.Backend(sd), copies), "round %d", round)
+		require.NoError(t, core.CopyPeer(g.Backends()[dd], g.Backends()[sd], copies), "round %d", round)
 		for i, c := range copies {
 			src := append([]byte(nil), model[sd][locs[i][1].buf][c.SrcOffset:c.SrcOffset+c.Len]...)
 			copy(model[dd][locs[i][0].buf][c.DstOffset:], src)
 		}
 		for d := 0; d < 3; d++ {
 			for k := 0; k < perDev; k++ {
-				require.Equal(t, model[d][k], getBytes(t, g.Backend(d), bufs[d][k]), "round %d device %d buffer %d", round, d, k)
+				require.Equal(t, model[d][k], getBytes(t, g.Backends()[d], bufs[d][k]), "round %d device %d buffer %d", round, d, k)
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func failPeerDrain(t *testing.T, m *sim.Machine, a, b *core.Backend) (src, dst c
 // cleanly.
 func TestPeerCopyQuarantinesEachSideOnItsOwnBackend(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 	src, dst := failPeerDrain(t, m, a, b)
 
 	m.Device(1).FailRate(1, 1, sim.OpStreamSynchronize)
@@ -64,7 +64,7 @@ func TestPeerCopyQuarantineCloseOfTheSource(t *testing.T) {
 	require.NoError(t, err)
 	g, err := core.OpenGroup(m.Drivers(), core.WithLogger(quietLogger))
 	require.NoError(t, err)
-	a, b := g.Backend(0), g.Backend(1)
+	a, b := g.Backends()[0], g.Backends()[1]
 	failPeerDrain(t, m, a, b)
 	m.Device(1).FailRate(1, 1, sim.OpStreamSynchronize)
 
@@ -95,7 +95,7 @@ func TestPeerCopyQuarantineCloseOfTheSource(t *testing.T) {
 // every buffer can be freed and both Backends close cleanly.
 func TestPeerCopyQuarantinesBothWaysConcurrently(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	bs := [2]*core.Backend{g.Backend(0), g.Backend(1)}
+	bs := [2]*core.Backend{g.Backends()[0], g.Backends()[1]}
 	var bufs [2][2]core.Buffer // bufs[backend][0: copied from, 1: copied into]
 	for i, b := range bs {
 		bufs[i][0] = putBytes(t, b, bytes.Repeat([]byte{byte(i + 1)}, 256))

@@ -325,7 +325,7 @@ func TestStaticFailedDrainDoesNotPoolQuarantinedBuffer(t *testing.T) {
 // as the receive buffer of a collective, and serve as their sources.
 func TestStaticBuffersRefusePeerAndCollectiveWrites(t *testing.T) {
 	g, m := openMachine(t, 2, nil)
-	b0, b1 := g.Backend(0), g.Backend(1)
+	b0, b1 := g.Backends()[0], g.Backends()[1]
 	d, err := core.NewOptimizerDispatcher(b0)
 	require.NoError(t, err)
 	payload := f32Bytes([]float32{1, 2, 3, 4})

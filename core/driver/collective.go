@@ -1,5 +1,7 @@
 package driver
 
+import "context"
+
 // DataType is the element type of a collective operation.
 type DataType int
 
@@ -92,6 +94,14 @@ type CollectiveDriver interface {
 	// issues for several ranks, so none of them waits for the others.
 	GroupStart() error
 	GroupEnd() error
+}
+
+// ContextJoiner is an optional CollectiveDriver capability, found by type
+// assertion: a join that stops waiting for the other ranks when ctx is
+// done. The rank then leaves the communicator as if it had never joined
+// (it may join again with the same id), and the error wraps ctx.Err().
+type ContextJoiner interface {
+	JoinCommunicatorContext(ctx context.Context, id CommID, nranks, rank int) (Communicator, error)
 }
 
 // Communicator is one rank's end of a collective communicator. Its calls

@@ -1,14 +1,19 @@
 package sim
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"sync"
 
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-var _ driver.CollectiveDriver = (*Device)(nil)
+var (
+	_ driver.CollectiveDriver = (*Device)(nil)
+	_ driver.ContextJoiner    = (*Device)(nil)
+)
 
 // clique is the shared state of one communicator: its ranks and the
 // collective calls they have queued, matched by sequence number (rank r's
@@ -35,6 +40,8 @@ type collCall struct {
 	root  int
 	parts []*collPart // per rank; nil until that rank queued it
 	done  bool
+	// visiting is set while ready works out whether the call can run.
+	visiting bool
 }
 
 // collPart is one rank's share of a collCall.
@@ -148,6 +155,14 @@ func (d *Device) NewCommID() (driver.CommID, error) {
 // Machine; they may call from different goroutines, and their collective
 // calls need no GroupStart.
 func (d *Device) JoinCommunicator(id driver.CommID, nranks, rank int) (driver.Communicator, error) {
+	return d.JoinCommunicatorContext(context.Background(), id, nranks, rank)
+}
+
+// JoinCommunicatorContext is JoinCommunicator that stops waiting for the
+// other ranks when ctx is done: d then leaves the communicator as if it had
+// never joined (it may join again) and the error wraps ctx.Err(). Once
+// every rank has joined, the join succeeds whatever ctx says.
+func (d *Device) JoinCommunicatorContext(ctx context.Context, id driver.CommID, nranks, rank int) (driver.Communicator, error) {
 	const o = OpJoinCommunicator
 	d.mu.Lock()
 	done, err := d.admit(o)
@@ -187,10 +202,37 @@ func (d *Device) JoinCommunicator(id driver.CommID, nranks, rank int) (driver.Co
 		delete(joins.pending, id)
 		joins.cond.Broadcast()
 	}
+	if j.joined < nranks && ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			joins.Lock()
+			joins.cond.Broadcast()
+			joins.Unlock()
+		})
+		defer stop()
+	}
 	for j.joined < nranks {
+		if err := ctx.Err(); err != nil {
+			joined := j.joined
+			j.leave(id, d, c)
+			return nil, fmt.Errorf("sim: %s: rank %d stopped waiting with %d of %d ranks joined: %w", o, rank, joined, nranks, err)
+		}
 		joins.cond.Wait()
 	}
 	return c, nil
+}
+
+// leave undoes rank c's join of j (id's), whose other ranks have not all
+// joined; joins' lock is held.
+func (j *joining) leave(id driver.CommID, d *Device, c *comm) {
+	j.devs[c.rank] = nil
+	j.cl.ranks[c.rank] = nil
+	j.joined--
+	d.mu.Lock()
+	delete(d.comms, c)
+	d.mu.Unlock()
+	if j.joined == 0 {
+		delete(joins.pending, id)
+	}
 }
 
 // GroupStart opens a group of collective calls (see NewCommunicators).

@@ -57,11 +57,35 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt driver.DataType, 
 	cl.calls[seq] = call
 	cl.next[c.rank]++
 	part := &collPart{dev: d, st: st, send: send, recv: recv}
-	part.op = &op{kind: o, cost: peerCost(recvN * size), run: func(*Device) *Error { return cl.execute(d.machine, seq, call, c.rank) }}
+	part.op = &op{kind: o, cost: peerCost(recvN * size), run: func(*Device) *Error { return cl.execute(d.machine, seq, call, c.rank) },
+		ready: func() bool { return cl.ready(call) }}
 	call.parts[c.rank] = part
 	d.enqueue(st, part.op)
 	d.machine.cond.Broadcast()
 	return nil
+}
+
+// ready reports whether a part of call can execute without waiting: the
+// call is done or abandoned, or every rank has queued its part and the
+// work queued before each part can execute without waiting. Parts of a
+// grouped clique never wait (a missing part fails instead). A call met
+// again while its own readiness is being worked out (a cycle of waits,
+// which would deadlock on a GPU) is not ready.
+func (cl *clique) ready(call *collCall) bool {
+	if call.done || cl.aborted || cl.grouped {
+		return true
+	}
+	if call.visiting {
+		return false
+	}
+	call.visiting = true
+	defer func() { call.visiting = false }()
+	for _, p := range call.parts {
+		if p == nil || !p.st.readyBefore(p.op) {
+			return false
+		}
+	}
+	return true
 }
 
 // execute runs collective call seq when one of its parts executes: it first
@@ -81,7 +105,12 @@ func (cl *clique) execute(m *Machine, seq uint64, call *collCall, rank int) *Err
 				return fail(call.kind, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
 					"rank %d's part of collective call %d executed before rank %d queued its part; on a GPU it would wait forever", rank, seq, r)
 			}
+			// A query reaches here only through another stream's earlier
+			// work; this wait is a synchronization's, not the query's.
+			polling := m.polling
+			m.polling = false
 			m.cond.Wait()
+			m.polling = polling
 		}
 	}
 	if call.done {

@@ -128,6 +128,8 @@ type Device struct {
 
 	clock  time.Duration // simulated device time, advanced as work executes
 	queued int           // queued, unexecuted operations on all streams
+	// holdQueries: queries report queued work unfinished (HoldQueries).
+	holdQueries bool
 
 	calls  [numOps]uint64
 	faults faultState

@@ -12,7 +12,9 @@
 //     CUDA_ERROR_OUT_OF_MEMORY.
 //   - Streams are lazy: queued work runs only when its stream, or an event
 //     recorded after it, is synchronized or queried (a query completes the
-//     work and reports done, so results never depend on timing). Reading a
+//     work and reports done, so results never depend on timing; HoldQueries
+//     makes queries report queued work unfinished instead, as a GPU does
+//     while long work runs, to exercise waits that give up). Reading a
 //     host buffer before the fence shows the old bytes; reusing a staging
 //     buffer too early uploads the wrong bytes. StreamWaitEvent orders work
 //     across streams.
@@ -69,7 +71,12 @@
 // (all-reduce, broadcast, all-gather, reduce-scatter, computed in Go) work
 // across them, with the same fault injection and call counting.
 // RequireMachineNoLeaks checks every device, communicators included. A
-// device from New is a Machine of one.
+// device from New is a Machine of one. Ranks joined from several goroutines
+// (JoinCommunicator) wait for each other as NCCL's do: a synchronization
+// waits for a rank that has not queued its part, a query reports it
+// unfinished, an Abort of any rank ends the wait (the other ranks' parts
+// fail), and JoinCommunicatorContext stops waiting for missing ranks when
+// its context is done.
 //
 // A Device is safe for concurrent use; one mutex guards it (the devices of
 // a Machine share one).

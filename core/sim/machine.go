@@ -41,6 +41,10 @@ type Machine struct {
 	peer  [][]bool
 	links [][]driver.PeerAttributes // what PeerAttributes reports, by pair
 	group int                       // depth of GroupStart calls not yet ended
+	// polling is set while a query (StreamQuery, EventQuery) executes
+	// work: a collective part that would wait for another rank's part stays
+	// queued instead, so a query never blocks.
+	polling bool
 }
 
 // NewMachine returns a machine with cfg.Devices simulated devices. It fails

@@ -26,8 +26,12 @@ type op struct {
 	stream *stream
 	cost   time.Duration
 	run    func(d *Device) *Error // nil for an event record
-	done   bool
-	at     time.Duration // device time when it finished (event records)
+	// ready, when set, reports whether run can execute without waiting for
+	// work another goroutine has not queued yet (a collective part whose
+	// ranks have not all queued theirs); queries leave such an op queued.
+	ready func() bool
+	done  bool
+	at    time.Duration // device time when it finished (event records)
 }
 
 type stream struct {
@@ -136,6 +140,9 @@ func (d *Device) runStream(st *stream, until *op) {
 	defer func() { st.running = false }()
 	for len(st.queue) > 0 {
 		o := st.queue[0]
+		if d.machine.polling && o.ready != nil && !o.ready() {
+			break // a query never waits for another rank
+		}
 		st.queue[0] = nil
 		st.queue = st.queue[1:]
 		d.queued--
@@ -228,7 +235,10 @@ func (d *Device) StreamSynchronize(s driver.Stream) error {
 
 // StreamQuery behaves like StreamSynchronize and then reports done: the
 // simulated device completes work exactly when someone looks, so results
-// never depend on timing.
+// never depend on timing. Two exceptions report the stream unfinished,
+// leaving work queued: a collective part whose communicator waits for a
+// rank that has not queued its part yet (a query never blocks), and any
+// queued work while HoldQueries is on.
 func (d *Device) StreamQuery(s driver.Stream) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -242,11 +252,26 @@ func (d *Device) StreamQuery(s driver.Stream) (bool, error) {
 	if err := refuseCapturing(OpStreamQuery, st); err != nil {
 		return false, err
 	}
+	if d.holdQueries && len(st.queue) > 0 {
+		return false, nil
+	}
+	d.machine.polling = true
 	d.runStream(st, nil)
+	d.machine.polling = false
 	if err := st.takeErr(OpStreamQuery); err != nil {
 		return false, err
 	}
-	return true, nil
+	return len(st.queue) == 0, nil
+}
+
+// HoldQueries, while on is set, makes StreamQuery and EventQuery on d
+// report queued work unfinished without executing it, as a GPU does while
+// long work runs; synchronizations still execute it. Tests use it to
+// exercise waits that give up, such as a context's deadline.
+func (d *Device) HoldQueries(on bool) {
+	d.mu.Lock()
+	d.holdQueries = on
+	d.mu.Unlock()
 }
 
 // StreamWaitEvent makes work queued on s after this call wait for the work
@@ -282,8 +307,23 @@ func (d *Device) StreamWaitEvent(s driver.Stream, e driver.Event) error {
 			d.runStream(rec.stream, rec)
 		}
 		return nil
-	}})
+	}, ready: func() bool { return rec.done || rec.stream.readyBefore(rec) }})
 	return nil
+}
+
+// readyBefore reports whether the work queued on st before until (all of
+// it when until is not queued there) can execute without waiting for
+// another rank (see op.ready).
+func (st *stream) readyBefore(until *op) bool {
+	for _, q := range st.queue {
+		if q == until {
+			break
+		}
+		if q.ready != nil && !q.ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // EventCreate creates an event; timing events can be measured with
@@ -344,7 +384,8 @@ func (d *Device) completeEvent(o Op, ev *event) error {
 }
 
 // EventQuery executes the work before e's latest record and reports done
-// (never-recorded events are done, as in CUDA).
+// (never-recorded events are done, as in CUDA), with StreamQuery's
+// exceptions: a collective part waiting for another rank, and HoldQueries.
 func (d *Device) EventQuery(e driver.Event) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -355,10 +396,16 @@ func (d *Device) EventQuery(e driver.Event) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := d.completeEvent(OpEventQuery, ev); err != nil {
+	if d.holdQueries && ev.rec != nil && !ev.rec.done && ev.captured == nil {
+		return false, nil
+	}
+	d.machine.polling = true
+	err = d.completeEvent(OpEventQuery, ev)
+	d.machine.polling = false
+	if err != nil {
 		return false, err
 	}
-	return true, nil
+	return ev.rec == nil || ev.rec.done, nil
 }
 
 // EventSynchronize executes the work before e's latest record.

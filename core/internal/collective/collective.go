@@ -1,12 +1,16 @@
 // Package collective owns the mechanism of collective calls across the
 // ranks of a communicator: the kinds (all-reduce, broadcast, all-gather,
-// reduce-scatter), the checks of their arguments and of each rank's buffer
-// shape, building a communicator per device, and queueing one call on
-// every rank this process drives (each on a stream leased from its rank's
-// pool, between GroupStart and GroupEnd when one goroutine drives several)
-// and waiting for it with one fence per device. A failure drains, or
-// quarantines, every rank's stream and aborts the communicators that would
-// otherwise wait forever.
+// reduce-scatter), the checks of their arguments, of each rank's buffer
+// shape and of all ranks' shapes together (before anything is pinned),
+// building a communicator per device and joining one with a deadline
+// (join.go), and queueing one call on every rank this process drives (each
+// on a stream leased from its rank's pool, between GroupStart and GroupEnd
+// when one goroutine drives several) and waiting for it with one fence per
+// device, or until a context is done (run.go). A failure or a done context
+// drains, or quarantines, every rank's stream and aborts the communicators
+// that would otherwise wait forever. Ranks in other processes compare
+// their calls through a Desc of each, which their caller exchanges
+// (desc.go).
 //
 // It works on driver handles (driver.CollectiveDriver, driver.Communicator,
 // driver.Stream), on leases of a streams.Pool per rank, and on callbacks a
@@ -132,129 +136,5 @@ type Part struct {
 
 	pinned           bool
 	sendPtr, recvPtr uint64
-	count            uint64 // elements per rank block (see driver.Communicator)
 	lease            *streams.Lease
-}
-
-// prepare checks each part's shape, pins its buffers and leases a stream
-// per rank. On failure everything taken is given back.
-func prepare(op string, a *Args, parts []*Part) error {
-	for i, c := range parts {
-		count, err := a.Shape(op, c.Rank, c.SendLen, c.RecvLen)
-		if err == nil {
-			c.recvPtr, c.sendPtr, err = c.Pin(op, a.NeedsSend(c.Rank))
-			c.pinned = err == nil
-		}
-		if err == nil {
-			c.count = count
-			c.lease, err = c.Pool.Lease(op, false)
-		}
-		if err != nil {
-			for _, c := range parts[:i+1] {
-				c.release(op, false)
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// release gives back the rank's lease (after a failure: draining its
-// stream first, or quarantining it with what Hold names) and unpins its
-// buffers.
-func (c *Part) release(op string, failed bool) {
-	if c.lease != nil {
-		if failed {
-			var hold func() streams.Hold
-			if c.Hold != nil {
-				hold = func() streams.Hold { return c.Hold(op) }
-			}
-			c.Pool.SyncOrQuarantine(op, true, hold, c.lease)
-		} else {
-			c.Pool.Return(c.lease, true)
-		}
-		c.lease = nil
-	}
-	if c.pinned {
-		c.Unpin(op)
-		c.pinned = false
-	}
-}
-
-// queue queues the rank's part on its leased stream.
-func (a *Args) queue(c *Part) error {
-	s := c.lease.Stream
-	switch a.Kind {
-	case AllReduce:
-		return c.Communicator.AllReduce(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
-	case Broadcast:
-		return c.Communicator.Broadcast(c.sendPtr, c.recvPtr, c.count, a.DT, a.Root, s)
-	case AllGather:
-		return c.Communicator.AllGather(c.sendPtr, c.recvPtr, c.count, a.DT, s)
-	}
-	return c.Communicator.ReduceScatter(c.sendPtr, c.recvPtr, c.count, a.DT, a.Red, s)
-}
-
-// Run checks every part's shape, pins its buffers and leases its stream
-// (giving everything back when one fails, with nothing queued), then
-// queues every rank's part (between GroupStart and GroupEnd of grp when
-// grp is not nil) and waits for each rank's stream: one fence per device.
-// On failure every stream is drained and everything released; when some
-// part was queued, or ranks outside this call exist (a.Ranks > len(parts)),
-// abort is called first, since their parts would otherwise wait forever
-// for the ones that were not queued. Run expects a.Check to have passed.
-func Run(op string, a *Args, parts []*Part, grp driver.CollectiveDriver, abort func()) error {
-	if err := prepare(op, a, parts); err != nil {
-		return err
-	}
-	finish := func(failed bool) {
-		for _, c := range parts {
-			c.release(op, failed)
-		}
-	}
-	if grp != nil {
-		if err := grp.GroupStart(); err != nil {
-			finish(true)
-			return errs.Driver(op, "GroupStart", err)
-		}
-	}
-	var qerr error
-	queued := 0
-	for _, c := range parts {
-		if err := a.queue(c); err != nil {
-			e := errs.Driver(op, a.Kind.String(), err)
-			e.Detail = fmt.Sprintf("rank %d: %s", c.Rank, e.Detail)
-			qerr = e
-			break
-		}
-		queued++
-	}
-	if grp != nil {
-		if err := grp.GroupEnd(); err != nil && qerr == nil {
-			qerr = errs.Driver(op, "GroupEnd", err)
-		}
-	}
-	if qerr != nil {
-		// Ranks outside this call (other processes) wait for the part that
-		// failed as much as queued parts of this call do.
-		if queued > 0 || a.Ranks > len(parts) {
-			abort()
-		}
-		finish(true)
-		return qerr
-	}
-	for _, c := range parts {
-		if err := c.Drv.StreamSynchronize(c.lease.Stream); err != nil {
-			e := errs.Driver(op, "StreamSynchronize", err)
-			e.Detail = fmt.Sprintf("rank %d: %s", c.Rank, e.Detail)
-			abort()
-			finish(true)
-			return e
-		}
-		if c.Fenced != nil {
-			c.Fenced()
-		}
-	}
-	finish(false)
-	return nil
 }

@@ -1,6 +1,7 @@
 package collective_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -135,7 +136,7 @@ func (r *rig) run(a collective.Args) error {
 	if len(r.ranks) > 1 {
 		grp = r.m.Device(0)
 	}
-	return collective.Run("Group."+a.Kind.String(), &a, r.parts(), grp, r.abort)
+	return collective.Run(context.Background(), &collective.Call{Op: "Group." + a.Kind.String(), Args: a, Parts: r.parts(), Group: grp, Abort: r.abort})
 }
 
 func (r *rig) recv(t *testing.T, i int) []byte {
@@ -271,20 +272,22 @@ func TestRunEveryKind(t *testing.T) {
 	}
 }
 
-// TestRunRefusalsQueueNothing: a bad shape, a failed pin or a failed lease
-// on the last rank gives back what the earlier ranks took, queues nothing
-// and aborts nothing.
+// TestRunRefusalsQueueNothing: a bad shape on the last rank pins nothing
+// at all (every rank's shape is checked first); a failed pin or a failed
+// lease on the last rank gives back what the earlier ranks took. None
+// queues or aborts anything.
 func TestRunRefusalsQueueNothing(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		spoil func(r *rig)
-		kind  error
+		name   string
+		spoil  func(r *rig)
+		kind   error
+		pinned int // pins taken by ranks 0 and 1 before the refusal
 	}{
-		{"shape", func(r *rig) { r.ranks[2].recvLen = 4 }, errs.ErrInvalidArgument},
+		{"shape", func(r *rig) { r.ranks[2].recvLen = 4 }, errs.ErrInvalidArgument, 0},
 		{"pin", func(r *rig) {
 			r.ranks[2].pinFail = errs.New("Group.AllReduce", errs.KindUnknownHandle, "rank 2 recv", "x")
-		}, errs.ErrUnknownHandle},
-		{"lease", func(r *rig) { r.ranks[2].dev.FailNth(sim.OpStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, errs.ErrDriver},
+		}, errs.ErrUnknownHandle, 2},
+		{"lease", func(r *rig) { r.ranks[2].dev.FailNth(sim.OpStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY) }, errs.ErrDriver, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 3)
@@ -299,7 +302,7 @@ func TestRunRefusalsQueueNothing(t *testing.T) {
 				assert.Zero(t, k.dev.Calls(sim.OpGroupStart), "rank %d", i)
 				assert.Zero(t, k.fenced, "rank %d", i)
 			}
-			assert.Equal(t, 2, r.ranks[0].pins+r.ranks[1].pins, "the ranks before the last were pinned")
+			assert.Equal(t, tc.pinned, r.ranks[0].pins+r.ranks[1].pins, "the ranks before the last")
 			assert.Zero(t, r.aborted)
 			r.requireReleased(t)
 		})
@@ -384,7 +387,7 @@ func TestRunAbortsForRanksOutsideTheCall(t *testing.T) {
 	parts := r.parts()
 	parts[0].Communicator = failingComm{}
 	a := collective.Args{Kind: collective.AllReduce, DT: driver.DataInt32, Red: driver.ReduceSum, Ranks: 2}
-	err := collective.Run("Comm.AllReduce", &a, parts, nil, r.abort)
+	err := collective.Run(context.Background(), &collective.Call{Op: "Comm.AllReduce", Args: a, Parts: parts, Abort: r.abort})
 	require.ErrorIs(t, err, errs.ErrDriver)
 	assert.Contains(t, err.Error(), "rank 0: AllReduce failed")
 	assert.Equal(t, 1, r.aborted)
@@ -424,7 +427,7 @@ func TestRunUsesThePartsRank(t *testing.T) {
 		rc := &recordingComm{}
 		parts[0].Communicator = rc
 		a := collective.Args{Kind: collective.Broadcast, DT: driver.DataInt32, Root: root, Ranks: 2}
-		require.NoError(t, collective.Run("Comm.Broadcast", &a, parts, nil, r.abort), "root %d", root)
+		require.NoError(t, collective.Run(context.Background(), &collective.Call{Op: "Comm.Broadcast", Args: a, Parts: parts, Abort: r.abort}), "root %d", root)
 		k := r.ranks[0]
 		assert.Equal(t, []bool{root == 1}, asked, "root %d: the send buffer is pinned on the root only", root)
 		wantSend := k.recv
@@ -436,4 +439,25 @@ func TestRunUsesThePartsRank(t *testing.T) {
 		assert.Equal(t, uint64(2), rc.count, "root %d", root)
 		r.requireReleased(t)
 	}
+}
+
+// TestRunLeaseFailureOnAMiddleRankReleasesEveryRank: when the lease of a
+// rank between others fails, that rank's own pin is dropped as well as the
+// earlier ranks', the later rank is never pinned, and every lease is back.
+func TestRunLeaseFailureOnAMiddleRankReleasesEveryRank(t *testing.T) {
+	r := newRig(t, 3)
+	for i := range r.ranks {
+		r.buffers(t, i, i32s(1, 2), 8)
+	}
+	r.ranks[1].dev.FailNth(sim.OpStreamCreate, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	err := r.run(collective.Args{Kind: collective.AllReduce, DT: driver.DataInt32, Red: driver.ReduceSum})
+	require.ErrorIs(t, err, errs.ErrDriver)
+	require.ErrorIs(t, err, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
+	assert.Equal(t, []int{1, 1, 0}, []int{r.ranks[0].pins, r.ranks[1].pins, r.ranks[2].pins}, "ranks 0 and 1 were pinned before rank 1's lease failed")
+	for i, k := range r.ranks {
+		assert.Equal(t, k.pins, k.unpins, "rank %d: its pin is dropped", i)
+		assert.Zero(t, k.dev.Calls(sim.OpAllReduce), "rank %d: nothing queued", i)
+	}
+	assert.Zero(t, r.aborted)
+	r.requireReleased(t)
 }
