@@ -95,6 +95,19 @@ func TestGPUMultiDeviceCommContextDeadline(t *testing.T) {
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
 	bufs := []core.Buffer{putBytes(t, bs[0], f32s(1<<16, 1)), putBytes(t, bs[1], f32s(1<<16, 2))}
+	// One all-reduce on both ranks first: NCCL connects a communicator's
+	// ranks at its first collective (NCCL_RUNTIME_CONNECT), inside the
+	// host call, where no context reaches.
+	for r := range bs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = comms[r].AllReduce(bufs[r], bufs[r], core.DataFloat32, core.ReduceSum)
+		}()
+	}
+	waitRanks(t, &wg, "the first all-reduce")
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
 	for r := range bs {
 		wg.Add(1)
 		go func() {
