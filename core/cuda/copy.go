@@ -78,3 +78,16 @@ func (d *Driver) MemsetD8Async(dst uint64, v byte, n uint64, s driver.Stream) er
 	}
 	return d.do(call, func() error { return cudaapi.MemsetD8Async(cudaapi.DevicePtr(dst), v, n, cudaapi.Stream(s)) })
 }
+
+// MemcpyHtoDInline queues a copy of src, ordinary host memory, to device
+// address dst on s. CUDA copies a pageable source into its own staging
+// before cuMemcpyHtoDAsync returns, so src is not read afterwards.
+func (d *Driver) MemcpyHtoDInline(dst uint64, src []byte, s driver.Stream) error {
+	const call = "cuMemcpyHtoDAsync"
+	if err := deviceArgs(call, dst, uint64(len(src)), s); err != nil {
+		return err
+	}
+	return d.bound(func() error {
+		return callError(call, cudaapi.MemcpyHtoDAsync(cudaapi.DevicePtr(dst), unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)), cudaapi.Stream(s)))
+	})
+}

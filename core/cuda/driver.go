@@ -67,6 +67,7 @@ var (
 	_ driver.GraphUploader         = (*Driver)(nil)
 	_ driver.PeerDriver            = (*Driver)(nil)
 	_ driver.PeerAttributeReporter = (*Driver)(nil)
+	_ driver.InlineCopier          = (*Driver)(nil)
 	_ driver.CollectiveDriver      = (*Driver)(nil)
 	_ driver.BatchLauncher         = (*Driver)(nil)
 	_ driver.CapabilityReporter    = (*Driver)(nil)

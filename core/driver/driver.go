@@ -155,3 +155,13 @@ type PageableCopier interface {
 	// MemcpyDtoH copies len(dst) bytes from device address src into dst.
 	MemcpyDtoH(dst []byte, src uint64) error
 }
+
+// InlineCopier is an optional Driver capability, found by type assertion,
+// that a driver reporting Capabilities.InlineCopies offers: queueing a
+// host-to-device copy from ordinary (pageable) host memory whose bytes the
+// driver has read by the time the call returns, as CUDA's
+// cuMemcpyHtoDAsync does with a pageable source. The caller may reuse src
+// at once; the copy still lands in stream order.
+type InlineCopier interface {
+	MemcpyHtoDInline(dst uint64, src []byte, s Stream) error
+}

@@ -63,19 +63,32 @@ func (d *Device) execHost(o Op, what string, b []byte) *Error {
 // MemcpyHtoDAsync queues a copy of src to device address dst on s. The
 // bytes of src are read when the copy executes, not when it is queued.
 func (d *Device) MemcpyHtoDAsync(dst uint64, src []byte, s driver.Stream) error {
-	return d.hostCopy(OpMemcpyHtoDAsync, src, dst, s, true)
+	return d.hostCopy(OpMemcpyHtoDAsync, src, dst, s, true, false)
+}
+
+// MemcpyHtoDInline queues a copy of src, any host memory, to device address
+// dst on s, as driver.InlineCopier: the bytes are read now (the copy
+// carries a snapshot), so the caller may reuse src at once. It counts and
+// fails as MemcpyHtoDAsync (OpMemcpyHtoDAsync); with Capabilities.
+// InlineCopies off it is refused as the real driver would not offer it.
+func (d *Device) MemcpyHtoDInline(dst uint64, src []byte, s driver.Stream) error {
+	if !d.caps.InlineCopies {
+		return fail(OpMemcpyHtoDAsync, cudaapi.CUDA_ERROR_NOT_SUPPORTED, "inline copies are off (Capabilities.InlineCopies)")
+	}
+	return d.hostCopy(OpMemcpyHtoDAsync, append([]byte(nil), src...), dst, s, true, true)
 }
 
 // MemcpyDtoHAsync queues a copy of len(dst) bytes from device address src on
 // s. dst is written when the copy executes, not when it is queued.
 func (d *Device) MemcpyDtoHAsync(dst []byte, src uint64, s driver.Stream) error {
-	return d.hostCopy(OpMemcpyDtoHAsync, dst, src, s, false)
+	return d.hostCopy(OpMemcpyDtoHAsync, dst, src, s, false, false)
 }
 
 // hostCopy queues a copy between host memory and the len(host) device bytes
 // at dev: to the device when toDevice, else from it. Both sides are checked
-// when the copy is queued and again when it executes.
-func (d *Device) hostCopy(o Op, host []byte, dev uint64, s driver.Stream, toDevice bool) error {
+// when the copy is queued and again when it executes, but for the host
+// side of a staged copy, a snapshot the device owns.
+func (d *Device) hostCopy(o Op, host []byte, dev uint64, s driver.Stream, toDevice, staged bool) error {
 	hostRole, devRole := "destination", "source"
 	if toDevice {
 		hostRole, devRole = "source", "destination"
@@ -93,14 +106,10 @@ func (d *Device) hostCopy(o Op, host []byte, dev uint64, s driver.Stream, toDevi
 	if err := d.checkDevice(o, devRole, dev, n); err != nil {
 		return err
 	}
-	// A driver that stages pageable uploads itself (InlineCopies) reads
-	// their bytes before the call returns, as CUDA does: the copy carries a
-	// snapshot, not the caller's memory.
-	staged := toDevice && d.caps.InlineCopies && !d.hostUsable(host)
-	if staged {
-		host = append([]byte(nil), host...)
-	} else if err := d.checkHost(o, hostRole, host); err != nil {
-		return err
+	if !staged {
+		if err := d.checkHost(o, hostRole, host); err != nil {
+			return err
+		}
 	}
 	d.enqueue(st, &op{kind: o, cost: hostCost(n), run: func(d *Device) *Error {
 		if !staged {

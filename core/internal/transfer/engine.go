@@ -34,7 +34,7 @@ type Engine[E any] struct {
 	kernel     func(op string, k Kernel) (driver.Function, error)
 	holdBufs   func(items []streams.Item, op string, bufs []E) []streams.Item
 	mapsTables bool
-	inline     bool // small pageable uploads go to the driver as they are (PageableMax)
+	inline     driver.InlineCopier // small pageable uploads go to the driver as they are (PageableMax); nil: none
 	scratch    ScratchPool[E]
 }
 
@@ -72,7 +72,9 @@ type Config[E any] struct {
 func New[E any](c Config[E]) *Engine[E] {
 	e := &Engine[E]{drv: c.Driver, host: c.Host, dev: c.Dev, launch: c.Launch, tel: c.Counters, pinned: c.Pinned,
 		tune: c.Tuning.WithDefaults(), kernel: c.Kernel, holdBufs: c.HoldBuffers, mapsTables: mappedTables(c.Driver)}
-	e.inline = !c.Tuning.NoPageable && inlineCopies(c.Driver)
+	if ic, ok := c.Driver.(driver.InlineCopier); ok && !c.Tuning.NoPageable && inlineCopies(c.Driver) {
+		e.inline = ic
+	}
 	return e
 }
 

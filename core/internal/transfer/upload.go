@@ -53,7 +53,7 @@ func (e *Engine[E]) Upload(op string, bufs []E, copies []fusion.UploadCopy) (err
 	if reg != nil && pl.Kind != xferplan.Direct {
 		e.pinned.Done(reg)
 	}
-	if e.inline && pl.Kind != xferplan.Direct && len(fused) == 1 && bytes <= PageableMax {
+	if e.inline != nil && pl.Kind != xferplan.Direct && len(fused) == 1 && bytes <= PageableMax {
 		return e.uploadPageable(op, bufs, fused[0], len(copies))
 	}
 	switch pl.Kind {
@@ -122,19 +122,18 @@ func (e *Engine[E]) uploadPerCopy(op string, t *Tuning, pl *xferplan.Plan, bufs 
 const PageableMax = 32 << 10
 
 // uploadPageable hands c's bytes, in ordinary host memory, to the driver's
-// asynchronous copy on a leased stream and fences the stream. For pageable
-// memory the driver has copied the bytes out before the call returns (CUDA
-// stages them itself), so the Go memory is not read afterwards; the fence
-// polls a completion mark (core/cuda), which ends sooner than the driver's
-// own synchronous copy (PageableCopier.MemcpyHtoD) waits.
+// inline copy (driver.InlineCopier: it has read them when the call
+// returns) on a leased stream and fences the stream. The fence polls a
+// completion mark (core/cuda), which ends sooner than the driver's own
+// synchronous copy (PageableCopier.MemcpyHtoD) waits.
 func (e *Engine[E]) uploadPageable(op string, bufs []E, c fusion.UploadCopy, requested int) error {
 	lease, err := e.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
-	if err := e.drv.MemcpyHtoDAsync(c.Dst, c.Data, lease.Stream); err != nil {
+	if err := e.inline.MemcpyHtoDInline(c.Dst, c.Data, lease.Stream); err != nil {
 		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
-		return errs.Driver(op, "MemcpyHtoDAsync", err)
+		return errs.Driver(op, "MemcpyHtoDInline", err)
 	}
 	if err := e.drv.StreamSynchronize(lease.Stream); err != nil {
 		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
