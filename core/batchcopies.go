@@ -34,28 +34,27 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 	if err := pl.checkInto(op); err != nil {
 		return err
 	}
+	regs := b.pinnedReads(pl, runDst)
 	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
 	for i, r := range batch.Reads {
 		src, err := copyAddr(op, lay.label(lay.reads+i), r.Buf, ents[lay.reads+i].ptr, r.Offset, r.Len, false)
 		if err != nil {
+			b.xfer.Unpin(regs[i:]...)
 			return err
 		}
 		reqs[i] = fusion.ReadbackCopy{Handle: r.Buf.ID}
 		if r.Len == 0 {
 			continue
 		}
-		// Under WithAtomicReadbacks every read lands in staging first,
-		// as a single Download into pinned memory does.
-		if out := pl.readDest(i, runDst); out != nil && !b.cfg.xfer.AtomicReads {
-			if reg := b.xfer.Pinned(out); reg != nil {
-				tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
-				tb.Regions = append(tb.Regions, reg)
-				if pl.into == nil {
-					pl.into = make([][]byte, len(batch.Reads))
-				}
-				pl.into[i] = out
-				continue
+		if reg := regs[i]; reg != nil {
+			out := pl.readDest(i, runDst)
+			tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
+			tb.Regions = append(tb.Regions, reg)
+			if pl.into == nil {
+				pl.into = make([][]byte, len(batch.Reads))
 			}
+			pl.into[i] = out
+			continue
 		}
 		reqs[i].Src, reqs[i].Len = src, r.Len
 		tb.NonEmptyReads++
@@ -112,6 +111,45 @@ func (pl *batchPlan) checkInto(op string) error {
 	return nil
 }
 
+// Many small copies are cheaper packed than as a DMA each (1024 reads of
+// 4 KiB into pinned memory took 1.8 ms as 1024 DMAs in a graph on the H100
+// host, against 0.25 ms gathered into staging and copied out): when a batch
+// has directManyCopies or more copies in one direction that could move
+// directly, only those of directMinBytes or more do.
+const (
+	directManyCopies = 32
+	directMinBytes   = 64 << 10
+)
+
+// pinnedReads returns, per read, the pinned region its destination lies
+// in when it moves directly (one pending use each; nil otherwise). Under
+// WithAtomicReadbacks none does: every read lands in staging first, as a
+// single Download into pinned memory does.
+func (b *Backend) pinnedReads(pl *batchPlan, runDst [][]byte) []*hostmem.Region {
+	regs := make([]*hostmem.Region, len(pl.batch.Reads))
+	if b.cfg.xfer.AtomicReads {
+		return regs
+	}
+	n := 0
+	for i, r := range pl.batch.Reads {
+		if r.Len <= 0 {
+			continue // nothing to move, or a range resolveCopies refuses
+		}
+		if out := pl.readDest(i, runDst); out != nil {
+			if regs[i] = b.xfer.Pinned(out); regs[i] != nil {
+				n++
+			}
+		}
+	}
+	for i, r := range pl.batch.Reads {
+		if n >= directManyCopies && regs[i] != nil && r.Len < directMinBytes {
+			b.xfer.Unpin(regs[i])
+			regs[i] = nil
+		}
+	}
+	return regs
+}
+
 // readDest returns read i's destination known at submission: Into's, or
 // else the slot Run was given when its capacity holds the read (nil: none).
 func (pl *batchPlan) readDest(i int, runDst [][]byte) []byte {
@@ -142,6 +180,14 @@ func (b *Backend) splitDirectUploads(tb *transfer.Batch) {
 	}
 	if regs == nil {
 		return
+	}
+	if n := countRegions(regs); n >= directManyCopies {
+		for i, c := range tb.Ups {
+			if regs[i] != nil && len(c.Data) < directMinBytes {
+				b.xfer.Unpin(regs[i])
+				regs[i] = nil
+			}
+		}
 	}
 	alone := aloneRanges(tb.Ups)
 	keep := tb.Ups[:0]
@@ -184,4 +230,15 @@ func aloneRanges(ups []fusion.UploadCopy) []bool {
 		lo = hi
 	}
 	return alone
+}
+
+// countRegions counts the regions of regs that are not nil.
+func countRegions(regs []*hostmem.Region) int {
+	n := 0
+	for _, r := range regs {
+		if r != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -238,6 +238,14 @@ func Choose(r Request, t Tuning, m *Model, maxProcs int) Plan {
 	return best
 }
 
+// CopyWorkers returns the goroutines that copy n bytes of host memory
+// fastest under m within t (whose zero fields take DefaultTuning(maxProcs)'s
+// values).
+func CopyWorkers(n int64, t Tuning, m *Model, maxProcs int) int {
+	t = t.withDefaults(maxProcs)
+	return t.workers(m, n)
+}
+
 // workers is the goroutines that copy n bytes fastest under m, at most
 // MaxWorkers and at most one per WorkerBytes.
 func (t *Tuning) workers(m *Model, n int64) int {

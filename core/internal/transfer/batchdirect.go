@@ -38,10 +38,12 @@ func (e *Engine[E]) Pinned(p []byte) *hostmem.Region {
 	return e.pinned.Use(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
 }
 
-// Unpin drops one pending use of each of regs.
+// Unpin drops one pending use of each of regs that is not nil.
 func (e *Engine[E]) Unpin(regs ...*hostmem.Region) {
-	if len(regs) > 0 {
-		e.pinned.Done(regs...)
+	for _, r := range regs {
+		if r != nil {
+			e.pinned.Done(r)
+		}
 	}
 }
 

@@ -38,8 +38,9 @@ type Read struct {
 	evictLater bool
 	// unpacked: the staging was copied out, so release may evict it.
 	unpacked bool
-	// split: copyOut splits each copy over the plan's goroutines.
-	split bool
+	// split: copyOut splits each copy over the plan's goroutines;
+	// evictPieces: each goroutine evicts the staging it copied.
+	split, evictPieces bool
 	// kept: a graph reuses the staging; release gives nothing back (Keep).
 	kept bool
 	// drain, when set, is where a readback of many requests puts each
@@ -94,10 +95,19 @@ func (g *Read) put(dst, src []byte) []byte {
 // callers fence afterwards.
 func (g *Read) copyOut(dst, src []byte) {
 	if g.split {
-		copyjob.ParallelCopy(dst, src, g.plan.Workers, g.tune.Linger, g.copyOne)
+		copyjob.ParallelCopy(dst, src, g.plan.Workers, g.tune.Linger, g.copyPiece)
 		return
 	}
 	g.copyOne(dst, src)
+}
+
+// copyPiece is one piece of a split copyOut: copied, then evicted from the
+// caches when g.evictPieces says so.
+func (g *Read) copyPiece(dst, src []byte) {
+	g.copyOne(dst, src)
+	if g.evictPieces {
+		ntcopy.Evict(src)
+	}
 }
 
 // copyOne is copyOut on the calling goroutine.
@@ -146,11 +156,14 @@ func (g *Read) eachRun(first, n int, f func(lo, hi int)) {
 	}
 	if w <= 1 || n < 2 {
 		// One request (a batch's single large read) is split into
-		// pieces instead: one thread copies about 10 GB/s out of staging
-		// the device just wrote.
-		g.split = w > 1 && n == 1
+		// pieces instead, each evicted by the goroutine that copied it:
+		// one thread copies about 10 GB/s out of staging the device just
+		// wrote.
+		if g.split = w > 1 && n == 1; g.split {
+			g.evictPieces, evict = evict, false
+		}
 		run(0, n)
-		g.split = false
+		g.split, g.evictPieces = false, false
 		return
 	}
 	sp := GetInts(n)

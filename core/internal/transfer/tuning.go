@@ -130,6 +130,21 @@ func (t *Tuning) Choose(r xferplan.Request) xferplan.Plan {
 	return p
 }
 
+// CopyWorkers returns the goroutines that copy n bytes of host memory
+// fastest under t's model and bounds.
+func (t *Tuning) CopyWorkers(n uint64) int {
+	procs := t.Procs
+	if procs <= 0 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	m := t.Model
+	if m == nil {
+		m = &referenceModel
+	}
+	w := xferplan.CopyWorkers(int64(min(n, math.MaxInt64)), t.Plan, m, min(procs, copyjob.MaxWorkers))
+	return min(max(w, 1), copyjob.MaxWorkers)
+}
+
 // PackedBound is an upper bound on the packed block of n pieces of bytes in
 // all (payload, alignment padding and table), or 0 when it would not fit an
 // int; the exact size is NewLayout's Total. A piece takes at most two
