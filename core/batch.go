@@ -37,6 +37,8 @@ type Step struct {
 // (unless WithAtomicReadbacks is on: then the read lands in staging first).
 // A read's destination is known when the work is submitted if Into gives
 // it, or, for Run, if the read's slot in dst has the capacity to hold it.
+// Many small such copies are packed instead, as others are (with 32 or
+// more in one direction, those under 64 KiB), landing in the same places.
 // Such pinned memory stays in flight until the work is collected (for a
 // Graph, until Close): PinnedBuffer.Free and UnpinHostBuffer refuse it
 // with ErrInFlight meanwhile, and the caller must not change pinned upload
