@@ -464,10 +464,29 @@ func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pi
 	return ents, pinned, nil
 }
 
+// increasingIDs reports whether bufs' IDs strictly increase, so no two
+// are the same buffer.
+func increasingIDs(bufs []Buffer) bool {
+	for i := 1; i < len(bufs); i++ {
+		if bufs[i].ID <= bufs[i-1].ID {
+			return false
+		}
+	}
+	return true
+}
+
 // dedupeBuffers returns bufs without repeats (uniq), the position in bufs
 // where each of uniq first appears, and for every position of bufs its
 // index in uniq. Small batches compare pairwise; larger ones use a map.
 func dedupeBuffers(bufs []Buffer) (uniq []Buffer, first, slot []int) {
+	if increasingIDs(bufs) {
+		// Already distinct (the usual many-buffer batch): no map.
+		first = make([]int, len(bufs))
+		for i := range first {
+			first[i] = i
+		}
+		return bufs, first, first
+	}
 	uniq = make([]Buffer, 0, len(bufs))
 	first = make([]int, 0, len(bufs))
 	slot = make([]int, len(bufs))

@@ -21,8 +21,7 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 	batch, lay, ents, tb := pl.batch, &pl.lay, pl.ents, &pl.xfer
 	tb.Ups = make([]fusion.UploadCopy, 0, len(batch.Uploads))
 	for i, u := range batch.Uploads {
-		label := lay.label(lay.uploads + i)
-		dst, err := copyAddr(op, label, u.Buf, ents[lay.uploads+i].ptr, u.Offset, len(u.Data), true)
+		dst, err := copyAddr(op, lay, lay.uploads+i, u.Buf, ents[lay.uploads+i].ptr, u.Offset, len(u.Data), true)
 		if err != nil {
 			return err
 		}
@@ -37,7 +36,7 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 	regs := b.pinnedReads(pl, runDst)
 	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
 	for i, r := range batch.Reads {
-		src, err := copyAddr(op, lay.label(lay.reads+i), r.Buf, ents[lay.reads+i].ptr, r.Offset, r.Len, false)
+		src, err := copyAddr(op, lay, lay.reads+i, r.Buf, ents[lay.reads+i].ptr, r.Offset, r.Len, false)
 		if err != nil {
 			b.xfer.Unpin(regs[i:]...)
 			return err
@@ -62,10 +61,14 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 	return tb.Fuse(op, reqs)
 }
 
-// copyAddr checks that n bytes at off fit h and returns their device
-// address (base is h's); up says whether they are an upload's.
-func copyAddr(op, label string, h Buffer, base uint64, off, n int, up bool) (uint64, error) {
+// copyAddr checks that n bytes at off fit h, the buffer at position pos of
+// the batch's layout, and returns their device address (base is h's); up
+// says whether they are an upload's. The label is only formatted for an
+// error: a batch of 1024 reads spent 150 us formatting labels it never
+// showed.
+func copyAddr(op string, lay *batchLayout, pos int, h Buffer, base uint64, off, n int, up bool) (uint64, error) {
 	if _, err := accounting.RangeEnd(off, n, h.Len); err != nil {
+		label := lay.label(pos)
 		if up {
 			return 0, &Error{Op: op, Kind: KindInvalidArgument,
 				Detail: fmt.Sprintf("%shandle %d: %d bytes at offset %d do not fit its %d bytes: %s", label, h.ID, n, off, h.Len, rangeWhy(off, n, h.Len)),
@@ -81,7 +84,7 @@ func copyAddr(op, label string, h Buffer, base uint64, off, n int, up bool) (uin
 	addr, err := accounting.AddPtr(base, off)
 	if err != nil {
 		return 0, &Error{Op: op, Kind: KindInvalidArgument,
-			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", label, h.ID, off),
+			Detail: fmt.Sprintf("%shandle %d: offset %d overflows the device address", lay.label(pos), h.ID, off),
 			Fix:    "pass an offset inside the buffer", Err: err}
 	}
 	return addr, nil
