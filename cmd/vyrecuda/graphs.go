@@ -126,16 +126,9 @@ func checkUploads(b *core.Backend, ups []core.UploadAt) error {
 // reused slots: the recorded gather and DMA, then the unpack into the
 // slots. The last run's slots are compared with what was uploaded.
 func prepareGraphReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
-	hs, err := allocMany(b, cfg.Count, cfg.Small)
+	hs, ups, err := uploadedBuffers(b, cfg)
 	if err != nil {
 		return nil, nil, err
-	}
-	ups := make([]core.UploadAt, len(hs))
-	for i, h := range hs {
-		ups[i] = core.UploadAt{Buf: h, Data: pattern(cfg.Small, uint32(i))}
-	}
-	if err := b.Upload(ups...); err != nil {
-		return nil, nil, errors.Join(err, freeAll(b, hs))
 	}
 	g, err := b.Capture(core.Batch{Reads: wholeRanges(hs)})
 	if err != nil {

@@ -209,8 +209,9 @@ func prepareLargeUpload(b *core.Backend, cfg benchConfig) (func() error, func() 
 	return func() error { return b.Upload(core.UploadAt{Buf: h, Data: data}) }, func() error { return b.Free(h) }, nil
 }
 
-// W3: one DownloadMany of Count small buffers into reused slots.
-func prepareManyReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+// uploadedBuffers allocates Count small buffers and uploads a pattern of
+// its own into each: W3's and W3G's buffers.
+func uploadedBuffers(b *core.Backend, cfg benchConfig) ([]core.Buffer, []core.UploadAt, error) {
 	hs, err := allocMany(b, cfg.Count, cfg.Small)
 	if err != nil {
 		return nil, nil, err
@@ -221,6 +222,15 @@ func prepareManyReadback(b *core.Backend, cfg benchConfig) (func() error, func()
 	}
 	if err := b.Upload(ups...); err != nil {
 		return nil, nil, errors.Join(err, freeAll(b, hs))
+	}
+	return hs, ups, nil
+}
+
+// W3: one DownloadMany of Count small buffers into reused slots.
+func prepareManyReadback(b *core.Backend, cfg benchConfig) (func() error, func() error, error) {
+	hs, _, err := uploadedBuffers(b, cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	rs := wholeRanges(hs)
 	var dst [][]byte
