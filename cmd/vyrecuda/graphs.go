@@ -4,9 +4,46 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
 )
+
+// graphWorkload builds the workloads replayed from or timing CUDA graphs:
+// W1G, W3G, W5G and W5C.
+func graphWorkload(id string, cfg benchConfig) workload {
+	small := formatBytes(uint64(cfg.Small))
+	switch id {
+	case "W1G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("W1's upload replayed from a CUDA graph (%d x %s)", cfg.Count, small),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphUpload(b, cfg) },
+		}
+	case "W3G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("W3's readback replayed from a CUDA graph (%d x %s)", cfg.Count, small),
+			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
+			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphReadback(b, cfg) },
+		}
+	case "W5G":
+		return workload{
+			ID: id, Title: fmt.Sprintf("%d dependent tiny launches replayed from a CUDA graph + 1 fence", cfg.Launches),
+			Ops:     cfg.Launches,
+			Target:  target{Text: "<= 100 us", MaxRun: 100 * time.Microsecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphLaunches(b, cfg) },
+		}
+	default: // W5C
+		return workload{
+			ID: id, Title: fmt.Sprintf("capture of W5's %d launches into a CUDA graph", cfg.Launches),
+			Ops:     1,
+			Target:  target{Text: "<= 2 ms", MaxRun: 2 * time.Millisecond},
+			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareCapture(b, cfg) },
+		}
+	}
+}
 
 // W5G: W5's batch captured once into a CUDA graph (Backend.Capture), then
 // one Graph.Replay per run: one graph launch and one fence. It shares W5's

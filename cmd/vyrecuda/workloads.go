@@ -80,13 +80,6 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Target:  target{Text: "<= 200 us", MaxRun: 200 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyUpload(b, cfg) },
 		}
-	case "W1G":
-		return workload{
-			ID: id, Title: fmt.Sprintf("W1's upload replayed from a CUDA graph (%d x %s)", cfg.Count, small),
-			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
-			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
-			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphUpload(b, cfg) },
-		}
 	case "W2":
 		return workload{
 			ID: id, Title: fmt.Sprintf("upload %s from a Go slice", large),
@@ -100,13 +93,6 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
 			Target:  target{Text: "<= 200 us", MaxRun: 200 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareManyReadback(b, cfg) },
-		}
-	case "W3G":
-		return workload{
-			ID: id, Title: fmt.Sprintf("W3's readback replayed from a CUDA graph (%d x %s)", cfg.Count, small),
-			Bytes: int64(cfg.Count) * int64(cfg.Small), Ops: cfg.Count,
-			Target:  target{Text: "<= 150 us", MaxRun: 150 * time.Microsecond},
-			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphReadback(b, cfg) },
 		}
 	case "W4":
 		return workload{
@@ -136,20 +122,8 @@ func newWorkload(id string, cfg benchConfig) workload {
 			Target:  target{Text: "<= 450 us", MaxRun: 450 * time.Microsecond},
 			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareLaunches(b, cfg) },
 		}
-	case "W5G":
-		return workload{
-			ID: id, Title: fmt.Sprintf("%d dependent tiny launches replayed from a CUDA graph + 1 fence", cfg.Launches),
-			Ops:     cfg.Launches,
-			Target:  target{Text: "<= 100 us", MaxRun: 100 * time.Microsecond},
-			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareGraphLaunches(b, cfg) },
-		}
-	case "W5C":
-		return workload{
-			ID: id, Title: fmt.Sprintf("capture of W5's %d launches into a CUDA graph", cfg.Launches),
-			Ops:     1,
-			Target:  target{Text: "<= 2 ms", MaxRun: 2 * time.Millisecond},
-			prepare: func(b *core.Backend) (func() error, func() error, error) { return prepareCapture(b, cfg) },
-		}
+	case "W1G", "W3G", "W5G", "W5C":
+		return graphWorkload(id, cfg)
 	case "W7U", "W7D":
 		return mixedWorkload(id, cfg)
 	default: // W6
