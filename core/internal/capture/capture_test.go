@@ -33,6 +33,10 @@ type rig struct {
 	stage []byte
 	held  []string // the ops Spec.Hold was called with
 	freed int      // held items released
+	// failing counts Spec.Failing's calls; syncsAtFailing is the count of
+	// stream synchronizations when it was last called.
+	failing        int
+	syncsAtFailing uint64
 }
 
 func newRig(t *testing.T, cfg sim.Config) *rig {
@@ -86,7 +90,11 @@ func (r *rig) spec(t *testing.T) capture.Spec {
 		return streams.Hold{Items: []streams.Item{{Kind: streams.PinnedStaging, Bytes: uint64(len(r.stage)),
 			Release: func() { r.freed++ }}}}
 	}
-	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold}
+	failing := func() {
+		r.failing++
+		r.syncsAtFailing = r.dev.Calls(sim.OpStreamSynchronize)
+	}
+	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold, Failing: failing}
 }
 
 // fill writes fresh bytes into the uploads and returns what the buffer
@@ -256,7 +264,11 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 	}{{sim.OpGraphLaunch, 0}, {sim.OpStreamSynchronize, 1}} {
 		r.dev.FailNth(f.op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		launched := 0
+		r.failing = 0
 		err := g.Replay("Graph.Replay", func() { launched++ })
+		// Failing ran once, and the drain's synchronization after it.
+		assert.Equal(t, 1, r.failing, "%s", f.op)
+		assert.Equal(t, r.syncsAtFailing+1, r.dev.Calls(sim.OpStreamSynchronize), "%s: drained after Failing", f.op)
 		require.ErrorIs(t, err, errs.ErrDriver, "%s", f.op)
 		require.ErrorIs(t, err, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		assert.Equal(t, f.launched, launched, "%s", f.op)
@@ -265,7 +277,9 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 	}
 	for _, op := range []sim.Op{sim.OpGraphLaunch, sim.OpEventRecord} {
 		r.dev.FailNth(op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		r.failing = 0
 		lease, err := g.Launch("Graph.ReplayAsync", true)
+		assert.Equal(t, 1, r.failing, "async %s", op)
 		require.Nil(t, lease)
 		require.ErrorIs(t, err, errs.ErrDriver, "async %s", op)
 		assert.False(t, g.Busy(), "async %s", op)
@@ -308,7 +322,9 @@ func TestFailedAsyncWorkDrainsOrBreaks(t *testing.T) {
 	g := record(t, r)
 	lease, err := g.Launch("Graph.ReplayAsync", false)
 	require.NoError(t, err)
+	assert.Zero(t, r.failing, "a launch that works calls no Failing")
 	g.Failed("Pending.Await", lease)
+	assert.Equal(t, 1, r.failing)
 	g.Collected()
 	require.NoError(t, g.Usable("Graph.Replay"))
 	assert.Empty(t, r.held)
