@@ -67,12 +67,26 @@ type Device struct {
 // (nil: nothing). Failing, when set, is called when a launch fails, before
 // its stream is drained: the caller ends there what the captured work may
 // wait for forever (it aborts the communicators of captured collectives,
-// whose other ranks would otherwise wait for this one).
+// whose other ranks would otherwise wait for this one). Guard, when set, is
+// called before each GraphLaunch, for op: its error refuses the launch
+// (nothing is queued, and Failing is not called), and the release it
+// returns is called once GraphLaunch has returned, before Failing (the
+// caller keeps the captured communicators from being aborted under a
+// launch, and refuses one already aborted).
 type Spec struct {
 	Queue   func(s driver.Stream) error
 	Pack    Pack
 	Hold    func(op string) streams.Hold
 	Failing func()
+	Guard   func(op string) (release func(), err error)
+}
+
+// guard calls Spec.Guard for op (a nil Guard allows every launch).
+func (g *Graph) guard(op string) (release func(), err error) {
+	if g.spec.Guard == nil {
+		return func() {}, nil
+	}
+	return g.spec.Guard(op)
 }
 
 // Graph is one captured batch: its recorded device graph and the
@@ -219,7 +233,14 @@ func (g *Graph) Replay(op string, launched func()) error {
 	if err != nil {
 		return err
 	}
-	if err := g.dev.Graphs.GraphLaunch(g.exec, lease.Stream); err != nil {
+	release, err := g.guard(op)
+	if err != nil {
+		g.dev.Pool.Return(lease, true) // nothing was queued
+		return err
+	}
+	err = g.dev.Graphs.GraphLaunch(g.exec, lease.Stream)
+	release()
+	if err != nil {
 		g.drain(op, false, lease)
 		return errs.Graph(op, "GraphLaunch", err)
 	}
@@ -245,14 +266,20 @@ func (g *Graph) Launch(op string, timing bool) (*streams.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := g.guard(op)
+	if err != nil {
+		g.dev.Pool.Return(lease, true) // nothing was queued
+		return nil, err
+	}
 	s, drv := lease.Stream, g.dev.Drv
-	call, err := "", error(nil)
+	call := ""
 	if timing {
 		call, err = "EventRecord", drv.EventRecord(lease.Start, s)
 	}
 	if err == nil {
 		call, err = "GraphLaunch", g.dev.Graphs.GraphLaunch(g.exec, s)
 	}
+	release()
 	if err == nil && timing {
 		call, err = "EventRecord", drv.EventRecord(lease.End, s)
 	}

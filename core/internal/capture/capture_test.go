@@ -37,11 +37,13 @@ type rig struct {
 	// stream synchronizations when it was last called.
 	failing        int
 	syncsAtFailing uint64
+	guard          guard
 }
 
 func newRig(t *testing.T, cfg sim.Config) *rig {
 	t.Helper()
 	r := &rig{dev: sim.New(cfg)}
+	r.guard.dev = r.dev
 	r.pool = streams.NewPool(r.dev, nil, streams.DefaultMaxIdle)
 	var err error
 	r.buf, err = r.dev.MemAlloc(bufLen)
@@ -91,10 +93,33 @@ func (r *rig) spec(t *testing.T) capture.Spec {
 			Release: func() { r.freed++ }}}}
 	}
 	failing := func() {
+		assert.False(t, r.guard.held, "Failing runs outside the guard")
 		r.failing++
 		r.syncsAtFailing = r.dev.Calls(sim.OpStreamSynchronize)
 	}
-	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold, Failing: failing}
+	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold, Failing: failing,
+		Guard: r.guard.enter}
+}
+
+// guard is a Spec.Guard that counts the graph launches made while it is
+// held, and refuses launches while refuse is set.
+type guard struct {
+	dev      *sim.Device
+	held     bool
+	refuse   error
+	launches uint64 // launches seen while held
+}
+
+func (g *guard) enter(string) (func(), error) {
+	if g.refuse != nil {
+		return nil, g.refuse
+	}
+	before := g.dev.Calls(sim.OpGraphLaunch)
+	g.held = true
+	return func() {
+		g.launches += g.dev.Calls(sim.OpGraphLaunch) - before
+		g.held = false
+	}, nil
 }
 
 // fill writes fresh bytes into the uploads and returns what the buffer
@@ -175,8 +200,25 @@ func TestReplayRunsTheBatchWithTheCurrentUploadBytes(t *testing.T) {
 		require.NoError(t, g.Usable("Graph.Replay"))
 	}
 	assert.Equal(t, uint64(1), r.dev.Calls(sim.OpGraphUpload), "launches do not upload again")
+	assert.Equal(t, uint64(5), r.guard.launches, "every launch under Spec.Guard")
+	assert.Equal(t, uint64(5), r.dev.Calls(sim.OpGraphLaunch))
 	assert.Zero(t, r.pool.Counts().Leases)
 	assert.Empty(t, r.held)
+
+	// A guard that refuses: nothing is launched, Failing is not called, no
+	// lease stays out.
+	r.guard.refuse = errs.New("Graph.Replay", errs.KindClosed, "refused", "fix")
+	require.ErrorIs(t, g.Replay("Graph.Replay", func() { t.Error("launched") }), errs.ErrClosed)
+	for _, timing := range []bool{false, true} {
+		lease, err := g.Launch("Graph.ReplayAsync", timing)
+		require.Nil(t, lease)
+		require.ErrorIs(t, err, errs.ErrClosed)
+		assert.False(t, g.Busy())
+	}
+	assert.Equal(t, uint64(5), r.dev.Calls(sim.OpGraphLaunch), "no launch")
+	assert.Zero(t, r.failing)
+	assert.Zero(t, r.pool.Counts().Leases)
+	r.guard.refuse = nil
 
 	require.NoError(t, g.Destroy("Graph.Close"))
 	require.NoError(t, g.Destroy("Graph.Close"), "destroying twice does nothing")
