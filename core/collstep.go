@@ -275,3 +275,18 @@ func (pl *batchPlan) collStep(op string, i, n int) error {
 	pl.colls++
 	return nil
 }
+
+// abortedUnder reports work on comms that finished with one of them
+// aborted (nil when none was): another call's failure or done context
+// aborted it, perhaps before this work's part ran, so its collective
+// results are undefined.
+func abortedUnder(op string, comms []*Comm) *Error {
+	for _, c := range comms {
+		if c.aborted() {
+			return newError(op, KindClosed,
+				fmt.Sprintf("the communicator (rank %d of %d) was aborted, after a failure or a done context elsewhere, before the work was seen to finish; the results of its collectives are undefined", c.rank, c.size),
+				"join a new communicator on every rank (Group.Comm joins a new one) and run the work again")
+		}
+	}
+	return nil
+}

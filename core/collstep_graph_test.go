@@ -18,10 +18,13 @@ import (
 func captureRanks(t *testing.T, ranks []*trainRank) []*core.Graph {
 	t.Helper()
 	graphs := make([]*core.Graph, len(ranks))
-	for r, tr := range ranks {
-		g, err := tr.b.Capture(tr.batch())
+	errs := onRanks(t, len(ranks), "the ranks' captures", func(r int) error { // with collective checks, they exchange
+		var err error
+		graphs[r], err = ranks[r].b.Capture(ranks[r].batch())
+		return err
+	})
+	for r, err := range errs {
 		require.NoError(t, err, "rank %d", r)
-		graphs[r] = g
 	}
 	t.Cleanup(func() {
 		for _, g := range graphs {

@@ -226,7 +226,13 @@ func (c *Comm) run(ctx context.Context, op string, a collective.Args, send, recv
 			return bad
 		}
 	}
-	return collective.Run(ctx, call)
+	if err := collective.Run(ctx, call); err != nil {
+		return err
+	}
+	if e := abortedUnder(op, []*Comm{c}); e != nil {
+		return e // aborted by another call (or rank of Group.Comm) while this one waited
+	}
+	return nil
 }
 
 // usable refuses a closed Comm (ErrClosed) and an aborted one.
@@ -290,6 +296,11 @@ func (c *Comm) Close() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.closeLocked(op)
+}
+
+// closeLocked is Close with c.mu held.
+func (c *Comm) closeLocked(op string) error {
 	c.state.Lock()
 	defer c.state.Unlock()
 	if c.closed {

@@ -232,6 +232,9 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	b.tel.SyncPoints.Add(1)
+	if e := abortedUnder(op, g.comms); e != nil {
+		return dst, e
+	}
 	return fillReads(pl.xfer.Rd, dst, pl.into, len(pl.batch.Reads)), nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/internal/collective"
 )
@@ -38,13 +40,28 @@ func (s *commSet) gone() bool {
 	return false
 }
 
-// close closes every rank of s that is still open. It returns the first
-// failure other than ErrClosed (a rank closed already); a rank that fails
-// stays open for the next try.
-func (s *commSet) close() error {
+// close closes every rank of s that is still open, or none: while a rank
+// is used by an open Graph or uncollected work it refuses with that rank's
+// ErrInFlight and closes nothing. The ranks' calls are waited for (their
+// mu is taken, in address order, as a batch takes its Comms').
+func (s *commSet) close(op string) error {
+	order := append([]*Comm(nil), s.comms...)
+	sort.Slice(order, func(i, j int) bool { return uintptr(unsafe.Pointer(order[i])) < uintptr(unsafe.Pointer(order[j])) })
+	for _, c := range order {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	}
+	for _, c := range s.comms {
+		c.state.Lock()
+		uses := c.uses
+		c.state.Unlock()
+		if uses > 0 {
+			return c.closeLocked(op) // refuses, naming the uses
+		}
+	}
 	var first error
 	for _, c := range s.comms {
-		if err := c.Close(); err != nil && !errors.Is(err, ErrClosed) && first == nil {
+		if err := c.closeLocked(op); err != nil && !errors.Is(err, ErrClosed) && first == nil {
 			first = err
 		}
 	}
@@ -86,8 +103,8 @@ func (g *Group) Comm(i int) (*Comm, error) {
 			"pass an index from 0 to Len()-1")
 	}
 	if g.set != nil && g.set.gone() {
-		if err := g.set.close(); err != nil {
-			return nil, withOp(op, err)
+		if err := g.set.close(op); err != nil {
+			return nil, err
 		}
 		g.set = nil
 	}
@@ -166,8 +183,8 @@ func (g *Group) closeSet(op string) error {
 	if g.set == nil {
 		return nil
 	}
-	if err := g.set.close(); err != nil {
-		return withOp(op, err)
+	if err := g.set.close(op); err != nil {
+		return err
 	}
 	g.set = nil
 	return nil

@@ -296,12 +296,15 @@ func (p *pendingWork) wait() error {
 	return p.err
 }
 
-// complete settles work that finished successfully: it reads the device
-// time while the timing events are still held, drops the in-flight marks
-// and, when no reads wait for collection, releases everything else.
+// complete settles work whose stream finished: it reads the device time
+// while the timing events are still held, drops the in-flight marks and,
+// when no reads wait for collection, releases everything else. Work whose
+// collectives were abandoned (an aborted communicator) fails here.
 func (p *pendingWork) complete() {
 	if e := p.abortErr.Load(); e != nil {
 		p.err = e // its collectives were abandoned: the results are undefined
+	} else if e := abortedUnder(p.op, p.comms); e != nil {
+		p.err = e
 	}
 	if p.timing {
 		d, err := p.b.drv.EventElapsed(p.lease.Start, p.lease.End)
@@ -311,7 +314,7 @@ func (p *pendingWork) complete() {
 		p.devTime = d
 	}
 	p.settle()
-	if p.rd == nil {
+	if p.rd == nil || p.err != nil { // a failure's reads are never delivered
 		p.collect(true)
 	}
 }
