@@ -56,7 +56,8 @@ type collPlan struct {
 }
 
 // checkCollStep validates step i's form: a collective step names no
-// program, buffers or arguments, and a Comm of b (nil b: any Backend).
+// program, buffers or arguments, and a Comm of b (nil b: any Backend), and
+// a known kind.
 func checkCollStep(op string, b *Backend, i int, s *Step) error {
 	cs := s.Collective
 	switch {
@@ -154,6 +155,9 @@ type batchComms struct {
 // their Comms and refuses a closed or aborted one (ErrClosed). It returns
 // nil when no step is a collective. On failure nothing is locked.
 func lockComms(ctx context.Context, op string, b *Backend, steps []Step) (*batchComms, error) {
+	if b == nil {
+		return nil, nil // the caller's enter refuses a nil Backend
+	}
 	var comms []*Comm
 	for i := range steps {
 		s := &steps[i]

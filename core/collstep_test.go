@@ -22,7 +22,7 @@ type trainRank struct {
 	in      []byte // the upload source, rewritten between runs
 }
 
-func newTrainRank(t *testing.T, b *core.Backend, comm *core.Comm, n int) *trainRank {
+func newTrainRank(t testing.TB, b *core.Backend, comm *core.Comm, n int) *trainRank {
 	t.Helper()
 	r := &trainRank{b: b, comm: comm, in: make([]byte, 4*n)}
 	for _, h := range []*core.Buffer{&r.x, &r.g, &r.y} {
