@@ -163,11 +163,11 @@ func TestBatchCollectiveEveryKind(t *testing.T) {
 		return v
 	}
 	type kase struct {
-		kind           core.CollectiveKind
-		sendN, recvN   int
-		want           func(r int) []int32
-		root           int
-		inPlace, noSnd bool
+		kind         core.CollectiveKind
+		sendN, recvN int
+		want         func(r int) []int32
+		root         int
+		inPlace      bool
 	}
 	cases := []kase{
 		{kind: core.CollAllReduce, sendN: 4, recvN: 4, want: func(int) []int32 { return []int32{33, 36, 39, 42} }},
