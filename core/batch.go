@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
@@ -239,19 +240,16 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		b.xfer.ReleaseBatch(&pl.xfer)
 	}
 	upStage, err := b.xfer.StageBatch(op, &pl.xfer, &p.up)
-	if err != nil {
-		release()
-		bc.refuse(op, err)
-		return nil, err
+	var lease *streams.Lease
+	if err == nil {
+		lease, err = b.launch.Lease(op, pl.timing)
 	}
-	lease, err := b.launch.Lease(op, pl.timing)
 	if err != nil {
-		release()
 		bc.refuse(op, err)
-		return nil, err
+	} else if err = bc.agree(op, pl); err != nil {
+		b.launch.Return(lease, true) // nothing was queued
 	}
-	if err := bc.agree(op, pl); err != nil {
-		b.launch.Return(lease, true)
+	if err != nil {
 		release()
 		return nil, err
 	}
@@ -276,11 +274,8 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		return nil, qerr
 	}
 	owned = true
-	p.lease, p.ents = lease, pl.pinned
-	if comms := bc.list(); comms != nil {
-		p.comms, p.commUses = comms, true
-		useComms(comms, 1)
-	}
+	p.lease, p.ents, p.comms, p.commUses = lease, pl.pinned, bc.list(), true
+	useComms(p.comms, 1)
 	b.countBatch(pl)
 	return p, nil
 }

@@ -22,14 +22,18 @@ func deviceCalls(d *sim.Device) []uint64 {
 	return out
 }
 
-// TestBatchCollectiveRefusalsChangeNothing: every malformed collective
-// step is refused by Run, RunAsync and Capture before anything is queued
-// or pinned: the buffers keep their bytes, nothing reaches the device, no
-// stream is leased, and the communicator still works afterwards.
-func TestBatchCollectiveRefusalsChangeNothing(t *testing.T) {
-	g, m, ranks := openTrain(t, 2, 100)
-	b, tr := ranks[0].b, ranks[0]
-	other := ranks[1].comm
+// collRefusal is a malformed collective step and the error it must get.
+type collRefusal struct {
+	name  string
+	step  core.Step
+	kind  error
+	frags []string
+}
+
+// collRefusals returns malformed variants of tr's all-reduce step (step 1
+// of its batch); other is another Backend's Comm.
+func collRefusals(t *testing.T, tr *trainRank, other *core.Comm) []collRefusal {
+	b := tr.b
 	freed, err := b.Alloc(400)
 	require.NoError(t, err)
 	require.NoError(t, b.Free(freed))
@@ -50,12 +54,7 @@ func TestBatchCollectiveRefusalsChangeNothing(t *testing.T) {
 		mod(cs)
 		return core.Step{Collective: cs}
 	}
-	cases := []struct {
-		name  string
-		step  core.Step
-		kind  error
-		frags []string
-	}{
+	return []collRefusal{
 		{"nil Comm", ar(func(cs *core.CollectiveStep) { cs.Comm = nil }), core.ErrInvalidArgument, []string{"step 1: the collective's Comm is nil"}},
 		{"another Backend's Comm", ar(func(cs *core.CollectiveStep) { cs.Comm = other }), core.ErrInvalidArgument,
 			[]string{"step 1", "rank 1 of 2", "another Backend"}},
@@ -77,6 +76,16 @@ func TestBatchCollectiveRefusalsChangeNothing(t *testing.T) {
 		{"freed send", ar(func(cs *core.CollectiveStep) { cs.Send = freed }), core.ErrUnknownHandle, []string{"step 1 send"}},
 		{"static recv", ar(func(cs *core.CollectiveStep) { cs.Recv = static.Bufs[0] }), core.ErrOwned, []string{"step 1 recv"}},
 	}
+}
+
+// TestBatchCollectiveRefusalsChangeNothing: every malformed collective
+// step is refused by Run, RunAsync and Capture before anything is queued
+// or pinned: the buffers keep their bytes, nothing reaches the device, no
+// stream is leased, and the communicator still works afterwards.
+func TestBatchCollectiveRefusalsChangeNothing(t *testing.T) {
+	g, m, ranks := openTrain(t, 2, 100)
+	b, tr := ranks[0].b, ranks[0]
+	cases := collRefusals(t, tr, ranks[1].comm)
 	fillInputs(ranks, 0)
 	require.NoError(t, b.Upload(core.UploadAt{Buf: tr.g, Data: tr.in}, core.UploadAt{Buf: tr.y, Data: tr.in}))
 	before := deviceCalls(m.Device(0))
@@ -123,7 +132,7 @@ func TestBatchCollectiveRefusalsChangeNothing(t *testing.T) {
 		require.NoError(t, err, "rank %d", r)
 	}
 	require.NoError(t, tr.comm.Close())
-	_, err = b.Run(tr.batch(), nil)
+	_, err := b.Run(tr.batch(), nil)
 	requireErrKind(t, err, core.ErrClosed, "Run", "the Comm is closed")
 	_, err = g.Comm(0)
 	require.NoError(t, err, "the Group joins a new communicator")
