@@ -211,3 +211,25 @@ func TestReplayContextCollectiveAbortsSoNoRankHangs(t *testing.T) {
 		assert.Zero(t, ranks[r].b.LaunchResourceCounts().Leases)
 	}
 }
+
+// TestCaptureFailureAbortsTheCommunicator: a Capture that fails on rank 0
+// after its collective step was checked aborts the communicator, since
+// rank 1's graph would wait for rank 0's replays: rank 1's Graph refuses
+// to replay, and both ranks leak nothing.
+func TestCaptureFailureAbortsTheCommunicator(t *testing.T) {
+	for _, o := range []sim.Op{sim.OpStreamEndCapture, sim.OpGraphInstantiate} {
+		_, m, ranks := openTrain(t, 2, 64)
+		// Rank 1 captures first (without collective checks a capture
+		// exchanges nothing), then rank 0 fails.
+		g1, err := ranks[1].b.Capture(ranks[1].batch())
+		require.NoError(t, err)
+		m.Device(0).FailNth(o, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		_, err = ranks[0].b.Capture(ranks[0].batch())
+		requireKind(t, err, core.ErrDriver)
+		errs := onRanks(t, 1, "rank 1's replay", func(int) error { _, err := g1.Replay(nil); return err })
+		requireErrKind(t, errs[0], core.ErrClosed, "was aborted")
+		require.NoError(t, g1.Close())
+		requireErrKind(t, ranks[0].comm.AllReduce(ranks[0].g, ranks[0].g, core.DataFloat32, core.ReduceSum), core.ErrClosed)
+		assert.Zero(t, m.Device(0).Live().Graphs, "%s: the failed capture left no graph", o)
+	}
+}
