@@ -311,3 +311,34 @@ func TestGroupComm(t *testing.T) {
 	_, err = g.Comm(0)
 	requireErrKind(t, err, core.ErrClosed, "Group.Comm")
 }
+
+// TestBatchCollectiveFailureOnJoinedComms: ranks joined with JoinComm (as
+// separate processes would) learn of rank 0's failure only through the
+// communicator: rank 0's failed queue aborts it, rank 1's part then fails
+// on the device instead of waiting, and rank 1's batch aborts its own
+// Comm in turn. Nothing is left in flight.
+func TestBatchCollectiveFailureOnJoinedComms(t *testing.T) {
+	g, m := openMachine(t, 2, nil)
+	comms := joinAll(t, g)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			assert.NoError(t, c.Close())
+		}
+	})
+	ranks := make([]*trainRank, 2)
+	for r, b := range g.Backends() {
+		ranks[r] = newTrainRank(t, b, comms[r], 100)
+	}
+	fillInputs(ranks, 0)
+	m.Device(0).FailNth(sim.OpAllReduce, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+	errs := onRanks(t, 2, "batches on joined communicators", func(r int) error {
+		_, err := ranks[r].b.Run(ranks[r].batch(), nil)
+		return err
+	})
+	requireErrKind(t, errs[0], core.ErrDriver, "Run", "step 1 (AllReduce, rank 0 of 2)")
+	requireKind(t, errs[1], core.ErrDriver)
+	for r, tr := range ranks {
+		requireErrKind(t, tr.comm.AllReduce(tr.g, tr.g, core.DataFloat32, core.ReduceSum), core.ErrClosed, "aborted")
+		assert.Zero(t, tr.b.LaunchResourceCounts().Leases, "rank %d", r)
+	}
+}
