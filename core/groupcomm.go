@@ -69,8 +69,8 @@ func (s *commSet) close(op string) error {
 }
 
 // Comm returns the Comm of Backend i (rank i) of a communicator over every
-// device of the group, for collectives as steps of a Batch (Step.
-// Collective) or graphs, run from one goroutine per device: each
+// device of the group, for collectives as steps of a Batch
+// (Step.Collective) or graphs, run from one goroutine per device: each
 // Backend's batch is queued by its own goroutine, which NCCL requires when
 // a process drives several devices without grouping their calls. The
 // first call joins the communicator (every Backend joins at once, through
