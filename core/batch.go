@@ -1,10 +1,12 @@
 package core
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
 	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
@@ -14,12 +16,15 @@ type Fill struct {
 	Value byte
 }
 
-// Step is one kernel launch of a Batch: Program over Bufs (in the program's
-// order) with Config.
+// Step is one step of a Batch: a kernel launch, Program over Bufs (in the
+// program's order) with Config; or, with Collective set (and Program, Bufs
+// and Config's arguments left empty), this rank's part of a collective
+// over a Comm of the batch's Backend (see Batch).
 type Step struct {
-	Program *Program
-	Bufs    []Buffer
-	Config  DispatchConfig
+	Program    *Program
+	Bufs       []Buffer
+	Config     DispatchConfig
+	Collective *CollectiveStep
 }
 
 // Batch is one request of device work, run on one stream with one fence, in
@@ -44,11 +49,33 @@ type Step struct {
 // with ErrInFlight meanwhile, and the caller must not change pinned upload
 // Data before then. A failed call may have written part of a pinned
 // destination, as a failed direct Download may.
+//
+// A step with Collective set is this rank's part of a collective (all-
+// reduce, broadcast, all-gather, reduce-scatter) over its Comm, queued on
+// the batch's stream between the steps around it, so a training step
+// (upload, kernel, all-reduce, kernel, read) is one batch with one fence.
+// Every rank runs a batch (or a Comm call, or a graph replay) with the
+// same collectives in the same order; one process driving several devices
+// runs each device's batch on a goroutine of its own (Group.Comm gives
+// each device's rank). The step's buffers are pinned with the batch's
+// others and checked like a Comm call's (its own shape; a static upload
+// set's buffer as Recv is ErrOwned); a nil Comm, another Backend's, and a
+// step that is also a kernel are ErrInvalidArgument, a closed or aborted
+// Comm ErrClosed, all before anything is queued. With
+// WithCollectiveChecks, each collective step is first compared with the
+// other ranks' call (an exchange of one small all-gather and two copies,
+// each with its own fence, per step); a rank whose batch is refused before
+// anything is queued tells the others through that exchange. Once a
+// collective may have been queued, any failure (a driver failure while
+// queueing, a failed fence) aborts the batch's communicators, so that no
+// rank waits for this one, and Comm calls then fail with ErrClosed.
+// Comm.Close refuses with ErrInFlight while work or a Graph with a
+// collective step on the Comm is uncollected or open.
 type Batch struct {
 	Clears  []Buffer   // zeroed by device memset
 	Fills   []Fill     // set to a byte value by device memset
 	Uploads []UploadAt // written from host memory
-	Steps   []Step     // kernel launches, in order
+	Steps   []Step     // kernel launches and collectives, in order
 	Reads   []Range    // read back after the last step
 	// Into, when not empty, gives each read its destination at
 	// submission: Into[i], exactly Reads[i].Len bytes long (nil: the read
@@ -66,11 +93,17 @@ type Batch struct {
 // nothing changed. On failure dst is returned unchanged.
 func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 	const op = "Run"
+	bc, err := lockComms(context.Background(), op, b, batch.Steps)
+	if err != nil {
+		return dst, err
+	}
+	defer bc.unlock()
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, false, dst)
+	w, err := b.enqueue(op, &batch, false, dst, bc)
+	bc.unlock()
 	if err != nil {
 		return dst, err
 	}
@@ -86,11 +119,16 @@ func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 // destinations in Batch.Into to have reads land there directly.
 func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 	const op = "RunAsync"
+	bc, err := lockComms(context.Background(), op, b, batch.Steps)
+	if err != nil {
+		return nil, err
+	}
+	defer bc.unlock()
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, true, nil)
+	w, err := b.enqueue(op, &batch, true, nil, bc)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +138,9 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 // batchLayout maps a position in the flat list of buffers a batch names to
 // the item it came from, for messages.
 type batchLayout struct {
-	clears, fills, uploads, steps, reads int   // section starts
-	stepStarts                           []int // start of each step's buffers
+	clears, fills, uploads, steps, reads int    // section starts
+	stepStarts                           []int  // start of each step's buffers
+	coll                                 []bool // each step: a collective (its buffers: recv, send)
 }
 
 func (l *batchLayout) label(i int) string {
@@ -114,17 +153,21 @@ func (l *batchLayout) label(i int) string {
 		return fmt.Sprintf("upload %d: ", i-l.uploads)
 	case i < l.reads:
 		s := sort.Search(len(l.stepStarts), func(k int) bool { return l.stepStarts[k] > i }) - 1
+		if l.coll != nil && l.coll[s] {
+			return fmt.Sprintf("step %d %s: ", s, [2]string{"recv", "send"}[i-l.stepStarts[s]])
+		}
 		return fmt.Sprintf("step %d buffer %d: ", s, i-l.stepStarts[s])
 	}
 	return fmt.Sprintf("read %d: ", i-l.reads)
 }
 
-// launchPlan is one validated step.
+// launchPlan is one validated step: a launch, or a collective (coll set).
 type launchPlan struct {
 	fn    Function
 	cfg   LaunchConfig
 	args  []KernelArg
-	waits bool // the launched image waits on its grid dependencies (pdl.go)
+	waits bool      // the launched image waits on its grid dependencies (pdl.go)
+	coll  *collPlan // set for a collective step, which launches nothing
 }
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
@@ -141,6 +184,7 @@ type batchPlan struct {
 	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
 	ownSteps bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
 	into     [][]byte   // each read's destination known at submission (nil: none)
+	colls    int        // collective steps
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -156,10 +200,13 @@ func (pl *batchPlan) work() int {
 // work may be observed with IsReady (a Pending handed out, or a wait that
 // polls): only then is the completion event recorded, since a blocking wait
 // synchronizes the stream and never reads it. runDst is Run's dst (nil
-// otherwise).
-func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte) (*pendingWork, error) {
+// otherwise). bc holds the Comms of the batch's collective steps, locked
+// (nil when it has none): enqueue exchanges call descriptions through
+// them where they check calls, and aborts them when queueing fails.
+func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte, bc *batchComms) (*pendingWork, error) {
 	pl, err := b.planBatch(op, batch, runDst)
 	if err != nil {
+		bc.refuse(op, err)
 		return nil, err
 	}
 	owned := false
@@ -170,6 +217,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte)
 		}
 	}()
 	if err = b.xfer.PlanBatch(op, &pl.xfer, false); err != nil {
+		bc.refuse(op, err)
 		return nil, err
 	}
 	rd := pl.xfer.Rd
@@ -194,11 +242,15 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte)
 		b.xfer.ReleaseBatch(&pl.xfer)
 	}
 	upStage, err := b.xfer.StageBatch(op, &pl.xfer, &p.up)
-	if err != nil {
-		release()
-		return nil, err
+	var lease *streams.Lease
+	if err == nil {
+		lease, err = b.launch.Lease(op, pl.timing)
 	}
-	lease, err := b.launch.Lease(op, pl.timing)
+	if err != nil {
+		bc.refuse(op, err)
+	} else if err = bc.agree(op, pl); err != nil {
+		b.launch.Return(lease, true) // nothing was queued
+	}
 	if err != nil {
 		release()
 		return nil, err
@@ -214,6 +266,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte)
 		}
 	}
 	if qerr != nil {
+		abortComms(bc.list()) // a queued collective part would wait for ranks that wait for this one
 		h := held{St: []*hostmem.Staging{&p.up}, Bufs: pl.pinned, Dev: pl.xfer.DevStaging(), RegionsOf: &pl.xfer.Regions}
 		if rd != nil {
 			h.St = append(h.St, rd.Staging())
@@ -223,15 +276,18 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte)
 		return nil, qerr
 	}
 	owned = true
-	p.lease, p.ents = lease, pl.pinned
+	p.lease, p.ents, p.comms, p.commUses = lease, pl.pinned, bc.list(), true
+	useComms(p.comms, 1)
 	b.countBatch(pl)
 	return p, nil
 }
 
-// countBatch adds what one run of pl moves and launches to the telemetry.
+// countBatch adds what one run of pl moves, launches and takes part in to
+// the telemetry.
 func (b *Backend) countBatch(pl *batchPlan) {
 	b.tel.MemsetOps.Add(uint64(len(pl.batch.Clears) + len(pl.batch.Fills)))
-	b.tel.KernelLaunches.Add(uint64(len(pl.plans)))
+	b.tel.KernelLaunches.Add(uint64(len(pl.plans) - pl.colls))
+	b.tel.Collectives.Add(uint64(pl.colls))
 	b.xfer.CountBatch(&pl.xfer)
 }
 
@@ -285,6 +341,13 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 	pl.stepBufs = make([][]Buffer, len(batch.Steps))
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
+		if s.Collective != nil {
+			if err := pl.collStep(op, i, n); err != nil {
+				return nil, 0, err
+			}
+			n += len(pl.stepBufs[i])
+			continue
+		}
 		if s.Program == nil {
 			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
@@ -317,9 +380,17 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 }
 
 // checkWritable refuses a clear, fill or upload into a buffer of a static
-// upload set (ErrOwned); steps may bind such buffers, to read them.
+// upload set, and one as a collective step's recv (ErrOwned); kernel steps
+// may bind such buffers, to read them.
 func (pl *batchPlan) checkWritable(op string) error {
 	batch, lay := pl.batch, &pl.lay
+	for i := range pl.plans {
+		if k := lay.stepStarts[i]; pl.plans[i].coll != nil && pl.ents[k].static.Load() {
+			err := staticWrite(op, batch.Steps[i].Collective.Recv)
+			err.Detail = lay.label(k) + err.Detail
+			return err
+		}
+	}
 	for i := range lay.steps {
 		if !pl.ents[i].static.Load() {
 			continue
@@ -371,6 +442,9 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 	waits := false
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
+		if pl.plans[i].coll != nil {
+			continue
+		}
 		if s.Program != last { // sequences usually repeat one program; skip the cache lock
 			if f, err = b.function(op, s.Program); err != nil {
 				return err
@@ -429,10 +503,8 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 			return driverError(op, "EventRecord", err)
 		}
 	}
-	if i, err := launchPlans(b.drv, s, pl.plans); err != nil {
-		e := driverError(op, "Launch", err)
-		e.Detail = fmt.Sprintf("step %d (program %q): %s", i, batch.Steps[i].Program.spec.Name, e.Detail)
-		return e
+	if err := b.queueSteps(op, s, pl); err != nil {
+		return err
 	}
 	if timed {
 		if err := b.drv.EventRecord(end, s); err != nil {

@@ -22,7 +22,10 @@ type rankBufs struct {
 // part describes r to package collective, over communicator c.
 func (r *rankBufs) part(c Communicator) *collective.Part {
 	return &collective.Part{Rank: r.rank, Communicator: c, Drv: r.b.drv, Pool: r.b.launch, SendLen: r.send.Len, RecvLen: r.recv.Len,
-		Pin: r.pin, Unpin: r.unpin, Hold: r.hold, Fenced: func() { r.b.tel.SyncPoints.Add(1) }}
+		Pin: r.pin, Unpin: r.unpin, Hold: r.hold, Fenced: func() {
+			r.b.tel.SyncPoints.Add(1)
+			r.b.tel.Collectives.Add(1)
+		}}
 }
 
 func (r *rankBufs) pin(op string, send bool) (recvPtr, sendPtr uint64, err error) {

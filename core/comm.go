@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -20,15 +21,28 @@ import (
 // VYRECUDA_COLLECTIVE_CHECKS=1 in the environment, every rank first
 // exchanges a description of its call and all of them fail alike with
 // ErrInvalidArgument when they differ.
+//
+// A Comm's collectives may also run as steps of a Batch on its Backend
+// (Step.Collective), ordered with the batch's other work; see Batch.
 type Comm struct {
 	b *Backend
 
 	rank, size int
 
-	mu     sync.Mutex   // guards c and closed, and serializes calls (ranks must issue them in one order)
+	// mu serializes calls (ranks must issue them in one order): a
+	// collective holds it to its end, a batch or Capture while it checks
+	// and queues its collective steps.
+	mu sync.Mutex
+	// state guards c, closed and uses. It is held while a call queues on
+	// c, and to abort or destroy c, so an abort on another goroutine (a
+	// batch's failed fence) never frees c under a call; never across a
+	// fence.
+	state  sync.Mutex
 	c      Communicator // nil once aborted after a failure
 	closed bool
+	uses   int         // open Graphs and unsettled batch work whose collective steps use the Comm
 	chk    *commChecks // nil unless collective checks are on
+	set    *commSet    // the Group communicator this rank belongs to (Group.Comm), or nil
 }
 
 // noCollectivesFix is the Fix of a Backend whose driver has no collectives.
@@ -188,11 +202,8 @@ func (c *Comm) run(ctx context.Context, op string, a collective.Args, send, recv
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return newError(op, KindClosed, "the Comm is closed", "join a new communicator")
-	}
-	if c.c == nil {
-		return abortedComm(op)
+	if err := c.usable(op); err != nil {
+		return err
 	}
 	a.Ranks = c.size
 	bad := a.Check(op)
@@ -203,11 +214,11 @@ func (c *Comm) run(ctx context.Context, op string, a collective.Args, send, recv
 		return err
 	}
 	defer c.b.exit()
-	if c.c == nil {
-		return abortedComm(op)
+	if err := c.usable(op); err != nil {
+		return err
 	}
 	r := &rankBufs{b: c.b, rank: c.rank, send: send, recv: recv}
-	call := &collective.Call{Op: op, Args: a, Parts: []*collective.Part{r.part(c.c)}, Abort: c.abort}
+	call := &collective.Call{Op: op, Args: a, Parts: []*collective.Part{r.part(queueComm{c})}, Abort: c.abort}
 	if c.chk != nil {
 		call.Agree = func(count uint64, local error) error { return c.agree(ctx, op, &a, count, local) }
 		if bad != nil {
@@ -215,11 +226,42 @@ func (c *Comm) run(ctx context.Context, op string, a collective.Args, send, recv
 			return bad
 		}
 	}
-	return collective.Run(ctx, call)
+	if err := collective.Run(ctx, call); err != nil {
+		return err
+	}
+	if e := abortedUnder(op, []*Comm{c}); e != nil {
+		return e // aborted by another call (or rank of Group.Comm) while this one waited
+	}
+	return nil
 }
 
-// abort abandons the communicator after a failure; c.mu is held.
+// usable refuses a closed Comm (ErrClosed) and an aborted one.
+func (c *Comm) usable(op string) error {
+	c.state.Lock()
+	defer c.state.Unlock()
+	if c.closed {
+		return newError(op, KindClosed, "the Comm is closed", "join a new communicator")
+	}
+	if c.c == nil {
+		return abortedComm(op)
+	}
+	return nil
+}
+
+// abort abandons the communicator after a failure, and, for a rank of a
+// Group communicator (Group.Comm), the other ranks' too: they live in this
+// process and would otherwise wait for this one.
 func (c *Comm) abort() {
+	c.abortOwn()
+	if c.set != nil {
+		c.set.abortOthers(c)
+	}
+}
+
+// abortOwn aborts c's own communicator, once.
+func (c *Comm) abortOwn() {
+	c.state.Lock()
+	defer c.state.Unlock()
 	if c.c == nil {
 		return
 	}
@@ -229,8 +271,24 @@ func (c *Comm) abort() {
 	c.c = nil
 }
 
+// aborted reports whether the communicator was aborted.
+func (c *Comm) aborted() bool {
+	c.state.Lock()
+	defer c.state.Unlock()
+	return c.c == nil
+}
+
+// use adds n (1 or -1) to the Comm's uses by Graphs and batch work.
+func (c *Comm) use(n int) {
+	c.state.Lock()
+	c.uses += n
+	c.state.Unlock()
+}
+
 // Close destroys this rank's communicator (and frees what collective
-// checks use). A second Close returns ErrClosed.
+// checks use). It refuses with ErrInFlight, changing nothing, while an
+// open Graph or uncollected batch work (a Pending of RunAsync) has a
+// collective step on the Comm. A second Close returns ErrClosed.
 func (c *Comm) Close() error {
 	const op = "Comm.Close"
 	if c == nil {
@@ -238,8 +296,19 @@ func (c *Comm) Close() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.closeLocked(op)
+}
+
+// closeLocked is Close with c.mu held.
+func (c *Comm) closeLocked(op string) error {
+	c.state.Lock()
+	defer c.state.Unlock()
 	if c.closed {
 		return newError(op, KindClosed, "the Comm is closed", "close it once")
+	}
+	if c.uses > 0 {
+		return newError(op, KindInFlight, fmt.Sprintf("%d open Graph(s) or uncollected batch(es) have collective steps on the Comm", c.uses),
+			"close those Graphs, and collect those Pendings (Await, AwaitInto or Close), before closing the Comm")
 	}
 	c.closed = true
 	c.chk.free(op, c.b)
@@ -249,5 +318,50 @@ func (c *Comm) Close() error {
 	if err := c.c.Destroy(); err != nil {
 		return driverError(op, "Destroy", err)
 	}
+	return nil
+}
+
+// errCommAborted is what a queue on an aborted Comm's communicator meets.
+var errCommAborted = errors.New("the communicator was aborted")
+
+// queueComm is a Comm's communicator as package collective queues on it:
+// each call runs under the Comm's state lock, on the communicator the Comm
+// holds then (and fails once it was aborted).
+type queueComm struct{ c *Comm }
+
+func (q queueComm) with(fn func(Communicator) error) error {
+	q.c.state.Lock()
+	defer q.c.state.Unlock()
+	if q.c.c == nil {
+		return errCommAborted
+	}
+	return fn(q.c.c)
+}
+
+func (q queueComm) Rank() int { return q.c.rank }
+func (q queueComm) Size() int { return q.c.size }
+
+func (q queueComm) AllReduce(send, recv uint64, count uint64, dt DataType, red ReduceOp, s Stream) error {
+	return q.with(func(c Communicator) error { return c.AllReduce(send, recv, count, dt, red, s) })
+}
+
+func (q queueComm) Broadcast(send, recv uint64, count uint64, dt DataType, root int, s Stream) error {
+	return q.with(func(c Communicator) error { return c.Broadcast(send, recv, count, dt, root, s) })
+}
+
+func (q queueComm) AllGather(send, recv uint64, count uint64, dt DataType, s Stream) error {
+	return q.with(func(c Communicator) error { return c.AllGather(send, recv, count, dt, s) })
+}
+
+func (q queueComm) ReduceScatter(send, recv uint64, count uint64, dt DataType, red ReduceOp, s Stream) error {
+	return q.with(func(c Communicator) error { return c.ReduceScatter(send, recv, count, dt, red, s) })
+}
+
+// Destroy and Abort are the Comm's: package collective calls neither.
+func (q queueComm) Destroy() error {
+	return errors.New("a Comm's communicator is destroyed by Comm.Close")
+}
+func (q queueComm) Abort() error {
+	q.c.abort()
 	return nil
 }

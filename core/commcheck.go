@@ -82,10 +82,10 @@ func (c *Comm) agree(ctx context.Context, op string, a *collective.Args, count u
 		c.abort()
 		return err
 	}
-	if c.c == nil {
+	if c.aborted() {
 		return abortedComm(op)
 	}
-	part := (&rankBufs{b: c.b, rank: c.rank, recv: k.buf}).part(c.c)
+	part := (&rankBufs{b: c.b, rank: c.rank, recv: k.buf}).part(queueComm{c})
 	part.SendLen = collective.DescBytes
 	pin := part.Pin
 	part.Pin = func(op string, _ bool) (recvPtr, sendPtr uint64, err error) {

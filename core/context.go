@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"time"
+
+	"github.com/vyre-go/vyrecuda/core/internal/collective"
 )
 
 // Waiting with a context.Context.
@@ -99,7 +101,10 @@ func doneBefore(op, what string, cause error) *Error {
 // on waiting with a context above for what happens to the work then. Work
 // that has already finished is reported even when ctx is done. It returns
 // when ctx is done also while another goroutine blocks in Await, AwaitInto
-// or Close of the same Pending.
+// or Close of the same Pending. Work with collective steps (a batch's, or a
+// graph replay's) is not left waiting for other ranks: the context's end
+// aborts their communicators, the work then ends, and its Await reports
+// the same ErrInFlight.
 func (p *Pending) AwaitContext(ctx context.Context) error {
 	const op = "Pending.AwaitContext"
 	w, err := p.work(op)
@@ -107,13 +112,14 @@ func (p *Pending) AwaitContext(ctx context.Context) error {
 		return err
 	}
 	if err := readyCtx(op, ctx, w); err != nil {
-		return err
+		return w.giveUp(op, ctx, err)
 	}
 	return withOp(op, p.Await())
 }
 
 // AwaitIntoContext is AwaitInto that stops waiting when ctx is done, leaving
-// dst unchanged and the reads available to a later AwaitInto.
+// dst unchanged and the reads available to a later AwaitInto (work with
+// collective steps is abandoned instead, as AwaitContext says).
 func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
 	const op = "Pending.AwaitIntoContext"
 	w, err := p.work(op)
@@ -121,7 +127,7 @@ func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte,
 		return dst, err
 	}
 	if err := readyCtx(op, ctx, w); err != nil {
-		return dst, err
+		return dst, w.giveUp(op, ctx, err)
 	}
 	return w.awaitInto(op, dst)
 }
@@ -132,23 +138,43 @@ func (p *Pending) AwaitIntoContext(ctx context.Context, dst [][]byte) ([][]byte,
 // completion; a background goroutine then collects it (its reads are
 // dropped, its buffers leave flight), and Backend.Close waits for that. dst
 // is returned unchanged on any failure.
+//
+// A batch with collective steps is not left running: a context done
+// before it is queued aborts their communicators (as a Comm's context
+// forms do, so that no rank waits for this one), and one done while it
+// runs aborts them, drains the batch and releases everything before
+// RunContext returns; its recv buffers then hold undefined bytes.
 func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([][]byte, error) {
 	const op = "RunContext"
 	if ctx == nil {
 		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	}
+	bc, err := lockComms(ctx, op, b, batch.Steps)
+	if err != nil {
+		return dst, err
+	}
+	defer bc.unlock()
 	if err := ctx.Err(); err != nil {
-		return dst, doneBefore(op, "queued", err)
+		e := doneBefore(op, "queued", err)
+		if comms := bc.list(); comms != nil {
+			abortComms(comms)
+			e.Detail += "; the communicators of its collective steps were aborted, so that no rank waits for this one"
+		}
+		return dst, e
 	}
 	if err := b.enter(op); err != nil {
 		return dst, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &batch, ctx.Done() != nil, nil)
+	w, err := b.enqueue(op, &batch, ctx.Done() != nil, nil, bc)
+	bc.unlock()
 	if err != nil {
 		return dst, err
 	}
 	if err := readyCtx(op, ctx, w); err != nil {
+		if w.comms != nil {
+			return dst, w.abandon(op, ctx)
+		}
 		b.abandoned.Add(1)
 		go func() {
 			defer b.abandoned.Done()
@@ -161,6 +187,33 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 	return w.awaitInto(op, dst)
 }
 
+// giveUp is what a context wait on w returns when ctx is done first (err,
+// from readyCtx). Work with collective steps is abandoned: the
+// communicators are aborted, so that no rank waits for this one and the
+// work ends, and the failure, also the work's, says so.
+func (w *pendingWork) giveUp(op string, ctx context.Context, err error) error {
+	if w.comms == nil {
+		return err
+	}
+	e := &Error{Op: op, Kind: KindInFlight, Err: ctx.Err(),
+		Detail: "stopped waiting when the context was done; the communicators of the work's collective steps were aborted so that no rank waits for this one, so the work ends, its recv buffers undefined",
+		Fix:    "collect the Pending (Await, AwaitInto or Close), and join a new communicator on every rank (Group.Comm joins a new one)"}
+	w.abortErr.CompareAndSwap(nil, e)
+	abortComms(w.comms)
+	return e
+}
+
+// abandon gives up on work with collective steps whose context is done
+// (giveUp), then drains and releases it before it returns, as a Comm's
+// context forms do.
+func (w *pendingWork) abandon(op string, ctx context.Context) error {
+	_ = w.giveUp(op, ctx, nil)
+	if err := w.close(op); err != nil {
+		w.b.log.Warn("work abandoned when its context was done failed on the device", "op", op, "err", err)
+	}
+	return collective.Cancelled(op, ctx.Err(), true, true)
+}
+
 // ReplayContext is Graph.Replay that stops waiting when ctx is done. A
 // context already done launches nothing and gives the same ErrInFlight
 // wrapping ctx.Err(). When the wait is cancelled the
@@ -168,7 +221,10 @@ func (b *Backend) RunContext(ctx context.Context, batch Batch, dst [][]byte) ([]
 // dropped), and until it has, further replays and Graph.Close refuse with
 // ErrInFlight; Backend.Close waits for it. dst is returned unchanged on any
 // failure. A context that can never be done (context.Background) takes
-// Replay's path: one launch and one fence.
+// Replay's path: one launch and one fence. A graph with collective steps
+// is handled as RunContext handles a batch with them: its communicators
+// are aborted when the context is done (the Graph then refuses replays),
+// and a replay under way is drained before ReplayContext returns.
 func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, error) {
 	const op = "Graph.ReplayContext"
 	switch {
@@ -177,7 +233,7 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 	case ctx == nil:
 		return dst, newError(op, KindInvalidArgument, "context is nil", "pass context.Background() or a context of your own")
 	case ctx.Err() != nil:
-		return dst, doneBefore(op, "launched", ctx.Err())
+		return dst, g.doneBefore(op, ctx.Err())
 	case ctx.Done() == nil:
 		out, err := g.Replay(dst)
 		return out, withOp(op, err)
@@ -187,6 +243,9 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 		return dst, withOp(op, err)
 	}
 	if err := readyCtx(op, ctx, p.w); err != nil {
+		if p.w.comms != nil {
+			return dst, p.w.abandon(op, ctx)
+		}
 		b := g.b
 		if eerr := b.enter(op); eerr != nil {
 			return dst, err // Close ran meanwhile: it waited for nothing it did not own
@@ -203,4 +262,18 @@ func (g *Graph) ReplayContext(ctx context.Context, dst [][]byte) ([][]byte, erro
 	}
 	out, err := p.w.awaitInto(op, dst)
 	return out, withOp(op, err)
+}
+
+// doneBefore is ReplayContext's error for a context done before the
+// launch; it aborts the communicators of an open graph's collective steps,
+// whose other ranks would wait for this replay.
+func (g *Graph) doneBefore(op string, cause error) *Error {
+	e := doneBefore(op, "launched", cause)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed && g.comms != nil {
+		abortComms(g.comms)
+		e.Detail += "; the communicators of its collective steps were aborted, so that no rank waits for this one"
+	}
+	return e
 }

@@ -16,7 +16,7 @@ func (b *Backend) dispatch(op string, p *Program, bufs []Buffer, cfg DispatchCon
 	}
 	defer b.exit()
 	cfg.Timing = false
-	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, false, nil)
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, false, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (b *Backend) dispatchAsync(op string, p *Program, bufs []Buffer, cfg Dispat
 		return nil, err
 	}
 	defer b.exit()
-	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, true, nil)
+	w, err := b.enqueue(op, &Batch{Steps: []Step{{Program: p, Bufs: bufs, Config: cfg}}}, true, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"fmt"
 	"sync"
 
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
@@ -25,6 +27,13 @@ import (
 // Backend that its uploads read and its reads write directly (see Batch):
 // PinnedBuffer.Free and UnpinHostBuffer refuse that memory until Close.
 //
+// A captured collective step (Step.Collective) is recorded into the graph,
+// as NCCL's calls can be: each replay is a new call of its Comm, which
+// must meet the other ranks' matching calls (their own graphs' replays,
+// batches or Comm calls), in the order of the Comm's other calls. Comm.Close
+// refuses while the Graph is open. A failed replay aborts the
+// communicators, after which the Graph refuses replays (ErrClosed).
+//
 // A Graph is safe for concurrent use; replays of one Graph are serialized:
 // Replay waits for a Replay running on another goroutine, and both Replay
 // and ReplayAsync refuse with ErrInFlight while the Pending of an earlier
@@ -40,6 +49,9 @@ type Graph struct {
 	pl  *batchPlan      // the captured batch; pl.pinned are the graph's in-flight marks
 	dev *capture.Graph  // the device graphs; nil when the batch has no device work
 	up  hostmem.Staging // upload staging the graph's copies read (the reads' is pl.xfer.Rd's)
+	// comms are the Comms of the batch's collective steps, in address
+	// order, each holding a use of the graph until Close.
+	comms []*Comm
 }
 
 // Capture validates batch like Run (same errors; nothing changes on
@@ -60,34 +72,51 @@ type Graph struct {
 //
 // Capture fails with ErrUnsupported when the driver cannot capture graphs
 // (it names the missing entry point), and with ErrClosed after Close.
+//
+// Collective steps are checked as Run checks them (with
+// WithCollectiveChecks, their exchange of call descriptions runs once, at
+// Capture). A Capture that fails after that aborts their communicators:
+// the other ranks' graphs would wait for this rank's replays.
 func (b *Backend) Capture(batch Batch) (*Graph, error) {
 	const op = "Capture"
 	if b == nil {
 		return nil, newError(op, KindInvalidArgument, "the Backend is nil", "open one with core.Open or core.OpenCUDA")
 	}
+	bc, err := lockComms(context.Background(), op, b, batch.Steps)
+	if err != nil {
+		return nil, err
+	}
+	defer bc.unlock()
 	if err := b.enter(op); err != nil {
 		return nil, err
 	}
 	defer b.exit()
 	gd, err := capture.Check(op, b.drv)
 	if err != nil {
+		bc.refuse(op, err)
 		return nil, err
 	}
 	// The graph keeps its own copy of the batch: callers may reuse theirs.
 	pl, err := b.planBatch(op, cloneBatch(&batch), nil)
 	if err != nil {
+		bc.refuse(op, err)
 		return nil, err
 	}
-	g := &Graph{b: b, op: op, pl: pl, up: hostmem.NewStaging(b.hostPool)}
-	if pl.work() > 0 {
-		if err := g.record(op, gd); err != nil {
-			g.release()
-			b.store.unpinEntries(op, pl.pinned)
-			return nil, err
+	g := &Graph{b: b, op: op, pl: pl, up: hostmem.NewStaging(b.hostPool), comms: bc.list()}
+	err = bc.agree(op, pl)
+	if err == nil && pl.work() > 0 {
+		if err = g.record(op, gd); err != nil {
+			abortComms(g.comms)
 		}
+	}
+	if err != nil {
+		g.release()
+		b.store.unpinEntries(op, pl.pinned)
+		return nil, err
 	}
 	graphHold(pl.pinned, 1)
 	b.graphs.Add(1)
+	useComms(g.comms, 1)
 	return g, nil
 }
 
@@ -103,6 +132,10 @@ func cloneBatch(batch *Batch) *Batch {
 		Steps:   make([]Step, len(batch.Steps)),
 	}
 	for i, s := range batch.Steps {
+		if s.Collective != nil {
+			cs := *s.Collective
+			s.Collective = &cs
+		}
 		s.Bufs = append([]Buffer(nil), s.Bufs...)
 		s.Config.Scalars = append([]uint32(nil), s.Config.Scalars...)
 		s.Config.Args = append([]Arg(nil), s.Config.Args...)
@@ -147,8 +180,12 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 		}
 		return nil
 	}
-	dev, err := capture.Record(op, capture.Device{Drv: b.drv, Graphs: gd, Pool: b.launch, Log: b.log},
-		capture.Spec{Queue: queue, Pack: pack, Hold: g.held})
+	spec := capture.Spec{Queue: queue, Pack: pack, Hold: g.held}
+	if g.comms != nil {
+		spec.Failing = func() { abortComms(g.comms) }
+		spec.Guard = func(op string) (func(), error) { return guardComms(op, g.comms) }
+	}
+	dev, err := capture.Record(op, capture.Device{Drv: b.drv, Graphs: gd, Pool: b.launch, Log: b.log}, spec)
 	if err != nil {
 		return err
 	}
@@ -195,6 +232,9 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	b.tel.SyncPoints.Add(1)
+	if e := abortedUnder(op, g.comms); e != nil {
+		return dst, e
+	}
 	return fillReads(pl.xfer.Rd, dst, pl.into, len(pl.batch.Reads)), nil
 }
 
@@ -236,7 +276,7 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 	}
 	defer b.exit()
 	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: pl.xfer.Rd, nReads: len(pl.batch.Reads), timing: pl.timing,
-		into: pl.into}
+		into: pl.into, comms: g.comms}
 	if g.dev == nil {
 		// Nothing reaches the device (every read is empty).
 		p.state = pendingSettled
@@ -259,6 +299,11 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 func (g *Graph) usable(op string) error {
 	if g.closed {
 		return newError(op, KindClosed, "the Graph is closed", "capture the batch again with Capture")
+	}
+	for _, c := range g.comms {
+		if c.aborted() {
+			return abortedCapture(op, c)
+		}
 	}
 	if g.dev != nil {
 		return g.dev.Usable(op)
@@ -317,5 +362,34 @@ func (g *Graph) Close() error {
 	graphHold(g.pl.pinned, -1)
 	g.b.store.unpinEntries(op, g.pl.pinned)
 	g.b.graphs.Add(-1)
+	useComms(g.comms, -1)
 	return nil
+}
+
+// guardComms takes the state locks of comms (in address order) for a
+// graph launch, so no abort frees a communicator under it, and refuses
+// (ErrClosed) when one was aborted already. release gives the locks back.
+func guardComms(op string, comms []*Comm) (release func(), err error) {
+	release = func() {
+		for i := len(comms) - 1; i >= 0; i-- {
+			comms[i].state.Unlock()
+		}
+	}
+	for i, c := range comms {
+		c.state.Lock()
+		if c.c == nil {
+			comms = comms[:i+1]
+			release()
+			return nil, abortedCapture(op, c)
+		}
+	}
+	return release, nil
+}
+
+// abortedCapture refuses a replay of a graph whose collective step's
+// communicator (c's) was aborted.
+func abortedCapture(op string, c *Comm) *Error {
+	return newError(op, KindClosed,
+		fmt.Sprintf("the communicator of a captured collective step (rank %d of %d) was aborted after a failure", c.rank, c.size),
+		"close the Graph, join a new communicator on every rank and capture again")
 }

@@ -16,6 +16,7 @@ type Group struct {
 
 	mu     sync.Mutex     // guards the fields below; held across collective calls
 	comms  []Communicator // one per Backend, built by the first collective
+	set    *commSet       // the communicator Group.Comm hands out, joined on first use
 	closed bool
 }
 
@@ -111,9 +112,11 @@ func (g *Group) Backends() []*Backend {
 	return append([]*Backend(nil), g.bs...)
 }
 
-// Close destroys the group's communicators and closes every Backend (close
-// the group rather than its Backends one by one: the communicators need
-// their drivers to be destroyed). A
+// Close destroys the group's communicators (Group.Comm's included: a rank
+// still used by an open Graph or uncollected work refuses with
+// ErrInFlight, as Comm.Close does, and stays open with its Backend) and
+// closes every Backend (close the group rather than its Backends one by
+// one: the communicators need their drivers to be destroyed). A
 // Backend that refuses (ErrInFlight: work still in flight) stays open and
 // its error is returned; the others are closed, and calling Close again
 // closes what is left, and retries the frees a Backend's Close failed on
@@ -135,7 +138,9 @@ func (g *Group) Close() error {
 		}
 	}
 	keep(g.destroyComms(op))
-	open := false
+	setErr := g.closeSet(op)
+	keep(setErr)
+	open := setErr != nil
 	for _, b := range g.bs {
 		err := b.Close()
 		if errors.Is(err, ErrClosed) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
@@ -61,6 +62,15 @@ type pendingWork struct {
 	graph   *capture.Graph // the device graph this work replays, or nil
 	devTime time.Duration
 	timeErr error
+
+	// comms are the Comms of the work's collective steps (nil: none); a
+	// failure aborts them. commUses: the work holds a use of each (batch
+	// work, until settled; a graph's replay uses the graph's).
+	comms    []*Comm
+	commUses bool
+	// abortErr is set, before the comms are aborted, when a context wait
+	// gave up on the work: it is then the work's failure.
+	abortErr atomic.Pointer[Error]
 }
 
 type pendingState int
@@ -286,10 +296,16 @@ func (p *pendingWork) wait() error {
 	return p.err
 }
 
-// complete settles work that finished successfully: it reads the device
-// time while the timing events are still held, drops the in-flight marks
-// and, when no reads wait for collection, releases everything else.
+// complete settles work whose stream finished: it reads the device time
+// while the timing events are still held, drops the in-flight marks and,
+// when no reads wait for collection, releases everything else. Work whose
+// collectives were abandoned (an aborted communicator) fails here.
 func (p *pendingWork) complete() {
+	if e := p.abortErr.Load(); e != nil {
+		p.err = e // its collectives were abandoned: the results are undefined
+	} else if e := abortedUnder(p.op, p.comms); e != nil {
+		p.err = e
+	}
 	if p.timing {
 		d, err := p.b.drv.EventElapsed(p.lease.Start, p.lease.End)
 		if err != nil {
@@ -298,7 +314,7 @@ func (p *pendingWork) complete() {
 		p.devTime = d
 	}
 	p.settle()
-	if p.rd == nil {
+	if p.rd == nil || p.err != nil { // a failure's reads are never delivered
 		p.collect(true)
 	}
 }
@@ -311,8 +327,9 @@ func (p *pendingWork) complete() {
 func (p *pendingWork) fail(err *Error) {
 	p.err = err
 	if p.graph != nil {
-		p.graph.Failed(p.op, p.lease)
+		p.graph.Failed(p.op, p.lease) // aborts the graph's comms first
 	} else {
+		abortComms(p.comms) // before the drain: a part may wait for the other ranks
 		h := held{St: []*hostmem.Staging{&p.up}, Bufs: p.ents, Dev: p.xfer.DevStaging(), Discard: true}
 		if p.xfer != nil {
 			// The direct copies' pinned regions stay in use while the
@@ -329,11 +346,15 @@ func (p *pendingWork) fail(err *Error) {
 	p.collect(false)
 }
 
-// settle drops the in-flight marks.
+// settle drops the in-flight marks and the uses of the Comms.
 func (p *pendingWork) settle() {
 	if p.ents != nil {
 		p.b.store.unpinEntries(p.op, p.ents)
 		p.ents = nil
+	}
+	if p.commUses {
+		useComms(p.comms, -1)
+		p.commUses = false
 	}
 	p.state = pendingSettled
 }

@@ -14,4 +14,9 @@ type Telemetry struct {
 	MemsetOps               uint64 // device memsets queued
 	KernelLaunches          uint64 // kernels launched
 	PackedLaunches          uint64 // scatter and gather kernels of packed transfers (not in KernelLaunches)
+	// Collectives counts the collective calls of this Backend's device:
+	// collective steps of batches and graph replays when queued, Group and
+	// Comm collectives (and the exchanges of WithCollectiveChecks) when
+	// their fence returns.
+	Collectives uint64
 }

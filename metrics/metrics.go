@@ -66,6 +66,7 @@ var telemetryMetrics = []metric{
 	{field: "MemsetOps", name: "memsets_total", help: "Device memsets queued.", counter: true, tel: func(t core.Telemetry) uint64 { return t.MemsetOps }},
 	{field: "KernelLaunches", name: "kernel_launches_total", help: "Kernels launched (packed-transfer kernels not included).", counter: true, tel: func(t core.Telemetry) uint64 { return t.KernelLaunches }},
 	{field: "PackedLaunches", name: "transfer_packed_launches_total", help: "Scatter and gather kernels of packed transfers.", counter: true, tel: func(t core.Telemetry) uint64 { return t.PackedLaunches }},
+	{field: "Collectives", name: "collectives_total", help: "Collective calls the device took part in.", counter: true, tel: func(t core.Telemetry) uint64 { return t.Collectives }},
 }
 
 // deviceMemory is the device's total memory, beside the fields.

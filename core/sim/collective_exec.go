@@ -5,8 +5,21 @@ import (
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-// queue validates rank c's part of a collective and queues it on s. sendN
-// and recvN are the element counts of its send and recv ranges.
+// collArgs is one rank's part of a collective call as its caller gave
+// it: sendN and recvN are the element counts of its send and recv ranges.
+type collArgs struct {
+	o            Op
+	send, recv   uint64
+	sendN, recvN uint64 // sendN is the call's element count
+	dt           driver.DataType
+	red          driver.ReduceOp
+	root         int
+}
+
+// queue validates rank c's part of a collective and queues it on s. On a
+// capturing stream the part is recorded instead: each launch of the graph
+// queues a part of its own, as a new call that meets the other ranks' next
+// calls (relaunch).
 func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt driver.DataType, red driver.ReduceOp, root int, s driver.Stream) error {
 	d := c.dev
 	d.mu.Lock()
@@ -14,55 +27,108 @@ func (c *comm) queue(o Op, send, recv, sendN, recvN uint64, dt driver.DataType, 
 	if done, err := d.admit(o); done {
 		return err
 	}
-	cl := c.cl
-	switch {
-	case c.destroyed:
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "communicator rank %d was destroyed", c.rank)
-	case cl.aborted:
-		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "a rank of the communicator aborted it")
-	case !dt.Valid():
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "data type %d", int(dt))
-	case !red.Valid():
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "reduction %d", int(red))
-	case root < 0 || root >= len(cl.ranks):
-		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "root %d of %d ranks", root, len(cl.ranks))
-	case cl.grouped && len(cl.ranks) > 1 && d.machine.group == 0:
-		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
-			"rank %d of %d called outside GroupStart/GroupEnd; one goroutine driving several ranks would wait forever", c.rank, len(cl.ranks))
+	a := &collArgs{o: o, send: send, recv: recv, sendN: sendN, recvN: recvN, dt: dt, red: red, root: root}
+	if err := c.checkCall(a); err != nil {
+		return err
 	}
 	st, err := d.lookupStream(o, s)
 	if err != nil {
 		return err
 	}
-	size := uint64(dt.Size())
-	if sendN > 0 && (o != OpBroadcast || c.rank == root) {
-		if err := d.checkDevice(o, "send", send, sendN*size); err != nil {
+	if err := c.checkMemory(a); err != nil {
+		return err
+	}
+	if st.capture != nil {
+		d.enqueue(st, &op{kind: o, relaunch: func(st *stream) { c.relaunch(a, st) }})
+		return nil
+	}
+	return c.add(a, st)
+}
+
+// checkCall refuses a call on a destroyed or aborted communicator, bad
+// arguments, and a grouped clique's call outside GroupStart/GroupEnd. The
+// Machine lock is held.
+func (c *comm) checkCall(a *collArgs) error {
+	cl, o := c.cl, a.o
+	switch {
+	case c.destroyed:
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_HANDLE, "communicator rank %d was destroyed", c.rank)
+	case cl.aborted:
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "a rank of the communicator aborted it")
+	case !a.dt.Valid():
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "data type %d", int(a.dt))
+	case !a.red.Valid():
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "reduction %d", int(a.red))
+	case a.root < 0 || a.root >= len(cl.ranks):
+		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE, "root %d of %d ranks", a.root, len(cl.ranks))
+	case cl.grouped && len(cl.ranks) > 1 && c.dev.machine.group == 0:
+		return fail(o, cudaapi.CUDA_ERROR_ILLEGAL_STATE,
+			"rank %d of %d called outside GroupStart/GroupEnd; one goroutine driving several ranks would wait forever", c.rank, len(cl.ranks))
+	}
+	return nil
+}
+
+// checkMemory checks that the part's send (where the rank reads one) and
+// recv ranges lie in live device memory. The Machine lock is held.
+func (c *comm) checkMemory(a *collArgs) error {
+	d, size := c.dev, uint64(a.dt.Size())
+	if a.sendN > 0 && (a.o != OpBroadcast || c.rank == a.root) {
+		if err := d.checkDevice(a.o, "send", a.send, a.sendN*size); err != nil {
 			return err
 		}
 	}
-	if recvN > 0 {
-		if err := d.checkDevice(o, "recv", recv, recvN*size); err != nil {
+	if a.recvN > 0 {
+		if err := d.checkDevice(a.o, "recv", a.recv, a.recvN*size); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// add queues rank c's part of its next call on st, matched with the other
+// ranks' parts of that call by sequence number. The Machine lock is held.
+func (c *comm) add(a *collArgs, st *stream) error {
+	d, cl, o := c.dev, c.cl, a.o
 	seq := cl.next[c.rank]
 	call := cl.calls[seq]
 	if call == nil {
-		call = &collCall{kind: o, count: sendN, dt: dt, red: red, root: root, parts: make([]*collPart, len(cl.ranks))}
-	} else if call.kind != o || call.count != sendN || call.dt != dt || call.red != red || call.root != root {
+		call = &collCall{kind: o, count: a.sendN, dt: a.dt, red: a.red, root: a.root, parts: make([]*collPart, len(cl.ranks))}
+	} else if call.kind != o || call.count != a.sendN || call.dt != a.dt || call.red != a.red || call.root != a.root {
 		return fail(o, cudaapi.CUDA_ERROR_INVALID_VALUE,
 			"rank %d's call %d (%s of %d %s) does not match the other ranks' (%s of %d %s); on a GPU the ranks would hang or corrupt data",
-			c.rank, seq, o, sendN, dt, call.kind, call.count, call.dt)
+			c.rank, seq, o, a.sendN, a.dt, call.kind, call.count, call.dt)
 	}
 	cl.calls[seq] = call
 	cl.next[c.rank]++
-	part := &collPart{dev: d, st: st, send: send, recv: recv}
-	part.op = &op{kind: o, cost: peerCost(recvN * size), run: func(*Device) *Error { return cl.execute(d.machine, seq, call, c.rank) },
+	part := &collPart{dev: d, st: st, send: a.send, recv: a.recv}
+	part.op = &op{kind: o, cost: peerCost(a.recvN * uint64(a.dt.Size())), run: func(*Device) *Error { return cl.execute(d.machine, seq, call, c.rank) },
 		ready: func() bool { return cl.ready(call) }}
 	call.parts[c.rank] = part
 	d.enqueue(st, part.op)
 	d.machine.cond.Broadcast()
 	return nil
+}
+
+// relaunch queues, on st, the part of a collective that a graph launch
+// runs: a new call of rank c, checked again as a call queued now would be
+// (the communicator may have been destroyed or aborted since the capture).
+// A part that cannot be queued fails when the stream executes it. The
+// Machine lock is held.
+func (c *comm) relaunch(a *collArgs, st *stream) {
+	err := c.checkCall(a)
+	if err == nil {
+		err = c.checkMemory(a)
+	}
+	if err == nil {
+		err = c.add(a, st)
+	}
+	if err != nil {
+		e, ok := err.(*Error)
+		if !ok {
+			e = fail(a.o, cudaapi.CUDA_ERROR_ILLEGAL_STATE, "%v", err)
+		}
+		c.dev.enqueue(st, &op{kind: a.o, run: func(*Device) *Error { return e }})
+	}
 }
 
 // ready reports whether a part of call can execute without waiting: the

@@ -56,7 +56,11 @@
 //     work (synchronizing or querying a capturing stream, or an event
 //     recorded inside a capture) fails with
 //     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
-//     Live counts graphs and executable graphs.
+//     A collective queued on a capturing stream is recorded, as NCCL's
+//     calls are: each launch of the graph is a new call of its
+//     communicator, which meets the other ranks' next calls (eager or
+//     launched from their graphs). Live counts graphs and executable
+//     graphs.
 //
 // Errors are *Error values that unwrap to a cudaapi.Result, so
 // errors.As(err, &res) and errors.Is(err, cudaapi.CUDA_ERROR_...) work as

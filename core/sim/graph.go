@@ -113,7 +113,10 @@ func (d *Device) GraphInstantiate(g driver.DeviceGraph) (driver.GraphExec, error
 // GraphLaunch queues every operation of x on s, in recorded order, as if
 // each had been queued there again: copies read and write their host and
 // device memory when they execute, so a replay sees the host bytes of that
-// moment. Launching onto a capturing stream is not simulated and fails
+// moment. A recorded collective part becomes a new call of its
+// communicator at each launch, meeting the other ranks' next calls as a
+// part queued then would (a part that could not be queued then, on a
+// communicator destroyed or aborted since, fails when it executes). Launching onto a capturing stream is not simulated and fails
 // with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
 func (d *Device) GraphLaunch(x driver.GraphExec, s driver.Stream) error {
 	const o = OpGraphLaunch
@@ -127,6 +130,10 @@ func (d *Device) GraphLaunch(x driver.GraphExec, s driver.Stream) error {
 		return err
 	}
 	for _, rec := range ex.ops {
+		if rec.relaunch != nil {
+			rec.relaunch(st) // a collective: a new call of its communicator
+			continue
+		}
 		d.enqueue(st, &op{kind: rec.kind, cost: rec.cost, run: rec.run})
 	}
 	return nil

@@ -30,8 +30,12 @@ type op struct {
 	// work another goroutine has not queued yet (a collective part whose
 	// ranks have not all queued theirs); queries leave such an op queued.
 	ready func() bool
-	done  bool
-	at    time.Duration // device time when it finished (event records)
+	// relaunch, set on a collective part recorded by a stream capture,
+	// queues a new part of that collective on a stream each time the
+	// graph is launched (collective_exec.go); such an op never runs itself.
+	relaunch func(st *stream)
+	done     bool
+	at       time.Duration // device time when it finished (event records)
 }
 
 type stream struct {

@@ -64,11 +64,29 @@ type Device struct {
 // query it), Pack is copied before every launch, and Hold names, for the
 // op of a failed replay, what that replay's work may still use: it goes to
 // the pool's quarantine with the stream when the stream cannot be drained
-// (nil: nothing).
+// (nil: nothing). Failing, when set, is called when a launch fails, before
+// its stream is drained: the caller ends there what the captured work may
+// wait for forever (it aborts the communicators of captured collectives,
+// whose other ranks would otherwise wait for this one). Guard, when set, is
+// called before each GraphLaunch, for op: its error refuses the launch
+// (nothing is queued, and Failing is not called), and the release it
+// returns is called once GraphLaunch has returned, before Failing (the
+// caller keeps the captured communicators from being aborted under a
+// launch, and refuses one already aborted).
 type Spec struct {
-	Queue func(s driver.Stream) error
-	Pack  Pack
-	Hold  func(op string) streams.Hold
+	Queue   func(s driver.Stream) error
+	Pack    Pack
+	Hold    func(op string) streams.Hold
+	Failing func()
+	Guard   func(op string) (release func(), err error)
+}
+
+// guard calls Spec.Guard for op (a nil Guard allows every launch).
+func (g *Graph) guard(op string) (release func(), err error) {
+	if g.spec.Guard == nil {
+		return func() {}, nil
+	}
+	return g.spec.Guard(op)
 }
 
 // Graph is one captured batch: its recorded device graph and the
@@ -206,15 +224,23 @@ func (g *Graph) Busy() bool { return g.busy.Load() }
 // Replay packs the uploads, launches the graph on a leased stream and
 // synchronizes that stream: one launch and one fence, with no completion
 // event (nothing else waits for it). launched is called once the launch is
-// queued. On failure the stream is drained (or quarantined with what
-// Spec.Hold names, which breaks the Graph) and the lease goes back.
+// queued. On failure Spec.Failing is called and the stream is drained (or
+// quarantined with what Spec.Hold names, which breaks the Graph) and the
+// lease goes back.
 func (g *Graph) Replay(op string, launched func()) error {
 	g.spec.Pack.Copy()
 	lease, err := g.dev.Pool.Lease(op, false)
 	if err != nil {
 		return err
 	}
-	if err := g.dev.Graphs.GraphLaunch(g.exec, lease.Stream); err != nil {
+	release, err := g.guard(op)
+	if err != nil {
+		g.dev.Pool.Return(lease, true) // nothing was queued
+		return err
+	}
+	err = g.dev.Graphs.GraphLaunch(g.exec, lease.Stream)
+	release()
+	if err != nil {
 		g.drain(op, false, lease)
 		return errs.Graph(op, "GraphLaunch", err)
 	}
@@ -232,22 +258,28 @@ func (g *Graph) Replay(op string, launched func()) error {
 // timing, the lease's timing events are recorded around the launch, never
 // inside the captured work. The Graph is busy until Collected; the caller
 // waits for the lease's stream or event and gives the lease back (or
-// passes it to Failed). On failure the stream is drained (or quarantined,
-// which breaks the Graph) and nothing is busy.
+// passes it to Failed). On failure Spec.Failing is called and the stream
+// is drained (or quarantined, which breaks the Graph) and nothing is busy.
 func (g *Graph) Launch(op string, timing bool) (*streams.Lease, error) {
 	g.spec.Pack.Copy()
 	lease, err := g.dev.Pool.Lease(op, timing)
 	if err != nil {
 		return nil, err
 	}
+	release, err := g.guard(op)
+	if err != nil {
+		g.dev.Pool.Return(lease, true) // nothing was queued
+		return nil, err
+	}
 	s, drv := lease.Stream, g.dev.Drv
-	call, err := "", error(nil)
+	call := ""
 	if timing {
 		call, err = "EventRecord", drv.EventRecord(lease.Start, s)
 	}
 	if err == nil {
 		call, err = "GraphLaunch", g.dev.Graphs.GraphLaunch(g.exec, s)
 	}
+	release()
 	if err == nil && timing {
 		call, err = "EventRecord", drv.EventRecord(lease.End, s)
 	}
@@ -266,14 +298,18 @@ func (g *Graph) Launch(op string, timing bool) (*streams.Lease, error) {
 // staging is free for the next launch.
 func (g *Graph) Collected() { g.busy.Store(false) }
 
-// Failed drains the stream of lease after a launch's work failed, giving
-// the lease back unhealthy; when the stream cannot be drained, the lease
-// and what Spec.Hold names go to the quarantine and the Graph is broken.
+// Failed calls Spec.Failing and drains the stream of lease after a
+// launch's work failed, giving the lease back unhealthy; when the stream
+// cannot be drained, the lease and what Spec.Hold names go to the
+// quarantine and the Graph is broken.
 func (g *Graph) Failed(op string, lease *streams.Lease) {
 	g.drain(op, true, lease)
 }
 
 func (g *Graph) drain(op string, discard bool, lease *streams.Lease) {
+	if g.spec.Failing != nil {
+		g.spec.Failing()
+	}
 	var hold func() streams.Hold
 	if g.spec.Hold != nil {
 		hold = func() streams.Hold { return g.spec.Hold(op) }

@@ -33,11 +33,17 @@ type rig struct {
 	stage []byte
 	held  []string // the ops Spec.Hold was called with
 	freed int      // held items released
+	// failing counts Spec.Failing's calls; syncsAtFailing is the count of
+	// stream synchronizations when it was last called.
+	failing        int
+	syncsAtFailing uint64
+	guard          guard
 }
 
 func newRig(t *testing.T, cfg sim.Config) *rig {
 	t.Helper()
 	r := &rig{dev: sim.New(cfg)}
+	r.guard.dev = r.dev
 	r.pool = streams.NewPool(r.dev, nil, streams.DefaultMaxIdle)
 	var err error
 	r.buf, err = r.dev.MemAlloc(bufLen)
@@ -86,7 +92,34 @@ func (r *rig) spec(t *testing.T) capture.Spec {
 		return streams.Hold{Items: []streams.Item{{Kind: streams.PinnedStaging, Bytes: uint64(len(r.stage)),
 			Release: func() { r.freed++ }}}}
 	}
-	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold}
+	failing := func() {
+		assert.False(t, r.guard.held, "Failing runs outside the guard")
+		r.failing++
+		r.syncsAtFailing = r.dev.Calls(sim.OpStreamSynchronize)
+	}
+	return capture.Spec{Queue: queue, Pack: capture.Pack{Stage: r.stage, Ups: r.ups, Spans: spans}, Hold: hold, Failing: failing,
+		Guard: r.guard.enter}
+}
+
+// guard is a Spec.Guard that counts the graph launches made while it is
+// held, and refuses launches while refuse is set.
+type guard struct {
+	dev      *sim.Device
+	held     bool
+	refuse   error
+	launches uint64 // launches seen while held
+}
+
+func (g *guard) enter(string) (func(), error) {
+	if g.refuse != nil {
+		return nil, g.refuse
+	}
+	before := g.dev.Calls(sim.OpGraphLaunch)
+	g.held = true
+	return func() {
+		g.launches += g.dev.Calls(sim.OpGraphLaunch) - before
+		g.held = false
+	}, nil
 }
 
 // fill writes fresh bytes into the uploads and returns what the buffer
@@ -167,8 +200,25 @@ func TestReplayRunsTheBatchWithTheCurrentUploadBytes(t *testing.T) {
 		require.NoError(t, g.Usable("Graph.Replay"))
 	}
 	assert.Equal(t, uint64(1), r.dev.Calls(sim.OpGraphUpload), "launches do not upload again")
+	assert.Equal(t, uint64(5), r.guard.launches, "every launch under Spec.Guard")
+	assert.Equal(t, uint64(5), r.dev.Calls(sim.OpGraphLaunch))
 	assert.Zero(t, r.pool.Counts().Leases)
 	assert.Empty(t, r.held)
+
+	// A guard that refuses: nothing is launched, Failing is not called, no
+	// lease stays out.
+	r.guard.refuse = errs.New("Graph.Replay", errs.KindClosed, "refused", "fix")
+	require.ErrorIs(t, g.Replay("Graph.Replay", func() { t.Error("launched") }), errs.ErrClosed)
+	for _, timing := range []bool{false, true} {
+		lease, err := g.Launch("Graph.ReplayAsync", timing)
+		require.Nil(t, lease)
+		require.ErrorIs(t, err, errs.ErrClosed)
+		assert.False(t, g.Busy())
+	}
+	assert.Equal(t, uint64(5), r.dev.Calls(sim.OpGraphLaunch), "no launch")
+	assert.Zero(t, r.failing)
+	assert.Zero(t, r.pool.Counts().Leases)
+	r.guard.refuse = nil
 
 	require.NoError(t, g.Destroy("Graph.Close"))
 	require.NoError(t, g.Destroy("Graph.Close"), "destroying twice does nothing")
@@ -256,7 +306,11 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 	}{{sim.OpGraphLaunch, 0}, {sim.OpStreamSynchronize, 1}} {
 		r.dev.FailNth(f.op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		launched := 0
+		r.failing = 0
 		err := g.Replay("Graph.Replay", func() { launched++ })
+		// Failing ran once, and the drain's synchronization after it.
+		assert.Equal(t, 1, r.failing, "%s", f.op)
+		assert.Equal(t, r.syncsAtFailing+1, r.dev.Calls(sim.OpStreamSynchronize), "%s: drained after Failing", f.op)
 		require.ErrorIs(t, err, errs.ErrDriver, "%s", f.op)
 		require.ErrorIs(t, err, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		assert.Equal(t, f.launched, launched, "%s", f.op)
@@ -265,7 +319,9 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 	}
 	for _, op := range []sim.Op{sim.OpGraphLaunch, sim.OpEventRecord} {
 		r.dev.FailNth(op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
+		r.failing = 0
 		lease, err := g.Launch("Graph.ReplayAsync", true)
+		assert.Equal(t, 1, r.failing, "async %s", op)
 		require.Nil(t, lease)
 		require.ErrorIs(t, err, errs.ErrDriver, "async %s", op)
 		assert.False(t, g.Busy(), "async %s", op)
@@ -308,7 +364,9 @@ func TestFailedAsyncWorkDrainsOrBreaks(t *testing.T) {
 	g := record(t, r)
 	lease, err := g.Launch("Graph.ReplayAsync", false)
 	require.NoError(t, err)
+	assert.Zero(t, r.failing, "a launch that works calls no Failing")
 	g.Failed("Pending.Await", lease)
+	assert.Equal(t, 1, r.failing)
 	g.Collected()
 	require.NoError(t, g.Usable("Graph.Replay"))
 	assert.Empty(t, r.held)

@@ -159,16 +159,23 @@ func (c *Call) queue(count uint64) error {
 
 // queue queues the rank's part on its leased stream.
 func (a *Args) queue(c *Part, count uint64) error {
-	s := c.lease.Stream
+	return a.Queue(c.Communicator, c.sendPtr, c.recvPtr, count, c.lease.Stream)
+}
+
+// Queue queues one rank's part of the call on s through comm: count
+// elements per rank block, from send into recv (send is not read by a
+// broadcast's other ranks). It checks nothing: the caller checked the
+// arguments (Check, Shape) and pinned the buffers.
+func (a *Args) Queue(comm driver.Communicator, send, recv, count uint64, s driver.Stream) error {
 	switch a.Kind {
 	case AllReduce:
-		return c.Communicator.AllReduce(c.sendPtr, c.recvPtr, count, a.DT, a.Red, s)
+		return comm.AllReduce(send, recv, count, a.DT, a.Red, s)
 	case Broadcast:
-		return c.Communicator.Broadcast(c.sendPtr, c.recvPtr, count, a.DT, a.Root, s)
+		return comm.Broadcast(send, recv, count, a.DT, a.Root, s)
 	case AllGather:
-		return c.Communicator.AllGather(c.sendPtr, c.recvPtr, count, a.DT, s)
+		return comm.AllGather(send, recv, count, a.DT, s)
 	}
-	return c.Communicator.ReduceScatter(c.sendPtr, c.recvPtr, count, a.DT, a.Red, s)
+	return comm.ReduceScatter(send, recv, count, a.DT, a.Red, s)
 }
 
 // wait waits for every part's stream (streams.Wait) and releases

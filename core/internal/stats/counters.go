@@ -21,6 +21,7 @@ type Counters struct {
 	DeviceCopies, Requested   atomic.Uint64 // driver copies queued after fusion, copies requested before it
 	MemsetOps, KernelLaunches atomic.Uint64 // device memsets and kernels queued
 	PackedLaunches            atomic.Uint64 // scatter and gather kernels of packed transfers
+	Collectives               atomic.Uint64 // collective calls the device took part in
 }
 
 // Snapshot is the counters' values at one moment. Its fields are those of
@@ -37,6 +38,7 @@ type Snapshot struct {
 	MemsetOps               uint64
 	KernelLaunches          uint64
 	PackedLaunches          uint64
+	Collectives             uint64
 }
 
 // Snapshot reads every counter.
@@ -53,6 +55,7 @@ func (c *Counters) Snapshot() Snapshot {
 		MemsetOps:               c.MemsetOps.Load(),
 		KernelLaunches:          c.KernelLaunches.Load(),
 		PackedLaunches:          c.PackedLaunches.Load(),
+		Collectives:             c.Collectives.Load(),
 	}
 }
 
@@ -66,5 +69,6 @@ func (c *Counters) Reset() {
 // all lists every counter, in Snapshot's field order.
 func (c *Counters) all() []*atomic.Uint64 {
 	return []*atomic.Uint64{&c.H2DBytes, &c.D2HBytes, &c.UploadOps, &c.ReadbackOps, &c.SyncPoints,
-		&c.ResidentAllocBytes, &c.DeviceCopies, &c.Requested, &c.MemsetOps, &c.KernelLaunches, &c.PackedLaunches}
+		&c.ResidentAllocBytes, &c.DeviceCopies, &c.Requested, &c.MemsetOps, &c.KernelLaunches, &c.PackedLaunches,
+		&c.Collectives}
 }

@@ -22,7 +22,7 @@ func TestSnapshotReadsEachCounterIntoItsField(t *testing.T) {
 	assert.Equal(t, Snapshot{
 		HostToDeviceBytes: 1, DeviceToHostBytes: 2, UploadOps: 3, ReadbackOps: 4, SyncPoints: 5,
 		ResidentAllocationBytes: 6, DeviceCopies: 7, RequestedCopies: 8, MemsetOps: 9, KernelLaunches: 10,
-		PackedLaunches: 11,
+		PackedLaunches: 11, Collectives: 12,
 	}, c.Snapshot())
 	c.Reset()
 	assert.Equal(t, Snapshot{}, c.Snapshot())
