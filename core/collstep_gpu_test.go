@@ -257,3 +257,52 @@ func BenchmarkGPUTrainingStep(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkGPUAllReduceQueued reports NCCL's bus bandwidth for in-place
+// float32 all-reduces of 256 MiB per device queued as torch.distributed's
+// loop queues them: each op of the benchmark is one Batch per device of
+// allReduceQueue all-reduce steps (Group.Comm's ranks, one goroutine per
+// device) and one fence. Compare with BenchmarkGPUAllReduce (one fence per
+// all-reduce) and scripts/bench_multi_torch.py in the same command.
+func BenchmarkGPUAllReduceQueued(b *testing.B) {
+	const size, allReduceQueue = 256 << 20, 20
+	g := openAllGPUs(b, 2)
+	n := g.Len()
+	comms := gpuComms(b, g)
+	batches := make([]core.Batch, n)
+	for r, be := range g.Backends() {
+		h, err := be.Alloc(size)
+		require.NoError(b, err)
+		b.Cleanup(func() { require.NoError(b, be.Free(h)) })
+		step := core.Step{Collective: &core.CollectiveStep{Comm: comms[r], Kind: core.CollAllReduce,
+			Send: h, Recv: h, Type: core.DataFloat32, Op: core.ReduceSum}}
+		for range allReduceQueue {
+			batches[r].Steps = append(batches[r].Steps, step)
+		}
+	}
+	run := func() {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for r, be := range g.Backends() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[r] = be.Run(batches[r], nil)
+			}()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			require.NoError(b, err, "rank %d", r)
+		}
+	}
+	run() // connects the communicators
+	b.SetBytes(size * allReduceQueue)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		run()
+	}
+	sec := time.Since(start).Seconds() / float64(b.N*allReduceQueue)
+	b.ReportMetric(2*float64(n-1)/float64(n)*size/sec/1e9, "busGB/s")
+	b.ReportMetric(size/sec/1e9, "algGB/s")
+}
