@@ -104,7 +104,7 @@ func TestGPUMultiDeviceTrainingStep(t *testing.T) {
 	}
 	for r, tr := range ranks {
 		c := tr.b.LaunchResourceCounts()
-		require.Equal(t, uint64(0), c.Leases, "rank %d: every lease back once the graphs are closed: %+v", r, c)
+		require.Zero(t, c.Leases, "rank %d: every lease back once the graphs are closed: %+v", r, c)
 	}
 }
 
