@@ -103,7 +103,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	$(GO) run ./cmd/vyrecuda bench $(BENCHFLAGS) -out bench-out
 
-## check-plots: draw the bench's bandwidth SVG and a memory timeline (memplot of a
+## check-plots: draw the bench's bandwidth and W8 SVGs and a memory timeline (memplot of a
 ## bench run's memory snapshot) on the simulated device, then render both to PNG
 ## in headless Chromium (installed from Debian's packages when missing) under
 ## PLOTDIR, to look at.
@@ -111,12 +111,12 @@ PLOTDIR   ?= plots-out
 CHROMIUM  ?= /usr/bin/chromium
 check-plots:
 	@mkdir -p $(PLOTDIR)
-	$(GO) run ./cmd/vyrecuda bench -device sim -workloads W4C,W7U -repeats 2 -warmup 1 -churn-steps 2000 \
-	  -mixed-count 256 -mixed-max 64KiB -sweep-min 4KiB -sweep-max 4MiB \
+	$(GO) run ./cmd/vyrecuda bench -device sim -workloads W4C,W7U,W8 -repeats 2 -warmup 1 -churn-steps 2000 \
+	  -mixed-count 256 -mixed-max 64KiB -sweep-min 4KiB -sweep-max 4MiB -w8-steps 20 -w8-warmup 2 \
 	  -out $(PLOTDIR) -memory-snapshot $(PLOTDIR)/memory.json > $(PLOTDIR)/bench.txt
 	$(GO) run ./cmd/vyrecuda memplot $(PLOTDIR)/memory.json -o $(PLOTDIR)/memory.svg
 	@if [ ! -x $(CHROMIUM) ]; then apt-get update && apt-get install -y chromium; fi
-	@set -e; for svg in bandwidth memory; do \
+	@set -e; for svg in bandwidth w8 memory; do \
 	  size=$$(sed -n 's/.*<svg [^>]*width="\([0-9]*\)" height="\([0-9]*\)".*/\1,\2/p' $(PLOTDIR)/$$svg.svg | head -n 1); \
 	  profile=$$(mktemp -d); \
 	  $(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
