@@ -32,9 +32,6 @@ type DirectRead struct {
 // pending use (the caller drops it with Unpin, or hands it to a Batch), or
 // nil when p does not lie in such memory.
 func (e *Engine[E]) Pinned(p []byte) *hostmem.Region {
-	if len(p) == 0 {
-		return nil
-	}
 	return e.pinned.Use(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
 }
 

@@ -1,8 +1,6 @@
 package transfer
 
 import (
-	"unsafe"
-
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
@@ -11,13 +9,6 @@ import (
 // A Direct plan moves one copy between the device and host memory the
 // caller pinned through the Backend (the registry's regions), with one DMA
 // and one fence and no staging.
-
-// pinnedHost returns the caller-pinned region that holds all of p, with
-// one more pending use so it cannot be freed or unpinned until
-// e.pinned.Done, or nil when p is not pinned memory (or empty).
-func (e *Engine[E]) pinnedHost(p []byte) *hostmem.Region {
-	return e.pinned.Use(uintptr(unsafe.Pointer(unsafe.SliceData(p))), len(p))
-}
 
 // uploadDirect moves data (inside reg, pinned) to device address dst with
 // one DMA and one fence. If the stream cannot be drained after a failure,

@@ -308,7 +308,7 @@ func (e *Engine[E]) Gather(op string, g *Read, bufs []E, reqs []fusion.ReadbackC
 	var reg *hostmem.Region
 	if req.Streamable {
 		out = into(int(fused.Bytes))
-		reg = e.pinnedHost(out)
+		reg = e.Pinned(out)
 		req.Pinned = reg != nil
 	}
 	g.plan, g.out = t.Choose(req), out

@@ -121,27 +121,29 @@ func (t *Tuning) PrewakeHelpers(w int) {
 
 // Choose plans one call.
 func (t *Tuning) Choose(r xferplan.Request) xferplan.Plan {
+	p := choosePlan(r, t.Plan, t.Model, t.procs())
+	p.Workers = min(max(p.Workers, 1), copyjob.MaxWorkers)
+	return p
+}
+
+// procs is the goroutines the planner assumes run in parallel: t.Procs,
+// else GOMAXPROCS, at most copyjob.MaxWorkers.
+func (t *Tuning) procs() int {
 	procs := t.Procs
 	if procs <= 0 {
 		procs = runtime.GOMAXPROCS(0)
 	}
-	p := choosePlan(r, t.Plan, t.Model, min(procs, copyjob.MaxWorkers))
-	p.Workers = min(max(p.Workers, 1), copyjob.MaxWorkers)
-	return p
+	return min(procs, copyjob.MaxWorkers)
 }
 
 // CopyWorkers returns the goroutines that copy n bytes of host memory
 // fastest under t's model and bounds.
 func (t *Tuning) CopyWorkers(n uint64) int {
-	procs := t.Procs
-	if procs <= 0 {
-		procs = runtime.GOMAXPROCS(0)
-	}
 	m := t.Model
 	if m == nil {
 		m = &referenceModel
 	}
-	w := xferplan.CopyWorkers(int64(min(n, math.MaxInt64)), t.Plan, m, min(procs, copyjob.MaxWorkers))
+	w := xferplan.CopyWorkers(int64(min(n, math.MaxInt64)), t.Plan, m, t.procs())
 	return min(max(w, 1), copyjob.MaxWorkers)
 }
 

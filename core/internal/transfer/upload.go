@@ -45,7 +45,7 @@ func (e *Engine[E]) Upload(op string, bufs []E, copies []fusion.UploadCopy) (err
 		PackedBytes: PackedBound(len(fused), bytes), Streamable: len(fused) == 1}
 	var reg *hostmem.Region
 	if len(fused) == 1 {
-		reg = e.pinnedHost(fused[0].Data)
+		reg = e.Pinned(fused[0].Data)
 		req.Pinned = reg != nil
 	}
 	pl := t.Choose(req)
