@@ -11,6 +11,7 @@
 package core_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -258,50 +259,60 @@ func BenchmarkGPUTrainingStep(b *testing.B) {
 }
 
 // BenchmarkGPUAllReduceQueued reports NCCL's bus bandwidth for in-place
-// float32 all-reduces of 256 MiB per device queued as torch.distributed's
-// loop queues them: each op of the benchmark is one Batch per device of
-// allReduceQueue all-reduce steps (Group.Comm's ranks, one goroutine per
-// device) and one fence. Compare with BenchmarkGPUAllReduce (one fence per
+// float32 all-reduces of 256 MiB per device issued one goroutine per
+// device, as separate processes issue them: each op of the benchmark is one
+// Batch per device of q all-reduce steps (Group.Comm's ranks) and one fence
+// per device. q=20 queues them as torch.distributed's loop does; q=1 fences
+// every all-reduce, as Group.AllReduce does. Compare with
+// BenchmarkGPUAllReduce (one goroutine for every device, one fence per
 // all-reduce) and scripts/bench_multi_torch.py in the same command.
 func BenchmarkGPUAllReduceQueued(b *testing.B) {
-	const size, allReduceQueue = 256 << 20, 20
+	const size = 256 << 20
 	g := openAllGPUs(b, 2)
 	n := g.Len()
 	comms := gpuComms(b, g)
-	batches := make([]core.Batch, n)
+	bufs := make([]core.Buffer, n)
 	for r, be := range g.Backends() {
 		h, err := be.Alloc(size)
 		require.NoError(b, err)
 		b.Cleanup(func() { require.NoError(b, be.Free(h)) })
-		step := core.Step{Collective: &core.CollectiveStep{Comm: comms[r], Kind: core.CollAllReduce,
-			Send: h, Recv: h, Type: core.DataFloat32, Op: core.ReduceSum}}
-		for range allReduceQueue {
-			batches[r].Steps = append(batches[r].Steps, step)
-		}
+		bufs[r] = h
 	}
-	run := func() {
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for r, be := range g.Backends() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[r] = be.Run(batches[r], nil)
-			}()
-		}
-		wg.Wait()
-		for r, err := range errs {
-			require.NoError(b, err, "rank %d", r)
-		}
+	for _, q := range []int{1, 20} {
+		b.Run(fmt.Sprintf("q=%d", q), func(b *testing.B) {
+			batches := make([]core.Batch, n)
+			for r := range batches {
+				step := core.Step{Collective: &core.CollectiveStep{Comm: comms[r], Kind: core.CollAllReduce,
+					Send: bufs[r], Recv: bufs[r], Type: core.DataFloat32, Op: core.ReduceSum}}
+				for range q {
+					batches[r].Steps = append(batches[r].Steps, step)
+				}
+			}
+			run := func() {
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for r, be := range g.Backends() {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						_, errs[r] = be.Run(batches[r], nil)
+					}()
+				}
+				wg.Wait()
+				for r, err := range errs {
+					require.NoError(b, err, "rank %d", r)
+				}
+			}
+			run() // connects the communicators
+			b.SetBytes(int64(size * q))
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				run()
+			}
+			sec := time.Since(start).Seconds() / float64(b.N*q)
+			b.ReportMetric(2*float64(n-1)/float64(n)*size/sec/1e9, "busGB/s")
+			b.ReportMetric(size/sec/1e9, "algGB/s")
+		})
 	}
-	run() // connects the communicators
-	b.SetBytes(size * allReduceQueue)
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		run()
-	}
-	sec := time.Since(start).Seconds() / float64(b.N*allReduceQueue)
-	b.ReportMetric(2*float64(n-1)/float64(n)*size/sec/1e9, "busGB/s")
-	b.ReportMetric(size/sec/1e9, "algGB/s")
 }
