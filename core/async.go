@@ -83,6 +83,13 @@ func (b *Backend) UploadAsync(ups ...UploadAt) error {
 			return err
 		}
 		b.async.lease, created = lease, true
+	} else if len(regs) > 0 {
+		// The held stream was ordered when it was leased: order it after
+		// the unfenced uploads made since.
+		if err := b.launch.Order(op, b.async.lease); err != nil {
+			b.pinned.Done(regs...)
+			return err
+		}
 	}
 	// Only the items with bytes keep their buffers in flight; ents is
 	// reordered so that those come first as they are queued.

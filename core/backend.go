@@ -102,7 +102,7 @@ func Open(drv Driver, opts ...Option) (*Backend, error) {
 	}
 	b := &Backend{drv: drv, info: info, cfg: cfg, log: cfg.log}
 	b.devPool = devmem.New(drv, devmem.Config{Total: info.TotalMemory, MaxCached: cfg.devicePoolCap,
-		MaxClassed: cfg.residentPoolLimit, Log: cfg.log})
+		MaxClassed: cfg.residentPoolLimit, Log: cfg.log, BeforeFree: b.settleUnfenced})
 	b.store.init(b.devPool, cfg.log, cacheNotifier(drv), cfg.residentPoolLimit)
 	b.hostPool = newHostPool(drv, &cfg)
 	b.closing = closer{drv: drv, store: &b.store, devPool: b.devPool, hostPool: b.hostPool, pinned: &b.pinned}
@@ -260,4 +260,16 @@ func (b *Backend) LaunchResourceCounts() LaunchResourceCounts {
 		return LaunchResourceCounts{}
 	}
 	return b.launch.Counts()
+}
+
+// settleUnfenced waits for the Backend's unfenced uploads
+// (streams.Pool.Settle) before device memory goes back to the driver. A
+// failure is logged: the device failed, and the free goes ahead.
+func (b *Backend) settleUnfenced() {
+	if b.launch == nil {
+		return
+	}
+	if err := b.launch.Settle("free device memory"); err != nil {
+		b.log.Error("waiting for unfenced uploads before a free failed", "err", err)
+	}
 }

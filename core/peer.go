@@ -93,6 +93,12 @@ func copyPeer(ctx context.Context, op string, dst, src *Backend, copies []PeerCo
 	if cause := ctx.Err(); cause != nil {
 		return peerCancelled(op, cause, false)
 	}
+	if src != dst {
+		// dst's streams are not ordered after src's unfenced uploads.
+		if err := src.launch.Settle(op); err != nil {
+			return err
+		}
+	}
 	link, err := dst.peers.link(op, dst, src)
 	if err != nil {
 		return err

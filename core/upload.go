@@ -19,9 +19,10 @@ type UploadAt struct {
 	Data   []byte
 }
 
-// Upload writes each item's Data into its Buf starting at byte Offset and
-// returns once every byte has landed on the device, with one fence for the
-// whole call however many items it has. Every item is checked before any
+// Upload writes each item's Data into its Buf starting at byte Offset,
+// with at most one fence for the whole call however many items it has.
+// Once it returns, every call of this Backend made after it (kernels,
+// reads, graphs, peer copies, Free and Close) sees the bytes. Every item is checked before any
 // byte moves: its buffer must be live and its range must lie inside it, or
 // the call fails with nothing written. Where items overlap, later ones win,
 // exactly as if applied in order. Empty Data writes nothing, and a call
@@ -31,7 +32,10 @@ type UploadAt struct {
 // this Backend (AllocHostPinned, PinHostBuffer) is copied by the device
 // directly, and one item of a few KiB from Go memory is handed to the
 // driver as it is where the driver stages it faster itself
-// (Capabilities.InlineCopies, as on CUDA). The buffers of a static upload
+// (Capabilities.InlineCopies, as on CUDA). Such an item needs no fence:
+// Upload returns once the driver has taken the bytes, as the driver's own
+// copy does, and the Backend's later work is ordered after it on the
+// device; a device failure of that copy is reported by the next call. The buffers of a static upload
 // set (AcquireStaticUploads) are immutable: Upload refuses them with
 // ErrOwned.
 func (b *Backend) Upload(ups ...UploadAt) error {

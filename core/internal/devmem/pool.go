@@ -66,6 +66,9 @@ type Config struct {
 	MaxClassed int
 	// Log receives failed-free reports; nil discards them.
 	Log *slog.Logger
+	// BeforeFree, when set, runs before every block goes back to the
+	// driver (the Backend waits there for work it did not fence).
+	BeforeFree func()
 }
 
 // Pool is a Backend's device memory: a caching allocator over a Device,
@@ -86,10 +89,19 @@ type Pool struct {
 }
 
 // device adapts a Device to the allocator's Device and FreeMemoryReader.
-type device struct{ drv Device }
+type device struct {
+	drv    Device
+	before func()
+}
 
 func (d device) Alloc(n uint64) (uint64, error) { return d.drv.MemAlloc(n) }
-func (d device) Free(ptr uint64) error          { return d.drv.MemFree(ptr) }
+
+func (d device) Free(ptr uint64) error {
+	if d.before != nil {
+		d.before()
+	}
+	return d.drv.MemFree(ptr)
+}
 
 // FreeMemory reads the live free memory; a report of 0 total bytes is the
 // driver returning success with nothing filled in.
@@ -127,7 +139,7 @@ func New(drv Device, cfg Config) *Pool {
 	}
 	p := &Pool{log: log, unfreed: unfreed.New(func(b Block) uint64 { return b.blk.Size })}
 	acfg.OnRetry = p.retried
-	p.cache = alloc.New(device{drv}, acfg)
+	p.cache = alloc.New(device{drv: drv, before: cfg.BeforeFree}, acfg)
 	return p
 }
 

@@ -47,6 +47,10 @@ type Counts struct {
 	// their work may still use what the call held, which is held with them
 	// until a retried synchronization succeeds.
 	Quarantined int
+	// Unfenced counts the leases given back with their work still queued
+	// (ReturnUnfenced), not among Leases: their streams and events are
+	// neither idle nor leased until a later Lease or Settle recycles them.
+	Unfenced int
 }
 
 // Lease is the set of resources one launch or transfer batch uses: a
@@ -79,6 +83,8 @@ type Pool struct {
 	stats  [numKinds]kindStats
 	leases int // leases out, including ones being acquired and quarantined ones
 	closed bool
+	// unfenced are leases given back with their work queued (unfenced.go).
+	unfenced []*Lease
 
 	quar quarantine // quarantine.go
 }
@@ -141,6 +147,9 @@ func (p *Pool) acquire(op string, stream, timing bool) (*Lease, error) {
 	if stream {
 		if l.Stream, err = p.acquireStream(op); err == nil {
 			l.Done, err = p.acquireEvent(op, kindDoneEvent)
+		}
+		if err == nil {
+			err = p.order(op, l)
 		}
 	}
 	if err == nil && timing {
@@ -219,16 +228,6 @@ func (p *Pool) Return(l *Lease, healthy bool) {
 		p.log.Error("launch pool: return of a lease from another pool ignored")
 		return
 	}
-	items := [numKinds + 1]struct {
-		k kind
-		h uintptr
-	}{
-		{kindStream, uintptr(l.Stream)},
-		{kindDoneEvent, uintptr(l.Done)},
-		{kindTimingEvent, uintptr(l.Start)},
-		{kindTimingEvent, uintptr(l.End)},
-	}
-
 	p.mu.Lock()
 	if l.returned {
 		p.mu.Unlock()
@@ -236,24 +235,39 @@ func (p *Pool) Return(l *Lease, healthy bool) {
 	}
 	l.returned = true
 	p.leases--
-	var destroy [len(items)]bool
-	for i, it := range items {
+	destroy := p.idleLocked(l, healthy)
+	p.mu.Unlock()
+	for _, it := range destroy {
+		_ = p.destroy(it.k, it.h)
+	}
+}
+
+// handle is one resource of a kind.
+type handle struct {
+	k kind
+	h uintptr
+}
+
+// idleLocked puts l's resources on the idle lists (healthy, while they have
+// room) and returns the ones to destroy; p.mu is held.
+func (p *Pool) idleLocked(l *Lease, healthy bool) []handle {
+	var destroy []handle
+	for _, it := range [...]handle{
+		{kindStream, uintptr(l.Stream)},
+		{kindDoneEvent, uintptr(l.Done)},
+		{kindTimingEvent, uintptr(l.Start)},
+		{kindTimingEvent, uintptr(l.End)},
+	} {
 		if it.h == 0 {
 			continue
 		}
 		if healthy && len(p.idle[it.k]) < p.maxIdle {
 			p.idle[it.k] = append(p.idle[it.k], it.h)
 		} else {
-			destroy[i] = true
+			destroy = append(destroy, it)
 		}
 	}
-	p.mu.Unlock()
-
-	for i, it := range items {
-		if destroy[i] {
-			_ = p.destroy(it.k, it.h)
-		}
-	}
+	return destroy
 }
 
 // destroy destroys one resource, counts it and logs a failure.
@@ -288,12 +302,14 @@ func (p *Pool) Counts() Counts {
 		TimingEvents:     kc(kindTimingEvent),
 		Leases:           p.leases,
 		Quarantined:      int(p.quar.leases.Load()),
+		Unfenced:         len(p.unfenced),
 	}
 }
 
-// Close destroys every idle resource and refuses further leases. It refuses
-// with ErrInFlight, changing nothing, while leases are out (quarantined
-// ones included: SettleQuarantine first). Every resource is attempted; the
+// Close waits for unfenced work (Settle), destroys every idle resource and
+// refuses further leases. It refuses with ErrInFlight, changing nothing,
+// while leases are out (quarantined ones included: SettleQuarantine
+// first). Every resource is attempted; the
 // first destroy failure is returned. A second Close returns nil.
 func (p *Pool) Close() error {
 	p.mu.Lock()
@@ -304,12 +320,15 @@ func (p *Pool) Close() error {
 			fmt.Sprintf("%d launch-resource lease(s) still out", n),
 			"await or close every pending dispatch before closing the Backend")
 	}
+	p.mu.Unlock()
+	// Unfenced work ends before its stream is destroyed.
+	first := p.Settle("close launch pool")
+	p.mu.Lock()
 	p.closed = true
 	idle := p.idle
 	p.idle = [numKinds][]uintptr{}
 	p.mu.Unlock()
 
-	var first error
 	for k := range idle {
 		for _, h := range idle[k] {
 			if err := p.destroy(kind(k), h); err != nil && first == nil {

@@ -123,27 +123,29 @@ const PageableMax = 32 << 10
 
 // uploadPageable hands c's bytes, in ordinary host memory, to the driver's
 // inline copy (driver.InlineCopier: it has read them when the call
-// returns) on a leased stream and fences the stream. The fence polls a
-// completion mark (core/cuda), which ends sooner than the driver's own
-// synchronous copy (PageableCopier.MemcpyHtoD) waits.
+// returns) on a leased stream and gives the lease back unfenced
+// (streams.Pool.ReturnUnfenced): the completion event recorded after the
+// copy orders every later lease of the Backend after it, so no host wait
+// is needed. The driver's own synchronous pageable copy returns at the same
+// point, before its DMA lands.
 func (e *Engine[E]) uploadPageable(op string, bufs []E, c fusion.UploadCopy, requested int) error {
 	lease, err := e.launch.Lease(op, false)
 	if err != nil {
 		return err
 	}
-	if err := e.inline.MemcpyHtoDInline(c.Dst, c.Data, lease.Stream); err != nil {
-		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
-		return errs.Driver(op, "MemcpyHtoDInline", err)
+	call := "MemcpyHtoDInline"
+	err = e.inline.MemcpyHtoDInline(c.Dst, c.Data, lease.Stream)
+	if err == nil {
+		call = "EventRecord"
+		err = e.drv.EventRecord(lease.Done, lease.Stream)
 	}
-	if err := e.drv.StreamSynchronize(lease.Stream); err != nil {
+	if err != nil {
 		e.SyncOrQuarantine(op, InUse[E]{Bufs: bufs}, lease)
-		return errs.Driver(op, "StreamSynchronize", err)
+		return errs.Driver(op, call, err)
 	}
-	e.launch.Return(lease, true)
-	e.tel.SyncPoints.Add(1)
 	e.tel.DeviceCopies.Add(1)
 	e.tel.H2DBytes.Add(uint64(len(c.Data)))
 	e.tel.UploadOps.Add(1)
 	e.tel.Requested.Add(uint64(requested))
-	return nil
+	return e.launch.ReturnUnfenced(op, lease)
 }
