@@ -144,9 +144,12 @@ func (p *Pool) acquire(op string, stream, timing bool) (*Lease, error) {
 
 	l := &Lease{pool: p}
 	var err error
+	took := false
 	if stream {
-		if l.Stream, err = p.acquireStream(op); err == nil {
-			l.Done, err = p.acquireEvent(op, kindDoneEvent)
+		if took = p.takeUnfenced(l); !took {
+			if l.Stream, err = p.acquireStream(op); err == nil {
+				l.Done, err = p.acquireEvent(op, kindDoneEvent)
+			}
 		}
 		if err == nil {
 			err = p.order(op, l)
@@ -159,7 +162,12 @@ func (p *Pool) acquire(op string, stream, timing bool) (*Lease, error) {
 	}
 	if err != nil {
 		// What was acquired is healthy: only the next acquisition failed.
-		p.Return(l, true)
+		// A stream taken from the unfenced leases may still have work.
+		if took {
+			_ = p.ReturnUnfenced(op, l)
+		} else {
+			p.Return(l, true)
+		}
 		return nil, err
 	}
 	return l, nil

@@ -10,9 +10,10 @@ import (
 // already read out of the caller's memory) gives its lease back with
 // ReturnUnfenced instead of synchronizing it: the lease, its completion
 // event recorded after the work, stays with the Pool. Every later Lease
-// orders its stream after that work: an unfenced lease whose event has
-// completed goes back to the idle lists; one still running gets a
-// StreamWaitEvent on the new stream. Work of this Pool's device queued on
+// orders its stream after that work: it takes the newest unfenced lease's
+// stream itself (its work is then queued behind that one's), and of the
+// older ones, one whose event has completed goes back to the idle lists
+// and one still running gets a StreamWaitEvent on the lease's stream. Work of this Pool's device queued on
 // any leased stream therefore runs after every unfenced call that returned
 // before the lease was taken. The host waits for all of it with Settle:
 // readers that queue on another device's streams (peer copies) and device
@@ -50,6 +51,23 @@ func (p *Pool) ReturnUnfenced(op string, l *Lease) error {
 		return p.settleOne(op, oldest)
 	}
 	return nil
+}
+
+// takeUnfenced hands the newest unfenced lease's stream and event to l:
+// work queued on it runs after that lease's work without a wait, and
+// order then deals with the older ones. It reports whether there was one.
+func (p *Pool) takeUnfenced(l *Lease) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.unfenced)
+	if n == 0 {
+		return false
+	}
+	u := p.unfenced[n-1]
+	p.unfenced[n-1] = nil
+	p.unfenced = p.unfenced[:n-1]
+	l.Stream, l.Done = u.Stream, u.Done
+	return true
 }
 
 // Order makes the stream of l, a lease held across calls, wait for the
