@@ -203,9 +203,18 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 // Replay runs the whole captured batch with one graph launch and waits for
 // it with one fence. Uploads read the current contents of the Data slices
 // given to Capture; the reads come back in dst's slots, one per read in
-// order, append-style as with Run. On failure dst is returned unchanged. It
-// fails with ErrClosed after Close, and with ErrInFlight while the Pending
-// of a ReplayAsync is not collected.
+// order, append-style as with Run. On failure dst is returned unchanged,
+// with every slot's header as it was. It fails with ErrClosed after Close,
+// and with ErrInFlight while the Pending of a ReplayAsync is not
+// collected.
+//
+// Many small reads that the planner packs into a block moved in parts (as
+// DownloadMany does; never with WithAtomicReadbacks) are not read back by
+// the graph itself: after the launch Replay brings the block over part by
+// part and copies each read into its slot (or its Batch.Into destination)
+// as soon as its part has landed, and the last part's landing replaces the
+// fence. As with DownloadMany, a device failure after some parts landed
+// may then leave some slots' storage holding their read's bytes.
 func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	const op = "Graph.Replay"
 	if g == nil {
@@ -290,7 +299,9 @@ func replayDrain(dst, into, res [][]byte) *transfer.Drain {
 // Close of this Graph, which refuse with ErrInFlight until then. With
 // DispatchConfig.Timing set on any captured step, the Pending's DeviceTime
 // reports the device time of the whole graph launch (timing events are
-// recorded around the launch, never inside the captured work).
+// recorded around the launch, never inside the captured work). Packed
+// reads that Replay lands in parts are moved in one DMA after the launch
+// here, and copied out at AwaitInto.
 func (g *Graph) ReplayAsync() (*Pending, error) {
 	const op = "Graph.ReplayAsync"
 	if g == nil {

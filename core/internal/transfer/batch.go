@@ -43,8 +43,9 @@ import (
 // A captured Graph (Backend.Capture) records the plan Run would choose,
 // in one part (PlanBatch with graph set): its replays copy the caller's
 // current upload bytes into the graph's staging before launching the
-// graph, which cannot overlap a DMA inside the graph. A Batch never
-// planned (PlanBatch) is queued per copy.
+// graph, which cannot overlap a DMA inside the graph. Its packed reads
+// in parts are the exception (batchparts.go). A Batch never planned
+// (PlanBatch) is queued per copy.
 
 // Batch is the transfers of one batch: its uploads and reads, validated
 // by the caller, fused (Fuse), and, once planned (PlanBatch), their plans
