@@ -15,7 +15,8 @@ import (
 )
 
 // A readback of many requests (core's DownloadMany and the deprecated calls
-// built on it) hands Gather a Drain: where each request's bytes go. A packed
+// built on it; a graph replay's packed reads in parts, batchparts.go, take
+// the same landing) hands Gather a Drain: where each request's bytes go. A packed
 // readback planned in several parts (xferplan's Drainable requests) then
 // brings its block over in one DMA per part, each followed by an event, and
 // copies every request out of the staging as soon as the event after its
