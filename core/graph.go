@@ -8,6 +8,7 @@ import (
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
 	"github.com/vyre-go/vyrecuda/core/internal/streams"
+	"github.com/vyre-go/vyrecuda/core/internal/transfer"
 )
 
 // Graph is a Batch recorded once by Capture and replayed as one executable
@@ -181,6 +182,12 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 		return nil
 	}
 	spec := capture.Spec{Queue: queue, Pack: pack, Hold: g.held}
+	if tb.ReadsInParts() {
+		// The graph gathers the packed reads but leaves their DMA out: a
+		// blocking replay lands them in parts (replay), an asynchronous
+		// one whole, after its launch.
+		spec.After = func(s Stream) (string, error) { return b.xfer.QueueReadData(s, tb) }
+	}
 	if g.comms != nil {
 		spec.Failing = func() { abortComms(g.comms) }
 		spec.Guard = func(op string) (func(), error) { return guardComms(op, g.comms) }
@@ -196,9 +203,18 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 // Replay runs the whole captured batch with one graph launch and waits for
 // it with one fence. Uploads read the current contents of the Data slices
 // given to Capture; the reads come back in dst's slots, one per read in
-// order, append-style as with Run. On failure dst is returned unchanged. It
-// fails with ErrClosed after Close, and with ErrInFlight while the Pending
-// of a ReplayAsync is not collected.
+// order, append-style as with Run. On failure dst is returned unchanged,
+// with every slot's header as it was. It fails with ErrClosed after Close,
+// and with ErrInFlight while the Pending of a ReplayAsync is not
+// collected.
+//
+// Many small reads that the planner packs into a block moved in parts (as
+// DownloadMany does; never with WithAtomicReadbacks) are not read back by
+// the graph itself: after the launch Replay brings the block over part by
+// part and copies each read into its slot (or its Batch.Into destination)
+// as soon as its part has landed, and the last part's landing replaces the
+// fence. As with DownloadMany, a device failure after some parts landed
+// may then leave some slots' storage holding their read's bytes.
 func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	const op = "Graph.Replay"
 	if g == nil {
@@ -228,14 +244,52 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 		return dst, err
 	}
 	defer b.exit()
-	if err := g.dev.Replay(op, func() { b.countBatch(pl) }); err != nil {
+	n := len(pl.batch.Reads)
+	if !pl.xfer.ReadsInParts() {
+		if err := g.dev.Replay(op, func() { b.countBatch(pl) }, nil); err != nil {
+			return dst, err
+		}
+		b.tel.SyncPoints.Add(1)
+		if e := abortedUnder(op, g.comms); e != nil {
+			return dst, e
+		}
+		return fillReads(pl.xfer.Rd, dst, pl.into, n), nil
+	}
+	// The packed reads land in parts after the launch, each request copied
+	// into its slot's storage as its part lands; the results stay in res
+	// until the replay succeeded.
+	res := transfer.GetSlots(n)
+	defer transfer.PutSlots(res)
+	d := replayDrain(dst, pl.into, *res)
+	land := func(l *streams.Lease) ([]*streams.Lease, error) { return b.xfer.LandReads(op, &pl.xfer, d, l) }
+	if err := g.dev.Replay(op, func() { b.countBatch(pl) }, land); err != nil {
 		return dst, err
 	}
-	b.tel.SyncPoints.Add(1)
 	if e := abortedUnder(op, g.comms); e != nil {
 		return dst, e
 	}
-	return fillReads(pl.xfer.Rd, dst, pl.into, len(pl.batch.Reads)), nil
+	out := transfer.GrowSlots(dst, n)
+	copy(out, *res)
+	for i, d := range pl.into {
+		if d != nil {
+			out[i] = d
+		}
+	}
+	return out, nil
+}
+
+// replayDrain returns the drain of a replay whose packed reads land in
+// parts: read i goes into the destination the batch gave it (Batch.Into,
+// pl.into), else into the storage of dst's slot i, append-style
+// (transfer.SlotDest), collected in res.
+func replayDrain(dst, into, res [][]byte) *transfer.Drain {
+	slot := transfer.SlotDest(dst)
+	return &transfer.Drain{Res: res, Dest: func(i, n int) []byte {
+		if into != nil && into[i] != nil {
+			return into[i][:n]
+		}
+		return slot(i, n)
+	}}
 }
 
 // ReplayAsync launches the whole captured batch like Replay and returns
@@ -245,7 +299,9 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 // Close of this Graph, which refuse with ErrInFlight until then. With
 // DispatchConfig.Timing set on any captured step, the Pending's DeviceTime
 // reports the device time of the whole graph launch (timing events are
-// recorded around the launch, never inside the captured work).
+// recorded around the launch, never inside the captured work). Packed
+// reads that Replay lands in parts are moved in one DMA after the launch
+// here, and copied out at AwaitInto.
 func (g *Graph) ReplayAsync() (*Pending, error) {
 	const op = "Graph.ReplayAsync"
 	if g == nil {
@@ -291,6 +347,9 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 	}
 	p.lease, p.graph = lease, g.dev
 	b.countBatch(pl)
+	if pl.xfer.ReadsInParts() {
+		b.xfer.CountReadData(1, 0) // the whole block's DMA (Spec.After)
+	}
 	return p, nil
 }
 

@@ -73,13 +73,27 @@ type Device struct {
 // returns is called once GraphLaunch has returned, before Failing (the
 // caller keeps the captured communicators from being aborted under a
 // launch, and refuses one already aborted).
+//
+// After, when set, queues on the stream of each asynchronous launch
+// (Launch), behind the graph and its timing events, what the graph leaves
+// out and that launch needs (core: the data DMA of packed reads that a
+// blocking replay lands in parts, Land); it returns the failed call.
 type Spec struct {
 	Queue   func(s driver.Stream) error
 	Pack    Pack
 	Hold    func(op string) streams.Hold
 	Failing func()
 	Guard   func(op string) (release func(), err error)
+	After   func(s driver.Stream) (call string, err error)
 }
+
+// Land brings over, after a blocking replay's launch, output the graph
+// leaves on the device, queued on the launch's stream (lease's), and waits
+// for it: once it returns nil, everything queued on that stream has
+// finished. It returns the leases it took besides lease (for their
+// events), which go back with lease: healthy on success, drained with it
+// on failure (a failed Land's error is the replay's).
+type Land func(lease *streams.Lease) (extra []*streams.Lease, err error)
 
 // guard calls Spec.Guard for op (a nil Guard allows every launch).
 func (g *Graph) guard(op string) (release func(), err error) {
@@ -223,11 +237,12 @@ func (g *Graph) Busy() bool { return g.busy.Load() }
 
 // Replay packs the uploads, launches the graph on a leased stream and
 // synchronizes that stream: one launch and one fence, with no completion
-// event (nothing else waits for it). launched is called once the launch is
-// queued. On failure Spec.Failing is called and the stream is drained (or
-// quarantined with what Spec.Hold names, which breaks the Graph) and the
-// lease goes back.
-func (g *Graph) Replay(op string, launched func()) error {
+// event (nothing else waits for it). With land set, land waits for the
+// stream instead of the fence (see Land). launched is called once the
+// launch is queued. On failure Spec.Failing is called and the stream (and
+// those of the leases land took) is drained (or quarantined with what
+// Spec.Hold names, which breaks the Graph) and the leases go back.
+func (g *Graph) Replay(op string, launched func(), land Land) error {
 	g.spec.Pack.Copy()
 	lease, err := g.dev.Pool.Lease(op, false)
 	if err != nil {
@@ -245,6 +260,17 @@ func (g *Graph) Replay(op string, launched func()) error {
 		return errs.Graph(op, "GraphLaunch", err)
 	}
 	launched()
+	if land != nil {
+		extra, err := land(lease)
+		if err != nil {
+			g.drain(op, true, append(extra, lease)...)
+			return err
+		}
+		for _, l := range append(extra, lease) {
+			g.dev.Pool.Return(l, true)
+		}
+		return nil
+	}
 	if err := g.dev.Drv.StreamSynchronize(lease.Stream); err != nil {
 		g.Failed(op, lease)
 		return errs.Driver(op, "StreamSynchronize", err)
@@ -256,7 +282,8 @@ func (g *Graph) Replay(op string, launched func()) error {
 // Launch packs the uploads and queues one launch of the graph on a leased
 // stream, followed by a record of the lease's completion event; with
 // timing, the lease's timing events are recorded around the launch, never
-// inside the captured work. The Graph is busy until Collected; the caller
+// inside the captured work; Spec.After's work goes after them, before the
+// completion event. The Graph is busy until Collected; the caller
 // waits for the lease's stream or event and gives the lease back (or
 // passes it to Failed). On failure Spec.Failing is called and the stream
 // is drained (or quarantined, which breaks the Graph) and nothing is busy.
@@ -283,6 +310,9 @@ func (g *Graph) Launch(op string, timing bool) (*streams.Lease, error) {
 	if err == nil && timing {
 		call, err = "EventRecord", drv.EventRecord(lease.End, s)
 	}
+	if err == nil && g.spec.After != nil {
+		call, err = g.spec.After(s)
+	}
 	if err == nil {
 		call, err = "EventRecord", drv.EventRecord(lease.Done, s)
 	}
@@ -306,7 +336,7 @@ func (g *Graph) Failed(op string, lease *streams.Lease) {
 	g.drain(op, true, lease)
 }
 
-func (g *Graph) drain(op string, discard bool, lease *streams.Lease) {
+func (g *Graph) drain(op string, discard bool, leases ...*streams.Lease) {
 	if g.spec.Failing != nil {
 		g.spec.Failing()
 	}
@@ -314,7 +344,7 @@ func (g *Graph) drain(op string, discard bool, lease *streams.Lease) {
 	if g.spec.Hold != nil {
 		hold = func() streams.Hold { return g.spec.Hold(op) }
 	}
-	if !g.dev.Pool.SyncOrQuarantine(op, discard, hold, lease) {
+	if !g.dev.Pool.SyncOrQuarantine(op, discard, hold, leases...) {
 		g.broken.Store(true)
 	}
 }

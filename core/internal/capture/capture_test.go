@@ -181,7 +181,7 @@ func TestReplayRunsTheBatchWithTheCurrentUploadBytes(t *testing.T) {
 	launched := 0
 	for i := 0; i < 3; i++ {
 		want := r.fill(rng)
-		require.NoError(t, g.Replay("Graph.Replay", func() { launched++ }))
+		require.NoError(t, g.Replay("Graph.Replay", func() { launched++ }, nil))
 		assert.Equal(t, want, r.read(t), "replay %d", i)
 		assert.Equal(t, i+1, launched)
 	}
@@ -208,7 +208,7 @@ func TestReplayRunsTheBatchWithTheCurrentUploadBytes(t *testing.T) {
 	// A guard that refuses: nothing is launched, Failing is not called, no
 	// lease stays out.
 	r.guard.refuse = errs.New("Graph.Replay", errs.KindClosed, "refused", "fix")
-	require.ErrorIs(t, g.Replay("Graph.Replay", func() { t.Error("launched") }), errs.ErrClosed)
+	require.ErrorIs(t, g.Replay("Graph.Replay", func() { t.Error("launched") }, nil), errs.ErrClosed)
 	for _, timing := range []bool{false, true} {
 		lease, err := g.Launch("Graph.ReplayAsync", timing)
 		require.Nil(t, lease)
@@ -274,7 +274,7 @@ func TestRecordFaultsLeaveNothing(t *testing.T) {
 
 			g = record(t, r)
 			want := r.fill(rand.New(rand.NewSource(1)))
-			require.NoError(t, g.Replay("Graph.Replay", func() {}))
+			require.NoError(t, g.Replay("Graph.Replay", func() {}, nil))
 			assert.Equal(t, want, r.read(t))
 			require.NoError(t, g.Destroy("Graph.Close"))
 		})
@@ -289,7 +289,7 @@ func TestRecordWithoutUploader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, r.dev.Calls(sim.OpGraphUpload))
 	want := r.fill(rand.New(rand.NewSource(2)))
-	require.NoError(t, g.Replay("Graph.Replay", func() {}))
+	require.NoError(t, g.Replay("Graph.Replay", func() {}, nil))
 	assert.Equal(t, want, r.read(t))
 	require.NoError(t, g.Destroy("Graph.Close"))
 }
@@ -307,7 +307,7 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 		r.dev.FailNth(f.op, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 		launched := 0
 		r.failing = 0
-		err := g.Replay("Graph.Replay", func() { launched++ })
+		err := g.Replay("Graph.Replay", func() { launched++ }, nil)
 		// Failing ran once, and the drain's synchronization after it.
 		assert.Equal(t, 1, r.failing, "%s", f.op)
 		assert.Equal(t, r.syncsAtFailing+1, r.dev.Calls(sim.OpStreamSynchronize), "%s: drained after Failing", f.op)
@@ -329,7 +329,7 @@ func TestReplayFailuresDrainTheStream(t *testing.T) {
 	}
 	assert.Empty(t, r.held, "every stream drained: nothing was held")
 	want := r.fill(rand.New(rand.NewSource(4)))
-	require.NoError(t, g.Replay("Graph.Replay", func() {}))
+	require.NoError(t, g.Replay("Graph.Replay", func() {}, nil))
 	assert.Equal(t, want, r.read(t))
 	require.NoError(t, g.Destroy("Graph.Close"))
 }
@@ -342,7 +342,7 @@ func TestUndrainableStreamBreaksTheGraph(t *testing.T) {
 	g := record(t, r)
 	r.dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	r.dev.FailNth(sim.OpStreamSynchronize, 2, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
-	require.ErrorIs(t, g.Replay("Graph.Replay", func() {}), errs.ErrDriver)
+	require.ErrorIs(t, g.Replay("Graph.Replay", func() {}, nil), errs.ErrDriver)
 	assert.Equal(t, []string{"Graph.Replay"}, r.held)
 	assert.Equal(t, 1, r.pool.Counts().Quarantined)
 	assert.Zero(t, r.freed, "held until the stream synchronizes")
@@ -394,7 +394,7 @@ func TestDestroyFailureKeepsWhatIsLeft(t *testing.T) {
 	require.ErrorIs(t, err, errs.ErrDriver)
 	assert.Contains(t, err.Error(), "GraphExecDestroy")
 	require.NoError(t, g.Usable("Graph.Replay"), "nothing was destroyed")
-	require.NoError(t, g.Replay("Graph.Replay", func() {}))
+	require.NoError(t, g.Replay("Graph.Replay", func() {}, nil))
 
 	r.dev.FailNth(sim.OpGraphDestroy, 1, cudaapi.CUDA_ERROR_UNKNOWN)
 	err = g.Destroy("Graph.Close")

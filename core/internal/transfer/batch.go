@@ -43,8 +43,9 @@ import (
 // A captured Graph (Backend.Capture) records the plan Run would choose,
 // in one part (PlanBatch with graph set): its replays copy the caller's
 // current upload bytes into the graph's staging before launching the
-// graph, which cannot overlap a DMA inside the graph. A Batch never
-// planned (PlanBatch) is queued per copy.
+// graph, which cannot overlap a DMA inside the graph. Its packed reads
+// in parts are the exception (batchparts.go). A Batch never planned
+// (PlanBatch) is queued per copy.
 
 // Batch is the transfers of one batch: its uploads and reads, validated
 // by the caller, fused (Fuse), and, once planned (PlanBatch), their plans
@@ -124,15 +125,21 @@ type batchXfer struct {
 	scatter, gather driver.Function
 	dmas            uint64 // DMAs queued, for telemetry
 	launches        uint64 // scatter and gather launches queued
+	// graph: planned for a captured graph (PlanBatch); its packed reads
+	// may be drainable, landing in parts after each launch (batchparts.go).
+	graph bool
 }
 
 // PlanBatch chooses the plans of tb's uploads and reads and loads the
 // kernels a packed plan needs. For a graph (captured, then replayed with
 // its host copies made before each launch) a staged upload is moved in one
 // copy and a packed one in one part: nothing on the host can run between
-// a graph's nodes. On failure tb stays unplanned.
+// a graph's nodes. A graph's reads are planned drainable (unless reads
+// are atomic): a packed plan in several parts leaves its data DMA out of
+// the graph, and each replay lands it in parts after the launch
+// (batchparts.go). On failure tb stays unplanned.
 func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
-	x := &batchXfer{t: e.tune}
+	x := &batchXfer{t: e.tune, graph: graph}
 	if tb.UpBytes > 0 {
 		n := len(tb.FusedUps)
 		t := x.t
@@ -145,7 +152,7 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	if tb.NonEmptyReads > 0 {
 		n := len(tb.FusedRds.Copies)
 		x.rd = x.t.Choose(xferplan.Request{Dir: xferplan.Readback, Copies: n, Bytes: int64(tb.FusedRds.Bytes),
-			PackedBytes: PackedBound(n, tb.FusedRds.Bytes)})
+			PackedBytes: PackedBound(n, tb.FusedRds.Bytes), Drainable: graph && !x.t.AtomicReads})
 	}
 	var err error
 	if x.up.Kind == xferplan.Packed {
@@ -362,12 +369,13 @@ func (e *Engine[E]) queueFusedReads(s driver.Stream, tb *Batch) (string, error) 
 		if err := e.drv.Launch(x.gather, x.t.PackLaunch(lay.Entries), s, args); err != nil {
 			return "Launch", err
 		}
-		if err := e.drv.MemcpyDtoHAsync(rd.stage[:lay.DataEnd:lay.DataEnd], x.rdDev.Ptr(), s); err != nil {
-			return "MemcpyDtoHAsync", err
-		}
-		x.dmas += 2
+		x.dmas++
 		x.launches++
-		return "", nil
+		if tb.ReadsInParts() {
+			return "", nil // each replay lands the data after the launch
+		}
+		x.dmas++
+		return e.QueueReadData(s, tb)
 	}
 	for i, c := range tb.FusedRds.Copies {
 		stop := rd.offs[i] + c.Len

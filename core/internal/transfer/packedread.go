@@ -15,7 +15,8 @@ import (
 )
 
 // A readback of many requests (core's DownloadMany and the deprecated calls
-// built on it) hands Gather a Drain: where each request's bytes go. A packed
+// built on it; a graph replay's packed reads in parts, batchparts.go, take
+// the same landing) hands Gather a Drain: where each request's bytes go. A packed
 // readback planned in several parts (xferplan's Drainable requests) then
 // brings its block over in one DMA per part, each followed by an event, and
 // copies every request out of the staging as soon as the event after its
@@ -84,6 +85,9 @@ func newPartRun(g *Read, cb []int, w int, linger time.Duration) *partRun {
 // instead of 53-93. In `vyrecuda bench -workloads W3 -repeats 100`, three
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
+// A graph's reads (kept staging, reused by every replay and never
+// released) always evict in their copy-out.
+//
 // A readback that would defer but finds one block evicts in its copy-out
 // and returns what it owes the pool at its end (hostmem.Pool.DeferEviction):
 // when the last such readback of its bucket ended within the spare window,
@@ -95,7 +99,7 @@ func newPartRun(g *Read, cb []int, w int, linger time.Duration) *partRun {
 // background instead would stall the driver calls of the readbacks running
 // beside it, as it did for staged readbacks (EvictLaterMaxBytes).
 func (e *Engine[E]) partsEviction(t *Tuning, g *Read, r *partRun) (bool, hostmem.SecondSet) {
-	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || g.st.Len() == 0 {
+	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || g.kept || g.st.Len() == 0 {
 		return false, hostmem.SecondSet{}
 	}
 	deferred, second := e.host.DeferEviction(g.st.Blocks()[g.st.Len()-1].Size(), 1)

@@ -1,0 +1,66 @@
+package transfer
+
+import (
+	"github.com/vyre-go/vyrecuda/core/driver"
+	"github.com/vyre-go/vyrecuda/core/internal/streams"
+	"github.com/vyre-go/vyrecuda/xferplan"
+)
+
+// A captured graph's packed reads, planned drainable in several parts
+// (PlanBatch with graph set), leave their data DMA out of the graph: the
+// graph uploads the table and gathers the pieces into device staging, and
+// each blocking replay brings the block over after the launch, on the
+// launch's stream, in the plan's parts, copying every request out into
+// the caller's slots as soon as its part has landed (landPackedParts, the
+// path DownloadMany takes), so only the last part's copy-out follows the
+// last DMA. Nothing can run on the host between a graph's nodes, which is
+// why the DMA leaves the graph. An asynchronous replay, whose reads are
+// collected later, queues the whole block's DMA after the launch instead
+// (QueueReadData) and unpacks at collection.
+
+// ReadsInParts reports whether tb's packed reads land in parts after each
+// launch of the graph that recorded them, outside it: planned for a graph,
+// packed, in more than one part, of more than one fused copy.
+func (tb *Batch) ReadsInParts() bool {
+	x := tb.x
+	return x != nil && x.graph && x.rd.Kind == xferplan.Packed && x.rd.Parts > 1 && len(tb.FusedRds.Copies) > 1
+}
+
+// QueueReadData queues on s the DMA of tb's gathered packed reads, whole,
+// from the device staging into tb.Rd's (planned and staged, packed reads).
+// It returns the failed call and its error.
+func (e *Engine[E]) QueueReadData(s driver.Stream, tb *Batch) (string, error) {
+	x, rd := tb.x, tb.Rd
+	end := x.rdLay.DataEnd
+	if err := e.drv.MemcpyDtoHAsync(rd.stage[:end:end], x.rdDev.Ptr(), s); err != nil {
+		return "MemcpyDtoHAsync", err
+	}
+	return "", nil
+}
+
+// LandReads lands tb's packed reads in parts (ReadsInParts) on lease's
+// stream, where the graph that gathers them was launched, and copies each
+// request into d as soon as its part has landed (landPackedParts): once
+// it returns nil, everything queued on that stream has finished, and every
+// request is in d.Res. It returns the leases it took besides lease (for
+// their events): the caller gives them back with lease, healthy on
+// success, drained on failure. Telemetry: a DMA and a sync point per part,
+// on success.
+func (e *Engine[E]) LandReads(op string, tb *Batch, d *Drain, lease *streams.Lease) ([]*streams.Lease, error) {
+	x, rd := tb.x, tb.Rd
+	rd.drain, rd.drained = d, false
+	defer func() { rd.drain, rd.drained = nil, false }()
+	extra, parts, err := e.landPackedParts(op, &x.t, &x.rd, rd, &x.rdLay, tb.FusedRds.Copies, x.rdDev.Ptr(), rd.stage, lease)
+	if err != nil {
+		return extra, err
+	}
+	e.CountReadData(parts, parts)
+	return extra, nil
+}
+
+// CountReadData adds the data DMAs of a graph's packed reads, queued after
+// its launch, and the landings waited for (sync points) to the telemetry.
+func (e *Engine[E]) CountReadData(dmas, waits uint64) {
+	e.tel.DeviceCopies.Add(dmas)
+	e.tel.SyncPoints.Add(waits)
+}
