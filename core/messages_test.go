@@ -144,8 +144,9 @@ func TestTypedUploadsCountElements(t *testing.T) {
 	require.NoError(t, err)
 	e := checkError(t, "UploadSlice", core.UploadSlice(b, h, make([]float32, 5)))
 	assert.Contains(t, e.Detail, "holds 4 elements of 4 bytes but got 5 elements")
-	assert.NotContains(t, e.Detail, "16")
-	assert.NotContains(t, e.Detail, "20")
+	// Byte counts stay out (the handle's number may be anything).
+	assert.NotContains(t, e.Detail, "16 bytes")
+	assert.NotContains(t, e.Detail, "20 bytes")
 	assert.Contains(t, e.Fix, "UploadSliceAt")
 	assert.NotContains(t, e.Fix, "UploadResidentAt")
 
