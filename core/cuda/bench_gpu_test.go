@@ -13,25 +13,23 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/cuda"
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/cudaapi"
 )
 
-// BenchmarkGPUCallOverhead measures what making the context current costs:
-// a cheap driver call (cuStreamQuery on an idle stream) made raw on a
-// thread that already has the context, the bare cuCtxSetCurrent, and the
-// same query through the adapter, which locks the thread and sets the
-// context around it.
-func BenchmarkGPUCallOverhead(b *testing.B) {
+// benchDriver opens the adapter on device 0 with one stream, and retains
+// the device's primary context for raw calls; all go at cleanup.
+func benchDriver(b *testing.B) (*cuda.Driver, driver.Stream, cudaapi.Context) {
 	drv, err := cuda.New(0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer drv.Close()
+	b.Cleanup(func() { drv.Close() })
 	s, err := drv.StreamCreate()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer drv.StreamDestroy(s)
+	b.Cleanup(func() { drv.StreamDestroy(s) })
 	dev, err := cudaapi.DeviceGet(0)
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +38,17 @@ func BenchmarkGPUCallOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cudaapi.DevicePrimaryCtxRelease(dev)
+	b.Cleanup(func() { cudaapi.DevicePrimaryCtxRelease(dev) })
+	return drv, s, ctx
+}
+
+// BenchmarkGPUCallOverhead measures what making the context current costs:
+// a cheap driver call (cuStreamQuery on an idle stream) made raw on a
+// thread that already has the context, the bare cuCtxSetCurrent, and the
+// same query through the adapter, which locks the thread and sets the
+// context around it.
+func BenchmarkGPUCallOverhead(b *testing.B) {
+	drv, s, ctx := benchDriver(b)
 
 	b.Run("raw-StreamQuery", func(b *testing.B) {
 		runtime.LockOSThread()
@@ -111,25 +119,7 @@ func BenchmarkGPUCallOverhead(b *testing.B) {
 // cuStreamSynchronize, and through the adapter with its completion-mark
 // fence (what a fenced upload costs at the driver seam).
 func BenchmarkGPUSmallUpload(b *testing.B) {
-	drv, err := cuda.New(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer drv.Close()
-	s, err := drv.StreamCreate()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer drv.StreamDestroy(s)
-	dev, err := cudaapi.DeviceGet(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, err := cudaapi.DevicePrimaryCtxRetain(dev)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cudaapi.DevicePrimaryCtxRelease(dev)
+	drv, s, ctx := benchDriver(b)
 	const most = 16 << 10
 	d, err := drv.MemAlloc(most)
 	if err != nil {
