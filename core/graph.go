@@ -262,7 +262,11 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	defer transfer.PutSlots(res)
 	d := replayDrain(dst, pl.into, *res)
 	land := func(l *streams.Lease) ([]*streams.Lease, error) { return b.xfer.LandReads(op, &pl.xfer, d, l) }
-	if err := g.dev.Replay(op, func() { b.countBatch(pl) }, land); err != nil {
+	launched := func() {
+		transfer.Phase("launch")
+		b.countBatch(pl)
+	}
+	if err := g.dev.Replay(op, launched, land); err != nil {
 		return dst, err
 	}
 	if e := abortedUnder(op, g.comms); e != nil {

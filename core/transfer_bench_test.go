@@ -332,3 +332,52 @@ func BenchmarkTransferW7UPhases(b *testing.B) {
 func BenchmarkTransferW7DPhases(b *testing.B) {
 	benchPhasesOf(b, openXferSim, true, mixedVariants, mixedSizes())
 }
+
+// graphPhaseVariants are the tunings the graph readback phases compare.
+var graphPhaseVariants = []xferPath{
+	{"warmup", nil},
+	{"default", nil},
+	{"parts2", core.WithTransferTuning(core.TransferTuning{PackParts: 2})},
+	{"parts4", core.WithTransferTuning(core.TransferTuning{PackParts: 4})},
+	{"parts8", core.WithTransferTuning(core.TransferTuning{PackParts: 8})},
+	{"parts16", core.WithTransferTuning(core.TransferTuning{PackParts: 16})},
+	{"keep-staging", core.WithStagingCache(core.StagingCache{Evict: core.EvictNever})},
+	{"atomic", core.WithAtomicReadbacks(true)}, // one DMA inside the graph, unpacked after the fence
+}
+
+// benchGraphReadPhases is W3G's phase breakdown: W3's reads captured once
+// and replayed into reused slots under each variant.
+func benchGraphReadPhases(b *testing.B, open xferOpener) {
+	sizes := slices.Repeat([]int{4 << 10}, 1024)
+	for _, v := range graphPhaseVariants {
+		b.Run(v.name, func(b *testing.B) {
+			be := v.open(b, open)
+			bufs, _ := xferSizedBuffers(b, be, sizes)
+			g, err := be.Capture(core.Batch{Reads: allOf(bufs)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			var dst [][]byte
+			for range 5 {
+				if dst, err = g.Replay(dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := newPhaseTimer(b)
+			b.SetBytes(int64(4 << 10 * len(sizes)))
+			b.ResetTimer()
+			for range b.N {
+				p.start()
+				if dst, err = g.Replay(dst); err != nil {
+					b.Fatal(err)
+				}
+				p.stop()
+			}
+			b.StopTimer()
+			p.report(b)
+		})
+	}
+}
+
+func BenchmarkTransferW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferSim) }

@@ -233,3 +233,6 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkGPUW3GPhases is W3G's phase breakdown on the GPU.
+func BenchmarkGPUW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferGPUBench) }
