@@ -218,6 +218,12 @@ func (e *Engine[E]) StageBatch(op string, tb *Batch, up *hostmem.Staging) ([]byt
 				x.rdLay.PutEntries(rd.stage, i, c.Src, c.Len)
 			}
 			rd.offs = x.rdLay.Offs
+			if tb.ReadsInParts() && rd.tune.EvictsOverlapped(uint64(x.rdLay.DataEnd)) {
+				// A second block for the data (batchparts.go).
+				if rd.alt, err = rd.st.Slice(op, x.rdLay.DataEnd); err != nil {
+					return nil, err
+				}
+			}
 		} else if rd.stage, err = rd.st.Slice(op, int(tb.FusedRds.Bytes)); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,17 @@ import (
 // why the DMA leaves the graph. An asynchronous replay, whose reads are
 // collected later, queues the whole block's DMA after the launch instead
 // (QueueReadData) and unpacks at collection.
+//
+// Where the reads' staging is evicted from the caches (a DMA lands faster
+// in evicted lines; Tuning.EvictsOverlapped), the graph holds a second
+// block for the data (Read.alt) and replays land in the two blocks in
+// turn: the copy-out only copies, and each block is evicted after its
+// replay on goroutines of its own, while the next replay lands in the
+// other one, as DownloadMany's second staging set does. Evicting in the
+// copy-out kept W3G's copy-out behind the DMA (31-50 us after the last
+// landing against DownloadMany's 14-17), and evicting the one block after
+// the call raced the next replay's DMA into it (its landings took 98-114
+// us against 60-70).
 
 // ReadsInParts reports whether tb's packed reads land in parts after each
 // launch of the graph that recorded them, outside it: planned for a graph,
@@ -50,9 +61,21 @@ func (e *Engine[E]) LandReads(op string, tb *Batch, d *Drain, lease *streams.Lea
 	x, rd := tb.x, tb.Rd
 	rd.drain, rd.drained = d, false
 	defer func() { rd.drain, rd.drained = nil, false }()
+	var turn int
+	if rd.alt != nil {
+		// This replay lands in the block the last one did not, evicted
+		// after that one's replay (landAlternate).
+		turn = rd.turn
+		rd.evicting[turn].Wait()
+		rd.stage, rd.alt = rd.alt, rd.stage
+		rd.turn ^= 1
+	}
 	extra, parts, err := e.landPackedParts(op, &x.t, &x.rd, rd, &x.rdLay, tb.FusedRds.Copies, x.rdDev.Ptr(), rd.stage, lease)
 	if err != nil {
 		return extra, err
+	}
+	if rd.alt != nil {
+		rd.evictAfter(turn, rd.stage[:x.rdLay.DataEnd], rd.plan.Workers)
 	}
 	e.CountReadData(parts, parts)
 	return extra, nil

@@ -99,6 +99,10 @@ func newPartRun(g *Read, cb []int, w int, linger time.Duration) *partRun {
 // background instead would stall the driver calls of the readbacks running
 // beside it, as it did for staged readbacks (EvictLaterMaxBytes).
 func (e *Engine[E]) partsEviction(t *Tuning, g *Read, r *partRun) (bool, hostmem.SecondSet) {
+	if g.alt != nil && r.evict && !t.InlineParts && !t.InlineEvict {
+		r.evict = false // a graph's block is evicted after its replay (LandReads)
+		return true, hostmem.SecondSet{}
+	}
 	if !r.evict || !g.tune.EvictReads || t.InlineParts || t.InlineEvict || g.kept || g.st.Len() == 0 {
 		return false, hostmem.SecondSet{}
 	}

@@ -3,6 +3,7 @@ package transfer
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
@@ -43,6 +44,13 @@ type Read struct {
 	split, evictPieces bool
 	// kept: a graph reuses the staging; release gives nothing back (Keep).
 	kept bool
+	// alt is a graph's second block for the data of its reads in parts,
+	// landed in turn with stage (batchparts.go); turn is the block the
+	// next replay evicts after landing, and evicting[k] the eviction of
+	// block k still running.
+	alt      []byte
+	turn     int
+	evicting [2]sync.WaitGroup
 	// drain, when set, is where a readback of many requests puts each
 	// request's bytes (drain.go, packedread.go); drained says they are all
 	// there.
@@ -185,6 +193,8 @@ func (g *Read) release() {
 	if g.kept {
 		return
 	}
+	g.evicting[0].Wait()
+	g.evicting[1].Wait()
 	for i, p := range g.ints {
 		PutInts(p)
 		g.ints[i] = nil
@@ -403,3 +413,23 @@ func (e *Engine[E]) gatherPerCopy(op string, bufs []E, g *Read, copies []fusion.
 	e.tel.DeviceCopies.Add(uint64(len(copies)))
 	return nil
 }
+
+// evictAfter evicts b, block k of a graph's read staging, from the caches
+// as a background job of the copy helpers (copyjob.Background, up to w of
+// them, in pieces of evictPiece bytes), so the replay returns before it
+// ends; the landing into block k waits for it first, and so does release.
+func (g *Read) evictAfter(k int, b []byte, w int) {
+	n := (len(b) + evictPiece - 1) / evictPiece
+	if n == 0 {
+		return
+	}
+	g.evicting[k].Add(1)
+	j := new(copyjob.Job)
+	j.Init(n, g.tune.Linger, false, func(i int) {
+		ntcopy.Evict(b[i*evictPiece : min((i+1)*evictPiece, len(b))])
+	}, g.evicting[k].Done)
+	copyjob.Background(j, w)
+}
+
+// evictPiece is the staging one task of evictAfter evicts.
+const evictPiece = 64 << 10
