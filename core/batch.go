@@ -209,6 +209,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		bc.refuse(op, err)
 		return nil, err
 	}
+	transfer.Phase("validate")
 	owned := false
 	defer func() {
 		if !owned {
@@ -220,6 +221,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		bc.refuse(op, err)
 		return nil, err
 	}
+	transfer.Phase("plan")
 	rd := pl.xfer.Rd
 	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
 		xfer: &pl.xfer, into: pl.into}
@@ -242,10 +244,12 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		b.xfer.ReleaseBatch(&pl.xfer)
 	}
 	upStage, err := b.xfer.StageBatch(op, &pl.xfer, &p.up)
+	transfer.Phase("stage")
 	var lease *streams.Lease
 	if err == nil {
 		lease, err = b.launch.Lease(op, pl.timing)
 	}
+	transfer.Phase("lease")
 	if err != nil {
 		bc.refuse(op, err)
 	} else if err = bc.agree(op, pl); err != nil {
@@ -260,6 +264,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 	// still uses the staging, then releases it all (or, when the drain
 	// fails, quarantines it).
 	qerr := b.queueBatch(op, lease.Stream, pl, upStage, lease.Start, lease.End)
+	transfer.Phase("queue")
 	if qerr == nil && polled {
 		if err := b.drv.EventRecord(lease.Done, lease.Stream); err != nil {
 			qerr = driverError(op, "EventRecord", err)

@@ -180,7 +180,9 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 			fmt.Sprintf("the %d read(s) of this pending work were already collected", w.nReads),
 			"call AwaitInto once per Pending, and keep its result")
 	}
+	transfer.Phase("fence")
 	out := fillReads(w.rd, dst, w.into, w.nReads)
+	transfer.Phase("fill")
 	w.collect(true)
 	return out, nil
 }

@@ -236,3 +236,52 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 
 // BenchmarkGPUW3GPhases is W3G's phase breakdown on the GPU.
 func BenchmarkGPUW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferGPUBench) }
+
+// BenchmarkGPURunSmallPhases is the phase breakdown of a Run that uploads
+// 16 KiB and reads 16 KiB back (W8's transfers at its smallest size, no
+// kernel), from Go slices and from memory pinned through the Backend.
+func BenchmarkGPURunSmallPhases(b *testing.B) {
+	const n = 16 << 10
+	for _, v := range []struct {
+		name   string
+		pinned bool
+		opt    core.Option
+	}{
+		{"go-slices", false, nil},
+		{"pinned", true, nil},
+		{"go-slices-cached-stores", false, core.WithStagingCache(core.StagingCache{CachedUploadStores: true})},
+		{"go-slices", false, nil},
+	} {
+		pinned := v.pinned
+		b.Run(v.name, func(b *testing.B) {
+			be := openXferGPU(b, v.opt)
+			up, err := be.Alloc(n)
+			require.NoError(b, err)
+			rd, err := be.Alloc(n)
+			require.NoError(b, err)
+			in, dst := make([]byte, n), [][]byte{make([]byte, 0, n)}
+			if pinned {
+				pin, err := be.AllocHostPinned(2 * n)
+				require.NoError(b, err)
+				b.Cleanup(func() { _ = pin.Free() })
+				in, dst = pin.Bytes()[:n], [][]byte{pin.Bytes()[n:n]}
+			}
+			batch := core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}
+			for range 20 {
+				dst, err = be.Run(batch, dst)
+				require.NoError(b, err)
+			}
+			p := newPhaseTimer(b)
+			b.ResetTimer()
+			for range b.N {
+				p.start()
+				if dst, err = be.Run(batch, dst); err != nil {
+					b.Fatal(err)
+				}
+				p.stop()
+			}
+			b.StopTimer()
+			p.report(b)
+		})
+	}
+}

@@ -140,6 +140,7 @@ type batchXfer struct {
 // (batchparts.go). On failure tb stays unplanned.
 func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	x := &batchXfer{t: e.tune, graph: graph}
+	x.t.stageSmall(tb.UpBytes)
 	if tb.UpBytes > 0 {
 		n := len(tb.FusedUps)
 		t := x.t

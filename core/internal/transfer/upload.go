@@ -41,6 +41,7 @@ func (e *Engine[E]) Upload(op string, bufs []E, copies []fusion.UploadCopy) (err
 	}
 	Phase("fuse")
 	t := e.tune
+	t.stageSmall(bytes)
 	req := xferplan.Request{Dir: xferplan.Upload, Copies: len(fused), Bytes: int64(bytes),
 		PackedBytes: PackedBound(len(fused), bytes), Streamable: len(fused) == 1}
 	var reg *hostmem.Region
