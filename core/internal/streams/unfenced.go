@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"slices"
+
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 )
 
@@ -43,7 +45,6 @@ func (p *Pool) ReturnUnfenced(op string, l *Lease) error {
 	var oldest *Lease
 	if len(p.unfenced) >= maxUnfenced {
 		oldest = p.unfenced[0]
-		p.unfenced = append(p.unfenced[:0], p.unfenced[1:]...)
 	}
 	p.unfenced = append(p.unfenced, l)
 	p.mu.Unlock()
@@ -119,8 +120,7 @@ func (p *Pool) order(op string, l *Lease) error {
 // the first failure is returned.
 func (p *Pool) Settle(op string) error {
 	p.mu.Lock()
-	us := p.unfenced
-	p.unfenced = nil
+	us := append([]*Lease(nil), p.unfenced...)
 	p.mu.Unlock()
 	var first error
 	for _, u := range us {
@@ -138,12 +138,21 @@ func (p *Pool) Unfenced() int {
 	return len(p.unfenced)
 }
 
-// settleOne synchronizes u's stream and recycles u (destroys it when the
-// synchronization failed).
+// settleOne synchronizes u's stream, then recycles u (destroys it when the
+// synchronization failed) unless a lease took it meanwhile. u stays among
+// the unfenced leases while the host waits, so leases taken meanwhile are
+// still ordered after it.
 func (p *Pool) settleOne(op string, u *Lease) error {
 	err := p.drv.StreamSynchronize(u.Stream)
 	p.mu.Lock()
-	destroy := p.idleLocked(u, err == nil)
+	var destroy []handle
+	for i, v := range p.unfenced {
+		if v == u {
+			p.unfenced = slices.Delete(p.unfenced, i, i+1)
+			destroy = p.idleLocked(u, err == nil)
+			break
+		}
+	}
 	p.mu.Unlock()
 	for _, it := range destroy {
 		_ = p.destroy(it.k, it.h)
