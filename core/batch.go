@@ -209,7 +209,6 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 		bc.refuse(op, err)
 		return nil, err
 	}
-	transfer.Phase("validate")
 	owned := false
 	defer func() {
 		if !owned {
@@ -249,7 +248,6 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 	if err == nil {
 		lease, err = b.launch.Lease(op, pl.timing)
 	}
-	transfer.Phase("lease")
 	if err != nil {
 		bc.refuse(op, err)
 	} else if err = bc.agree(op, pl); err != nil {
