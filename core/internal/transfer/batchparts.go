@@ -22,8 +22,8 @@ import (
 // in evicted lines; Tuning.EvictsOverlapped), the graph holds a second
 // block for the data (Read.alt) and replays land in the two blocks in
 // turn: the copy-out only copies, and each block is evicted after its
-// replay on goroutines of its own, while the next replay lands in the
-// other one, as DownloadMany's second staging set does. Evicting in the
+// replay by the copy helpers (Read.evictAfter), while the next replay
+// lands in the other one, as DownloadMany's second staging set does. Evicting in the
 // copy-out kept W3G's copy-out behind the DMA (31-50 us after the last
 // landing against DownloadMany's 14-17), and evicting the one block after
 // the call raced the next replay's DMA into it (its landings took 98-114
@@ -64,7 +64,7 @@ func (e *Engine[E]) LandReads(op string, tb *Batch, d *Drain, lease *streams.Lea
 	var turn int
 	if rd.alt != nil {
 		// This replay lands in the block the last one did not, evicted
-		// after that one's replay (landAlternate).
+		// after the replay before that one.
 		turn = rd.turn
 		rd.evicting[turn].Wait()
 		rd.stage, rd.alt = rd.alt, rd.stage
@@ -74,7 +74,9 @@ func (e *Engine[E]) LandReads(op string, tb *Batch, d *Drain, lease *streams.Lea
 	if err != nil {
 		return extra, err
 	}
-	if rd.alt != nil {
+	if rd.alt != nil && rd.evictLater {
+		// partsEviction left the eviction to after the call (test
+		// tunings that evict in the copy-out leave nothing to do here).
 		rd.evictAfter(turn, rd.stage[:x.rdLay.DataEnd], rd.plan.Workers)
 	}
 	e.CountReadData(parts, parts)

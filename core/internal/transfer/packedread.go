@@ -86,7 +86,8 @@ func newPartRun(g *Read, cb []int, w int, linger time.Duration) *partRun {
 // alternations, W3 moved at 25.3-25.8 GB/s against 22.3-23.1.
 //
 // A graph's reads (kept staging, reused by every replay and never
-// released) always evict in their copy-out.
+// released) that evict have a second block and are evicted after the
+// replay (LandReads); the others do not evict.
 //
 // A readback that would defer but finds one block evicts in its copy-out
 // and returns what it owes the pool at its end (hostmem.Pool.DeferEviction):
