@@ -23,10 +23,13 @@ import (
 // streams at once, CUDA keeps a few MiB of device memory for them for the
 // context's life (measured on an H200: 6-8 MiB after the 16-goroutine test,
 // and usually nothing on later runs), so the first pass allows that much.
-// The second pass allows one 2 MiB page, the driver's granularity: when a
-// later pass happens to have more streams alive at once than any before it
-// (seen under compute-sanitizer, which changes the timing), the context's
-// reserve grows by one more page. Exact, byte-level leak checks are the
+// The second pass allows two 2 MiB pages, the driver's granularity: when a
+// later pass happens to have more streams alive at once than any before it,
+// the context's reserve grows again (one page under compute-sanitizer, two
+// in a full GPU suite on an H100 since small uploads leave up to 8 streams
+// unfenced). Every pass also demands that the Backend's own accounting
+// (MemoryStats) holds nothing after Close, which catches what the library
+// itself leaks to the byte. Exact leak checks of the driver's memory are the
 // simulated device's job (sim.Live after every core test);
 // TestGPUDeviceMemoryReturnsAfterClose still demands every byte back from a
 // run without concurrency.
@@ -56,7 +59,7 @@ func TestConformanceCUDA(t *testing.T) {
 	})
 	t.Run("again", func(t *testing.T) {
 		again := cfg
-		again.LeakSlack = 2 << 20
+		again.LeakSlack = 4 << 20
 		coretest.RunWith(t, again)
 	})
 }

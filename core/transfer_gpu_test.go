@@ -237,51 +237,83 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 // BenchmarkGPUW3GPhases is W3G's phase breakdown on the GPU.
 func BenchmarkGPUW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferGPUBench) }
 
-// BenchmarkGPURunSmallPhases is the phase breakdown of a Run that uploads
-// 16 KiB and reads 16 KiB back (W8's transfers at its smallest size, no
-// kernel), from Go slices and from memory pinned through the Backend.
-func BenchmarkGPURunSmallPhases(b *testing.B) {
-	const n = 16 << 10
-	for _, v := range []struct {
-		name   string
-		pinned bool
-		opt    core.Option
-	}{
-		{"go-slices", false, nil},
-		{"pinned", true, nil},
-		{"go-slices-cached-stores", false, core.WithStagingCache(core.StagingCache{CachedUploadStores: true})},
-		{"go-slices", false, nil},
-	} {
-		pinned := v.pinned
-		b.Run(v.name, func(b *testing.B) {
-			be := openXferGPU(b, v.opt)
-			up, err := be.Alloc(n)
-			require.NoError(b, err)
-			rd, err := be.Alloc(n)
-			require.NoError(b, err)
-			in, dst := make([]byte, n), [][]byte{make([]byte, 0, n)}
-			if pinned {
-				pin, err := be.AllocHostPinned(2 * n)
+// BenchmarkGPURunPhases is the phase breakdown of a Run that uploads n
+// bytes and reads n back (W8's transfers at its smallest and largest size,
+// no kernel), from Go slices and from memory pinned through the Backend,
+// beside the raw driver's floor for the same copies: pinned async copies
+// both ways on one stream and one synchronization.
+func BenchmarkGPURunPhases(b *testing.B) {
+	for _, n := range []int{16 << 10, 2 << 20} {
+		for _, v := range []struct {
+			name   string
+			pinned bool
+			opt    core.Option
+		}{
+			{"go-slices", false, nil},
+			{"pinned", true, nil},
+			{"floor", true, nil},
+		} {
+			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, v.name), func(b *testing.B) {
+				drv, err := core.NewCUDADriver(0)
 				require.NoError(b, err)
-				b.Cleanup(func() { _ = pin.Free() })
-				in, dst = pin.Bytes()[:n], [][]byte{pin.Bytes()[n:n]}
-			}
-			batch := core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}
-			for range 20 {
-				dst, err = be.Run(batch, dst)
+				be, err := core.Open(drv, v.opt)
 				require.NoError(b, err)
-			}
-			p := newPhaseTimer(b)
-			b.ResetTimer()
-			for range b.N {
-				p.start()
-				if dst, err = be.Run(batch, dst); err != nil {
-					b.Fatal(err)
+				b.Cleanup(func() { assert.NoError(b, be.Close()) })
+				up, err := be.Alloc(n)
+				require.NoError(b, err)
+				rd, err := be.Alloc(n)
+				require.NoError(b, err)
+				in, dst := make([]byte, n), [][]byte{make([]byte, 0, n)}
+				if v.pinned {
+					pin, err := be.AllocHostPinned(2 * n)
+					require.NoError(b, err)
+					b.Cleanup(func() { _ = pin.Free() })
+					in, dst = pin.Bytes()[:n], [][]byte{pin.Bytes()[n:n]}
 				}
-				p.stop()
-			}
-			b.StopTimer()
-			p.report(b)
-		})
+				step := func() error {
+					dst, err = be.Run(core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}, dst)
+					return err
+				}
+				if v.name == "floor" {
+					step = rawCopiesStep(b, be, drv, up, rd, in, dst[0][:n])
+				}
+				for range 20 {
+					require.NoError(b, step())
+				}
+				p := newPhaseTimer(b)
+				b.ResetTimer()
+				for range b.N {
+					p.start()
+					if err := step(); err != nil {
+						b.Fatal(err)
+					}
+					p.stop()
+				}
+				b.StopTimer()
+				p.report(b)
+			})
+		}
+	}
+}
+
+// rawCopiesStep returns a step that copies in to up and rd to out with the
+// driver alone: two async copies on a stream of its own and one
+// synchronization.
+func rawCopiesStep(b *testing.B, be *core.Backend, drv core.Driver, up, rd core.Buffer, in, out []byte) func() error {
+	upPtr, err := be.ResidentDevicePtr(up)
+	require.NoError(b, err)
+	rdPtr, err := be.ResidentDevicePtr(rd)
+	require.NoError(b, err)
+	st, err := drv.StreamCreate()
+	require.NoError(b, err)
+	b.Cleanup(func() { assert.NoError(b, drv.StreamDestroy(st)) })
+	return func() error {
+		if err := drv.MemcpyHtoDAsync(upPtr, in, st); err != nil {
+			return err
+		}
+		if err := drv.MemcpyDtoHAsync(out, rdPtr, st); err != nil {
+			return err
+		}
+		return drv.StreamSynchronize(st)
 	}
 }

@@ -79,6 +79,10 @@ func RunWith(t *testing.T, cfg Config) {
 				if err := b.Close(); err != nil && !errors.Is(err, core.ErrClosed) {
 					t.Errorf("Close: %v", err)
 				}
+				if st := b.MemoryStats(); st.Reserved != 0 || st.ReservedPinned != 0 || st.DeviceAllocs != st.DeviceFrees {
+					t.Errorf("Close left memory held: %d device bytes reserved, %d pinned, %d device allocations against %d frees",
+						st.Reserved, st.ReservedPinned, st.DeviceAllocs, st.DeviceFrees)
+				}
 				if freeAfter := free(); freeAfter+cfg.LeakSlack < freeBefore {
 					t.Errorf("device memory leaked: %d bytes free before Open, %d after Close", freeBefore, freeAfter)
 				}

@@ -123,7 +123,8 @@ func (t *Tuning) EvictStaging(src []byte) {
 // stores instead of non-temporal ones: at that size the bytes stay in the
 // caches anyway, and non-temporal stores cost both the copy and the driver
 // calls after it. On the H100 host, a Run of a 16 KiB upload and a 16 KiB
-// read from Go slices (core's BenchmarkGPURunSmallPhases, the stores chosen
+// read from Go slices (BenchmarkGPURunSmallPhases, since folded into core's
+// BenchmarkGPURunPhases; the stores chosen
 // with StagingCache.CachedUploadStores, one command) staged in 3.4-3.6 us
 // and queued in 10.4-11.1 us with non-temporal stores, against 0.9-1.0 and
 // 7.1-7.4 us with ordinary ones (24-25 against 18-19 us in all). Only 16
