@@ -238,12 +238,12 @@ func TestGPUTransferPackedReadbackInParts(t *testing.T) {
 func BenchmarkGPUW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferGPUBench) }
 
 // BenchmarkGPURunPhases is the phase breakdown of a Run that uploads n
-// bytes and reads n back (W8's transfers at its smallest and largest size,
+// bytes and reads n back (W8's transfers at 16 KiB, 128 KiB and 2 MiB,
 // no kernel), from Go slices and from memory pinned through the Backend,
 // beside the raw driver's floor for the same copies: pinned async copies
 // both ways on one stream and one synchronization.
 func BenchmarkGPURunPhases(b *testing.B) {
-	for _, n := range []int{16 << 10, 2 << 20} {
+	for _, n := range []int{16 << 10, 128 << 10, 2 << 20} {
 		for _, v := range []struct {
 			name   string
 			pinned bool

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
 )
@@ -102,7 +103,10 @@ func prepareW8Form(id string, f *w8Fixture, drv core.Driver) (body w8Body, ok bo
 }
 
 // measureW8 runs every form at every size of cfg and returns the rows, with
-// their ratios and targets filled in.
+// their ratios and targets filled in. At each size the forms' steps are
+// interleaved (one step of each in turn, the first form rotating), so a
+// change in the host's speed during the run weighs on every form alike and
+// the ratios between them hold.
 func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step *int, total int) ([]w8Row, error) {
 	p, err := compileW8(s.Backend)
 	if err != nil {
@@ -114,47 +118,82 @@ func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
 		}
-		for _, form := range w8Forms {
-			*step++
-			prog.start(*step, total, fmt.Sprintf("W8 %s each way: %s", formatBytes(uint64(n)), form.Title))
-			r, ok, err := measureW8Form(s, f, form, cfg, prog)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("%s %s: %w", formatBytes(uint64(n)), form.ID, err), f.close())
-			}
-			if ok {
-				rows = append(rows, r)
-			}
+		*step++
+		prog.start(*step, total, fmt.Sprintf("W8 %s each way: %d forms, steps interleaved", formatBytes(uint64(n)), len(w8Forms)))
+		rs, err := measureW8Size(s, f, cfg, prog)
+		if err = errors.Join(err, f.close()); err != nil {
+			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
 		}
-		if err := f.close(); err != nil {
-			return nil, err
-		}
+		rows = append(rows, rs...)
 	}
 	judgeW8(rows, peers, s.Kind == deviceCUDA)
 	return rows, nil
 }
 
-// measureW8Form prepares one form, runs W8Warmup unmeasured and W8Steps
-// measured steps, checks the last output against the CPU and summarizes.
-func measureW8Form(s *session, f *w8Fixture, form w8Form, cfg benchConfig, prog *progress) (r w8Row, ok bool, err error) {
-	body, ok, err := prepareW8Form(form.ID, f, s.drv)
-	if err != nil || !ok {
-		return w8Row{}, false, err
+// w8Prepared is a form ready to run, with its measurements.
+type w8Prepared struct {
+	form  w8Form
+	body  w8Body
+	times []time.Duration
+	syncs uint64
+}
+
+// measureW8Size prepares every form on f, runs W8Warmup unmeasured steps
+// of each, then W8Steps measured steps of each, interleaved, checks every
+// form's output of one more step against the CPU and summarizes.
+func measureW8Size(s *session, f *w8Fixture, cfg benchConfig, prog *progress) (rows []w8Row, err error) {
+	var forms []*w8Prepared
+	defer func() {
+		for _, p := range forms {
+			err = errors.Join(err, p.body.close())
+		}
+	}()
+	for _, form := range w8Forms {
+		body, ok, err := prepareW8Form(form.ID, f, s.drv)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", form.ID, err)
+		}
+		if ok {
+			forms = append(forms, &w8Prepared{form: form, body: body, times: make([]time.Duration, 0, cfg.W8Steps)})
+		}
 	}
-	defer func() { err = errors.Join(err, body.close()) }()
-	rc := cfg
-	rc.Warmup, rc.Repeats = cfg.W8Warmup, cfg.W8Steps
-	m, err := repeat(s.Backend, body.step, rc, prog)
-	if err != nil {
-		return w8Row{}, false, err
+	for range cfg.W8Warmup {
+		for _, p := range forms {
+			if err := p.body.step(); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.form.ID, err)
+			}
+		}
 	}
-	if err := verifyW8(fmt.Sprintf("W8 %s %s", formatBytes(uint64(f.n)), form.ID), body.in, body.out()); err != nil {
-		return w8Row{}, false, err
+	for i := range cfg.W8Steps {
+		prog.tick(i+1, cfg.W8Steps)
+		for k := range forms {
+			p := forms[(i+k)%len(forms)]
+			syncs := s.Backend.Telemetry().SyncPoints
+			start := time.Now()
+			err := p.body.step()
+			d := time.Since(start)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.form.ID, err)
+			}
+			p.times = append(p.times, max(d, time.Nanosecond))
+			p.syncs += s.Backend.Telemetry().SyncPoints - syncs
+		}
 	}
-	st := summarize(m.times)
-	r = w8Row{
-		Form: form.ID, Title: form.Title, Bytes: int64(f.n), Steps: len(m.times),
-		MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
-		SyncsPerStep: perRun(m.tel, len(m.times)).SyncPoints, Verified: true,
+	for _, p := range forms {
+		// The forms share their inputs and device buffers, so each is
+		// checked on one more step of its own.
+		if err := p.body.step(); err != nil {
+			return nil, fmt.Errorf("%s: %w", p.form.ID, err)
+		}
+		if err := verifyW8(fmt.Sprintf("W8 %s %s", formatBytes(uint64(f.n)), p.form.ID), p.body.in, p.body.out()); err != nil {
+			return nil, err
+		}
+		st := summarize(p.times)
+		rows = append(rows, w8Row{
+			Form: p.form.ID, Title: p.form.Title, Bytes: int64(f.n), Steps: len(p.times),
+			MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
+			SyncsPerStep: float64(p.syncs) / float64(max(len(p.times), 1)), Verified: true,
+		})
 	}
-	return r, true, nil
+	return rows, nil
 }
