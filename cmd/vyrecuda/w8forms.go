@@ -103,10 +103,10 @@ func prepareW8Form(id string, f *w8Fixture, drv core.Driver) (body w8Body, ok bo
 }
 
 // measureW8 runs every form at every size of cfg and returns the rows, with
-// their ratios and targets filled in. At each size the forms' steps are
-// interleaved (one step of each in turn, the first form rotating), so a
-// change in the host's speed during the run weighs on every form alike and
-// the ratios between them hold.
+// their ratios and targets filled in. At each size the forms take turns in
+// blocks of steps (the first form rotating), so a change in the host's
+// speed during the run weighs on every form alike and the ratios between
+// them hold.
 func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step *int, total int) ([]w8Row, error) {
 	p, err := compileW8(s.Backend)
 	if err != nil {
@@ -119,7 +119,7 @@ func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step
 			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
 		}
 		*step++
-		prog.start(*step, total, fmt.Sprintf("W8 %s each way: %d forms, steps interleaved", formatBytes(uint64(n)), len(w8Forms)))
+		prog.start(*step, total, fmt.Sprintf("W8 %s each way: %d forms in turn", formatBytes(uint64(n)), len(w8Forms)))
 		rs, err := measureW8Size(s, f, cfg, prog)
 		if err = errors.Join(err, f.close()); err != nil {
 			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
@@ -130,6 +130,15 @@ func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step
 	return rows, nil
 }
 
+// w8Block is how many measured steps a form runs in a row before the next
+// form's turn, and w8Settle how many unmeasured steps come first, so that
+// what the previous form left running (its copy helpers' eviction of
+// staging, their polling) has ended before the form is timed.
+const (
+	w8Block  = 25
+	w8Settle = 5
+)
+
 // w8Prepared is a form ready to run, with its measurements.
 type w8Prepared struct {
 	form  w8Form
@@ -138,8 +147,31 @@ type w8Prepared struct {
 	syncs uint64
 }
 
+// run runs settle unmeasured steps and then n measured ones, adding their
+// times and the Backend's sync points during them to p.
+func (p *w8Prepared) run(b *core.Backend, settle, n int) error {
+	for range settle {
+		if err := p.body.step(); err != nil {
+			return fmt.Errorf("%s: %w", p.form.ID, err)
+		}
+	}
+	syncs := b.Telemetry().SyncPoints
+	for range n {
+		start := time.Now()
+		err := p.body.step()
+		d := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.form.ID, err)
+		}
+		p.times = append(p.times, max(d, time.Nanosecond))
+	}
+	p.syncs += b.Telemetry().SyncPoints - syncs
+	return nil
+}
+
 // measureW8Size prepares every form on f, runs W8Warmup unmeasured steps
-// of each, then W8Steps measured steps of each, interleaved, checks every
+// of each, then W8Steps measured steps of each, interleaved in blocks
+// (w8Block), checks every
 // form's output of one more step against the CPU and summarizes.
 func measureW8Size(s *session, f *w8Fixture, cfg benchConfig, prog *progress) (rows []w8Row, err error) {
 	var forms []*w8Prepared
@@ -157,26 +189,19 @@ func measureW8Size(s *session, f *w8Fixture, cfg benchConfig, prog *progress) (r
 			forms = append(forms, &w8Prepared{form: form, body: body, times: make([]time.Duration, 0, cfg.W8Steps)})
 		}
 	}
-	for range cfg.W8Warmup {
-		for _, p := range forms {
-			if err := p.body.step(); err != nil {
-				return nil, fmt.Errorf("%s: %w", p.form.ID, err)
-			}
+	for _, p := range forms {
+		if err := p.run(s.Backend, cfg.W8Warmup, 0); err != nil {
+			return nil, err
 		}
 	}
-	for i := range cfg.W8Steps {
-		prog.tick(i+1, cfg.W8Steps)
+	for done := 0; done < cfg.W8Steps; done += w8Block {
+		prog.tick(done+1, cfg.W8Steps)
+		n := min(w8Block, cfg.W8Steps-done)
 		for k := range forms {
-			p := forms[(i+k)%len(forms)]
-			syncs := s.Backend.Telemetry().SyncPoints
-			start := time.Now()
-			err := p.body.step()
-			d := time.Since(start)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p.form.ID, err)
+			p := forms[(done/w8Block+k)%len(forms)]
+			if err := p.run(s.Backend, w8Settle, n); err != nil {
+				return nil, err
 			}
-			p.times = append(p.times, max(d, time.Nanosecond))
-			p.syncs += s.Backend.Telemetry().SyncPoints - syncs
 		}
 	}
 	for _, p := range forms {
