@@ -259,7 +259,7 @@ func runBenchmarks(s *session, cfg benchConfig, selected []string, peers *w8Peer
 	selected = slices.DeleteFunc(slices.Clone(selected), func(id string) bool { return id == w8ID })
 	total := len(selected) + 2*len(sizes)
 	if w8 {
-		total += len(cfg.W8Sizes)
+		total += len(cfg.W8Sizes) * len(w8Forms)
 	}
 	step := 0
 	defer prog.done()

@@ -286,8 +286,8 @@ func TestBenchOnSim(t *testing.T) {
 		assert.Contains(t, stdout, want)
 	}
 	// stderr is not a terminal here: one progress line per step (W8: one
-	// per size, its forms interleaved).
-	steps := len(workloadIDs()) + 2 + 2*3
+	// per form and size).
+	steps := len(workloadIDs()) + 2*len(w8Forms) + 2*3
 	assert.Equal(t, steps, strings.Count(stderr, "bench: ["), stderr)
 	assert.Contains(t, stderr, fmt.Sprintf("bench: [1/%d] W1 upload", steps))
 

@@ -24,7 +24,7 @@ func TestGPUBenchW8(t *testing.T) {
 	cfg := defaultBenchConfig()
 	cfg.W8Steps, cfg.W8Warmup = 20, 3
 	step := 0
-	rows, err := measureW8(s, cfg, nil, newProgress(io.Discard), &step, len(cfg.W8Sizes))
+	rows, err := measureW8(s, cfg, nil, newProgress(io.Discard), &step, len(cfg.W8Sizes)*len(w8Forms))
 	require.NoError(t, s.Close())
 	require.NoError(t, err)
 	require.Len(t, rows, len(cfg.W8Sizes)*len(w8Forms), "every form at every size, the floor included")

@@ -44,7 +44,7 @@ func TestBenchW8OnSim(t *testing.T) {
 		"pageable 36 us", "graph 27 us", "wrote " + filepath.Join(out, resultsFile)} {
 		assert.Contains(t, stdout, want)
 	}
-	assert.Equal(t, 3+2, strings.Count(stderr, "bench: ["), "a step per size, then the sweep")
+	assert.Equal(t, 3*len(w8Forms)+2, strings.Count(stderr, "bench: ["), "a step per form and size, then the sweep")
 
 	js, err := os.ReadFile(filepath.Join(out, resultsFile))
 	require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestBenchW8RefusesWrongOutput(t *testing.T) {
 			code, stdout, stderr := runCmd(w8Bench()...)
 			assert.Equal(t, exitFail, code)
 			assert.NotContains(t, stdout, "W8 inference step", "no table for a failed bench")
-			assert.Contains(t, stderr, "vyrecuda bench: W8: 16 KiB: verify W8 16 KiB run: ")
+			assert.Contains(t, stderr, "vyrecuda bench: W8: 16 KiB run: verify W8 16 KiB run: ")
 			assert.Contains(t, stderr, "differ from the CPU")
 			assert.Contains(t, stderr, "the output is not x*3+0.5 of the input")
 		})
@@ -163,7 +163,7 @@ func TestBenchW8FailsCleanlyOnDeviceFaults(t *testing.T) {
 				require.NoError(t, err)
 				s.sim.FailNth(op, nth, cudaapi.CUDA_ERROR_UNKNOWN)
 				step := 0
-				rows, err := measureW8(s, cfg, nil, newProgress(io.Discard), &step, 1)
+				rows, err := measureW8(s, cfg, nil, newProgress(io.Discard), &step, len(w8Forms))
 				s.sim.ClearFaults()
 				require.NoError(t, s.Close(), "%s #%d: W8 must release everything it allocated, also on failure", op, nth)
 				if err == nil {

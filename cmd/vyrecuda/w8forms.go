@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/vyre-go/vyrecuda/core"
 )
@@ -103,10 +102,7 @@ func prepareW8Form(id string, f *w8Fixture, drv core.Driver) (body w8Body, ok bo
 }
 
 // measureW8 runs every form at every size of cfg and returns the rows, with
-// their ratios and targets filled in. At each size the forms take turns in
-// blocks of steps (the first form rotating), so a change in the host's
-// speed during the run weighs on every form alike and the ratios between
-// them hold.
+// their ratios and targets filled in.
 func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step *int, total int) ([]w8Row, error) {
 	p, err := compileW8(s.Backend)
 	if err != nil {
@@ -118,107 +114,47 @@ func measureW8(s *session, cfg benchConfig, peers *w8Peers, prog *progress, step
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
 		}
-		*step++
-		prog.start(*step, total, fmt.Sprintf("W8 %s each way: %d forms in turn", formatBytes(uint64(n)), len(w8Forms)))
-		rs, err := measureW8Size(s, f, cfg, prog)
-		if err = errors.Join(err, f.close()); err != nil {
-			return nil, fmt.Errorf("%s: %w", formatBytes(uint64(n)), err)
+		for _, form := range w8Forms {
+			*step++
+			prog.start(*step, total, fmt.Sprintf("W8 %s each way: %s", formatBytes(uint64(n)), form.Title))
+			r, ok, err := measureW8Form(s, f, form, cfg, prog)
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("%s %s: %w", formatBytes(uint64(n)), form.ID, err), f.close())
+			}
+			if ok {
+				rows = append(rows, r)
+			}
 		}
-		rows = append(rows, rs...)
+		if err := f.close(); err != nil {
+			return nil, err
+		}
 	}
 	judgeW8(rows, peers, s.Kind == deviceCUDA)
 	return rows, nil
 }
 
-// w8Block is how many measured steps a form runs in a row before the next
-// form's turn, and w8Settle how many unmeasured steps come first, so that
-// what the previous form left running (its copy helpers' eviction of
-// staging, their polling) has ended before the form is timed.
-const (
-	w8Block  = 25
-	w8Settle = 5
-)
-
-// w8Prepared is a form ready to run, with its measurements.
-type w8Prepared struct {
-	form  w8Form
-	body  w8Body
-	times []time.Duration
-	syncs uint64
-}
-
-// run runs settle unmeasured steps and then n measured ones, adding their
-// times and the Backend's sync points during them to p.
-func (p *w8Prepared) run(b *core.Backend, settle, n int) error {
-	for range settle {
-		if err := p.body.step(); err != nil {
-			return fmt.Errorf("%s: %w", p.form.ID, err)
-		}
+// measureW8Form prepares one form, runs W8Warmup unmeasured and W8Steps
+// measured steps, checks the last output against the CPU and summarizes.
+func measureW8Form(s *session, f *w8Fixture, form w8Form, cfg benchConfig, prog *progress) (r w8Row, ok bool, err error) {
+	body, ok, err := prepareW8Form(form.ID, f, s.drv)
+	if err != nil || !ok {
+		return w8Row{}, false, err
 	}
-	syncs := b.Telemetry().SyncPoints
-	for range n {
-		start := time.Now()
-		err := p.body.step()
-		d := time.Since(start)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.form.ID, err)
-		}
-		p.times = append(p.times, max(d, time.Nanosecond))
+	defer func() { err = errors.Join(err, body.close()) }()
+	rc := cfg
+	rc.Warmup, rc.Repeats = cfg.W8Warmup, cfg.W8Steps
+	m, err := repeat(s.Backend, body.step, rc, prog)
+	if err != nil {
+		return w8Row{}, false, err
 	}
-	p.syncs += b.Telemetry().SyncPoints - syncs
-	return nil
-}
-
-// measureW8Size prepares every form on f, runs W8Warmup unmeasured steps
-// of each, then W8Steps measured steps of each, interleaved in blocks
-// (w8Block), checks every
-// form's output of one more step against the CPU and summarizes.
-func measureW8Size(s *session, f *w8Fixture, cfg benchConfig, prog *progress) (rows []w8Row, err error) {
-	var forms []*w8Prepared
-	defer func() {
-		for _, p := range forms {
-			err = errors.Join(err, p.body.close())
-		}
-	}()
-	for _, form := range w8Forms {
-		body, ok, err := prepareW8Form(form.ID, f, s.drv)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", form.ID, err)
-		}
-		if ok {
-			forms = append(forms, &w8Prepared{form: form, body: body, times: make([]time.Duration, 0, cfg.W8Steps)})
-		}
+	if err := verifyW8(fmt.Sprintf("W8 %s %s", formatBytes(uint64(f.n)), form.ID), body.in, body.out()); err != nil {
+		return w8Row{}, false, err
 	}
-	for _, p := range forms {
-		if err := p.run(s.Backend, cfg.W8Warmup, 0); err != nil {
-			return nil, err
-		}
+	st := summarize(m.times)
+	r = w8Row{
+		Form: form.ID, Title: form.Title, Bytes: int64(f.n), Steps: len(m.times),
+		MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
+		SyncsPerStep: perRun(m.tel, len(m.times)).SyncPoints, Verified: true,
 	}
-	for done := 0; done < cfg.W8Steps; done += w8Block {
-		prog.tick(done+1, cfg.W8Steps)
-		n := min(w8Block, cfg.W8Steps-done)
-		for k := range forms {
-			p := forms[(done/w8Block+k)%len(forms)]
-			if err := p.run(s.Backend, w8Settle, n); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, p := range forms {
-		// The forms share their inputs and device buffers, so each is
-		// checked on one more step of its own.
-		if err := p.body.step(); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.form.ID, err)
-		}
-		if err := verifyW8(fmt.Sprintf("W8 %s %s", formatBytes(uint64(f.n)), p.form.ID), p.body.in, p.body.out()); err != nil {
-			return nil, err
-		}
-		st := summarize(p.times)
-		rows = append(rows, w8Row{
-			Form: p.form.ID, Title: p.form.Title, Bytes: int64(f.n), Steps: len(p.times),
-			MedianNs: st.Median.Nanoseconds(), MinNs: st.Min.Nanoseconds(), MaxNs: st.Max.Nanoseconds(),
-			SyncsPerStep: float64(p.syncs) / float64(max(len(p.times), 1)), Verified: true,
-		})
-	}
-	return rows, nil
+	return r, true, nil
 }
