@@ -11,7 +11,9 @@ package core_test
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -252,6 +254,8 @@ func BenchmarkGPURunPhases(b *testing.B) {
 			{"go-slices", false, nil},
 			{"pinned", true, nil},
 			{"floor", true, nil},
+			{"pinned-kernel", true, nil},
+			{"floor-kernel", true, nil},
 		} {
 			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, v.name), func(b *testing.B) {
 				drv, err := core.NewCUDADriver(0)
@@ -270,12 +274,18 @@ func BenchmarkGPURunPhases(b *testing.B) {
 					b.Cleanup(func() { _ = pin.Free() })
 					in, dst = pin.Bytes()[:n], [][]byte{pin.Bytes()[n:n]}
 				}
+				batch := core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}
+				kernel := strings.HasSuffix(v.name, "-kernel")
+				if kernel {
+					batch.Steps = []core.Step{{Program: core.ProgramScaleF32(), Bufs: []core.Buffer{up, rd},
+						Config: core.DispatchConfig{Scalars: []uint32{math.Float32bits(3)}}}}
+				}
 				step := func() error {
-					dst, err = be.Run(core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}, dst)
+					dst, err = be.Run(batch, dst)
 					return err
 				}
-				if v.name == "floor" {
-					step = rawCopiesStep(b, be, drv, up, rd, in, dst[0][:n])
+				if strings.HasPrefix(v.name, "floor") {
+					step = rawCopiesStep(b, be, drv, up, rd, in, dst[0][:n], kernel)
 				}
 				for range 20 {
 					require.NoError(b, step())
@@ -298,8 +308,9 @@ func BenchmarkGPURunPhases(b *testing.B) {
 
 // rawCopiesStep returns a step that copies in to up and rd to out with the
 // driver alone: two async copies on a stream of its own and one
-// synchronization.
-func rawCopiesStep(b *testing.B, be *core.Backend, drv core.Driver, up, rd core.Buffer, in, out []byte) func() error {
+// synchronization, with ScaleF32's kernel from up to rd launched between
+// them when kernel is set.
+func rawCopiesStep(b *testing.B, be *core.Backend, drv core.Driver, up, rd core.Buffer, in, out []byte, kernel bool) func() error {
 	upPtr, err := be.ResidentDevicePtr(up)
 	require.NoError(b, err)
 	rdPtr, err := be.ResidentDevicePtr(rd)
@@ -307,8 +318,15 @@ func rawCopiesStep(b *testing.B, be *core.Backend, drv core.Driver, up, rd core.
 	st, err := drv.StreamCreate()
 	require.NoError(b, err)
 	b.Cleanup(func() { assert.NoError(b, drv.StreamDestroy(st)) })
+	launch := func() error { return nil }
+	if kernel {
+		launch = rawScaleLaunch(b, drv, st, upPtr, rdPtr, len(in)/4)
+	}
 	return func() error {
 		if err := drv.MemcpyHtoDAsync(upPtr, in, st); err != nil {
+			return err
+		}
+		if err := launch(); err != nil {
 			return err
 		}
 		if err := drv.MemcpyDtoHAsync(out, rdPtr, st); err != nil {
@@ -316,4 +334,27 @@ func rawCopiesStep(b *testing.B, be *core.Backend, drv core.Driver, up, rd core.
 		}
 		return drv.StreamSynchronize(st)
 	}
+}
+
+// rawScaleLaunch loads ScaleF32's image into a module of its own and returns
+// a launch of it over n floats from x to y on st, with the grid a dispatch
+// derives.
+func rawScaleLaunch(b *testing.B, drv core.Driver, st core.Stream, x, y uint64, n int) func() error {
+	spec := core.ProgramScaleF32().Spec()
+	m, err := drv.ModuleLoad(spec.Image)
+	require.NoError(b, err)
+	b.Cleanup(func() { assert.NoError(b, drv.ModuleUnload(m)) })
+	fn, err := drv.ModuleFunction(m, spec.Entry)
+	require.NoError(b, err)
+	block, maxBlocks := spec.Block, spec.Grid.MaxBlocks
+	if block == 0 {
+		block = core.DefaultBlockSize
+	}
+	if maxBlocks == 0 {
+		maxBlocks = core.DefaultMaxBlocks
+	}
+	blocks := min((uint32(n)+block-1)/block, maxBlocks)
+	lc := core.LaunchConfig{Grid: [3]uint32{blocks, 1, 1}, Block: [3]uint32{block, 1, 1}}
+	args := []core.KernelArg{{Ptr: x, IsPtr: true}, {Ptr: y, IsPtr: true}, {U32: uint32(n)}, {U32: math.Float32bits(3)}}
+	return func() error { return drv.Launch(fn, lc, st, args) }
 }
