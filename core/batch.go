@@ -138,9 +138,8 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 // batchLayout maps a position in the flat list of buffers a batch names to
 // the item it came from, for messages.
 type batchLayout struct {
-	clears, fills, uploads, steps, reads int    // section starts
-	stepStarts                           []int  // start of each step's buffers
-	coll                                 []bool // each step: a collective (its buffers: recv, send)
+	clears, fills, uploads, steps, reads int          // section starts
+	plans                                []launchPlan // each step's start, and whether it is a collective (its buffers: recv, send)
 }
 
 func (l *batchLayout) label(i int) string {
@@ -152,11 +151,11 @@ func (l *batchLayout) label(i int) string {
 	case i < l.steps:
 		return fmt.Sprintf("upload %d: ", i-l.uploads)
 	case i < l.reads:
-		s := sort.Search(len(l.stepStarts), func(k int) bool { return l.stepStarts[k] > i }) - 1
-		if l.coll != nil && l.coll[s] {
-			return fmt.Sprintf("step %d %s: ", s, [2]string{"recv", "send"}[i-l.stepStarts[s]])
+		s := sort.Search(len(l.plans), func(k int) bool { return l.plans[k].start > i }) - 1
+		if l.plans[s].coll != nil {
+			return fmt.Sprintf("step %d %s: ", s, [2]string{"recv", "send"}[i-l.plans[s].start])
 		}
-		return fmt.Sprintf("step %d buffer %d: ", s, i-l.stepStarts[s])
+		return fmt.Sprintf("step %d buffer %d: ", s, i-l.plans[s].start)
 	}
 	return fmt.Sprintf("read %d: ", i-l.reads)
 }
@@ -168,23 +167,25 @@ type launchPlan struct {
 	args  []KernelArg
 	waits bool      // the launched image waits on its grid dependencies (pdl.go)
 	coll  *collPlan // set for a collective step, which launches nothing
+	start int       // the position of the step's first buffer in the batch's layout
+	bufs  []Buffer  // the step's buffers: Bufs, or those its Args pass
+	count uint32    // the element count a kernel taking one is passed
 }
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
 // buffers are pinned (ents), its copies fused and its launches resolved.
 // Building one queues nothing and stages nothing.
 type batchPlan struct {
-	batch    *Batch
-	lay      batchLayout
-	ents     []*residentEntry // the entry of every buffer position the batch names
-	pinned   []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
-	plans    []launchPlan
-	xfer     transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
-	timing   bool
-	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
-	ownSteps bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
-	into     [][]byte   // each read's destination known at submission (nil: none)
-	colls    int        // collective steps
+	batch  *Batch
+	lay    batchLayout
+	bufs   []Buffer         // every buffer the batch names, in layout order
+	ents   []*residentEntry // the entry of every buffer position the batch names
+	pinned []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
+	plans  []launchPlan
+	xfer   transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
+	timing bool
+	into   [][]byte // each read's destination known at submission (nil: none)
+	colls  int      // collective steps
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -301,11 +302,11 @@ func (b *Backend) countBatch(pl *batchPlan) {
 // held. runDst is Run's dst (nil otherwise).
 func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPlan, error) {
 	pl := &batchPlan{batch: batch}
-	counts, nArgs, err := pl.checkShapes(op)
+	nArgs, err := pl.checkShapes(op)
 	if err != nil {
 		return nil, err
 	}
-	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs(), &pl.lay); err != nil {
+	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs, &pl.lay); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -321,7 +322,7 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 	if err := b.resolveCopies(op, pl, runDst); err != nil {
 		return nil, err
 	}
-	if err := b.resolveLaunches(op, pl, counts, nArgs); err != nil {
+	if err := b.resolveLaunches(op, pl, nArgs); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -329,57 +330,87 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 }
 
 // checkShapes validates what needs no resident table: programs, arity and
-// scalars. It fills the layout and the launch geometry, and returns each
-// step's element count and the number of kernel parameters of all steps.
-func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
+// scalars. It fills the layout, the list of buffers and each step's launch
+// geometry and element count, and returns the number of kernel parameters
+// of all steps.
+func (pl *batchPlan) checkShapes(op string) (int, error) {
 	batch := pl.batch
-	pl.lay = batchLayout{stepStarts: make([]int, len(batch.Steps))}
-	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads)
+	pl.plans = make([]launchPlan, len(batch.Steps))
+	pl.lay = batchLayout{plans: pl.plans}
 	pl.lay.fills = len(batch.Clears)
 	pl.lay.uploads = pl.lay.fills + len(batch.Fills)
-	pl.lay.steps = n
-	pl.plans = make([]launchPlan, len(batch.Steps))
-	counts := make([]uint32, len(batch.Steps))
+	pl.lay.steps = pl.lay.uploads + len(batch.Uploads)
+	pl.bufs = pl.headBufs()
 	nArgs := 0
-	pl.stepBufs = make([][]Buffer, len(batch.Steps))
 	for i := range batch.Steps {
-		s := &batch.Steps[i]
+		s, lp := &batch.Steps[i], &pl.plans[i]
+		lp.start = len(pl.bufs)
 		if s.Collective != nil {
-			if err := pl.collStep(op, i, n); err != nil {
-				return nil, 0, err
+			if err := pl.collStep(op, i); err != nil {
+				return 0, err
 			}
-			n += len(pl.stepBufs[i])
 			continue
 		}
 		if s.Program == nil {
-			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
+			return 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
 				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
 		}
-		if s.Program.argTypes != nil && len(s.Config.Args) > 0 {
-			if err := pl.untypeStep(op, i); err != nil {
-				return nil, 0, err
-			}
-			s = &batch.Steps[i]
-		}
-		pl.stepBufs[i] = s.Bufs
-		if s.Program.typed() {
+		cfg := &s.Config
+		var untyped DispatchConfig
+		var scalars [8]uint32
+		switch {
+		case s.Program.argTypes != nil && len(s.Config.Args) > 0:
 			var err error
-			if pl.stepBufs[i], err = s.Program.typedBuffers(op, i, s); err != nil {
-				return nil, 0, err
+			if untyped, err = pl.untypeStep(op, i, scalars[:0]); err != nil {
+				return 0, err
 			}
+			cfg = &untyped
+		case s.Program.typed():
+			if err := s.Program.typedBuffers(op, i, s); err != nil {
+				return 0, err
+			}
+			pl.bufs = appendTypedBuffers(pl.bufs, s.Config.Args)
+		default:
+			pl.bufs = append(pl.bufs, s.Bufs...)
 		}
-		cfg, count, err := s.Program.checkDispatch(op, i, pl.stepBufs[i], &s.Config)
+		lp.bufs = pl.bufs[lp.start:len(pl.bufs):len(pl.bufs)]
+		lc, count, err := s.Program.checkDispatch(op, i, lp.bufs, cfg)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
-		pl.plans[i].cfg, counts[i] = cfg, count
-		pl.lay.stepStarts[i] = n
-		n += len(pl.stepBufs[i])
+		lp.cfg, lp.count = lc, count
 		nArgs += s.Program.args
 		pl.timing = pl.timing || s.Config.Timing
 	}
-	pl.lay.reads = n
-	return counts, nArgs, nil
+	pl.lay.reads = len(pl.bufs)
+	for _, r := range batch.Reads {
+		pl.bufs = append(pl.bufs, r.Buf)
+	}
+	return nArgs, nil
+}
+
+// headBufs returns the buffers of the batch's clears, fills and uploads,
+// in layout order, with room for every step's and read's after them.
+func (pl *batchPlan) headBufs() []Buffer {
+	batch := pl.batch
+	n := pl.lay.steps + len(batch.Reads)
+	for i := range batch.Steps {
+		s := &batch.Steps[i]
+		if s.Collective != nil {
+			n += 2 // recv, send
+		} else {
+			n += len(s.Bufs) + len(s.Config.Args)
+		}
+	}
+	bufs := make([]Buffer, 0, n)
+	bufs = append(bufs, batch.Clears...)
+	for _, f := range batch.Fills {
+		bufs = append(bufs, f.Buf)
+	}
+	for _, u := range batch.Uploads {
+		bufs = append(bufs, u.Buf)
+	}
+	return bufs
 }
 
 // checkWritable refuses a clear, fill or upload into a buffer of a static
@@ -388,7 +419,7 @@ func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 func (pl *batchPlan) checkWritable(op string) error {
 	batch, lay := pl.batch, &pl.lay
 	for i := range pl.plans {
-		if k := lay.stepStarts[i]; pl.plans[i].coll != nil && pl.ents[k].static.Load() {
+		if k := pl.plans[i].start; pl.plans[i].coll != nil && pl.ents[k].static.Load() {
 			err := staticWrite(op, batch.Steps[i].Collective.Recv)
 			err.Detail = lay.label(k) + err.Detail
 			return err
@@ -414,29 +445,9 @@ func (pl *batchPlan) checkWritable(op string) error {
 	return nil
 }
 
-// bufs lists every buffer the batch names, in layout order.
-func (pl *batchPlan) bufs() []Buffer {
-	batch := pl.batch
-	bufs := make([]Buffer, 0, pl.lay.reads+len(batch.Reads))
-	bufs = append(bufs, batch.Clears...)
-	for _, f := range batch.Fills {
-		bufs = append(bufs, f.Buf)
-	}
-	for _, u := range batch.Uploads {
-		bufs = append(bufs, u.Buf)
-	}
-	for _, sb := range pl.stepBufs {
-		bufs = append(bufs, sb...)
-	}
-	for _, r := range batch.Reads {
-		bufs = append(bufs, r.Buf)
-	}
-	return bufs
-}
-
 // resolveLaunches builds each step's kernel parameters and looks up its
 // function, loading modules on first use.
-func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nArgs int) error {
+func (b *Backend) resolveLaunches(op string, pl *batchPlan, nArgs int) error {
 	batch := pl.batch
 	args := make([]KernelArg, nArgs)
 	var last *Program
@@ -444,8 +455,8 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 	var err error
 	waits := false
 	for i := range batch.Steps {
-		s := &batch.Steps[i]
-		if pl.plans[i].coll != nil {
+		s, lp := &batch.Steps[i], &pl.plans[i]
+		if lp.coll != nil {
 			continue
 		}
 		if s.Program != last { // sequences usually repeat one program; skip the cache lock
@@ -454,27 +465,35 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nAr
 			}
 			last, waits = s.Program, s.Program.waitsOnGrid(b.pdl)
 		}
-		pl.plans[i].waits = waits
+		lp.waits = waits
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
+		lp.fn, lp.args = f, a
 		if s.Program.typed() {
-			fillTyped(a, s.Config.Args, pl.ents[pl.lay.stepStarts[i]:])
-			pl.plans[i].fn, pl.plans[i].args = f, a
+			fillTyped(a, s.Config.Args, pl.ents[lp.start:])
 			continue
 		}
-		for k := range s.Bufs {
-			a[k] = KernelArg{Ptr: pl.ents[pl.lay.stepStarts[i]+k].ptr, IsPtr: true}
+		for k := range lp.bufs {
+			a[k] = KernelArg{Ptr: pl.ents[lp.start+k].ptr, IsPtr: true}
 		}
-		k := len(s.Bufs)
+		k := len(lp.bufs)
 		if s.Program.spec.Count {
-			a[k] = KernelArg{U32: counts[i]}
+			a[k] = KernelArg{U32: lp.count}
 			k++
+		}
+		if s.Program.argTypes != nil && len(s.Config.Args) > 0 { // a built-in's Args (untypeStep): the scalars among them
+			for _, v := range s.Config.Args {
+				if v.typ != ParamBuffer {
+					a[k] = KernelArg{U32: uint32(v.bits)}
+					k++
+				}
+			}
+			continue
 		}
 		for _, v := range s.Config.Scalars {
 			a[k] = KernelArg{U32: v}
 			k++
 		}
-		pl.plans[i].fn, pl.plans[i].args = f, a
 	}
 	return nil
 }
