@@ -174,18 +174,22 @@ type launchPlan struct {
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
 // buffers are pinned (ents), its copies fused and its launches resolved.
-// Building one queues nothing and stages nothing.
+// Building one queues nothing and stages nothing. It holds its own copy of
+// the Batch (req), and, once queued by enqueue, the work (pending), so a
+// call takes one allocation for all three.
 type batchPlan struct {
-	batch  *Batch
-	lay    batchLayout
-	bufs   []Buffer         // every buffer the batch names, in layout order
-	ents   []*residentEntry // the entry of every buffer position the batch names
-	pinned []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
-	plans  []launchPlan
-	xfer   transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
-	timing bool
-	into   [][]byte // each read's destination known at submission (nil: none)
-	colls  int      // collective steps
+	req     Batch
+	pending pendingWork
+	batch   *Batch // &req
+	lay     batchLayout
+	bufs    []Buffer         // every buffer the batch names, in layout order
+	ents    []*residentEntry // the entry of every buffer position the batch names
+	pinned  []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
+	plans   []launchPlan
+	xfer    transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
+	timing  bool
+	into    [][]byte // each read's destination known at submission (nil: none)
+	colls   int      // collective steps
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -223,7 +227,8 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 	}
 	transfer.Phase("plan")
 	rd := pl.xfer.Rd
-	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
+	p := &pl.pending
+	*p = pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
 		xfer: &pl.xfer, into: pl.into}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
@@ -301,7 +306,8 @@ func (b *Backend) countBatch(pl *batchPlan) {
 // releases both when the work is done or abandoned. On failure nothing is
 // held. runDst is Run's dst (nil otherwise).
 func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPlan, error) {
-	pl := &batchPlan{batch: batch}
+	pl := &batchPlan{req: *batch}
+	pl.batch = &pl.req
 	nArgs, err := pl.checkShapes(op)
 	if err != nil {
 		return nil, err
