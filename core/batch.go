@@ -190,6 +190,10 @@ type batchPlan struct {
 	timing  bool
 	into    [][]byte // each read's destination known at submission (nil: none)
 	colls   int      // collective steps
+	// planA and argA hold plans and the launches' arguments when they
+	// fit: a one-step batch takes no allocation for them.
+	planA [1]launchPlan
+	argA  [8]KernelArg
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -341,7 +345,11 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 // of all steps.
 func (pl *batchPlan) checkShapes(op string) (int, error) {
 	batch := pl.batch
-	pl.plans = make([]launchPlan, len(batch.Steps))
+	pl.plans = pl.planA[:]
+	if len(batch.Steps) > len(pl.planA) {
+		pl.plans = make([]launchPlan, len(batch.Steps))
+	}
+	pl.plans = pl.plans[:len(batch.Steps)]
 	pl.lay = batchLayout{plans: pl.plans}
 	pl.lay.fills = len(batch.Clears)
 	pl.lay.uploads = pl.lay.fills + len(batch.Fills)
@@ -455,7 +463,10 @@ func (pl *batchPlan) checkWritable(op string) error {
 // function, loading modules on first use.
 func (b *Backend) resolveLaunches(op string, pl *batchPlan, nArgs int) error {
 	batch := pl.batch
-	args := make([]KernelArg, nArgs)
+	args := pl.argA[:]
+	if nArgs > len(pl.argA) {
+		args = make([]KernelArg, nArgs)
+	}
 	var last *Program
 	var f Function
 	var err error
