@@ -83,21 +83,25 @@ func checkParams(op string, spec *ProgramSpec) error {
 	return nil
 }
 
-// typedBuffers returns the buffers a typed step binds, in parameter order,
-// and refuses a step that also passes Bufs or Scalars.
-func (p *Program) typedBuffers(op string, step int, s *Step) ([]Buffer, error) {
+// typedBuffers refuses a typed step that also passes Bufs or Scalars; the
+// buffers it binds are its buffer Args (appendTypedBuffers).
+func (p *Program) typedBuffers(op string, step int, s *Step) error {
 	if len(s.Bufs) != 0 || len(s.Config.Scalars) != 0 {
-		return nil, newError(op, KindInvalidArgument,
+		return newError(op, KindInvalidArgument,
 			fmt.Sprintf("%sprogram %q declares typed Params but got %d Bufs and %d u32 Scalars", stepPrefix(step), p.spec.Name, len(s.Bufs), len(s.Config.Scalars)),
 			"pass every argument, buffers included, in DispatchConfig.Args")
 	}
-	var bufs []Buffer
-	for _, a := range s.Config.Args {
+	return nil
+}
+
+// appendTypedBuffers appends the buffers of args, in order, to dst.
+func appendTypedBuffers(dst []Buffer, args []Arg) []Buffer {
+	for _, a := range args {
 		if a.typ == ParamBuffer {
-			bufs = append(bufs, a.buf)
+			dst = append(dst, a.buf)
 		}
 	}
-	return bufs, nil
+	return dst
 }
 
 // stepPrefix names a Batch step in messages; a negative step is a single
