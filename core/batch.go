@@ -138,8 +138,9 @@ func (b *Backend) RunAsync(batch Batch) (*Pending, error) {
 // batchLayout maps a position in the flat list of buffers a batch names to
 // the item it came from, for messages.
 type batchLayout struct {
-	clears, fills, uploads, steps, reads int          // section starts
-	plans                                []launchPlan // each step's start, and whether it is a collective (its buffers: recv, send)
+	clears, fills, uploads, steps, reads int    // section starts
+	stepStarts                           []int  // start of each step's buffers
+	coll                                 []bool // each step: a collective (its buffers: recv, send)
 }
 
 func (l *batchLayout) label(i int) string {
@@ -151,11 +152,11 @@ func (l *batchLayout) label(i int) string {
 	case i < l.steps:
 		return fmt.Sprintf("upload %d: ", i-l.uploads)
 	case i < l.reads:
-		s := sort.Search(len(l.plans), func(k int) bool { return l.plans[k].start > i }) - 1
-		if l.plans[s].coll != nil {
-			return fmt.Sprintf("step %d %s: ", s, [2]string{"recv", "send"}[i-l.plans[s].start])
+		s := sort.Search(len(l.stepStarts), func(k int) bool { return l.stepStarts[k] > i }) - 1
+		if l.coll != nil && l.coll[s] {
+			return fmt.Sprintf("step %d %s: ", s, [2]string{"recv", "send"}[i-l.stepStarts[s]])
 		}
-		return fmt.Sprintf("step %d buffer %d: ", s, i-l.plans[s].start)
+		return fmt.Sprintf("step %d buffer %d: ", s, i-l.stepStarts[s])
 	}
 	return fmt.Sprintf("read %d: ", i-l.reads)
 }
@@ -167,33 +168,23 @@ type launchPlan struct {
 	args  []KernelArg
 	waits bool      // the launched image waits on its grid dependencies (pdl.go)
 	coll  *collPlan // set for a collective step, which launches nothing
-	start int       // the position of the step's first buffer in the batch's layout
-	bufs  []Buffer  // the step's buffers: Bufs, or those its Args pass
-	count uint32    // the element count a kernel taking one is passed
 }
 
 // batchPlan is a validated Batch, ready to be queued on a stream: its
 // buffers are pinned (ents), its copies fused and its launches resolved.
-// Building one queues nothing and stages nothing. It holds its own copy of
-// the Batch (req), and, once queued by enqueue, the work (pending), so a
-// call takes one allocation for all three.
+// Building one queues nothing and stages nothing.
 type batchPlan struct {
-	req     Batch
-	pending pendingWork
-	batch   *Batch // &req
-	lay     batchLayout
-	bufs    []Buffer         // every buffer the batch names, in layout order
-	ents    []*residentEntry // the entry of every buffer position the batch names
-	pinned  []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
-	plans   []launchPlan
-	xfer    transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
-	timing  bool
-	into    [][]byte // each read's destination known at submission (nil: none)
-	colls   int      // collective steps
-	// planA and argA hold plans and the launches' arguments when they
-	// fit: a one-step batch takes no allocation for them.
-	planA [1]launchPlan
-	argA  [8]KernelArg
+	batch    *Batch
+	lay      batchLayout
+	ents     []*residentEntry // the entry of every buffer position the batch names
+	pinned   []*residentEntry // in-flight marks: each distinct buffer once (pinBatch)
+	plans    []launchPlan
+	xfer     transfer.Batch // the uploads and reads; enqueue plans them (unplanned, as captured: per copy)
+	timing   bool
+	stepBufs [][]Buffer // each step's buffers: Bufs, or a typed step's from its Args
+	ownSteps bool       // batch.Steps is the plan's copy (untypeStep), not the caller's
+	into     [][]byte   // each read's destination known at submission (nil: none)
+	colls    int        // collective steps
 }
 
 // work counts the device operations the plan queues (0: nothing reaches
@@ -231,8 +222,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 	}
 	transfer.Phase("plan")
 	rd := pl.xfer.Rd
-	p := &pl.pending
-	*p = pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
+	p := &pendingWork{b: b, op: op, up: hostmem.NewStaging(b.hostPool), rd: rd, nReads: len(batch.Reads), timing: pl.timing,
 		xfer: &pl.xfer, into: pl.into}
 	if pl.work() == 0 {
 		// Nothing reaches the device: the marks drop now and the reads (all
@@ -310,13 +300,12 @@ func (b *Backend) countBatch(pl *batchPlan) {
 // releases both when the work is done or abandoned. On failure nothing is
 // held. runDst is Run's dst (nil otherwise).
 func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPlan, error) {
-	pl := &batchPlan{req: *batch}
-	pl.batch = &pl.req
-	nArgs, err := pl.checkShapes(op)
+	pl := &batchPlan{batch: batch}
+	counts, nArgs, err := pl.checkShapes(op)
 	if err != nil {
 		return nil, err
 	}
-	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs, &pl.lay); err != nil {
+	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs(), &pl.lay); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -332,7 +321,7 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 	if err := b.resolveCopies(op, pl, runDst); err != nil {
 		return nil, err
 	}
-	if err := b.resolveLaunches(op, pl, nArgs); err != nil {
+	if err := b.resolveLaunches(op, pl, counts, nArgs); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -340,91 +329,57 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 }
 
 // checkShapes validates what needs no resident table: programs, arity and
-// scalars. It fills the layout, the list of buffers and each step's launch
-// geometry and element count, and returns the number of kernel parameters
-// of all steps.
-func (pl *batchPlan) checkShapes(op string) (int, error) {
+// scalars. It fills the layout and the launch geometry, and returns each
+// step's element count and the number of kernel parameters of all steps.
+func (pl *batchPlan) checkShapes(op string) ([]uint32, int, error) {
 	batch := pl.batch
-	pl.plans = pl.planA[:]
-	if len(batch.Steps) > len(pl.planA) {
-		pl.plans = make([]launchPlan, len(batch.Steps))
-	}
-	pl.plans = pl.plans[:len(batch.Steps)]
-	pl.lay = batchLayout{plans: pl.plans}
+	pl.lay = batchLayout{stepStarts: make([]int, len(batch.Steps))}
+	n := len(batch.Clears) + len(batch.Fills) + len(batch.Uploads)
 	pl.lay.fills = len(batch.Clears)
 	pl.lay.uploads = pl.lay.fills + len(batch.Fills)
-	pl.lay.steps = pl.lay.uploads + len(batch.Uploads)
-	pl.bufs = pl.headBufs()
+	pl.lay.steps = n
+	pl.plans = make([]launchPlan, len(batch.Steps))
+	counts := make([]uint32, len(batch.Steps))
 	nArgs := 0
-	for i := range batch.Steps {
-		s, lp := &batch.Steps[i], &pl.plans[i]
-		lp.start = len(pl.bufs)
-		if s.Collective != nil {
-			if err := pl.collStep(op, i); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if s.Program == nil {
-			return 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
-				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
-		}
-		cfg := &s.Config
-		var untyped DispatchConfig
-		var scalars [8]uint32
-		switch {
-		case s.Program.argTypes != nil && len(s.Config.Args) > 0:
-			var err error
-			if untyped, err = pl.untypeStep(op, i, scalars[:0]); err != nil {
-				return 0, err
-			}
-			cfg = &untyped
-		case s.Program.typed():
-			if err := s.Program.typedBuffers(op, i, s); err != nil {
-				return 0, err
-			}
-			pl.bufs = appendTypedBuffers(pl.bufs, s.Config.Args)
-		default:
-			pl.bufs = append(pl.bufs, s.Bufs...)
-		}
-		lp.bufs = pl.bufs[lp.start:len(pl.bufs):len(pl.bufs)]
-		lc, count, err := s.Program.checkDispatch(op, i, lp.bufs, cfg)
-		if err != nil {
-			return 0, err
-		}
-		lp.cfg, lp.count = lc, count
-		nArgs += s.Program.args
-		pl.timing = pl.timing || s.Config.Timing
-	}
-	pl.lay.reads = len(pl.bufs)
-	for _, r := range batch.Reads {
-		pl.bufs = append(pl.bufs, r.Buf)
-	}
-	return nArgs, nil
-}
-
-// headBufs returns the buffers of the batch's clears, fills and uploads,
-// in layout order, with room for every step's and read's after them.
-func (pl *batchPlan) headBufs() []Buffer {
-	batch := pl.batch
-	n := pl.lay.steps + len(batch.Reads)
+	pl.stepBufs = make([][]Buffer, len(batch.Steps))
 	for i := range batch.Steps {
 		s := &batch.Steps[i]
 		if s.Collective != nil {
-			n += 2 // recv, send
-		} else {
-			n += len(s.Bufs) + len(s.Config.Args)
+			if err := pl.collStep(op, i, n); err != nil {
+				return nil, 0, err
+			}
+			n += len(pl.stepBufs[i])
+			continue
 		}
+		if s.Program == nil {
+			return nil, 0, newError(op, KindInvalidArgument, fmt.Sprintf("step %d: program is nil", i),
+				"build the program with NewProgram or use a built-in such as ProgramVAddU32")
+		}
+		if s.Program.argTypes != nil && len(s.Config.Args) > 0 {
+			if err := pl.untypeStep(op, i); err != nil {
+				return nil, 0, err
+			}
+			s = &batch.Steps[i]
+		}
+		pl.stepBufs[i] = s.Bufs
+		if s.Program.typed() {
+			var err error
+			if pl.stepBufs[i], err = s.Program.typedBuffers(op, i, s); err != nil {
+				return nil, 0, err
+			}
+		}
+		cfg, count, err := s.Program.checkDispatch(op, i, pl.stepBufs[i], &s.Config)
+		if err != nil {
+			return nil, 0, err
+		}
+		pl.plans[i].cfg, counts[i] = cfg, count
+		pl.lay.stepStarts[i] = n
+		n += len(pl.stepBufs[i])
+		nArgs += s.Program.args
+		pl.timing = pl.timing || s.Config.Timing
 	}
-	bufs := make([]Buffer, 0, n)
-	bufs = append(bufs, batch.Clears...)
-	for _, f := range batch.Fills {
-		bufs = append(bufs, f.Buf)
-	}
-	for _, u := range batch.Uploads {
-		bufs = append(bufs, u.Buf)
-	}
-	return bufs
+	pl.lay.reads = n
+	return counts, nArgs, nil
 }
 
 // checkWritable refuses a clear, fill or upload into a buffer of a static
@@ -433,7 +388,7 @@ func (pl *batchPlan) headBufs() []Buffer {
 func (pl *batchPlan) checkWritable(op string) error {
 	batch, lay := pl.batch, &pl.lay
 	for i := range pl.plans {
-		if k := pl.plans[i].start; pl.plans[i].coll != nil && pl.ents[k].static.Load() {
+		if k := lay.stepStarts[i]; pl.plans[i].coll != nil && pl.ents[k].static.Load() {
 			err := staticWrite(op, batch.Steps[i].Collective.Recv)
 			err.Detail = lay.label(k) + err.Detail
 			return err
@@ -459,21 +414,38 @@ func (pl *batchPlan) checkWritable(op string) error {
 	return nil
 }
 
+// bufs lists every buffer the batch names, in layout order.
+func (pl *batchPlan) bufs() []Buffer {
+	batch := pl.batch
+	bufs := make([]Buffer, 0, pl.lay.reads+len(batch.Reads))
+	bufs = append(bufs, batch.Clears...)
+	for _, f := range batch.Fills {
+		bufs = append(bufs, f.Buf)
+	}
+	for _, u := range batch.Uploads {
+		bufs = append(bufs, u.Buf)
+	}
+	for _, sb := range pl.stepBufs {
+		bufs = append(bufs, sb...)
+	}
+	for _, r := range batch.Reads {
+		bufs = append(bufs, r.Buf)
+	}
+	return bufs
+}
+
 // resolveLaunches builds each step's kernel parameters and looks up its
 // function, loading modules on first use.
-func (b *Backend) resolveLaunches(op string, pl *batchPlan, nArgs int) error {
+func (b *Backend) resolveLaunches(op string, pl *batchPlan, counts []uint32, nArgs int) error {
 	batch := pl.batch
-	args := pl.argA[:]
-	if nArgs > len(pl.argA) {
-		args = make([]KernelArg, nArgs)
-	}
+	args := make([]KernelArg, nArgs)
 	var last *Program
 	var f Function
 	var err error
 	waits := false
 	for i := range batch.Steps {
-		s, lp := &batch.Steps[i], &pl.plans[i]
-		if lp.coll != nil {
+		s := &batch.Steps[i]
+		if pl.plans[i].coll != nil {
 			continue
 		}
 		if s.Program != last { // sequences usually repeat one program; skip the cache lock
@@ -482,35 +454,27 @@ func (b *Backend) resolveLaunches(op string, pl *batchPlan, nArgs int) error {
 			}
 			last, waits = s.Program, s.Program.waitsOnGrid(b.pdl)
 		}
-		lp.waits = waits
+		pl.plans[i].waits = waits
 		a := args[:s.Program.args:s.Program.args]
 		args = args[s.Program.args:]
-		lp.fn, lp.args = f, a
 		if s.Program.typed() {
-			fillTyped(a, s.Config.Args, pl.ents[lp.start:])
+			fillTyped(a, s.Config.Args, pl.ents[pl.lay.stepStarts[i]:])
+			pl.plans[i].fn, pl.plans[i].args = f, a
 			continue
 		}
-		for k := range lp.bufs {
-			a[k] = KernelArg{Ptr: pl.ents[lp.start+k].ptr, IsPtr: true}
+		for k := range s.Bufs {
+			a[k] = KernelArg{Ptr: pl.ents[pl.lay.stepStarts[i]+k].ptr, IsPtr: true}
 		}
-		k := len(lp.bufs)
+		k := len(s.Bufs)
 		if s.Program.spec.Count {
-			a[k] = KernelArg{U32: lp.count}
+			a[k] = KernelArg{U32: counts[i]}
 			k++
-		}
-		if s.Program.argTypes != nil && len(s.Config.Args) > 0 { // a built-in's Args (untypeStep): the scalars among them
-			for _, v := range s.Config.Args {
-				if v.typ != ParamBuffer {
-					a[k] = KernelArg{U32: uint32(v.bits)}
-					k++
-				}
-			}
-			continue
 		}
 		for _, v := range s.Config.Scalars {
 			a[k] = KernelArg{U32: v}
 			k++
 		}
+		pl.plans[i].fn, pl.plans[i].args = f, a
 	}
 	return nil
 }
@@ -556,4 +520,78 @@ func (b *Backend) queueBatch(op string, s Stream, pl *batchPlan, upStage []byte,
 		}
 	}
 	return nil
+}
+
+// pinBatch pins the distinct buffers of a batch once each, so an entry's
+// in-flight count counts unfinished batches (what Free's message
+// reports), and returns the entry of every position of bufs (ents) and the
+// pinned entries to release (pinned).
+func (b *Backend) pinBatch(op string, bufs []Buffer, lay *batchLayout) (ents, pinned []*residentEntry, err error) {
+	uniq, first, slot := dedupeBuffers(bufs)
+	pinned, err = b.store.pinEntries(op, uniq, func(i int) string { return lay.label(first[i]) })
+	if err != nil {
+		return nil, nil, err
+	}
+	ents = make([]*residentEntry, len(bufs))
+	for i := range bufs {
+		ents[i] = pinned[slot[i]]
+	}
+	return ents, pinned, nil
+}
+
+// increasingIDs reports whether bufs' IDs strictly increase, so no two
+// are the same buffer.
+func increasingIDs(bufs []Buffer) bool {
+	for i := 1; i < len(bufs); i++ {
+		if bufs[i].ID <= bufs[i-1].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// dedupeBuffers returns bufs without repeats (uniq), the position in bufs
+// where each of uniq first appears, and for every position of bufs its
+// index in uniq. Small batches compare pairwise; larger ones use a map.
+func dedupeBuffers(bufs []Buffer) (uniq []Buffer, first, slot []int) {
+	if increasingIDs(bufs) {
+		// Already distinct (the usual many-buffer batch): no map.
+		first = make([]int, len(bufs))
+		for i := range first {
+			first[i] = i
+		}
+		return bufs, first, first
+	}
+	uniq = make([]Buffer, 0, len(bufs))
+	first = make([]int, 0, len(bufs))
+	slot = make([]int, len(bufs))
+	var index map[Buffer]int
+	if len(bufs) > 16 {
+		index = make(map[Buffer]int, len(bufs))
+	}
+	for i, h := range bufs {
+		k := -1
+		if index != nil {
+			if j, ok := index[h]; ok {
+				k = j
+			}
+		} else {
+			for j, u := range uniq {
+				if u == h {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
+			k = len(uniq)
+			uniq = append(uniq, h)
+			first = append(first, i)
+			if index != nil {
+				index[h] = k
+			}
+		}
+		slot[i] = k
+	}
+	return uniq, first, slot
 }

@@ -1,9 +1,8 @@
 package core
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
+	"sort"
 
 	"github.com/vyre-go/vyrecuda/accounting"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
@@ -30,23 +29,11 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 			tb.Ups = append(tb.Ups, fusion.UploadCopy{Handle: u.Buf.ID, Dst: dst, Data: u.Data})
 		}
 	}
-	b.splitDirectUploads(tb, len(batch.Reads))
+	b.splitDirectUploads(tb)
 	if err := pl.checkInto(op); err != nil {
 		return err
 	}
-	var regsA [8]*hostmem.Region
-	regs := regsA[:]
-	if len(batch.Reads) > len(regsA) {
-		regs = make([]*hostmem.Region, len(batch.Reads))
-	}
-	regs = regs[:len(batch.Reads)]
-	if n := b.pinnedReads(pl, runDst, regs); n > 0 {
-		tb.DirectRds = make([]transfer.DirectRead, 0, n)
-		tb.Regions = slices.Grow(tb.Regions, n)
-		if pl.into == nil {
-			pl.into = make([][]byte, len(batch.Reads))
-		}
-	}
+	regs := b.pinnedReads(pl, runDst)
 	reqs := make([]fusion.ReadbackCopy, len(batch.Reads))
 	for i, r := range batch.Reads {
 		src, err := copyAddr(op, lay, lay.reads+i, r.Buf, ents[lay.reads+i].ptr, r.Offset, r.Len, false)
@@ -62,6 +49,9 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 			out := pl.readDest(i, runDst)
 			tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
 			tb.Regions = append(tb.Regions, reg)
+			if pl.into == nil {
+				pl.into = make([][]byte, len(batch.Reads))
+			}
 			pl.into[i] = out
 			continue
 		}
@@ -134,13 +124,14 @@ const (
 	directMinBytes   = 64 << 10
 )
 
-// pinnedReads sets regs[i] (nil on entry) to the pinned region read i's
-// destination lies in when it moves directly (one pending use each), and
-// returns how many it set. Under WithAtomicReadbacks none does: every read
-// lands in staging first, as a single Download into pinned memory does.
-func (b *Backend) pinnedReads(pl *batchPlan, runDst [][]byte, regs []*hostmem.Region) int {
+// pinnedReads returns, per read, the pinned region its destination lies
+// in when it moves directly (one pending use each; nil otherwise). Under
+// WithAtomicReadbacks none does: every read lands in staging first, as a
+// single Download into pinned memory does.
+func (b *Backend) pinnedReads(pl *batchPlan, runDst [][]byte) []*hostmem.Region {
+	regs := make([]*hostmem.Region, len(pl.batch.Reads))
 	if b.cfg.xfer.AtomicReads {
-		return 0
+		return regs
 	}
 	n := 0
 	for i, r := range pl.batch.Reads {
@@ -153,17 +144,13 @@ func (b *Backend) pinnedReads(pl *batchPlan, runDst [][]byte, regs []*hostmem.Re
 			}
 		}
 	}
-	if n < directManyCopies {
-		return n
-	}
 	for i, r := range pl.batch.Reads {
-		if regs[i] != nil && r.Len < directMinBytes {
+		if n >= directManyCopies && regs[i] != nil && r.Len < directMinBytes {
 			b.xfer.Unpin(regs[i])
 			regs[i] = nil
-			n--
 		}
 	}
-	return n
+	return regs
 }
 
 // readDest returns read i's destination known at submission: Into's, or
@@ -183,30 +170,19 @@ func (pl *batchPlan) readDest(i int, runDst [][]byte) []byte {
 // pinned through the Backend, and whose device range meets no other
 // upload's, to tb.DirectUps: queued after the others, they land exactly as
 // the batch's order says. Overlapping uploads stay with the fused ones,
-// which apply them in order. tb.Regions is sized for reads more regions
-// besides the uploads'.
-func (b *Backend) splitDirectUploads(tb *transfer.Batch, reads int) {
-	first := -1
-	var reg *hostmem.Region
+// which apply them in order.
+func (b *Backend) splitDirectUploads(tb *transfer.Batch) {
+	var regs []*hostmem.Region
 	for i, c := range tb.Ups {
-		if reg = b.xfer.Pinned(c.Data); reg != nil {
-			first = i
-			break
+		if reg := b.xfer.Pinned(c.Data); reg != nil {
+			if regs == nil {
+				regs = make([]*hostmem.Region, len(tb.Ups))
+			}
+			regs[i] = reg
 		}
 	}
-	if reg == nil {
+	if regs == nil {
 		return
-	}
-	var regsA [8]*hostmem.Region
-	var aloneA [8]bool
-	regs, alone := regsA[:], aloneA[:]
-	if n := len(tb.Ups); n > len(regsA) {
-		regs, alone = make([]*hostmem.Region, n), make([]bool, n)
-	}
-	regs, alone = regs[:len(tb.Ups)], alone[:len(tb.Ups)]
-	regs[first] = reg
-	for i := first + 1; i < len(tb.Ups); i++ {
-		regs[i] = b.xfer.Pinned(tb.Ups[i].Data)
 	}
 	if n := countRegions(regs); n >= directManyCopies {
 		for i, c := range tb.Ups {
@@ -216,17 +192,7 @@ func (b *Backend) splitDirectUploads(tb *transfer.Batch, reads int) {
 			}
 		}
 	}
-	aloneRanges(tb.Ups, alone)
-	direct := 0
-	for i := range regs {
-		if regs[i] != nil && alone[i] {
-			direct++
-		}
-	}
-	if direct > 0 {
-		tb.DirectUps = make([]transfer.DirectUp, 0, direct)
-		tb.Regions = make([]*hostmem.Region, 0, direct+reads)
-	}
+	alone := aloneRanges(tb.Ups)
 	keep := tb.Ups[:0]
 	for i, c := range tb.Ups {
 		switch {
@@ -243,27 +209,18 @@ func (b *Backend) splitDirectUploads(tb *transfer.Batch, reads int) {
 	tb.Ups = keep
 }
 
-// aloneRanges sets alone[i] (len(ups) of them, false on entry) when copy
-// i's device range lies apart from every other copy's, and returns alone.
-// Sorted by start, the copies fall into runs whose ranges chain into each
-// other; a copy is alone when its run has no other copy. That is exact: in
-// a run of two or more, every copy shares a byte with some other (perhaps
-// not its neighbour in address order).
-func aloneRanges(ups []fusion.UploadCopy, alone []bool) []bool {
-	if len(ups) == 1 {
-		alone[0] = true
-		return alone
+// aloneRanges reports, for each copy, whether its device range lies apart
+// from every other copy's. Sorted by start, the copies fall into runs
+// whose ranges chain into each other; a copy is alone when its run has no
+// other copy. That is exact: in a run of two or more, every copy shares a
+// byte with some other (perhaps not its neighbour in address order).
+func aloneRanges(ups []fusion.UploadCopy) []bool {
+	idx := make([]int, len(ups))
+	for i := range idx {
+		idx[i] = i
 	}
-	var idxA [8]int
-	idx := idxA[:0]
-	if len(ups) > len(idxA) {
-		idx = make([]int, 0, len(ups))
-	}
-	for i := range ups {
-		idx = append(idx, i)
-	}
-	// Copies of one start share a run whatever their order.
-	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(ups[a].Dst, ups[b].Dst) })
+	sort.Slice(idx, func(a, b int) bool { return ups[idx[a]].Dst < ups[idx[b]].Dst })
+	alone := make([]bool, len(ups))
 	for lo := 0; lo < len(idx); {
 		end := ups[idx[lo]].Dst + uint64(len(ups[idx[lo]].Data))
 		hi := lo + 1

@@ -87,32 +87,3 @@ func BenchmarkAllocateFree(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkRunStep is W8's inference step on sim at 64 bytes each way,
-// from memory pinned through the Backend: one upload, one typed ScaleF32
-// step, one read. It gauges the batch path's host work and allocations.
-func BenchmarkRunStep(b *testing.B) {
-	be, _ := openSim(b, sim.Config{TotalMemory: 1 << 30})
-	const n = 64
-	x, err := be.Alloc(n)
-	require.NoError(b, err)
-	y, err := be.Alloc(n)
-	require.NoError(b, err)
-	pin, err := be.AllocHostPinned(2 * n)
-	require.NoError(b, err)
-	b.Cleanup(func() { require.NoError(b, pin.Free()) })
-	dst := [][]byte{pin.Bytes()[n:n]}
-	batch := core.Batch{
-		Uploads: []core.UploadAt{{Buf: x, Data: pin.Bytes()[:n]}},
-		Steps: []core.Step{{Program: core.ProgramScaleF32(),
-			Config: core.DispatchConfig{Args: []core.Arg{core.ArgBuffer(x), core.ArgBuffer(y), core.ArgFloat32(3)}}}},
-		Reads: []core.Range{y.All()},
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if dst, err = be.Run(batch, dst); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

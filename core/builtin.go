@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/vyre-go/vyrecuda/core/kernels"
@@ -148,17 +149,16 @@ var builtinArgTypes = struct{ fill, copy, vadd, scale []ParamType }{
 	scale: []ParamType{ParamBuffer, ParamBuffer, ParamFloat32},
 }
 
-// untypeStep validates step i, which passes Args to a Program that takes
-// buffers and u32 scalars (a built-in), appends the buffers its Args pass
-// to pl.bufs, and returns the step's config in the Scalars form it
-// launches with, its scalars appended to scalars. The caller's batch is
+// untypeStep rewrites step i, which passes Args to a Program that takes
+// buffers and u32 scalars (a built-in), into the Bufs and Scalars form it
+// launches with, in a copy of the batch's steps: the caller's batch is
 // left as it was. The Args must match the program's Params exactly, with
 // whole buffers.
-func (pl *batchPlan) untypeStep(op string, i int, scalars []uint32) (DispatchConfig, error) {
-	s := &pl.batch.Steps[i]
+func (pl *batchPlan) untypeStep(op string, i int) error {
+	s := pl.batch.Steps[i]
 	p, cfg := s.Program, s.Config
-	bad := func(detail, fix string) (DispatchConfig, error) {
-		return DispatchConfig{}, newError(op, KindInvalidArgument, stepPrefix(i)+fmt.Sprintf("program %q ", p.spec.Name)+detail, fix)
+	bad := func(detail, fix string) error {
+		return newError(op, KindInvalidArgument, stepPrefix(i)+fmt.Sprintf("program %q ", p.spec.Name)+detail, fix)
 	}
 	switch {
 	case len(s.Bufs) != 0 || len(cfg.Scalars) != 0:
@@ -168,7 +168,8 @@ func (pl *batchPlan) untypeStep(op string, i int, scalars []uint32) (DispatchCon
 		return bad(fmt.Sprintf("takes %d arguments %v but got %d", len(p.argTypes), p.argTypes, len(cfg.Args)),
 			"pass exactly one Arg per parameter, in order")
 	}
-	bufs := pl.bufs
+	var bufs []Buffer
+	var scalars []uint32
 	for k, a := range cfg.Args {
 		if want := p.argTypes[k]; a.typ != want {
 			return bad(fmt.Sprintf("argument %d is %v; the parameter is %v", k, a.typ, want),
@@ -184,7 +185,10 @@ func (pl *batchPlan) untypeStep(op string, i int, scalars []uint32) (DispatchCon
 		}
 		bufs = append(bufs, a.buf)
 	}
-	pl.bufs = bufs
-	cfg.Scalars, cfg.Args = scalars, nil
-	return cfg, nil
+	if !pl.ownSteps {
+		pl.batch.Steps, pl.ownSteps = slices.Clone(pl.batch.Steps), true
+	}
+	s.Bufs, s.Config.Scalars, s.Config.Args = bufs, scalars, nil
+	pl.batch.Steps[i] = s
+	return nil
 }

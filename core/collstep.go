@@ -118,7 +118,7 @@ func stepError(i int, err error) error {
 // queue queues step i, collective cp of pl, on s, under its Comm's state
 // lock.
 func (cp *collPlan) queue(op string, pl *batchPlan, i int, s Stream) *Error {
-	start := pl.plans[i].start
+	start := pl.lay.stepStarts[i]
 	recv := pl.ents[start].ptr
 	send := recv
 	if cp.send {
@@ -264,16 +264,18 @@ func useComms(comms []*Comm, n int) {
 	}
 }
 
-// collStep validates collective step i into pl, its buffers appended to
-// pl.bufs.
-func (pl *batchPlan) collStep(op string, i int) error {
+// collStep validates collective step i, whose buffers start at position n
+// of the batch's buffers, into pl.
+func (pl *batchPlan) collStep(op string, i, n int) error {
 	cp, bufs, err := collShape(op, i, &pl.batch.Steps[i])
 	if err != nil {
 		return err
 	}
-	pl.bufs = append(pl.bufs, bufs...)
-	lp := &pl.plans[i]
-	lp.coll, lp.bufs = cp, pl.bufs[lp.start:len(pl.bufs):len(pl.bufs)]
+	if pl.lay.coll == nil {
+		pl.lay.coll = make([]bool, len(pl.batch.Steps))
+	}
+	pl.lay.coll[i] = true
+	pl.plans[i].coll, pl.stepBufs[i], pl.lay.stepStarts[i] = cp, bufs, n
 	pl.colls++
 	return nil
 }

@@ -83,25 +83,21 @@ func checkParams(op string, spec *ProgramSpec) error {
 	return nil
 }
 
-// typedBuffers refuses a typed step that also passes Bufs or Scalars; the
-// buffers it binds are its buffer Args (appendTypedBuffers).
-func (p *Program) typedBuffers(op string, step int, s *Step) error {
+// typedBuffers returns the buffers a typed step binds, in parameter order,
+// and refuses a step that also passes Bufs or Scalars.
+func (p *Program) typedBuffers(op string, step int, s *Step) ([]Buffer, error) {
 	if len(s.Bufs) != 0 || len(s.Config.Scalars) != 0 {
-		return newError(op, KindInvalidArgument,
+		return nil, newError(op, KindInvalidArgument,
 			fmt.Sprintf("%sprogram %q declares typed Params but got %d Bufs and %d u32 Scalars", stepPrefix(step), p.spec.Name, len(s.Bufs), len(s.Config.Scalars)),
 			"pass every argument, buffers included, in DispatchConfig.Args")
 	}
-	return nil
-}
-
-// appendTypedBuffers appends the buffers of args, in order, to dst.
-func appendTypedBuffers(dst []Buffer, args []Arg) []Buffer {
-	for _, a := range args {
+	var bufs []Buffer
+	for _, a := range s.Config.Args {
 		if a.typ == ParamBuffer {
-			dst = append(dst, a.buf)
+			bufs = append(bufs, a.buf)
 		}
 	}
-	return dst
+	return bufs, nil
 }
 
 // stepPrefix names a Batch step in messages; a negative step is a single

@@ -66,10 +66,6 @@ type Batch struct {
 	DirectRds []DirectRead
 	Regions   []*hostmem.Region
 	x         *batchXfer
-	// xs and rd are what x and Rd point to once set: a batch's plans and
-	// readback take no allocation of their own.
-	xs batchXfer
-	rd Read
 }
 
 // Reads reports whether tb reads anything back (staged or direct).
@@ -80,8 +76,7 @@ func (tb *Batch) Reads() bool { return tb.NonEmptyReads > 0 || len(tb.DirectRds)
 // fused reads out back to back in one staging block (Rd).
 func (tb *Batch) Fuse(op string, reqs []fusion.ReadbackCopy) error {
 	if len(reqs) > 0 {
-		tb.rd = Read{lens: make([]int, len(reqs))}
-		tb.Rd = &tb.rd
+		tb.Rd = &Read{lens: make([]int, len(reqs))}
 		for i, r := range reqs {
 			tb.Rd.lens[i] = r.Len
 		}
@@ -144,7 +139,7 @@ type batchXfer struct {
 // the graph, and each replay lands it in parts after the launch
 // (batchparts.go). On failure tb stays unplanned.
 func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
-	x := &batchXfer{t: e.tune, graph: graph} // on the stack: tb.xs takes it on success
+	x := &batchXfer{t: e.tune, graph: graph}
 	x.t.stageSmall(tb.UpBytes)
 	if tb.UpBytes > 0 {
 		n := len(tb.FusedUps)
@@ -171,8 +166,7 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 			return err
 		}
 	}
-	tb.xs = *x
-	tb.x = &tb.xs
+	tb.x = x
 	return nil
 }
 

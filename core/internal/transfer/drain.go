@@ -107,7 +107,7 @@ func (g *Read) DrainAll() {
 	if g.drain == nil || g.drained {
 		return
 	}
-	g.eachRun(0, len(g.drain.Res), nil, func(g *Read, _ [][]byte, _, lo, hi int) { g.drainRun(lo, hi, nil) })
+	g.eachRun(0, len(g.drain.Res), func(lo, hi int) { g.drainRun(lo, hi, nil) })
 	g.drained = true
 }
 

@@ -79,16 +79,8 @@ func (g *Read) bytes(i int) []byte {
 // fill writes requests first..first+n-1 into dst's slots, append-style.
 func (g *Read) fill(dst [][]byte, first, n int) [][]byte {
 	out := GrowSlots(dst, n)
-	g.eachRun(first, n, out, fillRun)
+	g.eachFrom(first, n, func(i int) { out[i] = g.put(out[i], g.bytes(first+i)) })
 	return out
-}
-
-// fillRun writes requests first+lo..first+hi-1 into out's slots lo..hi-1
-// (an eachRun step of fill).
-func fillRun(g *Read, out [][]byte, first, lo, hi int) {
-	for i := lo; i < hi; i++ {
-		out[i] = g.put(out[i], g.bytes(first+i))
-	}
 }
 
 // put returns dst[:0] with src appended, append-style (new storage only
@@ -141,27 +133,44 @@ func (g *Read) copyOne(dst, src []byte) {
 // reads them anyway.
 const unpackNTBytes = 16 << 20
 
-// eachRun runs f(g, out, first, lo, hi) over runs [lo, hi) covering
-// requests first..first+n-1 (indices relative to first), on several
-// goroutines when there are enough bytes to unpack that one thread would
-// dominate the call (1024 x 4 KiB is about 0.4 ms on one thread). f reads
-// the requests' staging (bytes) and must touch only their slots. When the
-// readback evicts its staging (g.tune.EvictReads), release does it after
-// the call (evictLater); otherwise each run's staging is evicted here, once
-// read, on the goroutine that read it. f takes what it works on as
-// arguments, so a run on the calling goroutine allocates nothing.
-func (g *Read) eachRun(first, n int, out [][]byte, f func(g *Read, out [][]byte, first, lo, hi int)) {
+// eachFrom runs f(i) for requests first..first+n-1, with f given the index
+// relative to first, as eachRun splits them. f must touch only slot i.
+func (g *Read) eachFrom(first, n int, f func(i int)) {
+	g.eachRun(first, n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			f(i)
+		}
+	})
+}
+
+// eachRun runs f over runs [lo, hi) covering requests first..first+n-1
+// (indices relative to first), on several goroutines when there are enough
+// bytes to unpack that one thread would dominate the call (1024 x 4 KiB is
+// about 0.4 ms on one thread). f reads the requests' staging (bytes) and
+// must touch only their slots. When the readback evicts its staging
+// (g.tune.EvictReads), release does it after the call (evictLater);
+// otherwise each run's staging is evicted here, once read, on the goroutine
+// that read it.
+func (g *Read) eachRun(first, n int, f func(lo, hi int)) {
 	w := g.plan.Workers
 	g.unpacked = true
 	evict := g.tune.EvictReads && !g.evictLater
+	run := func(lo, hi int) {
+		f(lo, hi)
+		for i := lo; evict && i < hi; i++ {
+			ntcopy.Evict(g.bytes(first + i))
+		}
+		ntcopy.Fence() // f may have used non-temporal stores
+	}
 	if w <= 1 || n < 2 {
 		// One request (a batch's single large read) is split into
 		// pieces instead, each evicted by the goroutine that copied it:
 		// one thread copies about 10 GB/s out of staging the device just
 		// wrote.
-		g.split = w > 1 && n == 1
-		g.evictPieces = g.split && evict
-		g.runPart(f, out, first, 0, n, evict && !g.split)
+		if g.split = w > 1 && n == 1; g.split {
+			g.evictPieces, evict = evict, false
+		}
+		run(0, n)
 		g.split, g.evictPieces = false, false
 		return
 	}
@@ -173,19 +182,7 @@ func (g *Read) eachRun(first, n int, out [][]byte, f func(g *Read, out [][]byte,
 		starts[i] = acc
 		acc += g.lens[first+i]
 	}
-	copyjob.ForParts(n, w, g.tune.Linger, func(i int) int { return starts[i] }, acc,
-		func(lo, hi int) { g.runPart(f, out, first, lo, hi, evict) })
-}
-
-// runPart is one run of eachRun: f over requests first+lo..first+hi-1,
-// their staging evicted afterwards when evict says so, then a fence (f
-// may have used non-temporal stores).
-func (g *Read) runPart(f func(g *Read, out [][]byte, first, lo, hi int), out [][]byte, first, lo, hi int, evict bool) {
-	f(g, out, first, lo, hi)
-	for i := lo; evict && i < hi; i++ {
-		ntcopy.Evict(g.bytes(first + i))
-	}
-	ntcopy.Fence()
+	copyjob.ForParts(n, w, g.tune.Linger, func(i int) int { return starts[i] }, acc, run)
 }
 
 // release gives the staging back. A readback that evicts its staging
