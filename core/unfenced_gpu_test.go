@@ -29,40 +29,15 @@ func TestGPUReadersAfterSmallUploadsSeeTheirBytes(t *testing.T) {
 		require.NoError(t, a.Free(h))
 		require.NoError(t, other.Free(peer))
 	}()
-	readers := map[string]func() ([]byte, error){
-		"Download": func() ([]byte, error) { return a.Download(h.All(), nil) },
-		"DownloadMany": func() ([]byte, error) {
-			out, err := a.DownloadMany([]core.Range{h.Slice(0, n/2), h.Slice(n/2, n/2)}, nil)
-			if err != nil {
-				return nil, err
-			}
-			return append(out[0], out[1]...), nil
-		},
-		"Run": func() ([]byte, error) {
-			out, err := a.Run(core.Batch{Reads: []core.Range{h.All()}}, nil)
-			if err != nil {
-				return nil, err
-			}
-			return out[0], nil
-		},
-		"Graph.Replay": func() ([]byte, error) {
-			g, err := a.Capture(core.Batch{Reads: []core.Range{h.All()}})
-			if err != nil {
-				return nil, err
-			}
-			defer g.Close()
-			out, err := g.Replay(nil)
-			if err != nil {
-				return nil, err
-			}
-			return out[0], nil
-		},
-		"CopyPeer": func() ([]byte, error) {
-			if err := core.CopyPeer(other, a, []core.PeerCopy{{Dst: peer, Src: h, Len: n}}); err != nil {
-				return nil, err
-			}
-			return other.Download(peer.All(), nil)
-		},
+	readers := map[string]func() ([]byte, error){}
+	for name, read := range bufferReaders() {
+		readers[name] = func() ([]byte, error) { return read(a, h) }
+	}
+	readers["CopyPeer"] = func() ([]byte, error) {
+		if err := core.CopyPeer(other, a, []core.PeerCopy{{Dst: peer, Src: h, Len: n}}); err != nil {
+			return nil, err
+		}
+		return other.Download(peer.All(), nil)
 	}
 	for round := range 50 {
 		for name, read := range readers {

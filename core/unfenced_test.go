@@ -40,12 +40,11 @@ func TestSmallUploadNeedsNoFence(t *testing.T) {
 	require.NoError(t, b.Free(h))
 }
 
-// TestReadersAfterSmallUploadsSeeTheirBytes: whatever reads a buffer after
-// small uploads returned sees their bytes, in order, also while the device
-// reports the uploads unfinished (HoldQueries: the readers' streams then
-// wait for them on the device).
-func TestReadersAfterSmallUploadsSeeTheirBytes(t *testing.T) {
-	readers := map[string]func(b *core.Backend, h core.Buffer) ([]byte, error){
+// bufferReaders returns every kind of call that reads a whole buffer back
+// on one Backend, by name: a Download, a DownloadMany, a Run and a graph
+// replay.
+func bufferReaders() map[string]func(b *core.Backend, h core.Buffer) ([]byte, error) {
+	return map[string]func(b *core.Backend, h core.Buffer) ([]byte, error){
 		"Download": func(b *core.Backend, h core.Buffer) ([]byte, error) { return b.Download(h.All(), nil) },
 		"DownloadMany": func(b *core.Backend, h core.Buffer) ([]byte, error) {
 			out, err := b.DownloadMany([]core.Range{h.All(), h.All()}, nil)
@@ -74,6 +73,14 @@ func TestReadersAfterSmallUploadsSeeTheirBytes(t *testing.T) {
 			return out[0], nil
 		},
 	}
+}
+
+// TestReadersAfterSmallUploadsSeeTheirBytes: whatever reads a buffer after
+// small uploads returned sees their bytes, in order, also while the device
+// reports the uploads unfinished (HoldQueries: the readers' streams then
+// wait for them on the device).
+func TestReadersAfterSmallUploadsSeeTheirBytes(t *testing.T) {
+	readers := bufferReaders()
 	for name, read := range readers {
 		for _, hold := range []bool{false, true} {
 			b, dev := inlineSim(t)
