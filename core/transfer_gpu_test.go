@@ -246,21 +246,11 @@ func BenchmarkGPUW3GPhases(b *testing.B) { benchGraphReadPhases(b, openXferGPUBe
 // both ways on one stream and one synchronization.
 func BenchmarkGPURunPhases(b *testing.B) {
 	for _, n := range []int{16 << 10, 128 << 10, 2 << 20} {
-		for _, v := range []struct {
-			name   string
-			pinned bool
-			opt    core.Option
-		}{
-			{"go-slices", false, nil},
-			{"pinned", true, nil},
-			{"floor", true, nil},
-			{"pinned-kernel", true, nil},
-			{"floor-kernel", true, nil},
-		} {
-			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, v.name), func(b *testing.B) {
+		for _, form := range []string{"go-slices", "pinned", "floor", "pinned-kernel", "floor-kernel"} {
+			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, form), func(b *testing.B) {
 				drv, err := core.NewCUDADriver(0)
 				require.NoError(b, err)
-				be, err := core.Open(drv, v.opt)
+				be, err := core.Open(drv)
 				require.NoError(b, err)
 				b.Cleanup(func() { assert.NoError(b, be.Close()) })
 				up, err := be.Alloc(n)
@@ -268,14 +258,14 @@ func BenchmarkGPURunPhases(b *testing.B) {
 				rd, err := be.Alloc(n)
 				require.NoError(b, err)
 				in, dst := make([]byte, n), [][]byte{make([]byte, 0, n)}
-				if v.pinned {
+				if form != "go-slices" {
 					pin, err := be.AllocHostPinned(2 * n)
 					require.NoError(b, err)
 					b.Cleanup(func() { _ = pin.Free() })
 					in, dst = pin.Bytes()[:n], [][]byte{pin.Bytes()[n:n]}
 				}
 				batch := core.Batch{Uploads: []core.UploadAt{{Buf: up, Data: in}}, Reads: []core.Range{rd.All()}}
-				kernel := strings.HasSuffix(v.name, "-kernel")
+				kernel := strings.HasSuffix(form, "-kernel")
 				if kernel {
 					batch.Steps = []core.Step{{Program: core.ProgramScaleF32(), Bufs: []core.Buffer{up, rd},
 						Config: core.DispatchConfig{Scalars: []uint32{math.Float32bits(3)}}}}
@@ -284,7 +274,7 @@ func BenchmarkGPURunPhases(b *testing.B) {
 					dst, err = be.Run(batch, dst)
 					return err
 				}
-				if strings.HasPrefix(v.name, "floor") {
+				if strings.HasPrefix(form, "floor") {
 					step = rawCopiesStep(b, be, drv, up, rd, in, dst[0][:n], kernel)
 				}
 				for range 20 {
