@@ -40,6 +40,10 @@ type Step struct {
 // other upload of the batch, is one DMA straight from Data, and a read
 // whose destination lies in it is one DMA straight into that destination
 // (unless WithAtomicReadbacks is on: then the read lands in staging first).
+// Where the device maps pinned host memory, a read of 64 to 256 KiB into
+// AllocHostPinned memory that follows the batch's kernel steps is written
+// there by a copy kernel instead, right behind the steps
+// (WithKernelReads).
 // A read's destination is known when the work is submitted if Into gives
 // it, or, for Run, if the read's slot in dst has the capacity to hold it.
 // Many small such copies are packed instead, as others are (with 32 or
@@ -87,8 +91,8 @@ type Batch struct {
 // Run runs batch and waits for it with one fence. The bytes of Reads come
 // back in dst's slots, one per read in order, append-style (slot i reuses
 // the capacity of dst's i-th slice; dst's capacity is reused for the
-// slots; a slot whose capacity lies in pinned memory receives its read by
-// DMA directly, see Batch). Everything is validated before anything is queued: a bad handle,
+// slots; a slot whose capacity lies in pinned memory receives its read
+// directly, see Batch). Everything is validated before anything is queued: a bad handle,
 // range, program arity, scalar count or buffer length fails the call with
 // nothing changed. On failure dst is returned unchanged.
 func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
@@ -305,6 +309,7 @@ func (b *Backend) planBatch(op string, batch *Batch, runDst [][]byte) (*batchPla
 	if err != nil {
 		return nil, err
 	}
+	pl.xfer.AfterSteps = len(pl.plans) > pl.colls
 	if pl.ents, pl.pinned, err = b.pinBatch(op, pl.bufs(), &pl.lay); err != nil {
 		return nil, err
 	}

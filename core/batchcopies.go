@@ -47,7 +47,7 @@ func (b *Backend) resolveCopies(op string, pl *batchPlan, runDst [][]byte) error
 		}
 		if reg := regs[i]; reg != nil {
 			out := pl.readDest(i, runDst)
-			tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out})
+			tb.DirectRds = append(tb.DirectRds, transfer.DirectRead{Src: src, Out: out, Mapped: reg.Allocated()})
 			tb.Regions = append(tb.Regions, reg)
 			if pl.into == nil {
 				pl.into = make([][]byte, len(batch.Reads))

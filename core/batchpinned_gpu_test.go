@@ -4,7 +4,8 @@
 // one elementwise step (out = a + b) run once in each form, from Go slices
 // and from pinned memory, with Run, RunAsync and Batch.Into, and captured
 // and replayed with changing inputs, each checked against the sum computed
-// on the host:
+// on the host. Its 64 KiB read into pinned memory follows the step, so a
+// copy kernel writes it where the device maps pinned host memory:
 //
 //	.gpu/core.test -test.run 'GPUBatchPinned' -test.v
 //	compute-sanitizer --tool memcheck .gpu/core.test -test.run GPUBatchPinned
@@ -107,6 +108,11 @@ func TestGPUBatchPinnedRunFromPinned(t *testing.T) {
 	tel := gpu.Telemetry()
 	assert.Equal(t, uint64(4*pinnedStepWords), tel.DeviceToHostBytes)
 	assert.Equal(t, uint64(8*pinnedStepWords), tel.HostToDeviceBytes)
+	if gpu.Capabilities().MappedPinnedHost {
+		// 64 KiB behind the step: a copy kernel writes it (WithKernelReads).
+		assert.Equal(t, uint64(1), tel.PackedLaunches, "the read was written by a copy kernel")
+		assert.Equal(t, uint64(2), tel.DeviceCopies, "the uploads' DMAs only")
+	}
 	require.NoError(t, res.Free(), "Run collected its work: the pinned memory is free")
 }
 

@@ -56,6 +56,18 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 	return func(c *config) { c.xfer.Plan = t }
 }
 
+// WithKernelReads bounds the reads a Batch lands in memory from
+// AllocHostPinned that a copy kernel writes instead of a DMA, where the
+// device maps pinned host memory (Capabilities().MappedPinnedHost): reads
+// of minBytes to maxBytes that follow the batch's kernel steps, their
+// length and both addresses multiples of 4. The kernel runs right behind
+// the steps, where a DMA engine would first wait for them. Zero keeps a
+// bound's default (64 KiB and 256 KiB); a negative maxBytes writes every
+// read by DMA.
+func WithKernelReads(minBytes, maxBytes int) Option {
+	return func(c *config) { c.xfer.KernelReadMin, c.xfer.KernelReadMax = minBytes, maxBytes }
+}
+
 // WithAtomicReadbacks, when on, makes every readback land whole in the
 // Backend's staging before any byte reaches the caller's memory, so a
 // failed readback never leaves a byte of the caller's storage changed. By
@@ -89,8 +101,11 @@ func newXferEngine(b *Backend) *xferEngine {
 		Launch: b.launch, Counters: &b.tel, Pinned: &b.pinned, Tuning: b.cfg.xfer,
 		Kernel: func(op string, k transfer.Kernel) (Function, error) {
 			p := packedPrograms()
-			if k == transfer.Gather {
+			switch k {
+			case transfer.Gather:
 				return b.function(op, p.gather)
+			case transfer.CopyOut:
+				return b.function(op, ProgramCopyU32())
 			}
 			return b.function(op, p.scatter)
 		},

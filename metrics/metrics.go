@@ -65,7 +65,7 @@ var telemetryMetrics = []metric{
 	{field: "RequestedCopies", name: "transfer_requested_copies_total", help: "Copies requested before fusion.", counter: true, tel: func(t core.Telemetry) uint64 { return t.RequestedCopies }},
 	{field: "MemsetOps", name: "memsets_total", help: "Device memsets queued.", counter: true, tel: func(t core.Telemetry) uint64 { return t.MemsetOps }},
 	{field: "KernelLaunches", name: "kernel_launches_total", help: "Kernels launched (packed-transfer kernels not included).", counter: true, tel: func(t core.Telemetry) uint64 { return t.KernelLaunches }},
-	{field: "PackedLaunches", name: "transfer_packed_launches_total", help: "Scatter and gather kernels of packed transfers.", counter: true, tel: func(t core.Telemetry) uint64 { return t.PackedLaunches }},
+	{field: "PackedLaunches", name: "transfer_packed_launches_total", help: "Kernels that move transfers' data: scatter and gather of packed transfers, copy kernels writing reads into pinned memory.", counter: true, tel: func(t core.Telemetry) uint64 { return t.PackedLaunches }},
 	{field: "Collectives", name: "collectives_total", help: "Collective calls the device took part in.", counter: true, tel: func(t core.Telemetry) uint64 { return t.Collectives }},
 }
 

@@ -103,14 +103,20 @@ type pinCase struct {
 }
 
 // pinTunings are the plans the batch's staged copies may take: the
-// default ones, packed wherever two copies or more, staged in chunks.
+// default ones, packed wherever two copies or more, staged in chunks; and
+// the default ones with copy kernels writing the direct reads they can.
 var pinTunings = [][]core.Option{
 	nil,
 	{core.WithPlanTuning(xferplan.Tuning{PackMinCopies: 2, Only: xferplan.Kinds(xferplan.Packed, xferplan.Staged)}),
 		core.WithPlanModel(xferToyModel)},
 	{core.WithPlanTuning(xferplan.Tuning{PackMinCopies: -1, StageMin: 32, MinChunk: 16, MaxChunk: 32, Blocks: 2,
 		Only: xferplan.Kinds(xferplan.Staged)}), core.WithPlanModel(xferToyModel)},
+	{core.WithKernelReads(4, 1<<20)}, // every whole-word read into AllocHostPinned memory behind a step: a copy kernel
 }
+
+// pinKernelReads is the index of the tuning under which copy kernels write
+// the reads that qualify at any size.
+const pinKernelReads = 3
 
 func drawPinCase(r *rand.Rand) *pinCase {
 	c := &pinCase{form: r.Intn(pinForms), tuning: r.Intn(len(pinTunings)), atomic: r.Intn(6) == 0, seed: r.Int63()}
@@ -139,12 +145,18 @@ func drawPinCase(r *rand.Rand) *pinCase {
 			c.xors = append(c.xors, pinOp{buf: b, value: r.Uint32()})
 		}
 	}
+	if c.tuning == pinKernelReads && len(c.xors) == 0 && c.lens[0] >= 4 && r.Intn(2) == 0 {
+		c.xors = append(c.xors, pinOp{buf: 0, value: r.Uint32()}) // a step for reads to follow
+	}
 	c.into = r.Intn(2) == 0
 	for range r.Intn(5) {
 		d := pinRead{buf: r.Intn(len(c.lens)), slot: []pinMem{memNone, memGo, memAlloc, memReg}[r.Intn(4)], short: r.Intn(5) == 0}
 		d.off, d.n = span(d.buf)
 		if c.into && r.Intn(3) > 0 {
 			d.into = mem()
+		}
+		if c.tuning == pinKernelReads && r.Intn(2) == 0 {
+			kernelRead(&d)
 		}
 		c.reads = append(c.reads, d)
 	}
@@ -154,6 +166,17 @@ func drawPinCase(r *rand.Rand) *pinCase {
 		}
 	}
 	return c
+}
+
+// kernelRead makes d a read a copy kernel can write: whole words into
+// AllocHostPinned memory (Into's, when it has one, else its dst slot's,
+// which then has the capacity).
+func kernelRead(d *pinRead) {
+	d.off, d.n = d.off&^3, d.n&^3
+	d.slot, d.short = memAlloc, false
+	if d.into != memNone {
+		d.into = memAlloc
+	}
 }
 
 func (c *pinCase) String() string {
@@ -353,6 +376,9 @@ func (e *pinEnv) take(m pinMem, n, room int) []byte {
 		if m == memReg {
 			src = e.reg
 		}
+		if e.c.tuning == pinKernelReads {
+			e.used[k] = (e.used[k] + 3) &^ 3 // word-aligned, so reads can qualify for a copy kernel
+		}
 		s := src[e.used[k] : e.used[k]+n : e.used[k]+n+room]
 		e.used[k] += n + room
 		return s
@@ -484,8 +510,8 @@ func wrapErr(what string, err error) error {
 
 // pinSeen counts what the fault-free cases covered.
 type pinSeen struct {
-	directUps, sharedPinnedUps, intoDirect, slotDirect, atomicPinned int
-	forms                                                            [pinForms]int
+	directUps, sharedPinnedUps, intoDirect, slotDirect, atomicPinned, kernelReads int
+	forms                                                                         [pinForms]int
 }
 
 func TestCoreBatchPinnedAgreesWithModel(t *testing.T) {
@@ -511,6 +537,7 @@ func TestCoreBatchPinnedAgreesWithModel(t *testing.T) {
 	assert.Positive(t, seen.intoDirect, "a read into pinned Into by DMA")
 	assert.Positive(t, seen.slotDirect, "a read into Run's pinned dst slot by DMA")
 	assert.Positive(t, seen.atomicPinned, "a read into pinned memory staged under WithAtomicReadbacks")
+	assert.Positive(t, seen.kernelReads, "a read into pinned memory written by a copy kernel")
 	for f, k := range seen.forms {
 		assert.Positive(t, k, "cases run as %s", pinFormNames[f])
 	}
@@ -548,10 +575,14 @@ func runPinCase(c *pinCase, seen *pinSeen) (err error) {
 	}
 	switch c.form {
 	case pinRun:
-		return e.checkRun("Run")
+		err = e.checkRun("Run")
 	case pinAsync:
-		_, _, err := e.checkAsync(func() (*core.Pending, error) { return e.b.RunAsync(e.batch) }, pinAsync, "RunAsync")
-		return err
+		_, _, err = e.checkAsync(func() (*core.Pending, error) { return e.b.RunAsync(e.batch) }, pinAsync, "RunAsync")
+	default:
+		err = e.checkGraph()
 	}
-	return e.checkGraph()
+	if c.tuning == pinKernelReads {
+		seen.kernelReads += int(e.b.Telemetry().PackedLaunches) // no packed plan at these counts: each is a copy kernel
+	}
+	return err
 }

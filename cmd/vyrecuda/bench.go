@@ -53,8 +53,11 @@ type benchConfig struct {
 	CacheBytes  int64 `json:"plan_cache_bytes,omitempty"`
 	WorkerBytes int64 `json:"plan_worker_bytes,omitempty"`
 	// NoPDL turns programmatic dependent launch off (-pdl=false).
-	NoPDL bool   `json:"no_pdl,omitempty"`
-	Out   string `json:"-"`
+	NoPDL bool `json:"no_pdl,omitempty"`
+	// NoKernelReads writes every read into pinned memory by DMA
+	// (-kernel-reads=false; core.WithKernelReads).
+	NoKernelReads bool   `json:"no_kernel_reads,omitempty"`
+	Out           string `json:"-"`
 	// MemoryEvents, when positive, records memory history with this bound
 	// during the run (its cost is then in the timings); MemorySnapshot is
 	// where the snapshot goes.
@@ -213,6 +216,9 @@ func (c *benchConfig) options() []core.Option {
 	}
 	if c.NoPDL {
 		opts = append(opts, core.WithProgrammaticLaunch(false))
+	}
+	if c.NoKernelReads {
+		opts = append(opts, core.WithKernelReads(0, -1))
 	}
 	return opts
 }

@@ -27,6 +27,10 @@ type Region struct {
 // Start returns the address of the region's first byte.
 func (r *Region) Start() uintptr { return r.start }
 
+// Allocated reports whether the region is memory from HostAlloc (not
+// caller memory pinned in place).
+func (r *Region) Allocated() bool { return r.buf != nil }
+
 // Pointer returns the region's first byte as a pointer.
 func (r *Region) Pointer() unsafe.Pointer { return r.p }
 

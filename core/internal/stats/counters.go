@@ -20,7 +20,7 @@ type Counters struct {
 	ResidentAllocBytes        atomic.Uint64 // bytes allocated for resident buffers
 	DeviceCopies, Requested   atomic.Uint64 // driver copies queued after fusion, copies requested before it
 	MemsetOps, KernelLaunches atomic.Uint64 // device memsets and kernels queued
-	PackedLaunches            atomic.Uint64 // scatter and gather kernels of packed transfers
+	PackedLaunches            atomic.Uint64 // scatter, gather and copy kernels of transfers
 	Collectives               atomic.Uint64 // collective calls the device took part in
 }
 

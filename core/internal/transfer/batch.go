@@ -65,7 +65,10 @@ type Batch struct {
 	DirectUps []DirectUp
 	DirectRds []DirectRead
 	Regions   []*hostmem.Region
-	x         *batchXfer
+	// AfterSteps: the reads are queued behind kernels of the batch (a
+	// direct read may then be written by the copy kernel, kernelread.go).
+	AfterSteps bool
+	x          *batchXfer
 }
 
 // Reads reports whether tb reads anything back (staged or direct).
@@ -123,8 +126,10 @@ type batchXfer struct {
 	// scatter and gather are the packed kernels, loaded while planning so
 	// nothing is taken when loading fails.
 	scatter, gather driver.Function
-	dmas            uint64 // DMAs queued, for telemetry
-	launches        uint64 // scatter and gather launches queued
+	copyOut         driver.Function // the copy kernel of direct reads (kernelread.go); 0: none
+	dmas            uint64          // DMAs queued, for telemetry
+	launches        uint64          // scatter and gather launches queued
+	kernelReads     uint64          // direct reads queued as copy kernels
 	// graph: planned for a captured graph (PlanBatch); its packed reads
 	// may be drainable, landing in parts after each launch (batchparts.go).
 	graph bool
@@ -163,6 +168,11 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	}
 	if x.rd.Kind == xferplan.Packed {
 		if x.gather, err = e.kernel(op, Gather); err != nil {
+			return err
+		}
+	}
+	if e.anyKernelRead(&x.t, tb) {
+		if x.copyOut, err = e.kernel(op, CopyOut); err != nil {
 			return err
 		}
 	}
@@ -463,7 +473,8 @@ func (e *Engine[E]) CountBatch(tb *Batch) {
 	e.tel.Requested.Add(uint64(len(tb.Ups)+tb.NonEmptyReads) + direct)
 	dmas, launches := uint64(len(tb.FusedUps)+len(tb.FusedRds.Copies)), uint64(0)
 	if tb.x != nil {
-		dmas, launches = tb.x.dmas, tb.x.launches
+		dmas, launches = tb.x.dmas, tb.x.launches+tb.x.kernelReads
+		direct -= tb.x.kernelReads
 	}
 	e.tel.DeviceCopies.Add(dmas + direct)
 	e.tel.PackedLaunches.Add(launches)

@@ -26,6 +26,9 @@ type DirectUp struct {
 type DirectRead struct {
 	Src uint64
 	Out []byte
+	// Mapped: Out lies in memory from HostAlloc, which kernels can write
+	// at its host address where the device maps pinned host memory.
+	Mapped bool
 }
 
 // Pinned returns the caller-pinned region holding all of p with one more
@@ -65,9 +68,17 @@ func (e *Engine[E]) queueDirectUps(s driver.Stream, tb *Batch) (string, error) {
 	return "", nil
 }
 
-// queueDirectReads queues tb's direct reads on s.
+// queueDirectReads queues tb's direct reads on s: by the copy kernel where
+// the plan loaded it and the read qualifies (kernelread.go), else by DMA.
 func (e *Engine[E]) queueDirectReads(s driver.Stream, tb *Batch) (string, error) {
 	for _, c := range tb.DirectRds {
+		if x := tb.x; x != nil && x.copyOut != 0 && e.kernelRead(&x.t, tb, c) {
+			if err := e.queueKernelRead(x.copyOut, s, c); err != nil {
+				return "Launch", err
+			}
+			x.kernelReads++
+			continue
+		}
 		if err := e.drv.MemcpyDtoHAsync(c.Out, c.Src, s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}

@@ -46,6 +46,9 @@ const (
 	Scatter Kernel = iota
 	// Gather packs a readback's pieces on the device.
 	Gather
+	// CopyOut writes a read into pinned host memory (kernelread.go):
+	// vyre_copy_u32, (src, dst, words).
+	CopyOut
 )
 
 // Config is what an Engine works with: the driver, the pools of pinned

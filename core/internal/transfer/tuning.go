@@ -41,7 +41,11 @@ type Tuning struct {
 	InlineParts  bool            // test-only: readbacks in parts always evict in their copy-out
 	SyncEach     bool            // test-only: fence after every queued packed operation
 	NoPageable   bool            // small uploads never use the driver's pageable copy (PageableMax)
-	Procs        int             // goroutines the planner assumes run in parallel; <= 0: runtime.GOMAXPROCS
+	// KernelReadMin and KernelReadMax bound the direct reads into pinned
+	// memory that a copy kernel writes when they follow the batch's
+	// kernels (kernelread.go); 0: the defaults; KernelReadMax < 0: none.
+	KernelReadMin, KernelReadMax int
+	Procs                        int // goroutines the planner assumes run in parallel; <= 0: runtime.GOMAXPROCS
 }
 
 // referenceModel is the planner's model unless the tuning names another.
@@ -82,6 +86,12 @@ func (t Tuning) WithDefaults() Tuning {
 	}
 	if t.Prewake == 0 {
 		t.Prewake = defaultPrewake
+	}
+	if t.KernelReadMin <= 0 {
+		t.KernelReadMin = defaultKernelReadMin
+	}
+	if t.KernelReadMax == 0 {
+		t.KernelReadMax = defaultKernelReadMax
 	}
 	t.Plan.MaxWorkers = min(max(t.Plan.MaxWorkers, 0), copyjob.MaxWorkers)
 	return t
