@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/driver"
@@ -38,7 +39,8 @@ const (
 // length and both addresses are whole 32-bit words.
 func (e *Engine[E]) kernelRead(t *Tuning, tb *Batch, c DirectRead) bool {
 	n := len(c.Out)
-	if !e.mapsTables || !tb.AfterSteps || !c.Mapped || t.KernelReadMax < 0 || n < t.KernelReadMin || n > t.KernelReadMax {
+	if !e.mapsTables || !tb.AfterSteps || !c.Mapped || t.KernelReadMax < 0 || n < t.KernelReadMin || n > t.KernelReadMax ||
+		uint64(n/4) > math.MaxUint32 { // the kernel counts words in 32 bits
 		return false
 	}
 	return (c.Src|uint64(uintptr(unsafe.Pointer(unsafe.SliceData(c.Out))))|uint64(n))&3 == 0
