@@ -1,11 +1,12 @@
 package proptest
 
 // The steps (commands) of the core.Backend state machine: how each is drawn
-// from a source of entropy, what the model predicts for it, and what is
-// checked after it. One drawing function serves gopter (math/rand through
-// gopter's generator parameters), the concurrency property (math/rand) and
-// FuzzBackendSequence (the fuzzer's bytes), so all three explore the same
-// command language.
+// from a source of entropy, and the gopter glue that runs them. What the
+// model predicts for each step and what is checked after it live in the
+// core_cmd_*_test.go files, one theme each. One drawing function serves
+// gopter (math/rand through gopter's generator parameters), the concurrency
+// property (math/rand) and FuzzBackendSequence (the fuzzer's bytes), so all
+// three explore the same command language.
 
 import (
 	"fmt"
