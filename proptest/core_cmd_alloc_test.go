@@ -21,6 +21,8 @@ type allocStep struct {
 	rel  int
 }
 
+// drawAlloc draws an allocStep: a drawn size, and now and then one of the
+// sizes relative to the budget or to a freed buffer.
 func drawAlloc(src entropy) *allocStep {
 	s := &allocStep{size: drawSize(src)}
 	switch r := src.intn(100); {

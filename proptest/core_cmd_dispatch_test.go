@@ -25,6 +25,8 @@ type dispatchStep struct {
 	timing, grid bool
 }
 
+// drawDispatch draws a fill or a copy over drawn handles, now and then timed
+// or with a grid too large to launch.
 func drawDispatch(src entropy) *dispatchStep {
 	picks := drawPicks(src, 2)
 	return &dispatchStep{copy: chance(src, 50), src: picks[0], dst: picks[1], value: uint32(src.intn(1 << 30)),
@@ -111,6 +113,7 @@ func (s *awaitStep) String() string {
 	return fmt.Sprintf("await(%d how=%d)%s", s.pick, s.how, s.faultString())
 }
 
+// awaitCalls names the Pending method of each awaitStep.how.
 var awaitCalls = [...]string{"Await", "IsReady", "Close", "AwaitInto"}
 
 func (s *awaitStep) run(r *runner) error {

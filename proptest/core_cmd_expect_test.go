@@ -90,6 +90,8 @@ func (r *runner) expectTransfer(what string, exact map[sim.Op]uint64) error {
 	return nil
 }
 
+// resourceOps are the device calls expectTransfer lets a call make any
+// number of times, besides the ones it names exactly.
 var resourceOps = map[sim.Op]bool{
 	sim.OpMemAlloc: true, sim.OpMemFree: true, sim.OpHostAlloc: true, sim.OpHostFree: true,
 	// The device cache reads free memory when it must allocate (memory.go).

@@ -40,6 +40,8 @@ type optSet struct {
 	released bool
 }
 
+// live is the bytes the dispatcher holds for its callers: live buffers and
+// the buffers of unreleased acquisitions the static cache does not keep.
 func (o *optModel) live() (n uint64) {
 	for _, l := range o.ids {
 		n += uint64(l)
@@ -147,6 +149,8 @@ func (r *runner) checkOptimizer() error {
 	return nil
 }
 
+// drawPow2 draws a power-of-two size up to 64 KiB, now and then an invalid
+// one.
 func drawPow2(src entropy) int {
 	if chance(src, 3) {
 		return -src.intn(2)

@@ -25,6 +25,7 @@ type asyncStep struct {
 	seed    int
 }
 
+// drawAsync draws an asyncStep, mostly reading from inside a pinned slot.
 func drawAsync(src entropy) *asyncStep {
 	s := &asyncStep{pick: src.intn(1 << 20), at: drawPlace(src, true), slot: src.intn(1 << 20), srcOff: src.intn(1 << 20), seed: src.intn(1 << 16)}
 	switch r := src.intn(100); {

@@ -26,11 +26,13 @@ const (
 	numReadAPIs
 )
 
+// readCalls names the Backend method each form of readback calls.
 var readCalls = [numReadAPIs]string{"Download", "Download", "Download", "DownloadMany", "DownloadMany", "DownloadMany"}
 
 // dstSpec describes caller-owned output slots handed to the Into calls.
 type dstSpec struct{ slots, spare, capMode, fill int }
 
+// drawDst draws the caller slots for a readback of the given number of items.
 func drawDst(src entropy, items int) dstSpec {
 	return dstSpec{slots: src.intn(items + 3), spare: src.intn(3), capMode: src.intn(4), fill: src.intn(256)}
 }
@@ -53,6 +55,7 @@ func (d dstSpec) slice(i int) []byte {
 	}
 }
 
+// fill sets every byte of s up to its capacity to v and returns s.
 func fill(s []byte, v byte) []byte {
 	full := s[:cap(s)]
 	for i := range full {
@@ -61,6 +64,8 @@ func fill(s []byte, v byte) []byte {
 	return s
 }
 
+// slots2 builds the caller's slot list for DownloadMany, with spare
+// capacity past its length.
 func (d dstSpec) slots2() [][]byte {
 	out := make([][]byte, d.slots, d.slots+d.spare)
 	full := out[:cap(out)]
@@ -80,10 +85,12 @@ type snapshot struct {
 	elems    []snapshot
 }
 
+// snap1 snapshots one caller slice.
 func snap1(s []byte) snapshot {
 	return snapshot{unsafe.Pointer(unsafe.SliceData(s)), len(s), cap(s), bytes.Clone(s[:cap(s)]), nil}
 }
 
+// snap2 snapshots a caller's slot list and every slot in it.
 func snap2(s [][]byte) snapshot {
 	sn := snapshot{ptr: unsafe.Pointer(unsafe.SliceData(s)), len: len(s), cap: cap(s)}
 	for _, e := range s[:cap(s)] {
@@ -92,6 +99,7 @@ func snap2(s [][]byte) snapshot {
 	return sn
 }
 
+// equal reports whether two snapshots have the same headers and bytes.
 func (a snapshot) equal(b snapshot) bool {
 	if a.ptr != b.ptr || a.len != b.len || a.cap != b.cap || !bytes.Equal(a.bytes, b.bytes) || len(a.elems) != len(b.elems) {
 		return false
@@ -144,6 +152,8 @@ type readStep struct {
 	dst   dstSpec
 }
 
+// drawRead draws a readStep: a form, its handles and ranges (now and then a
+// wide batch for the packed path) and caller slots.
 func drawRead(src entropy) *readStep {
 	s := &readStep{api: src.intn(numReadAPIs)}
 	n := 1
@@ -304,6 +314,8 @@ func checkReuse(dst, out []byte, n int) error {
 	return nil
 }
 
+// checkReuse2 is checkReuse for DownloadMany: one result per range, the
+// slot list reused when it has room for every result, and so each slot.
 func checkReuse2(dst, out [][]byte, rs []core.Range) error {
 	if len(out) != len(rs) {
 		return fmt.Errorf("%d results for %d ranges", len(out), len(rs))

@@ -26,6 +26,8 @@ type staticAcquireStep struct {
 	payload []int // catalog indices; -1 is an empty payload
 }
 
+// drawStaticAcquire draws a domain and up to three catalog payloads, now and
+// then none or an empty one.
 func drawStaticAcquire(src entropy) *staticAcquireStep {
 	s := &staticAcquireStep{domain: uint64(src.intn(2))}
 	n := 1 + src.intn(3)

@@ -138,6 +138,7 @@ type uploadManyStep struct {
 	picks, deltas, seeds []int
 }
 
+// drawUploadMany draws a batch of whole-buffer uploads, some with a delta.
 func drawUploadMany(src entropy) *uploadManyStep {
 	n := drawCount(src)
 	s := &uploadManyStep{picks: drawPicks(src, n), deltas: make([]int, n), seeds: make([]int, n)}
@@ -175,6 +176,8 @@ type uploadAtManyStep struct {
 	seeds []int
 }
 
+// drawUploadAtMany draws a batch of range uploads, now and then a wide one
+// for the packed path.
 func drawUploadAtMany(src entropy) *uploadAtManyStep {
 	n := drawCount(src)
 	s := &uploadAtManyStep{}
