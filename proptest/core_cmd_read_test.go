@@ -179,6 +179,29 @@ func (s *readStep) String() string {
 
 func (s *readStep) run(r *runner) error {
 	call := readCalls[s.api]
+	rs, want := s.ranges(r, call)
+	r.allowOOM = len(rs) >= packMinCopies // see doUploads
+	r.packable = r.allowOOM
+	r.spareable = true
+	res, verr := s.read(r, call, rs)
+	if verr != nil {
+		return verr
+	}
+	out, verr := r.judge(call, res.err, want)
+	if verr != nil {
+		return verr
+	}
+	if out != succeeded {
+		return s.checkFailed(r, call, out, res, rs)
+	}
+	return s.checkRead(r, call, res, rs)
+}
+
+// ranges resolves the step's picks and places into the ranges it reads (a
+// whole buffer for the forms without ranges) and returns them with the
+// model's verdict: UnknownHandle when any handle is not live, else
+// InvalidArgument when any range does not fit its buffer.
+func (s *readStep) ranges(r *runner, call string) ([]core.Range, core.Kind) {
 	rs := make([]core.Range, len(s.picks))
 	for i, p := range s.picks {
 		h := r.pick(p)
@@ -203,73 +226,88 @@ func (s *readStep) run(r *runner) error {
 			}
 		}
 	}
+	return rs, want
+}
 
-	r.allowOOM = len(rs) >= packMinCopies // see doUploads
-	r.packable = r.allowOOM
-	r.spareable = true
-	var (
-		got    [][]byte // one result per range, on success
-		err    error
-		before snapshot
-		after  func() snapshot
-		reuse  func() error // capacity reuse of caller slots, on success
-		nilOut bool         // the call's result on failure must be nil
-	)
+// readCallResult is what one readback call gave back, with what the checks
+// of the caller's output slots need.
+type readCallResult struct {
+	got    [][]byte // one result per range, on success
+	err    error
+	before snapshot
+	after  func() snapshot
+	reuse  func() error // capacity reuse of caller slots, on success
+	nilOut bool         // the call's result on failure must be nil
+}
+
+// read makes the step's form of readback call over rs. It returns a
+// violation when a successful DownloadMany into new slices hands back a
+// result with capacity past its bytes.
+func (s *readStep) read(r *runner, call string, rs []core.Range) (readCallResult, error) {
+	var res readCallResult
 	switch s.api {
 	case readWhole, readRange:
 		var out []byte
 		if s.api == readWhole {
-			out, err = r.b.Download(rs[0].Buf.All(), nil)
+			out, res.err = r.b.Download(rs[0].Buf.All(), nil)
 		} else {
-			out, err = r.b.Download(rs[0].Buf.Slice(rs[0].Offset, rs[0].Len), nil)
+			out, res.err = r.b.Download(rs[0].Buf.Slice(rs[0].Offset, rs[0].Len), nil)
 		}
-		got, nilOut = [][]byte{out}, out == nil
+		res.got, res.nilOut = [][]byte{out}, out == nil
 	case readInto:
 		dst := s.dst.slice(s.dst.fill)
-		before = snap1(dst)
+		res.before = snap1(dst)
 		var out []byte
-		out, err = r.b.Download(rs[0].Buf.All(), dst)
-		got = [][]byte{out}
-		after = func() snapshot { return snap1(out) }
-		reuse = func() error { return checkReuse(dst, out, rs[0].Len) }
+		out, res.err = r.b.Download(rs[0].Buf.All(), dst)
+		res.got = [][]byte{out}
+		res.after = func() snapshot { return snap1(out) }
+		res.reuse = func() error { return checkReuse(dst, out, rs[0].Len) }
 	case readMany:
-		got, err = r.b.DownloadMany(rs, nil)
-		nilOut = got == nil
-		if err == nil {
-			for i := range got {
-				if cap(got[i]) != len(got[i]) {
-					return fmt.Errorf("%s into new slices: result %d has capacity %d past its %d bytes", call, i, cap(got[i]), len(got[i]))
+		res.got, res.err = r.b.DownloadMany(rs, nil)
+		res.nilOut = res.got == nil
+		if res.err == nil {
+			for i := range res.got {
+				if cap(res.got[i]) != len(res.got[i]) {
+					return res, fmt.Errorf("%s into new slices: result %d has capacity %d past its %d bytes", call, i, cap(res.got[i]), len(res.got[i]))
 				}
 			}
 		}
 	case readManyInto, readRangesInto:
 		dst := s.dst.slots2()
-		before = snap2(dst)
-		got, err = r.b.DownloadMany(rs, dst)
-		out := got
-		after = func() snapshot { return snap2(out) }
-		reuse = func() error { return checkReuse2(dst, out, rs) }
+		res.before = snap2(dst)
+		res.got, res.err = r.b.DownloadMany(rs, dst)
+		out := res.got
+		res.after = func() snapshot { return snap2(out) }
+		res.reuse = func() error { return checkReuse2(dst, out, rs) }
 	}
+	return res, nil
+}
 
-	out, verr := r.judge(call, err, want)
-	if verr != nil {
-		return verr
+// checkFailed checks a readback that was rejected or faulted: the caller's
+// slots are as they were (or hold whole ranges that landed), a call without
+// slots returned nil, and a rejected call made no device calls. A faulted
+// one marks its buffers as read by failed work.
+func (s *readStep) checkFailed(r *runner, call string, out outcome, res readCallResult, rs []core.Range) error {
+	if res.after != nil && !res.after().equal(res.before) && !r.landedWhole(res.after(), res.before, rs) {
+		return fmt.Errorf("failed %s changed the caller's output slots", call)
 	}
-	if out != succeeded {
-		if after != nil && !after().equal(before) && !r.landedWhole(after(), before, rs) {
-			return fmt.Errorf("failed %s changed the caller's output slots", call)
-		}
-		if after == nil && !nilOut {
-			return fmt.Errorf("failed %s returned a non-nil result", call)
-		}
-		if out == rejected {
-			return r.noCalls(call + " rejected")
-		}
-		for _, x := range rs {
-			r.failedTargets(x.Buf.ID, span{}) // read, not written
-		}
-		return nil
+	if res.after == nil && !res.nilOut {
+		return fmt.Errorf("failed %s returned a non-nil result", call)
 	}
+	if out == rejected {
+		return r.noCalls(call + " rejected")
+	}
+	for _, x := range rs {
+		r.failedTargets(x.Buf.ID, span{}) // read, not written
+	}
+	return nil
+}
+
+// checkRead checks a successful readback: one result per range, each as long
+// as its range and holding the bytes the model knows, caller slots with room
+// reused, and the telemetry and device calls of the copies it made.
+func (s *readStep) checkRead(r *runner, call string, res readCallResult, rs []core.Range) error {
+	got := res.got
 	if len(got) != len(rs) {
 		return fmt.Errorf("%s returned %d results for %d ranges", call, len(got), len(rs))
 	}
@@ -288,8 +326,8 @@ func (s *readStep) run(r *runner) error {
 			return fmt.Errorf("%s result %d: %w", call, i, err)
 		}
 	}
-	if reuse != nil {
-		if err := reuse(); err != nil {
+	if res.reuse != nil {
+		if err := res.reuse(); err != nil {
 			return fmt.Errorf("%s: %w", call, err)
 		}
 	}
