@@ -49,55 +49,9 @@ func (s *asyncStep) run(r *runner) error {
 	h := r.pick(s.pick)
 	off, n := s.at.resolve(h.Len)
 	n = max(n, 0) // a slice has no negative length
-	var slot *pinSlot
-	var live []*pinSlot
-	for _, p := range r.m.pinned {
-		if p.live && p.gen == r.gen {
-			live = append(live, p)
-		}
-	}
-	switch {
-	case len(live) > 0 && s.slot%4 != 3:
-		slot = live[s.slot%len(live)]
-	case len(r.m.pinned) > 0:
-		slot = r.m.pinned[s.slot%len(r.m.pinned)]
-	}
-	mode := s.srcMode
-	if slot == nil && mode < 2 || slot != nil && len(slot.mem) == 0 || mode == 1 && len(slot.room) <= len(slot.mem) {
-		mode = 2 // a range can cross a slot's end only inside the allocation holding it
-	}
-	if mode == 0 && n > len(slot.mem) {
-		n = len(slot.mem) // a length the slot can hold
-	}
-	var (
-		src    []byte
-		inside bool
-		data   []byte
-	)
-	switch mode {
-	case 0, 1:
-		so := 0
-		mem := slot.mem
-		if mode == 0 {
-			so = min(s.srcOff%(len(slot.mem)-n+1), len(slot.mem)-1)
-		} else {
-			so = len(slot.mem) - 1 - s.srcOff%min(len(slot.mem), 4)
-			mem = slot.room
-			n = min(n, len(mem)-so)
-		}
-		src = mem[so : so+n]
-		inside = slot.live && slot.gen == r.gen && so+n <= len(slot.mem)
-		if inside {
-			if slot.pending == 0 {
-				fillPattern(slot.mem[so:so+n], s.seed)
-			}
-			data = bytes.Clone(slot.mem[so : so+n])
-		}
-	case 2:
-		src = make([]byte, n)
-	default:
-		n = 0
-	}
+	slot := s.pinnedSlot(r)
+	as := s.source(r, slot, n)
+	n = as.n
 	var want core.Kind
 	switch {
 	case !r.m.valid(h):
@@ -105,11 +59,11 @@ func (s *asyncStep) run(r *runner) error {
 	case !rangeOK(off, n, h.Len):
 		want = core.KindInvalidArgument
 	case n == 0:
-	case !inside:
+	case !as.inside:
 		want = core.KindInvalidArgument
 	}
-	r.logf("%s(%+v, %d, src mode %d, %d)", call, h, off, mode, n)
-	err := r.b.UploadAsync(core.UploadAt{Buf: h, Offset: off, Data: src})
+	r.logf("%s(%+v, %d, src mode %d, %d)", call, h, off, as.mode, n)
+	err := r.b.UploadAsync(core.UploadAt{Buf: h, Offset: off, Data: as.src})
 	out, verr := r.judge(call, err, want)
 	if verr != nil {
 		return verr
@@ -124,7 +78,7 @@ func (s *asyncStep) run(r *runner) error {
 	if n == 0 {
 		return r.noCalls(call + " of nothing")
 	}
-	r.m.async = append(r.m.async, asyncWrite{id: h.ID, off: off, data: data, slot: slot})
+	r.m.async = append(r.m.async, asyncWrite{id: h.ID, off: off, data: as.data, slot: slot})
 	r.m.bufs[h.ID].asyncN++
 	slot.pending++
 	t := &r.m.tel
@@ -134,6 +88,76 @@ func (s *asyncStep) run(r *runner) error {
 	t.DeviceCopies++
 	// Queued without waiting: one copy and no synchronization.
 	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: 1})
+}
+
+// pinnedSlot picks the pinned slot the step reads from: mostly one pinned
+// through the current Backend, else any slot ever pinned, or nil when there
+// has been none.
+func (s *asyncStep) pinnedSlot(r *runner) *pinSlot {
+	var slot *pinSlot
+	var live []*pinSlot
+	for _, p := range r.m.pinned {
+		if p.live && p.gen == r.gen {
+			live = append(live, p)
+		}
+	}
+	switch {
+	case len(live) > 0 && s.slot%4 != 3:
+		slot = live[s.slot%len(live)]
+	case len(r.m.pinned) > 0:
+		slot = r.m.pinned[s.slot%len(r.m.pinned)]
+	}
+	return slot
+}
+
+// asyncSource is the source memory an asyncStep hands UploadAsync.
+type asyncSource struct {
+	mode   int    // the step's srcMode, or 2 where the slot cannot serve it
+	n      int    // the source's length
+	src    []byte // the source
+	inside bool   // src lies within memory pinned through the current Backend
+	data   []byte // a copy of src's bytes when inside
+}
+
+// source builds the step's source of up to n bytes from slot (nil when none
+// was ever pinned): a range inside it, one crossing its end, unpinned Go
+// memory or nothing. Inside memory pinned now that no queued upload reads,
+// it fills the range with the step's pattern first.
+func (s *asyncStep) source(r *runner, slot *pinSlot, n int) asyncSource {
+	mode := s.srcMode
+	if slot == nil && mode < 2 || slot != nil && len(slot.mem) == 0 || mode == 1 && len(slot.room) <= len(slot.mem) {
+		mode = 2 // a range can cross a slot's end only inside the allocation holding it
+	}
+	if mode == 0 && n > len(slot.mem) {
+		n = len(slot.mem) // a length the slot can hold
+	}
+	as := asyncSource{mode: mode}
+	switch mode {
+	case 0, 1:
+		so := 0
+		mem := slot.mem
+		if mode == 0 {
+			so = min(s.srcOff%(len(slot.mem)-n+1), len(slot.mem)-1)
+		} else {
+			so = len(slot.mem) - 1 - s.srcOff%min(len(slot.mem), 4)
+			mem = slot.room
+			n = min(n, len(mem)-so)
+		}
+		as.src = mem[so : so+n]
+		as.inside = slot.live && slot.gen == r.gen && so+n <= len(slot.mem)
+		if as.inside {
+			if slot.pending == 0 {
+				fillPattern(slot.mem[so:so+n], s.seed)
+			}
+			as.data = bytes.Clone(slot.mem[so : so+n])
+		}
+	case 2:
+		as.src = make([]byte, n)
+	default:
+		n = 0
+	}
+	as.n = n
+	return as
 }
 
 // syncStep is SynchronizeUploads.
