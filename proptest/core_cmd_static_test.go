@@ -55,21 +55,7 @@ func (s *staticAcquireStep) run(r *runner) error {
 	if err != nil {
 		return err
 	}
-	payloads := make([][]byte, len(s.payload))
-	var want core.Kind
-	if len(payloads) == 0 {
-		want = core.KindInvalidArgument
-	}
-	var total uint64
-	for i, p := range s.payload {
-		if p < 0 {
-			payloads[i] = []byte{}
-			want = core.KindInvalidArgument
-			continue
-		}
-		payloads[i] = patternData(staticCatalog[p].seed, staticCatalog[p].n)
-		total += uint64(staticCatalog[p].n)
-	}
+	payloads, total, want := s.payloads()
 	key := fmt.Sprint(s.domain, s.payload)
 	var held *optSet // an acquisition of the same content that the cache holds now
 	for _, st := range o.sets {
@@ -86,36 +72,94 @@ func (s *staticAcquireStep) run(r *runner) error {
 		case verr == nil && out == rejected:
 			return r.noCalls(call + " rejected")
 		case verr == nil && out == faulted:
-			// The buffers allocated before the failure were freed again,
-			// but ResidentAllocationBytes counts allocations made: it may
-			// have grown by the fresh (unpooled) payloads allocated in
-			// order before the failure, and by nothing else.
-			grew := r.b.Telemetry().ResidentAllocationBytes - telBefore.ResidentAllocationBytes
-			pool := maps.Clone(o.pool)
-			var prefix uint64
-			var fresh []int // sizes of the fresh buffers allocated before the failure
-			var took []int  // sizes of the pooled buffers it took
-			ok := grew == 0
-			for _, p := range s.payload {
-				if n := staticCatalog[p].n; pool[n] > 0 {
-					pool[n]--
-					took = append(took, n)
-				} else {
-					prefix += uint64(n)
-					if prefix <= grew {
-						fresh = append(fresh, n)
-					}
-					ok = ok || grew == prefix
-				}
-			}
-			if !ok && !r.cfg.shared { // shared: other goroutines allocate too
-				return fmt.Errorf("failed %s grew ResidentAllocationBytes by %d, not by a prefix of its fresh payloads", call, grew)
-			}
-			r.m.tel.ResidentAllocationBytes += grew
-			return r.retiredByQuarantine(o, call, fresh, took)
+			return s.checkFaulted(r, o, call, telBefore)
 		}
 		return verr
 	}
+	if err := s.checkSet(r, call, set, payloads, held); err != nil {
+		return err
+	}
+	o.sets = append(o.sets, &optSet{set: set, key: key, bytes: total})
+	if set.CacheHit {
+		// The warm path uploads nothing and waits for nothing.
+		return r.noCalls(call + " warm")
+	}
+	// The cold path uploads every payload exactly once, with one fence.
+	t := &r.m.tel
+	for _, n := range s.payload {
+		if !o.take(staticCatalog[n].n) {
+			t.ResidentAllocationBytes += uint64(staticCatalog[n].n)
+		}
+	}
+	t.HostToDeviceBytes += total
+	t.UploadOps++
+	t.SyncPoints++
+	t.RequestedCopies += uint64(len(payloads))
+	t.DeviceCopies += uint64(len(payloads))
+	return r.expectTransfer(call+" cold", map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: uint64(len(payloads)), sim.OpStreamSynchronize: 1})
+}
+
+// payloads builds the step's payloads from the catalog and returns them with
+// their total bytes and the model's verdict: InvalidArgument when there is
+// no payload or an empty one.
+func (s *staticAcquireStep) payloads() ([][]byte, uint64, core.Kind) {
+	payloads := make([][]byte, len(s.payload))
+	var want core.Kind
+	if len(payloads) == 0 {
+		want = core.KindInvalidArgument
+	}
+	var total uint64
+	for i, p := range s.payload {
+		if p < 0 {
+			payloads[i] = []byte{}
+			want = core.KindInvalidArgument
+			continue
+		}
+		payloads[i] = patternData(staticCatalog[p].seed, staticCatalog[p].n)
+		total += uint64(staticCatalog[p].n)
+	}
+	return payloads, total, want
+}
+
+// checkFaulted checks and accounts for an acquisition that failed on the
+// device: ResidentAllocationBytes grew since telBefore by a prefix of the
+// payloads the pool could not serve (unless other goroutines allocate too),
+// and the buffers the quarantine kept are retired.
+func (s *staticAcquireStep) checkFaulted(r *runner, o *optModel, call string, telBefore core.Telemetry) error {
+	// The buffers allocated before the failure were freed again,
+	// but ResidentAllocationBytes counts allocations made: it may
+	// have grown by the fresh (unpooled) payloads allocated in
+	// order before the failure, and by nothing else.
+	grew := r.b.Telemetry().ResidentAllocationBytes - telBefore.ResidentAllocationBytes
+	pool := maps.Clone(o.pool)
+	var prefix uint64
+	var fresh []int // sizes of the fresh buffers allocated before the failure
+	var took []int  // sizes of the pooled buffers it took
+	ok := grew == 0
+	for _, p := range s.payload {
+		if n := staticCatalog[p].n; pool[n] > 0 {
+			pool[n]--
+			took = append(took, n)
+		} else {
+			prefix += uint64(n)
+			if prefix <= grew {
+				fresh = append(fresh, n)
+			}
+			ok = ok || grew == prefix
+		}
+	}
+	if !ok && !r.cfg.shared { // shared: other goroutines allocate too
+		return fmt.Errorf("failed %s grew ResidentAllocationBytes by %d, not by a prefix of its fresh payloads", call, grew)
+	}
+	r.m.tel.ResidentAllocationBytes += grew
+	return r.retiredByQuarantine(o, call, fresh, took)
+}
+
+// checkSet checks a successful acquisition's set: one buffer per
+// payload, each of its payload's length and holding its bytes on the
+// device, and the very buffers of held (an unreleased acquisition of the
+// same content the cache keeps), from the cache, when there is one.
+func (s *staticAcquireStep) checkSet(r *runner, call string, set core.StaticSet, payloads [][]byte, held *optSet) error {
 	if len(set.Bufs) != len(payloads) {
 		return fmt.Errorf("%s returned %d buffers for %d payloads", call, len(set.Bufs), len(payloads))
 	}
@@ -137,24 +181,7 @@ func (s *staticAcquireStep) run(r *runner) error {
 			return fmt.Errorf("static buffer %d does not hold its payload (%v)", i, err)
 		}
 	}
-	o.sets = append(o.sets, &optSet{set: set, key: key, bytes: total})
-	if set.CacheHit {
-		// The warm path uploads nothing and waits for nothing.
-		return r.noCalls(call + " warm")
-	}
-	// The cold path uploads every payload exactly once, with one fence.
-	t := &r.m.tel
-	for _, n := range s.payload {
-		if !o.take(staticCatalog[n].n) {
-			t.ResidentAllocationBytes += uint64(staticCatalog[n].n)
-		}
-	}
-	t.HostToDeviceBytes += total
-	t.UploadOps++
-	t.SyncPoints++
-	t.RequestedCopies += uint64(len(payloads))
-	t.DeviceCopies += uint64(len(payloads))
-	return r.expectTransfer(call+" cold", map[sim.Op]uint64{sim.OpMemcpyHtoDAsync: uint64(len(payloads)), sim.OpStreamSynchronize: 1})
+	return nil
 }
 
 // retiredByQuarantine accounts for the buffers a failed static acquisition
