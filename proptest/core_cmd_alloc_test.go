@@ -51,24 +51,7 @@ func (s *allocStep) run(r *runner) error {
 	const call = "Alloc"
 	resident := r.b.MemoryStats().Allocated
 	left := int(r.budgetLeft())
-	n := s.size
-	switch s.rel {
-	case 1:
-		n = left
-		if left <= 0 || left > remainingCap {
-			n = left + 1
-		}
-	case 2:
-		n = left + 1 + max(s.size, 0)%(1<<20)
-	case 3:
-		n = r.reuseLen(s.size)
-	}
-	if r.cfg.shared && s.rel != 0 {
-		// With other goroutines freeing, "more than is left" can succeed;
-		// keep such buffers small enough that their transfers take one
-		// fence per call, as the model assumes (see remainingCap).
-		n = min(n, remainingCap)
-	}
+	n := s.length(r, left)
 	var want core.Kind
 	switch {
 	case n <= 0:
@@ -127,6 +110,30 @@ func (s *allocStep) run(r *runner) error {
 	r.m.order = append(r.m.order, h)
 	r.m.tel.ResidentAllocationBytes += uint64(n)
 	return nil
+}
+
+// length is the byte count the step asks for, given left bytes of budget:
+// its drawn size, or one relative to the budget or to a buffer freed lately.
+func (s *allocStep) length(r *runner, left int) int {
+	n := s.size
+	switch s.rel {
+	case 1:
+		n = left
+		if left <= 0 || left > remainingCap {
+			n = left + 1
+		}
+	case 2:
+		n = left + 1 + max(s.size, 0)%(1<<20)
+	case 3:
+		n = r.reuseLen(s.size)
+	}
+	if r.cfg.shared && s.rel != 0 {
+		// With other goroutines freeing, "more than is left" can succeed;
+		// keep such buffers small enough that their transfers take one
+		// fence per call, as the model assumes (see remainingCap).
+		n = min(n, remainingCap)
+	}
+	return n
 }
 
 // freeStep frees a handle: live, freed, unknown, foreign or drifted.
