@@ -39,7 +39,21 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 	require.NoError(t, err)
 	fill := core.ProgramFillU32()
 
-	_, err = b.Alloc(0)
+	checkInvalidInputErrors(t, b, d, h, db, fill)
+	checkDriverFailureErrors(t, b, dev, d, h, db, fill)
+	checkPendingErrors(t, b, dev, h)
+
+	require.NoError(t, d.Free(db))
+	require.NoError(t, d.Close())
+	require.NoError(t, b.Free(h))
+
+	checkCloseFailureError(t)
+}
+
+// checkInvalidInputErrors makes calls with invalid input on the Backend and
+// the dispatcher and checks each error names the call made with one Fix.
+func checkInvalidInputErrors(t *testing.T, b *core.Backend, d *core.OptimizerDispatcher, h, db core.Buffer, fill *core.Program) {
+	_, err := b.Alloc(0)
 	checkError(t, "Alloc", err)
 	checkError(t, "Free", b.Free(core.Buffer{ID: 1 << 60, Len: 3}))
 	checkError(t, "UploadSlice", core.UploadSlice(b, h, make([]byte, 3)))
@@ -62,12 +76,17 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: db, Offset: 15, Data: []byte{1, 2}}))
 	_, err = b.DownloadMany([]core.Range{db.Slice(9, 9)}, nil)
 	checkError(t, "DownloadMany", err)
+}
 
-	// Driver failures reach the caller under the name of the call made.
+// checkDriverFailureErrors injects driver failures under Backend and
+// dispatcher calls and checks each reaches the caller under the name of the
+// call made; it also checks writes to a static set and a Pending's
+// DeviceTime are refused the same way.
+func checkDriverFailureErrors(t *testing.T, b *core.Backend, dev *sim.Device, d *core.OptimizerDispatcher, h, db core.Buffer, fill *core.Program) {
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
 	checkError(t, "Upload", b.Upload(core.UploadAt{Buf: db, Data: make([]byte, 16)}))
 	dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_LAUNCH_FAILED)
-	_, err = b.Download(db.All(), nil)
+	_, err := b.Download(db.All(), nil)
 	checkError(t, "Download", err)
 	dev.FailNth(sim.OpMemAlloc, 1, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	_, err = d.Alloc(1 << 21)
@@ -90,8 +109,11 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 	_, err = pd.DeviceTime()
 	checkError(t, "Pending.DeviceTime", err)
 	require.NoError(t, pd.Close())
+}
 
-	// A Pending's failures name the Pending method called.
+// checkPendingErrors fails the driver call under each Pending method and
+// checks the error names that method and says RunAsync queued the work.
+func checkPendingErrors(t *testing.T, b *core.Backend, dev *sim.Device, h core.Buffer) {
 	for _, call := range []string{"Pending.Await", "Pending.AwaitInto", "Pending.Close", "Pending.IsReady"} {
 		p, err := b.RunAsync(core.Batch{Clears: []core.Buffer{h}})
 		require.NoError(t, err)
@@ -114,12 +136,12 @@ func TestErrorsNameThePublicCallWithOneFix(t *testing.T) {
 		assert.Contains(t, e.Detail, "work queued by RunAsync")
 		require.NoError(t, p.Close())
 	}
+}
 
-	require.NoError(t, d.Free(db))
-	require.NoError(t, d.Close())
-	require.NoError(t, b.Free(h))
-
-	// Close failures are Close's, with the failing part in the detail.
+// checkCloseFailureError fails a free during Close on a fresh Backend and
+// checks the error is Close's, names the failing part, and that a second
+// Close frees what is left.
+func checkCloseFailureError(t *testing.T) {
 	b2, dev2 := openSim(t, sim.Config{})
 	h2, err := b2.Alloc(16)
 	require.NoError(t, err)

@@ -23,34 +23,14 @@ type faultPath struct {
 	setup func(t *testing.T, b *core.Backend) (run func() error, unchanged func(t *testing.T))
 }
 
+// faultPaths lists the Backend call paths the fault-injection test faults,
+// each with its setup.
 func faultPaths() []faultPath {
-	alloc := func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-		var got core.Buffer
-		return func() error {
-				h, err := b.Alloc(3000)
-				if err == nil {
-					got = h
-					return b.Free(h)
-				}
-				return err
-			}, func(t *testing.T) {
-				assert.Equal(t, core.Buffer{}, got)
-			}
-	}
-	buffers := func(t *testing.T, b *core.Backend, n int) []core.Buffer {
-		hs := make([]core.Buffer, n)
-		for i := range hs {
-			h, err := b.Alloc(100 + i)
-			require.NoError(t, err) // not uploaded: the path's first transfer meets cold pools
-			hs[i] = h
-		}
-		return hs
-	}
 	return []faultPath{
-		{name: "Alloc pooled", setup: alloc},
-		{name: "Alloc exact", opts: []core.Option{core.WithResidentPoolLimit(0)}, setup: alloc},
+		{name: "Alloc pooled", setup: setupFaultAlloc},
+		{name: "Alloc exact", opts: []core.Option{core.WithResidentPoolLimit(0)}, setup: setupFaultAlloc},
 		{name: "Upload", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			hs := buffers(t, b, 3)
+			hs := coldFaultBuffers(t, b, 3)
 			ups := make([]core.UploadAt, len(hs))
 			for i, h := range hs {
 				ups[i] = core.UploadAt{Buf: h, Data: make([]byte, h.Len)}
@@ -58,12 +38,12 @@ func faultPaths() []faultPath {
 			return func() error { return b.Upload(ups...) }, func(*testing.T) {}
 		}},
 		{name: "Upload", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			hs := buffers(t, b, 2)
+			hs := coldFaultBuffers(t, b, 2)
 			ups := []core.UploadAt{{hs[0], 1, []byte{1, 2}}, {hs[1], 3, []byte{3}}, {hs[0], 50, []byte{4}}}
 			return func() error { return b.Upload(ups...) }, func(*testing.T) {}
 		}},
 		{name: "DownloadMany", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			hs := buffers(t, b, 3)
+			hs := coldFaultBuffers(t, b, 3)
 			dst := [][]byte{[]byte("keep")}
 			var got [][]byte
 			return func() error {
@@ -76,7 +56,7 @@ func faultPaths() []faultPath {
 				}
 		}},
 		{name: "DownloadMany of ranges", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			hs := buffers(t, b, 2)
+			hs := coldFaultBuffers(t, b, 2)
 			dst := [][]byte{[]byte("keep")}
 			var got [][]byte
 			return func() error {
@@ -97,43 +77,80 @@ func faultPaths() []faultPath {
 				return p.Free()
 			}, func(*testing.T) {}
 		}},
-		{name: "PinHostBuffer", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			mem := make([]byte, 256)
-			t.Cleanup(func() { runtime.KeepAlive(mem) })
-			pinned := false // a failed unpin keeps the range pinned; the retry only unpins
-			return func() error {
-				if !pinned {
-					if err := b.PinHostBuffer(unsafe.Pointer(&mem[0]), len(mem)); err != nil {
-						return err
-					}
-					pinned = true
-				}
-				if err := b.UnpinHostBuffer(unsafe.Pointer(&mem[0])); err != nil {
-					return err
-				}
-				pinned = false
-				return nil
-			}, func(*testing.T) {}
-		}},
-		{name: "UploadAsync+SynchronizeUploads", setup: func(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
-			hs := buffers(t, b, 1)
-			p, err := b.AllocHostPinned(64)
-			require.NoError(t, err)
-			return func() error {
-				if err := b.UploadAsync(core.UploadAt{Buf: hs[0], Offset: 0, Data: p.Bytes()[:64]}); err != nil {
-					return err
-				}
-				if err := b.SynchronizeUploads(); err != nil {
-					// A failed wait leaves the upload queued; a retry drains it.
-					if err2 := b.SynchronizeUploads(); err2 != nil {
-						return fmt.Errorf("retry: %w", err2)
-					}
-					return err
-				}
-				return nil
-			}, func(*testing.T) {}
-		}},
+		{name: "PinHostBuffer", setup: setupFaultPinHostBuffer},
+		{name: "UploadAsync+SynchronizeUploads", setup: setupFaultUploadAsync},
 	}
+}
+
+// setupFaultAlloc faults one Alloc (freed again on success) and checks that
+// a failed Alloc handed back no buffer.
+func setupFaultAlloc(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+	var got core.Buffer
+	return func() error {
+			h, err := b.Alloc(3000)
+			if err == nil {
+				got = h
+				return b.Free(h)
+			}
+			return err
+		}, func(t *testing.T) {
+			assert.Equal(t, core.Buffer{}, got)
+		}
+}
+
+// coldFaultBuffers allocates n buffers of slightly different sizes without
+// uploading to them, so the path's first transfer meets cold pools.
+func coldFaultBuffers(t *testing.T, b *core.Backend, n int) []core.Buffer {
+	hs := make([]core.Buffer, n)
+	for i := range hs {
+		h, err := b.Alloc(100 + i)
+		require.NoError(t, err) // not uploaded: the path's first transfer meets cold pools
+		hs[i] = h
+	}
+	return hs
+}
+
+// setupFaultPinHostBuffer faults pinning then unpinning a Go byte slice; a
+// retry after a failed unpin only unpins.
+func setupFaultPinHostBuffer(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+	mem := make([]byte, 256)
+	t.Cleanup(func() { runtime.KeepAlive(mem) })
+	pinned := false // a failed unpin keeps the range pinned; the retry only unpins
+	return func() error {
+		if !pinned {
+			if err := b.PinHostBuffer(unsafe.Pointer(&mem[0]), len(mem)); err != nil {
+				return err
+			}
+			pinned = true
+		}
+		if err := b.UnpinHostBuffer(unsafe.Pointer(&mem[0])); err != nil {
+			return err
+		}
+		pinned = false
+		return nil
+	}, func(*testing.T) {}
+}
+
+// setupFaultUploadAsync faults an UploadAsync from pinned memory and the
+// SynchronizeUploads that waits for it; a failed wait is retried once so
+// the queued upload drains.
+func setupFaultUploadAsync(t *testing.T, b *core.Backend) (func() error, func(*testing.T)) {
+	hs := coldFaultBuffers(t, b, 1)
+	p, err := b.AllocHostPinned(64)
+	require.NoError(t, err)
+	return func() error {
+		if err := b.UploadAsync(core.UploadAt{Buf: hs[0], Offset: 0, Data: p.Bytes()[:64]}); err != nil {
+			return err
+		}
+		if err := b.SynchronizeUploads(); err != nil {
+			// A failed wait leaves the upload queued; a retry drains it.
+			if err2 := b.SynchronizeUploads(); err2 != nil {
+				return fmt.Errorf("retry: %w", err2)
+			}
+			return err
+		}
+		return nil
+	}, func(*testing.T) {}
 }
 
 // TestFaultInjection fails, one at a time, every driver call each path

@@ -24,14 +24,20 @@ func applyUploads(copies []UploadCopy) map[cell]byte {
 
 func bs(s string) []byte { return []byte(s) }
 
-func TestFuseUploads(t *testing.T) {
-	tests := []struct {
-		name      string
-		in        []UploadCopy
-		want      []UploadCopy
-		wantBytes uint64
-		aliasOf   []int // for each fused copy, the request whose Data it aliases, or -1
-	}{
+// fuseUploadsCase is one FuseUploads input with the fused copies and byte
+// count it must give.
+type fuseUploadsCase struct {
+	name      string
+	in        []UploadCopy
+	want      []UploadCopy
+	wantBytes uint64
+	aliasOf   []int // for each fused copy, the request whose Data it aliases, or -1
+}
+
+// fuseUploadsCases lists FuseUploads inputs: empties, single copies,
+// merges of touching and overlapping ranges, and ranges that must stay apart.
+func fuseUploadsCases() []fuseUploadsCase {
+	return []fuseUploadsCase{
 		{name: "nil", in: nil, want: nil},
 		{name: "only empties", in: []UploadCopy{{1, 0, nil}, {2, 5, []byte{}}}, want: nil},
 		{
@@ -104,6 +110,13 @@ func TestFuseUploads(t *testing.T) {
 			want: []UploadCopy{{1, math.MaxUint64 - 2, bs("ab")}}, wantBytes: 2, aliasOf: []int{0},
 		},
 	}
+}
+
+// TestFuseUploads checks each case's fused copies and byte count, that the
+// input is left alone, that the fused copies write the same memory, and which
+// fused copies alias a request's Data and which own a new buffer.
+func TestFuseUploads(t *testing.T) {
+	tests := fuseUploadsCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := cloneUploads(tt.in)

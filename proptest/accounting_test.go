@@ -96,6 +96,18 @@ func checkSentinel(name string, got uint64, err error, want error, model *big.In
 // (x, y, z) against math/big. It is shared by the properties and the fuzz
 // target.
 func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
+	if m := checkUint64Arithmetic(a, b); m != "" {
+		return m
+	}
+	if m := checkLenArithmetic(x, y, z); m != "" {
+		return m
+	}
+	return checkPtrArithmetic(a, x)
+}
+
+// checkUint64Arithmetic checks AddUint64 and SubUint64 on (a, b) against
+// math/big.
+func checkUint64Arithmetic(a, b uint64) string {
 	sum := new(big.Int).Add(bigUint64(a), bigUint64(b))
 	var want error
 	if sum.Cmp(bigMaxUint64) > 0 {
@@ -112,14 +124,19 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 		want = accounting.ErrUnderflow
 	}
 	got, err = accounting.SubUint64(a, b)
-	if m := checkSentinel("SubUint64", got, err, want, diff); m != "" {
-		return m
-	}
+	return checkSentinel("SubUint64", got, err, want, diff)
+}
 
+// checkIntSentinel is checkSentinel for an int result.
+func checkIntSentinel(name string, got int, err error, want error, model *big.Int) string {
+	return checkSentinel(name, uint64(got), err, want, model)
+}
+
+// checkLenArithmetic checks AddLen and SubLen on (x, y) and RangeEnd on
+// (x, y, z) against math/big, and that RangeEnd's errors carry the numbers.
+func checkLenArithmetic(x, y, z int) string {
 	bx, by, bz := big.NewInt(int64(x)), big.NewInt(int64(y)), big.NewInt(int64(z))
-	checkInt := func(name string, got int, err error, want error, model *big.Int) string {
-		return checkSentinel(name, uint64(got), err, want, model)
-	}
+	var want error
 	lenSum := new(big.Int).Add(bx, by)
 	switch {
 	case x < 0 || y < 0:
@@ -130,7 +147,7 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 		want = nil
 	}
 	gotI, err := accounting.AddLen(x, y)
-	if m := checkInt("AddLen", gotI, err, want, lenSum); m != "" {
+	if m := checkIntSentinel("AddLen", gotI, err, want, lenSum); m != "" {
 		return m
 	}
 
@@ -144,7 +161,7 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 		want = nil
 	}
 	gotI, err = accounting.SubLen(x, y)
-	if m := checkInt("SubLen", gotI, err, want, lenDiff); m != "" {
+	if m := checkIntSentinel("SubLen", gotI, err, want, lenDiff); m != "" {
 		return m
 	}
 
@@ -159,13 +176,20 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 		want = nil
 	}
 	gotI, err = accounting.RangeEnd(x, y, z)
-	if m := checkInt("RangeEnd", gotI, err, want, lenSum); m != "" {
+	if m := checkIntSentinel("RangeEnd", gotI, err, want, lenSum); m != "" {
 		return m
 	}
 	if err != nil && !(strings.Contains(err.Error(), strconv.Itoa(x)) && strings.Contains(err.Error(), strconv.Itoa(y))) && !errors.Is(err, accounting.ErrOutOfRange) {
 		return fmt.Sprintf("RangeEnd(%d, %d, %d) error does not carry the numbers: %v", x, y, z, err)
 	}
+	return ""
+}
 
+// checkPtrArithmetic checks AddPtr on (a, x) and LenUint64 on x against
+// math/big.
+func checkPtrArithmetic(a uint64, x int) string {
+	bx := big.NewInt(int64(x))
+	var want error
 	ptr := new(big.Int).Add(bigUint64(a), bx)
 	switch {
 	case x < 0:
@@ -175,7 +199,7 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 	default:
 		want = nil
 	}
-	got, err = accounting.AddPtr(a, x)
+	got, err := accounting.AddPtr(a, x)
 	if m := checkSentinel("AddPtr", got, err, want, ptr); m != "" {
 		return m
 	}
@@ -185,10 +209,7 @@ func checkAccountingArithmetic(a, b uint64, x, y, z int) string {
 		want = accounting.ErrNegative
 	}
 	got, err = accounting.LenUint64(x)
-	if m := checkSentinel("LenUint64", got, err, want, bx); m != "" {
-		return m
-	}
-	return ""
+	return checkSentinel("LenUint64", got, err, want, bx)
 }
 
 // checkBudgets checks the budget and bucket formulas against math/big and
@@ -256,87 +277,140 @@ func checkCounterOps(start uint64, ops []counterStep) string {
 	model := bigUint64(start)
 	errGuard := errors.New("guard refused")
 	for i, op := range ops {
-		before := c.Load()
-		next := new(big.Int).Add(model, bigUint64(op.N))
+		msg, applied := "", true
 		switch op.Kind % 5 {
 		case 0:
-			err := c.Add(op.N)
-			if next.Cmp(bigMaxUint64) > 0 {
-				if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
-					return fmt.Sprintf("op %d Add(%d) at %d: want ErrOverflow and no change, got %v, %d", i, op.N, before, err, c.Load())
-				}
-				continue
-			}
-			if err != nil {
-				return fmt.Sprintf("op %d Add(%d) at %d: %v", i, op.N, before, err)
-			}
-			model = next
+			msg, applied = counterAddStep(&c, model, i, op)
 		case 1:
-			seen := uint64(0)
-			err := c.AddGuarded(op.N, func(v uint64) error {
-				seen = v
-				if v > op.Cap {
-					return errGuard
-				}
-				return nil
-			})
-			switch {
-			case next.Cmp(bigMaxUint64) > 0:
-				if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
-					return fmt.Sprintf("op %d AddGuarded(%d) at %d: want ErrOverflow, got %v", i, op.N, before, err)
-				}
-				continue
-			case seen != next.Uint64():
-				return fmt.Sprintf("op %d AddGuarded(%d) at %d: guard saw %d, want %s", i, op.N, before, seen, next)
-			case next.Uint64() > op.Cap:
-				if !errors.Is(err, errGuard) || c.Load() != before {
-					return fmt.Sprintf("op %d AddGuarded refused by guard: want its error and no change, got %v, %d", i, err, c.Load())
-				}
-				continue
-			case err != nil:
-				return fmt.Sprintf("op %d AddGuarded(%d): %v", i, op.N, err)
-			}
-			model = next
+			msg, applied = counterAddGuardedStep(&c, model, i, op, errGuard)
 		case 2:
-			err := c.Sub(op.N)
-			if op.N > before {
-				if !errors.Is(err, accounting.ErrUnderflow) || c.Load() != before {
-					return fmt.Sprintf("op %d Sub(%d) at %d: want ErrUnderflow and no change, got %v, %d", i, op.N, before, err, c.Load())
-				}
-				continue
-			}
-			if err != nil {
-				return fmt.Sprintf("op %d Sub(%d): %v", i, op.N, err)
-			}
-			model.Sub(model, bigUint64(op.N))
+			msg, applied = counterSubStep(&c, model, i, op)
 		case 3:
-			repaired := c.SubOrRepair(op.N)
-			if repaired != (op.N > before) {
-				return fmt.Sprintf("op %d SubOrRepair(%d) at %d reported repaired=%v", i, op.N, before, repaired)
-			}
-			if repaired {
-				model.SetUint64(0)
-			} else {
-				model.Sub(model, bigUint64(op.N))
-			}
+			msg = counterSubOrRepairStep(&c, model, i, op)
 		case 4:
-			id, err := c.Next()
-			if before == math.MaxUint64 {
-				if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
-					return fmt.Sprintf("op %d Next at max: want ErrOverflow and no change, got %d, %v", i, id, err)
-				}
-				continue
-			}
-			if err != nil || id != before+1 {
-				return fmt.Sprintf("op %d Next at %d = %d, %v; want %d", i, before, id, err, before+1)
-			}
-			model.Add(model, big.NewInt(1))
+			msg, applied = counterNextStep(&c, model, i)
+		}
+		if msg != "" {
+			return msg
+		}
+		if !applied {
+			continue // refused as it should be, and nothing changed
 		}
 		if !model.IsUint64() || c.Load() != model.Uint64() {
 			return fmt.Sprintf("op %d (%+v): counter %d, model %s", i, op, c.Load(), model)
 		}
 	}
 	return ""
+}
+
+// counterAddStep applies step i, an Add, to c and model: past the top of
+// uint64 it must fail with ErrOverflow and change nothing (applied false),
+// otherwise succeed. It returns what went wrong, or "".
+func counterAddStep(c *accounting.Counter, model *big.Int, i int, op counterStep) (msg string, applied bool) {
+	before := c.Load()
+	next := new(big.Int).Add(model, bigUint64(op.N))
+	err := c.Add(op.N)
+	if next.Cmp(bigMaxUint64) > 0 {
+		if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
+			return fmt.Sprintf("op %d Add(%d) at %d: want ErrOverflow and no change, got %v, %d", i, op.N, before, err, c.Load()), false
+		}
+		return "", false
+	}
+	if err != nil {
+		return fmt.Sprintf("op %d Add(%d) at %d: %v", i, op.N, before, err), false
+	}
+	model.Set(next)
+	return "", true
+}
+
+// counterAddGuardedStep applies step i, an AddGuarded whose guard refuses
+// totals over op.Cap with errGuard, to c and model: the guard must see the
+// new total, and an overflow or a refusal must change nothing (applied
+// false). It returns what went wrong, or "".
+func counterAddGuardedStep(c *accounting.Counter, model *big.Int, i int, op counterStep, errGuard error) (msg string, applied bool) {
+	before := c.Load()
+	next := new(big.Int).Add(model, bigUint64(op.N))
+	seen := uint64(0)
+	err := c.AddGuarded(op.N, func(v uint64) error {
+		seen = v
+		if v > op.Cap {
+			return errGuard
+		}
+		return nil
+	})
+	switch {
+	case next.Cmp(bigMaxUint64) > 0:
+		if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
+			return fmt.Sprintf("op %d AddGuarded(%d) at %d: want ErrOverflow, got %v", i, op.N, before, err), false
+		}
+		return "", false
+	case seen != next.Uint64():
+		return fmt.Sprintf("op %d AddGuarded(%d) at %d: guard saw %d, want %s", i, op.N, before, seen, next), false
+	case next.Uint64() > op.Cap:
+		if !errors.Is(err, errGuard) || c.Load() != before {
+			return fmt.Sprintf("op %d AddGuarded refused by guard: want its error and no change, got %v, %d", i, err, c.Load()), false
+		}
+		return "", false
+	case err != nil:
+		return fmt.Sprintf("op %d AddGuarded(%d): %v", i, op.N, err), false
+	}
+	model.Set(next)
+	return "", true
+}
+
+// counterSubStep applies step i, a Sub, to c and model: below zero it must
+// fail with ErrUnderflow and change nothing (applied false), otherwise
+// succeed. It returns what went wrong, or "".
+func counterSubStep(c *accounting.Counter, model *big.Int, i int, op counterStep) (msg string, applied bool) {
+	before := c.Load()
+	err := c.Sub(op.N)
+	if op.N > before {
+		if !errors.Is(err, accounting.ErrUnderflow) || c.Load() != before {
+			return fmt.Sprintf("op %d Sub(%d) at %d: want ErrUnderflow and no change, got %v, %d", i, op.N, before, err, c.Load()), false
+		}
+		return "", false
+	}
+	if err != nil {
+		return fmt.Sprintf("op %d Sub(%d): %v", i, op.N, err), false
+	}
+	model.Sub(model, bigUint64(op.N))
+	return "", true
+}
+
+// counterSubOrRepairStep applies step i, a SubOrRepair, to c and model: it
+// must report a repair exactly when op.N exceeds the counter, which then
+// reads zero. It returns what went wrong, or "".
+func counterSubOrRepairStep(c *accounting.Counter, model *big.Int, i int, op counterStep) string {
+	before := c.Load()
+	repaired := c.SubOrRepair(op.N)
+	if repaired != (op.N > before) {
+		return fmt.Sprintf("op %d SubOrRepair(%d) at %d reported repaired=%v", i, op.N, before, repaired)
+	}
+	if repaired {
+		model.SetUint64(0)
+	} else {
+		model.Sub(model, bigUint64(op.N))
+	}
+	return ""
+}
+
+// counterNextStep applies step i, a Next, to c and model: at the top of
+// uint64 it must fail with ErrOverflow and change nothing (applied false),
+// otherwise hand out the counter plus one. It returns what went wrong, or "".
+func counterNextStep(c *accounting.Counter, model *big.Int, i int) (msg string, applied bool) {
+	before := c.Load()
+	id, err := c.Next()
+	if before == math.MaxUint64 {
+		if !errors.Is(err, accounting.ErrOverflow) || c.Load() != before {
+			return fmt.Sprintf("op %d Next at max: want ErrOverflow and no change, got %d, %v", i, id, err), false
+		}
+		return "", false
+	}
+	if err != nil || id != before+1 {
+		return fmt.Sprintf("op %d Next at %d = %d, %v; want %d", i, before, id, err, before+1), false
+	}
+	model.Add(model, big.NewInt(1))
+	return "", true
 }
 
 func TestAccountingProperties(t *testing.T) {

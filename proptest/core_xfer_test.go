@@ -306,89 +306,113 @@ func runXferCase(r *rand.Rand, c xferCase, seen *xferSeen, chunkings map[uint64]
 func xferCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []core.Buffer, old [][]byte, pinned *core.PinnedBuffer) error {
 	switch c.op {
 	case xferUpload, xferUploadMany, xferUploadPinned:
-		ups := make([]core.UploadAt, len(hs))
-		for i, h := range hs {
-			ups[i] = core.UploadAt{Buf: h, Data: randomXferBytes(r, h.Len)}
-		}
-		var err error
-		switch c.op {
-		case xferUpload:
-			err = b.Upload(core.UploadAt{Buf: hs[0], Data: ups[0].Data})
-		case xferUploadPinned:
-			src := pinned.Bytes()[:hs[0].Len]
-			copy(src, ups[0].Data)
-			err = b.Upload(core.UploadAt{Buf: hs[0], Data: src})
-		default:
-			err = b.Upload(ups...)
-		}
-		if err != nil {
-			return err
-		}
-		for i, h := range hs {
-			if got := deviceXferBytes(b, dev, h); !bytes.Equal(got, ups[i].Data) {
-				return fmt.Errorf("buffer %d holds other bytes after the upload", i)
-			}
-			old[i] = ups[i].Data
-		}
-		return nil
+		return xferUploadCall(r, b, dev, c, hs, old, pinned)
 	case xferInto, xferIntoPinned:
-		dst := make([]byte, 0, hs[0].Len)
-		if c.op == xferIntoPinned {
-			dst = pinned.Bytes()[:0:hs[0].Len]
-		}
-		full := dst[:cap(dst)]
-		for i := range full {
-			full[i] = 0xa5
-		}
-		prior := bytes.Clone(full)
-		out, err := b.Download(hs[0].All(), dst)
-		if err != nil {
-			if unsafe.SliceData(out) != unsafe.SliceData(dst) || len(out) != len(dst) || cap(out) != cap(dst) {
-				return errors.Join(err, errors.New("a failed Download did not return dst"))
-			}
-			if !prefixThenOld(full, old[0], prior) {
-				return errors.Join(err, errors.New("a failed Download left dst holding more than a prefix of the buffer"))
-			}
-			if c.atomic && !bytes.Equal(full, prior) {
-				return errors.Join(err, errors.New("a failed Download under WithAtomicReadbacks changed dst's bytes"))
-			}
-			return err
-		}
-		if !bytes.Equal(out, old[0]) {
-			return errors.New("Download returned other bytes")
-		}
-		if unsafe.SliceData(out) != unsafe.SliceData(dst) {
-			return errors.New("a destination of exactly the needed capacity was not reused")
-		}
-		return nil
+		return xferDownloadIntoCall(b, c, hs, old, pinned)
 	case xferRunUploads, xferRunReads:
 		return xferRun(r, b, dev, c, hs, old)
 	default: // xferManyInto
-		dst := make([][]byte, len(hs))
-		for i, h := range hs {
-			dst[i] = make([]byte, 0, h.Len)
-		}
-		before := snap2(dst)
-		out, err := b.DownloadMany(wholeRanges(hs), dst)
-		if err != nil {
-			if !wholeOrOld(snap2(dst), before, old) || unsafe.SliceData(out) != unsafe.SliceData(dst) {
-				return errors.Join(err, errors.New("a failed DownloadMany changed the caller's slots"))
-			}
-			if c.atomic && !snap2(dst).equal(before) {
-				return errors.Join(err, errors.New("a failed DownloadMany under WithAtomicReadbacks changed the caller's slots"))
-			}
-			return err
-		}
-		for i := range hs {
-			if !bytes.Equal(out[i], old[i]) {
-				return fmt.Errorf("slot %d holds other bytes", i)
-			}
-			if unsafe.SliceData(out[i]) != unsafe.SliceData(dst[i]) {
-				return fmt.Errorf("slot %d of exactly the needed capacity was not reused", i)
-			}
-		}
-		return nil
+		return xferDownloadManyCall(b, c, hs, old)
 	}
+}
+
+// xferUploadCall uploads random bytes to the first buffer (from pinned
+// memory for xferUploadPinned) or to every buffer, checks the device then
+// holds them, and records them in old as the buffers' contents.
+func xferUploadCall(r *rand.Rand, b *core.Backend, dev *sim.Device, c xferCase, hs []core.Buffer, old [][]byte, pinned *core.PinnedBuffer) error {
+	ups := make([]core.UploadAt, len(hs))
+	for i, h := range hs {
+		ups[i] = core.UploadAt{Buf: h, Data: randomXferBytes(r, h.Len)}
+	}
+	var err error
+	switch c.op {
+	case xferUpload:
+		err = b.Upload(core.UploadAt{Buf: hs[0], Data: ups[0].Data})
+	case xferUploadPinned:
+		src := pinned.Bytes()[:hs[0].Len]
+		copy(src, ups[0].Data)
+		err = b.Upload(core.UploadAt{Buf: hs[0], Data: src})
+	default:
+		err = b.Upload(ups...)
+	}
+	if err != nil {
+		return err
+	}
+	for i, h := range hs {
+		if got := deviceXferBytes(b, dev, h); !bytes.Equal(got, ups[i].Data) {
+			return fmt.Errorf("buffer %d holds other bytes after the upload", i)
+		}
+		old[i] = ups[i].Data
+	}
+	return nil
+}
+
+// xferDownloadIntoCall downloads the first buffer into a destination of
+// exactly its length in capacity (pinned for xferIntoPinned), and checks the
+// bytes and that dst was reused; when the Download fails, it checks dst came
+// back and holds at most a prefix of the buffer (none under atomic
+// readbacks).
+func xferDownloadIntoCall(b *core.Backend, c xferCase, hs []core.Buffer, old [][]byte, pinned *core.PinnedBuffer) error {
+	dst := make([]byte, 0, hs[0].Len)
+	if c.op == xferIntoPinned {
+		dst = pinned.Bytes()[:0:hs[0].Len]
+	}
+	full := dst[:cap(dst)]
+	for i := range full {
+		full[i] = 0xa5
+	}
+	prior := bytes.Clone(full)
+	out, err := b.Download(hs[0].All(), dst)
+	if err != nil {
+		if unsafe.SliceData(out) != unsafe.SliceData(dst) || len(out) != len(dst) || cap(out) != cap(dst) {
+			return errors.Join(err, errors.New("a failed Download did not return dst"))
+		}
+		if !prefixThenOld(full, old[0], prior) {
+			return errors.Join(err, errors.New("a failed Download left dst holding more than a prefix of the buffer"))
+		}
+		if c.atomic && !bytes.Equal(full, prior) {
+			return errors.Join(err, errors.New("a failed Download under WithAtomicReadbacks changed dst's bytes"))
+		}
+		return err
+	}
+	if !bytes.Equal(out, old[0]) {
+		return errors.New("Download returned other bytes")
+	}
+	if unsafe.SliceData(out) != unsafe.SliceData(dst) {
+		return errors.New("a destination of exactly the needed capacity was not reused")
+	}
+	return nil
+}
+
+// xferDownloadManyCall downloads every buffer into slots of exactly the
+// needed capacity, and checks the bytes and that each slot was reused; when
+// DownloadMany fails, it checks each slot holds its whole buffer or what it
+// held before (only the latter under atomic readbacks).
+func xferDownloadManyCall(b *core.Backend, c xferCase, hs []core.Buffer, old [][]byte) error {
+	dst := make([][]byte, len(hs))
+	for i, h := range hs {
+		dst[i] = make([]byte, 0, h.Len)
+	}
+	before := snap2(dst)
+	out, err := b.DownloadMany(wholeRanges(hs), dst)
+	if err != nil {
+		if !wholeOrOld(snap2(dst), before, old) || unsafe.SliceData(out) != unsafe.SliceData(dst) {
+			return errors.Join(err, errors.New("a failed DownloadMany changed the caller's slots"))
+		}
+		if c.atomic && !snap2(dst).equal(before) {
+			return errors.Join(err, errors.New("a failed DownloadMany under WithAtomicReadbacks changed the caller's slots"))
+		}
+		return err
+	}
+	for i := range hs {
+		if !bytes.Equal(out[i], old[i]) {
+			return fmt.Errorf("slot %d holds other bytes", i)
+		}
+		if unsafe.SliceData(out[i]) != unsafe.SliceData(dst[i]) {
+			return fmt.Errorf("slot %d of exactly the needed capacity was not reused", i)
+		}
+	}
+	return nil
 }
 
 // wholeOrOld reports whether a failed DownloadMany left every

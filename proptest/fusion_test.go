@@ -183,29 +183,11 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 		return "the requests were modified"
 	}
 
-	var spans []fuseSpan
-	for i, r := range reqs {
-		if r.Len < 0 || r.Len > 0 && uint64(r.Len) > math.MaxUint64-r.Src {
-			want := accounting.ErrOverflow
-			if r.Len < 0 {
-				want = accounting.ErrNegative
-			}
-			if !errors.Is(err, want) || !reflect.DeepEqual(got, fusion.FusedReadbacks{}) {
-				return fmt.Sprintf("request %d (%+v): want %v and a zero result, got err=%v result=%+v", i, r, want, err, got)
-			}
-			return ""
-		}
-		if r.Len > 0 {
-			spans = append(spans, fuseSpan{r.Handle, r.Src, r.Src + uint64(r.Len)})
-		}
+	if msg, found := checkInvalidReadbacks(reqs, got, err); found {
+		return msg
 	}
-	comps := fuseComponents(spans)
-	union := new(big.Int)
-	tooLong := false
-	for _, c := range comps {
-		union.Add(union, new(big.Int).SetUint64(c.end-c.start))
-		tooLong = tooLong || c.end-c.start > math.MaxInt
-	}
+	comps := fuseComponents(readbackSpans(reqs))
+	union, tooLong := readbackUnion(comps)
 	if tooLong || !union.IsUint64() {
 		// A fused copy must fit an int length and the total a uint64.
 		if !errors.Is(err, accounting.ErrOverflow) || !reflect.DeepEqual(got, fusion.FusedReadbacks{}) {
@@ -223,17 +205,9 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 	// the bytes are few enough to hold; the structural checks below already
 	// pin every view to its request's bytes for larger ones.
 	materialize := union.Uint64() <= 1<<20
-	var staging []byte
-	starts := make([]int, len(got.Copies))
-	for j, c := range got.Copies {
-		want := comps[j]
-		if c.Handle != want.handle || c.Src != want.start || uint64(c.Len) != want.end-want.start {
-			return fmt.Sprintf("copy %d is %+v, want handle %d [%d, %d)", j, c, want.handle, want.start, want.end)
-		}
-		starts[j] = len(staging)
-		for a := c.Src; materialize && a < c.Src+uint64(c.Len); a++ {
-			staging = append(staging, fuseDeviceByte(c.Handle, a))
-		}
+	staging, starts, msg := stageReadbackCopies(got, comps, materialize)
+	if msg != "" {
+		return msg
 	}
 	if got.Bytes != union.Uint64() {
 		return fmt.Sprintf("Bytes = %d, want the handle-scoped union %d", got.Bytes, union)
@@ -241,6 +215,74 @@ func checkReadbacks(reqs []fusion.ReadbackCopy) (msg string) {
 	if len(got.Views) != len(reqs) {
 		return fmt.Sprintf("got %d views for %d requests", len(got.Views), len(reqs))
 	}
+	return checkReadbackViews(reqs, got, staging, starts, materialize)
+}
+
+// checkInvalidReadbacks finds the first request with a negative length or a
+// range past the top of the address space; found is false when there is
+// none. For one, it checks FuseReadbacks refused it with the matching
+// error and a zero result.
+func checkInvalidReadbacks(reqs []fusion.ReadbackCopy, got fusion.FusedReadbacks, err error) (msg string, found bool) {
+	for i, r := range reqs {
+		if r.Len < 0 || r.Len > 0 && uint64(r.Len) > math.MaxUint64-r.Src {
+			want := accounting.ErrOverflow
+			if r.Len < 0 {
+				want = accounting.ErrNegative
+			}
+			if !errors.Is(err, want) || !reflect.DeepEqual(got, fusion.FusedReadbacks{}) {
+				return fmt.Sprintf("request %d (%+v): want %v and a zero result, got err=%v result=%+v", i, r, want, err, got), true
+			}
+			return "", true
+		}
+	}
+	return "", false
+}
+
+// readbackSpans is the device range each non-empty request reads.
+func readbackSpans(reqs []fusion.ReadbackCopy) []fuseSpan {
+	var spans []fuseSpan
+	for _, r := range reqs {
+		if r.Len > 0 {
+			spans = append(spans, fuseSpan{r.Handle, r.Src, r.Src + uint64(r.Len)})
+		}
+	}
+	return spans
+}
+
+// readbackUnion totals the lengths of comps exactly, and reports whether any
+// one of them is too long for an int.
+func readbackUnion(comps []fuseSpan) (union *big.Int, tooLong bool) {
+	union = new(big.Int)
+	for _, c := range comps {
+		union.Add(union, new(big.Int).SetUint64(c.end-c.start))
+		tooLong = tooLong || c.end-c.start > math.MaxInt
+	}
+	return union, tooLong
+}
+
+// stageReadbackCopies checks each fused copy is the matching component of
+// the requests, and when materialize is set appends its device bytes to one
+// staging buffer; starts holds where each copy begins in it. msg says what
+// went wrong, or is "".
+func stageReadbackCopies(got fusion.FusedReadbacks, comps []fuseSpan, materialize bool) (staging []byte, starts []int, msg string) {
+	starts = make([]int, len(got.Copies))
+	for j, c := range got.Copies {
+		want := comps[j]
+		if c.Handle != want.handle || c.Src != want.start || uint64(c.Len) != want.end-want.start {
+			return nil, nil, fmt.Sprintf("copy %d is %+v, want handle %d [%d, %d)", j, c, want.handle, want.start, want.end)
+		}
+		starts[j] = len(staging)
+		for a := c.Src; materialize && a < c.Src+uint64(c.Len); a++ {
+			staging = append(staging, fuseDeviceByte(c.Handle, a))
+		}
+	}
+	return staging, starts, ""
+}
+
+// checkReadbackViews checks every request's view: empty requests have none,
+// the others point inside a copy of the same handle at the request's own
+// range and, when the copies were staged, read the request's device bytes.
+func checkReadbackViews(reqs []fusion.ReadbackCopy, got fusion.FusedReadbacks, staging []byte, starts []int, materialize bool) string {
 	for i, r := range reqs {
 		v := got.Views[i]
 		if r.Len == 0 {

@@ -83,6 +83,9 @@ func sameValue(t core.ParamType, a core.KernelArg, raw uint64) bool {
 	return math.Float64bits(a.Float64()) == raw
 }
 
+// TestTypedArgsProperties checks, over generated typed dispatches, that a
+// dispatch runs exactly when its arguments match the declared types, and that
+// the kernel then sees the caller's values and the buffer offset.
 func TestTypedArgsProperties(t *testing.T) {
 	dev := sim.New(sim.Config{TotalMemory: 16 << 20})
 	b, err := core.Open(dev)
@@ -113,26 +116,12 @@ func TestTypedArgsProperties(t *testing.T) {
 	props.Property("a typed dispatch runs iff its arguments match the declaration, and the kernel sees the caller's values",
 		prop.ForAll(func(c typedCase) string {
 			c.Types = c.Types[:c.N]
-			params := []core.ParamType{core.ParamBuffer}
-			args := []core.Arg{core.ArgBufferAt(buf, c.Offset)}
-			for i, ti := range c.Types {
-				params = append(params, scalarTypes[ti])
-				args = append(args, argOf(scalarTypes[ti], c.Raw[i]))
-			}
+			params, args := typedParamsAndArgs(buf, c)
 			p, err := core.NewProgram(core.ProgramSpec{Image: []byte(".entry k {}"), Entry: "k", Grid: core.GridRule{Blocks: 1}, Params: params, Host: twin})
 			if err != nil {
 				return "NewProgram: " + err.Error()
 			}
-			pos := 1 + c.Pos%len(c.Types)
-			switch c.Mutation {
-			case 1:
-				args = args[:len(args)-1]
-			case 2: // a neighbouring type, never the declared one
-				k := (int(args[pos].Type()) - int(core.ParamInt8) + 1) % len(scalarTypes)
-				args[pos] = argOf(scalarTypes[k], c.Raw[pos-1])
-			case 3:
-				args = append(args, core.ArgInt8(1))
-			}
+			args = spoilTypedArgs(c, args)
 			before, err := b.Download(buf.All(), nil)
 			if err != nil {
 				return err.Error()
@@ -144,44 +133,91 @@ func TestTypedArgsProperties(t *testing.T) {
 				return rerr.Error()
 			}
 			if c.Mutation != 0 {
-				switch {
-				case !errors.Is(err, core.ErrInvalidArgument):
-					return fmt.Sprintf("spoiled arguments (mutation %d) were not refused: %v", c.Mutation, err)
-				case dev.Calls(sim.OpLaunch) != launches:
-					return "a refused dispatch launched"
-				case string(before) != string(after):
-					return "a refused dispatch changed device memory"
-				}
-				return ""
+				return checkTypedRefusal(c, err, dev, launches, before, after)
 			}
-			if err != nil {
-				return "matching arguments refused: " + err.Error()
-			}
-			if len(seen) != len(params) {
-				return fmt.Sprintf("kernel saw %d arguments, want %d", len(seen), len(params))
-			}
-			for i, ti := range c.Types {
-				if !sameValue(scalarTypes[ti], seen[i+1], c.Raw[i]) {
-					return fmt.Sprintf("argument %d (%v): kernel saw bits %#x, caller passed %#x", i+1, scalarTypes[ti], seen[i+1].Bits, c.Raw[i])
-				}
-			}
-			for i := range after {
-				want := before[i]
-				if i == c.Offset {
-					want++
-				}
-				if after[i] != want {
-					return fmt.Sprintf("byte %d changed to %d, want %d: the pointer did not carry offset %d", i, after[i], want, c.Offset)
-				}
-			}
-			return ""
-		}, gen.Struct(reflect.TypeOf(typedCase{}), map[string]gopter.Gen{
-			"N":        gen.IntRange(1, 7),
-			"Types":    gen.SliceOfN(7, gen.IntRange(0, len(scalarTypes)-1)),
-			"Raw":      gen.SliceOfN(8, gen.UInt64()),
-			"Offset":   gen.IntRange(0, 63),
-			"Mutation": gen.IntRange(0, 3),
-			"Pos":      gen.IntRange(0, 6),
-		})))
+			return checkTypedAccepted(c, err, seen, len(params), before, after)
+		}, typedCaseGen()))
 	props.TestingRun(t)
+}
+
+// typedCaseGen generates typed dispatches of one to seven scalars after the
+// buffer, with any offset into the 64-byte buffer and any spoiling.
+func typedCaseGen() gopter.Gen {
+	return gen.Struct(reflect.TypeOf(typedCase{}), map[string]gopter.Gen{
+		"N":        gen.IntRange(1, 7),
+		"Types":    gen.SliceOfN(7, gen.IntRange(0, len(scalarTypes)-1)),
+		"Raw":      gen.SliceOfN(8, gen.UInt64()),
+		"Offset":   gen.IntRange(0, 63),
+		"Mutation": gen.IntRange(0, 3),
+		"Pos":      gen.IntRange(0, 6),
+	})
+}
+
+// typedParamsAndArgs declares a buffer then c's scalar types, and builds the
+// matching arguments: buf at c's offset, then each scalar from its raw bits.
+func typedParamsAndArgs(buf core.Buffer, c typedCase) ([]core.ParamType, []core.Arg) {
+	params := []core.ParamType{core.ParamBuffer}
+	args := []core.Arg{core.ArgBufferAt(buf, c.Offset)}
+	for i, ti := range c.Types {
+		params = append(params, scalarTypes[ti])
+		args = append(args, argOf(scalarTypes[ti], c.Raw[i]))
+	}
+	return params, args
+}
+
+// spoilTypedArgs applies c's mutation to args: drop the last argument,
+// retype the one at c.Pos to a neighbouring type, or append an extra one.
+func spoilTypedArgs(c typedCase, args []core.Arg) []core.Arg {
+	pos := 1 + c.Pos%len(c.Types)
+	switch c.Mutation {
+	case 1:
+		args = args[:len(args)-1]
+	case 2: // a neighbouring type, never the declared one
+		k := (int(args[pos].Type()) - int(core.ParamInt8) + 1) % len(scalarTypes)
+		args[pos] = argOf(scalarTypes[k], c.Raw[pos-1])
+	case 3:
+		args = append(args, core.ArgInt8(1))
+	}
+	return args
+}
+
+// checkTypedRefusal checks a dispatch with spoiled arguments was refused as
+// an invalid argument, launched nothing and left device memory alone.
+func checkTypedRefusal(c typedCase, err error, dev *sim.Device, launches uint64, before, after []byte) string {
+	switch {
+	case !errors.Is(err, core.ErrInvalidArgument):
+		return fmt.Sprintf("spoiled arguments (mutation %d) were not refused: %v", c.Mutation, err)
+	case dev.Calls(sim.OpLaunch) != launches:
+		return "a refused dispatch launched"
+	case string(before) != string(after):
+		return "a refused dispatch changed device memory"
+	}
+	return ""
+}
+
+// checkTypedAccepted checks a dispatch with matching arguments ran, the
+// kernel saw every argument with the caller's value, and only the byte at
+// c's offset changed, by one.
+func checkTypedAccepted(c typedCase, err error, seen []core.KernelArg, nParams int, before, after []byte) string {
+	if err != nil {
+		return "matching arguments refused: " + err.Error()
+	}
+	if len(seen) != nParams {
+		return fmt.Sprintf("kernel saw %d arguments, want %d", len(seen), nParams)
+	}
+	for i, ti := range c.Types {
+		if !sameValue(scalarTypes[ti], seen[i+1], c.Raw[i]) {
+			return fmt.Sprintf("argument %d (%v): kernel saw bits %#x, caller passed %#x", i+1, scalarTypes[ti], seen[i+1].Bits, c.Raw[i])
+		}
+	}
+	for i := range after {
+		want := before[i]
+		if i == c.Offset {
+			want++
+		}
+		if after[i] != want {
+			return fmt.Sprintf("byte %d changed to %d, want %d: the pointer did not carry offset %d", i, after[i], want, c.Offset)
+		}
+	}
+	return ""
 }

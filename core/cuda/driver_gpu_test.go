@@ -96,6 +96,16 @@ func (r *warnRecorder) messages() []string {
 	return append([]string(nil), r.msgs...)
 }
 
+// gpuRig holds the device memory, pinned host memory, stream and events
+// that TestGPUDriver's checks share.
+type gpuRig struct {
+	drv              *cuda.Driver
+	host, out        []byte // pinned, n bytes each; host holds seeded random bytes
+	a, c             uint64 // device buffers of n bytes
+	s                driver.Stream
+	start, end, done driver.Event // start and end time; done does not
+}
+
 // TestGPUDriver exercises every raw Driver method on the real device.
 func TestGPUDriver(t *testing.T) {
 	drv := openDriver(t)
@@ -128,9 +138,27 @@ func TestGPUDriver(t *testing.T) {
 	done, err := drv.EventCreate(false)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, drv.EventDestroy(done)) }()
+	rig := gpuRig{drv: drv, host: host, out: out, a: a, c: c, s: s, start: start, end: end, done: done}
 
-	// H2D, memset a middle slice, D2D, D2H: the result must match the same
-	// steps done on the host.
+	want := checkGPURoundTrip(t, rig)
+
+	// Kernel launch: the built-in fill kernel against its Go twin.
+	mod, err := drv.ModuleLoad(kernels.FillPTX)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, drv.ModuleUnload(mod)) }()
+	checkGPUFillKernel(t, rig, mod, want)
+	checkGPURegisteredMemory(t, rig)
+	checkGPURefusesUnpinned(t, rig)
+}
+
+// checkGPURoundTrip runs H2D, a memset of a middle slice, D2D and D2H, and
+// checks the result matches the same steps done on the host, that the
+// stream and events report done, and that only timing events have a time.
+// It returns the host's copy of the expected bytes.
+func checkGPURoundTrip(t *testing.T, rig gpuRig) []byte {
+	drv, s, a, c, host, out := rig.drv, rig.s, rig.a, rig.c, rig.host, rig.out
+	start, end, done := rig.start, rig.end, rig.done
+	n := uint64(len(host))
 	require.NoError(t, drv.EventRecord(start, s))
 	require.NoError(t, drv.MemcpyHtoDAsync(a, host, s))
 	require.NoError(t, drv.MemsetD8Async(a+1000, 0xAB, 5000, s))
@@ -157,11 +185,14 @@ func TestGPUDriver(t *testing.T) {
 	assert.GreaterOrEqual(t, el, time.Duration(0))
 	_, err = drv.EventElapsed(start, done)
 	assert.Error(t, err, "a completion event (timing disabled) has no time")
+	return want
+}
 
-	// Kernel launch: the built-in fill kernel against its Go twin.
-	mod, err := drv.ModuleLoad(kernels.FillPTX)
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, drv.ModuleUnload(mod)) }()
+// checkGPUFillKernel launches the built-in fill kernel from mod on part of
+// buffer c and checks the bytes read back match its Go twin applied to
+// want; it also checks an unknown kernel name is not found.
+func checkGPUFillKernel(t *testing.T, rig gpuRig, mod driver.Module, want []byte) {
+	drv, s, c, out := rig.drv, rig.s, rig.c, rig.out
 	fn, err := drv.ModuleFunction(mod, kernels.FillEntry)
 	require.NoError(t, err)
 	_, err = drv.ModuleFunction(mod, "no_such_kernel")
@@ -173,9 +204,13 @@ func TestGPUDriver(t *testing.T) {
 	require.NoError(t, drv.StreamSynchronize(s))
 	kernels.Fill(want[8:], words, 0xC0FFEE11)
 	require.True(t, bytes.Equal(want, out), "fill kernel result differs from its Go twin")
+}
 
-	// Registered caller memory is usable for async copies, and overlapping
-	// or unknown ranges are refused.
+// checkGPURegisteredMemory checks registered caller memory works for async
+// copies, and that registering an overlapping range or unregistering an
+// unknown one is refused.
+func checkGPURegisteredMemory(t *testing.T, rig gpuRig) {
+	drv, s, a, out := rig.drv, rig.s, rig.a, rig.out
 	caller := make([]byte, 64<<10)
 	rand.New(rand.NewSource(8)).Read(caller)
 	require.NoError(t, drv.HostRegister(unsafe.Pointer(&caller[0]), uint64(len(caller))))
@@ -187,9 +222,14 @@ func TestGPUDriver(t *testing.T) {
 	assertResult(t, drv.HostUnregister(unsafe.Pointer(&caller[1])), cudaapi.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
 	require.NoError(t, drv.HostUnregister(unsafe.Pointer(&caller[0])))
 	runtime.KeepAlive(caller)
+}
 
-	// Go memory never reaches an asynchronous copy, and only HostAlloc's
-	// first bytes may be freed.
+// checkGPURefusesUnpinned checks Go memory never reaches an asynchronous
+// copy, only HostAlloc's first bytes may be freed, and a null stream or an
+// impossible allocation is refused.
+func checkGPURefusesUnpinned(t *testing.T, rig gpuRig) {
+	drv, s, a, host := rig.drv, rig.s, rig.a, rig.host
+	n := len(host)
 	goMem := make([]byte, 4096)
 	assertResult(t, drv.MemcpyHtoDAsync(a, goMem, s), cudaapi.CUDA_ERROR_INVALID_VALUE)
 	assertResult(t, drv.MemcpyDtoHAsync(goMem, a, s), cudaapi.CUDA_ERROR_INVALID_VALUE)
@@ -197,7 +237,7 @@ func TestGPUDriver(t *testing.T) {
 	assertResult(t, drv.HostFree(unsafe.Pointer(&goMem[0])), cudaapi.CUDA_ERROR_INVALID_VALUE)
 	assertResult(t, drv.HostFree(unsafe.Pointer(&host[1])), cudaapi.CUDA_ERROR_INVALID_VALUE)
 	assertResult(t, drv.StreamSynchronize(0), cudaapi.CUDA_ERROR_INVALID_VALUE)
-	_, err = drv.MemAlloc(1 << 60)
+	_, err := drv.MemAlloc(1 << 60)
 	assertResult(t, err, cudaapi.CUDA_ERROR_OUT_OF_MEMORY)
 	require.NoError(t, drv.StreamSynchronize(s))
 }

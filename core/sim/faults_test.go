@@ -79,117 +79,151 @@ func newFixture(t *testing.T) *fixture {
 // call invokes op once with valid arguments and returns its result (nil for
 // operations that return only an error).
 func (fx *fixture) call(op Op) (any, error) {
+	for _, group := range []func(Op) (any, bool, error){fx.callMemoryStreamEvent, fx.callCopyModulePeer, fx.callCollectiveGraph} {
+		if res, ok, err := group(op); ok {
+			return res, err
+		}
+	}
+	panic("no call for " + op.String())
+}
+
+// handled passes on a call's result and error, marking the op as run.
+func handled[T any](res T, err error) (any, bool, error) {
+	return res, true, err
+}
+
+// callMemoryStreamEvent runs the memory, host, stream and event operations;
+// ok is false when op is not one of them.
+func (fx *fixture) callMemoryStreamEvent(op Op) (res any, ok bool, err error) {
 	d := fx.d
 	switch op {
 	case OpInfo:
-		return d.Info()
+		return handled(d.Info())
 	case OpMemGetInfo:
 		free, total, err := d.MemGetInfo()
-		return [2]uint64{free, total}, err
+		return [2]uint64{free, total}, true, err
 	case OpMemAlloc:
-		return d.MemAlloc(16)
+		return handled(d.MemAlloc(16))
 	case OpMemFree:
-		return nil, d.MemFree(fx.sparePtr)
+		return nil, true, d.MemFree(fx.sparePtr)
 	case OpHostAlloc:
-		return d.HostAlloc(16)
+		return handled(d.HostAlloc(16))
 	case OpHostFree:
-		return nil, d.HostFree(ptrOf(fx.sparePinned))
+		return nil, true, d.HostFree(ptrOf(fx.sparePinned))
 	case OpHostRegister:
-		return nil, d.HostRegister(ptrOf(fx.reg), 64)
+		return nil, true, d.HostRegister(ptrOf(fx.reg), 64)
 	case OpHostUnregister:
-		return nil, d.HostUnregister(ptrOf(fx.spareReg))
+		return nil, true, d.HostUnregister(ptrOf(fx.spareReg))
 	case OpStreamCreate:
-		return d.StreamCreate()
+		return handled(d.StreamCreate())
 	case OpStreamDestroy:
-		return nil, d.StreamDestroy(fx.spareStream)
+		return nil, true, d.StreamDestroy(fx.spareStream)
 	case OpStreamSynchronize:
-		return nil, d.StreamSynchronize(fx.s)
+		return nil, true, d.StreamSynchronize(fx.s)
 	case OpStreamQuery:
-		return d.StreamQuery(fx.s)
+		return handled(d.StreamQuery(fx.s))
 	case OpStreamWaitEvent:
-		return nil, d.StreamWaitEvent(fx.s, fx.e)
+		return nil, true, d.StreamWaitEvent(fx.s, fx.e)
 	case OpEventCreate:
-		return d.EventCreate(true)
+		return handled(d.EventCreate(true))
 	case OpEventRecord:
-		return nil, d.EventRecord(fx.e, fx.s)
+		return nil, true, d.EventRecord(fx.e, fx.s)
 	case OpEventQuery:
-		return d.EventQuery(fx.e)
+		return handled(d.EventQuery(fx.e))
 	case OpEventSynchronize:
-		return nil, d.EventSynchronize(fx.e)
+		return nil, true, d.EventSynchronize(fx.e)
 	case OpEventElapsed:
-		return d.EventElapsed(fx.e, fx.e)
+		return handled(d.EventElapsed(fx.e, fx.e))
 	case OpEventDestroy:
-		return nil, d.EventDestroy(fx.spareEvent)
+		return nil, true, d.EventDestroy(fx.spareEvent)
+	}
+	return nil, false, nil
+}
+
+// callCopyModulePeer runs the async copy, module, launch, peer and
+// communicator-setup operations; ok is false when op is not one of them.
+func (fx *fixture) callCopyModulePeer(op Op) (res any, ok bool, err error) {
+	d := fx.d
+	switch op {
 	case OpMemcpyHtoDAsync:
-		return nil, d.MemcpyHtoDAsync(fx.ptr, fx.pinned, fx.s)
+		return nil, true, d.MemcpyHtoDAsync(fx.ptr, fx.pinned, fx.s)
 	case OpMemcpyDtoHAsync:
-		return nil, d.MemcpyDtoHAsync(fx.pinned, fx.ptr, fx.s)
+		return nil, true, d.MemcpyDtoHAsync(fx.pinned, fx.ptr, fx.s)
 	case OpMemcpyDtoDAsync:
-		return nil, d.MemcpyDtoDAsync(fx.ptr, fx.ptr, 64, fx.s)
+		return nil, true, d.MemcpyDtoDAsync(fx.ptr, fx.ptr, 64, fx.s)
 	case OpMemsetD8Async:
-		return nil, d.MemsetD8Async(fx.ptr, 1, 64, fx.s)
+		return nil, true, d.MemsetD8Async(fx.ptr, 1, 64, fx.s)
 	case OpModuleLoad:
-		return d.ModuleLoad(fx.image)
+		return handled(d.ModuleLoad(fx.image))
 	case OpModuleUnload:
-		return nil, d.ModuleUnload(fx.spareModule)
+		return nil, true, d.ModuleUnload(fx.spareModule)
 	case OpModuleFunction:
-		return d.ModuleFunction(fx.m, "fill_u8")
+		return handled(d.ModuleFunction(fx.m, "fill_u8"))
 	case OpLaunch:
-		return nil, d.Launch(fx.f, one, fx.s, []driver.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
+		return nil, true, d.Launch(fx.f, one, fx.s, []driver.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}})
 	case OpBindHostKernel:
-		return nil, d.BindHostKernel(fx.f, addOne)
+		return nil, true, d.BindHostKernel(fx.f, addOne)
 	case OpPeerLink:
-		return d.PeerLink(fx.peer)
+		return handled(d.PeerLink(fx.peer))
 	case OpPeerAttributes:
-		return d.PeerAttributes(fx.peer)
+		return handled(d.PeerAttributes(fx.peer))
 	case OpEnablePeerAccess:
-		return nil, d.EnablePeerAccess(fx.peer)
+		return nil, true, d.EnablePeerAccess(fx.peer)
 	case OpMemcpyPeerAsync:
-		return nil, d.MemcpyPeerAsync(fx.ptr, d, fx.sparePtr, 64, fx.s)
+		return nil, true, d.MemcpyPeerAsync(fx.ptr, d, fx.sparePtr, 64, fx.s)
 	case OpNewCommunicators:
-		return d.NewCommunicators([]driver.Driver{d})
+		return handled(d.NewCommunicators([]driver.Driver{d}))
 	case OpNewCommID:
-		return d.NewCommID()
+		return handled(d.NewCommID())
 	case OpJoinCommunicator:
-		return d.JoinCommunicator(fx.id, 1, 0)
+		return handled(d.JoinCommunicator(fx.id, 1, 0))
 	case OpGroupStart:
-		return nil, d.GroupStart()
+		return nil, true, d.GroupStart()
 	case OpGroupEnd:
-		return nil, d.GroupEnd()
+		return nil, true, d.GroupEnd()
+	}
+	return nil, false, nil
+}
+
+// callCollectiveGraph runs the collective, capture, graph and synchronous
+// copy operations; ok is false when op is not one of them.
+func (fx *fixture) callCollectiveGraph(op Op) (res any, ok bool, err error) {
+	d := fx.d
+	switch op {
 	case OpAllReduce:
-		return nil, fx.comm.AllReduce(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
+		return nil, true, fx.comm.AllReduce(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
 	case OpBroadcast:
-		return nil, fx.comm.Broadcast(fx.ptr, fx.ptr, 16, driver.DataFloat32, 0, fx.s)
+		return nil, true, fx.comm.Broadcast(fx.ptr, fx.ptr, 16, driver.DataFloat32, 0, fx.s)
 	case OpAllGather:
-		return nil, fx.comm.AllGather(fx.ptr, fx.ptr, 16, driver.DataFloat32, fx.s)
+		return nil, true, fx.comm.AllGather(fx.ptr, fx.ptr, 16, driver.DataFloat32, fx.s)
 	case OpReduceScatter:
-		return nil, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
+		return nil, true, fx.comm.ReduceScatter(fx.ptr, fx.ptr, 16, driver.DataFloat32, driver.ReduceSum, fx.s)
 	case OpCommDestroy:
-		return nil, fx.spareComm.Destroy()
+		return nil, true, fx.spareComm.Destroy()
 	case OpStreamBeginCapture:
-		return nil, d.StreamBeginCapture(fx.capFresh)
+		return nil, true, d.StreamBeginCapture(fx.capFresh)
 	case OpStreamEndCapture:
-		return d.StreamEndCapture(fx.capActive)
+		return handled(d.StreamEndCapture(fx.capActive))
 	case OpGraphInstantiate:
-		return d.GraphInstantiate(fx.g)
+		return handled(d.GraphInstantiate(fx.g))
 	case OpGraphLaunch:
-		return nil, d.GraphLaunch(fx.x, fx.s)
+		return nil, true, d.GraphLaunch(fx.x, fx.s)
 	case OpGraphExecDestroy:
-		return nil, d.GraphExecDestroy(fx.spareExec)
+		return nil, true, d.GraphExecDestroy(fx.spareExec)
 	case OpGraphDestroy:
-		return nil, d.GraphDestroy(fx.spareGraph)
+		return nil, true, d.GraphDestroy(fx.spareGraph)
 	case OpMemcpyHtoD:
-		return nil, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
+		return nil, true, d.MemcpyHtoD(fx.ptr, make([]byte, 64))
 	case OpMemcpyDtoH:
-		return nil, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
+		return nil, true, d.MemcpyDtoH(make([]byte, 64), fx.ptr)
 	case OpLaunchProgrammatic:
 		_, err := d.LaunchBatch(fx.s, []driver.Launch{{F: fx.f, Cfg: one,
 			Args: []driver.KernelArg{{Ptr: fx.ptr, IsPtr: true}, {U32: 64}}, Programmatic: true}})
-		return nil, err
+		return nil, true, err
 	case OpGraphUpload:
-		return nil, d.GraphUpload(fx.x, fx.s)
+		return nil, true, d.GraphUpload(fx.x, fx.s)
 	}
-	panic("no call for " + op.String())
+	return nil, false, nil
 }
 
 // snapshot is everything a faulted call must leave alone.
