@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/vyre-go/vyrecuda/core"
+	"github.com/vyre-go/vyrecuda/core/sim"
 )
 
 // budgetTotal is 9/10 of total device memory rounded down (the documented
@@ -60,6 +61,47 @@ func (r *runner) checkReserved(devCached uint64) (uint64, error) {
 // the model, the budget holds, telemetry moved exactly as the model says,
 // and the device holds exactly what the Backend owns, so nothing leaked.
 func (r *runner) checkGlobal() error {
+	if err := r.checkAccounting(); err != nil {
+		return err
+	}
+	// The cached bytes first: reading them waits for staging still being evicted after
+	// a readback returned, which holds its pinned block until then.
+	devCached, hostCached := r.b.MemoryStats().CachedDevice, r.b.MemoryStats().CachedPinned
+	live := r.dev.Live()
+	devWant, err := r.checkReserved(devCached)
+	if err != nil {
+		return err
+	}
+	w := r.explain(devWant, devCached, hostCached)
+	lrc := r.b.LaunchResourceCounts()
+	// What the quarantine holds is the residue beyond everything else.
+	res := w.residue(live, lrc)
+	problems := w.residueProblems(live, lrc, res)
+	if !r.q.faulted {
+		// Only a call that fails can quarantine: any other step may only
+		// shrink what the quarantine holds (a retry that synchronizes).
+		problems = append(problems, r.growthProblems(w, res)...)
+	}
+	problems = append(problems, w.poolProblems(live, lrc, res.quar)...)
+	if len(problems) == 0 {
+		r.noteQuarantine(res.quar, res.dev, res.pin, res.events, res.queued, w.dispatches > 0)
+	}
+	// The built-in programs, plus the scatter and gather kernels of packed
+	// transfers.
+	if live.Modules > len(builtinPrograms)+2 {
+		problems = append(problems, fmt.Sprintf("modules %d for %d programs and the packing kernels", live.Modules, len(builtinPrograms)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
+	}
+	return nil
+}
+
+// checkAccounting checks, in this order, that a run without faults logged
+// nothing, that the resident bytes are those of the live buffers (or that
+// the dispatcher's accounting holds), that they fit the total budget, and
+// that the telemetry is the model's.
+func (r *runner) checkAccounting() error {
 	m := r.m
 	if r.cfg.faults == faultsOff {
 		if err := r.log.check(); err != nil {
@@ -79,118 +121,150 @@ func (r *runner) checkGlobal() error {
 	if got := r.b.Telemetry(); got != m.tel {
 		return fmt.Errorf("telemetry %+v, model expects %+v", got, m.tel)
 	}
-	// The cached bytes first: reading them waits for staging still being evicted after
-	// a readback returned, which holds its pinned block until then.
-	devCached, hostCached := r.b.MemoryStats().CachedDevice, r.b.MemoryStats().CachedPinned
-	live := r.dev.Live()
-	devWant, err := r.checkReserved(devCached)
-	if err != nil {
-		return err
-	}
-	var pinnedWant uint64
-	regs := 0
+	return nil
+}
+
+// explained is what the model accounts for on the device after a step.
+type explained struct {
+	dev, devCached     uint64 // device bytes reserved for live buffers, and cached by the Backend
+	pinned, hostCached uint64 // pinned bytes of caller buffers and open Graphs, and cached staging
+	regs               int    // registered host ranges of the current Backend
+	held, heldEvents   int    // launch leases held by queued work, and their events
+	async, dispatches  int    // queued asynchronous uploads, and unfinished dispatches
+	graphQueued        int    // device ops queued by open Graphs
+}
+
+// explain gathers what the model accounts for, given the device bytes live
+// buffers reserve and the bytes the Backend caches on the device and in
+// pinned memory: a queued asynchronous upload holds one lease and its
+// event, an unfinished dispatch one lease and one event (three when timed),
+// and open Graphs what graphResidue says.
+func (r *runner) explain(devWant, devCached, hostCached uint64) explained {
+	m := r.m
+	w := explained{dev: devWant, devCached: devCached, hostCached: hostCached}
 	for _, p := range m.pinned {
 		if p.live && p.gen == r.gen {
 			if p.alloc {
-				pinnedWant += uint64(len(p.mem))
+				w.pinned += uint64(len(p.mem))
 			} else {
-				regs++
+				w.regs++
 			}
 		}
 	}
-	held, heldEvents := 0, 0
 	if len(m.async) > 0 {
-		held, heldEvents = 1, 1
+		w.held, w.heldEvents = 1, 1
 	}
 	queuedDisp := m.queued()
 	for _, d := range queuedDisp {
-		held++
-		heldEvents++
+		w.held++
+		w.heldEvents++
 		if d.timing {
-			heldEvents += 2
+			w.heldEvents += 2
 		}
 	}
 	gr := m.graphResidue()
-	pinnedWant += gr.pinned
-	held += gr.leases
-	heldEvents += gr.events
-	lrc := r.b.LaunchResourceCounts()
+	w.pinned += gr.pinned
+	w.held += gr.leases
+	w.heldEvents += gr.events
+	w.async, w.dispatches, w.graphQueued = len(m.async), len(queuedDisp), gr.queued
+	return w
+}
+
+// residue is what the device holds beyond what the model explains, with
+// the count of quarantined leases that may account for it.
+type residue struct {
+	quar     int   // quarantined leases
+	dev, pin int64 // device and pinned bytes
+	events   int
+	queued   int // queued device ops; with dispatches queued, a lower bound
+}
+
+// residue measures what live and lrc hold beyond w.
+func (w explained) residue(live sim.Live, lrc core.LaunchResourceCounts) residue {
+	return residue{
+		quar:   lrc.Quarantined,
+		dev:    int64(live.DeviceBytes) - int64(w.dev+w.devCached),
+		pin:    int64(live.PinnedBytes) - int64(w.pinned+w.hostCached),
+		events: live.Events - (lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + w.heldEvents),
+		// Each queued asynchronous upload is one queued copy; a queued dispatch
+		// adds its launch and event records (how many depends on timing and
+		// pooled state), so with dispatches queued only a lower bound holds.
+		queued: live.QueuedOps - w.async - 2*w.dispatches - w.graphQueued,
+	}
+}
+
+// residueProblems checks the residue: without quarantined leases there must
+// be none; with some it must never be negative, and it must hold one or
+// three events per quarantined lease.
+func (w explained) residueProblems(live sim.Live, lrc core.LaunchResourceCounts, res residue) []string {
 	var problems []string
-	// What the quarantine holds is the residue beyond everything else.
-	quar := lrc.Quarantined
-	devRes := int64(live.DeviceBytes) - int64(devWant+devCached)
-	pinRes := int64(live.PinnedBytes) - int64(pinnedWant+hostCached)
-	evRes := live.Events - (lrc.CompletionEvents.Idle + lrc.TimingEvents.Idle + heldEvents)
-	// Each queued asynchronous upload is one queued copy; a queued dispatch
-	// adds its launch and event records (how many depends on timing and
-	// pooled state), so with dispatches queued only a lower bound holds.
-	queuedRes := live.QueuedOps - len(m.async) - 2*len(queuedDisp) - gr.queued
+	quar := res.quar
 	if quar == 0 {
-		if devRes != 0 {
-			problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, devWant, devCached))
+		if res.dev != 0 {
+			problems = append(problems, fmt.Sprintf("device bytes %d, want %d in buffers + %d pooled", live.DeviceBytes, w.dev, w.devCached))
 		}
-		if pinRes != 0 {
-			problems = append(problems, fmt.Sprintf("pinned bytes %d, want %d caller buffers + %d pooled staging", live.PinnedBytes, pinnedWant, hostCached))
+		if res.pin != 0 {
+			problems = append(problems, fmt.Sprintf("pinned bytes %d, want %d caller buffers + %d pooled staging", live.PinnedBytes, w.pinned, w.hostCached))
 		}
-		if evRes != 0 {
-			problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, held))
+		if res.events != 0 {
+			problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, async lease %d", live.Events, lrc.CompletionEvents, lrc.TimingEvents, w.held))
 		}
-		if len(queuedDisp) == 0 && queuedRes != 0 || queuedRes < 0 {
-			problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, len(m.async), len(queuedDisp)))
+		if w.dispatches == 0 && res.queued != 0 || res.queued < 0 {
+			problems = append(problems, fmt.Sprintf("queued device ops %d, want %d queued async uploads and %d dispatches", live.QueuedOps, w.async, w.dispatches))
 		}
 	} else {
 		// A quarantined lease is one stream, its completion event and,
 		// for timed work, two timing events; its queued work may use
 		// staging (pinned and device) and queued copies, never less than
 		// nothing.
-		if devRes < 0 || pinRes < 0 || queuedRes < 0 {
+		if res.dev < 0 || res.pin < 0 || res.queued < 0 {
 			problems = append(problems, fmt.Sprintf("with %d quarantined lease(s): device bytes %d (want %d buffers + %d pooled + quarantined staging), "+
 				"pinned %d (want %d + %d pooled + quarantined staging), queued ops %d (want %d async + at least 2 per %d dispatches + quarantined work)",
-				quar, live.DeviceBytes, devWant, devCached, live.PinnedBytes, pinnedWant, hostCached, live.QueuedOps, len(m.async), len(queuedDisp)))
+				quar, live.DeviceBytes, w.dev, w.devCached, live.PinnedBytes, w.pinned, w.hostCached, live.QueuedOps, w.async, w.dispatches))
 		}
-		if evRes < quar || evRes > 3*quar || (evRes-quar)%2 != 0 {
+		if res.events < quar || res.events > 3*quar || (res.events-quar)%2 != 0 {
 			problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v, leases out %d: %d event(s) for %d quarantined lease(s)",
-				live.Events, lrc.CompletionEvents, lrc.TimingEvents, held, evRes, quar))
+				live.Events, lrc.CompletionEvents, lrc.TimingEvents, w.held, res.events, quar))
 		}
 	}
-	if !r.q.faulted {
-		// Only a call that fails can quarantine: any other step may only
-		// shrink what the quarantine holds (a retry that synchronizes).
-		prevQueued := r.q.queued
-		if len(queuedDisp) > 0 || prevQueued < 0 {
-			prevQueued = max(queuedRes, 0)
-		}
-		if quar > r.q.start || devRes > int64(r.q.dev) || pinRes > int64(r.q.pinned) || evRes > r.q.events || max(queuedRes, 0) > prevQueued {
-			problems = append(problems, fmt.Sprintf("the quarantine grew in a step that did not fail: leases %d -> %d, device bytes %d -> %d, "+
-				"pinned bytes %d -> %d, events %d -> %d, queued ops %d -> %d", r.q.start, quar, r.q.dev, devRes, r.q.pinned, pinRes,
-				r.q.events, evRes, r.q.queued, queuedRes))
-		}
+	return problems
+}
+
+// growthProblems checks that the residue did not grow past what the last
+// step left; checkGlobal asks it only after a step whose call did not fail.
+func (r *runner) growthProblems(w explained, res residue) []string {
+	prevQueued := r.q.queued
+	if w.dispatches > 0 || prevQueued < 0 {
+		prevQueued = max(res.queued, 0)
 	}
-	if live.RegisteredRanges != regs {
-		problems = append(problems, fmt.Sprintf("registered ranges %d, want %d", live.RegisteredRanges, regs))
+	if res.quar > r.q.start || res.dev > int64(r.q.dev) || res.pin > int64(r.q.pinned) || res.events > r.q.events || max(res.queued, 0) > prevQueued {
+		return []string{fmt.Sprintf("the quarantine grew in a step that did not fail: leases %d -> %d, device bytes %d -> %d, "+
+			"pinned bytes %d -> %d, events %d -> %d, queued ops %d -> %d", r.q.start, res.quar, r.q.dev, res.dev, r.q.pinned, res.pin,
+			r.q.events, res.events, r.q.queued, res.queued)}
 	}
-	if lrc.Leases != held+quar {
-		problems = append(problems, fmt.Sprintf("launch leases %d, want %d + %d quarantined", lrc.Leases, held, quar))
+	return nil
+}
+
+// poolProblems checks the registered ranges and the Backend's launch
+// resources against the device: the leases out are those queued work holds
+// plus the quar quarantined ones, and the streams and events live are
+// those the pools account for.
+func (w explained) poolProblems(live sim.Live, lrc core.LaunchResourceCounts, quar int) []string {
+	var problems []string
+	if live.RegisteredRanges != w.regs {
+		problems = append(problems, fmt.Sprintf("registered ranges %d, want %d", live.RegisteredRanges, w.regs))
 	}
-	if live.Streams != lrc.Streams.Idle+held+quar || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
-		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, leases out %d + %d quarantined", live.Streams, lrc.Streams, held, quar))
+	if lrc.Leases != w.held+quar {
+		problems = append(problems, fmt.Sprintf("launch leases %d, want %d + %d quarantined", lrc.Leases, w.held, quar))
+	}
+	if live.Streams != lrc.Streams.Idle+w.held+quar || uint64(live.Streams) != lrc.Streams.Created-lrc.Streams.Destroyed {
+		problems = append(problems, fmt.Sprintf("streams live %d, pool %+v, leases out %d + %d quarantined", live.Streams, lrc.Streams, w.held, quar))
 	}
 	evNet := lrc.CompletionEvents.Created - lrc.CompletionEvents.Destroyed + lrc.TimingEvents.Created - lrc.TimingEvents.Destroyed
 	if uint64(live.Events) != evNet {
 		problems = append(problems, fmt.Sprintf("events live %d, pool %+v %+v", live.Events, lrc.CompletionEvents, lrc.TimingEvents))
 	}
-	if len(problems) == 0 {
-		r.noteQuarantine(quar, devRes, pinRes, evRes, queuedRes, len(queuedDisp) > 0)
-	}
-	// The built-in programs, plus the scatter and gather kernels of packed
-	// transfers.
-	if live.Modules > len(builtinPrograms)+2 {
-		problems = append(problems, fmt.Sprintf("modules %d for %d programs and the packing kernels", live.Modules, len(builtinPrograms)))
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("device and Backend disagree (leak or lost accounting): %s; live: %s", strings.Join(problems, "; "), live)
-	}
-	return nil
+	return problems
 }
 
 // noteQuarantine records the residue a step left, and the buffers and
