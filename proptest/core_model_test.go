@@ -82,6 +82,7 @@ var coreStats struct {
 	outcomes map[string]*[3]int64 // per call: succeeded, rejected, faulted
 }
 
+// countOutcome adds one outcome of call to the per-call counts.
 func countOutcome(call string, o outcome) {
 	coreStats.mu.Lock()
 	defer coreStats.mu.Unlock()
@@ -96,6 +97,8 @@ func countOutcome(call string, o outcome) {
 	c[o]++
 }
 
+// logCoreStats logs what ran since before was taken and, when verbose, the
+// cumulative outcomes per call.
 func logCoreStats(t *testing.T, before [6]int64) {
 	now := snapshotCoreStats()
 	t.Logf("ran %d sequences, %d steps (%d rejected as predicted, %d failed by injected faults; "+
@@ -116,6 +119,7 @@ func logCoreStats(t *testing.T, before [6]int64) {
 	}
 }
 
+// snapshotCoreStats reads the counters logCoreStats reports.
 func snapshotCoreStats() [6]int64 {
 	return [6]int64{coreStats.sequences.Load(), coreStats.steps.Load(), coreStats.rejected.Load(), coreStats.faulted.Load(),
 		coreStats.quarantined.Load(), coreStats.drained.Load()}
@@ -251,6 +255,7 @@ type pinSlot struct {
 	pending int // queued asynchronous uploads reading it
 }
 
+// ptr is the address of the slot's memory, as the Backend's pinning calls take it.
 func (p *pinSlot) ptr() unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(p.mem)) }
 
 // model is the reference state of one owner's buffers: everything the
@@ -290,8 +295,10 @@ func (m *model) queued() []*dispatch {
 	return q
 }
 
+// newModel returns a model with no buffers.
 func newModel() *model { return &model{bufs: make(map[uint64]*mbuf)} }
 
+// residentBytes is the total length of the live buffers.
 func (m *model) residentBytes() uint64 {
 	var n uint64
 	for _, b := range m.bufs {
@@ -378,6 +385,8 @@ func (m *model) forget(id uint64, x span) {
 	m.touch(id, x)
 }
 
+// markConflict records the bytes of x in b that a queued asynchronous
+// upload also writes: their order is unknown until SynchronizeUploads.
 func (m *model) markConflict(b *mbuf, x span) {
 	if b.asyncN == 0 {
 		return
