@@ -38,12 +38,9 @@ type Step struct {
 // Memory pinned through the Backend (AllocHostPinned, PinHostBuffer) moves
 // without copies: an upload whose Data lies in it, and whose range meets no
 // other upload of the batch, is one DMA straight from Data, and a read
-// whose destination lies in it is one DMA straight into that destination
-// (unless WithAtomicReadbacks is on: then the read lands in staging first).
-// Where the device maps pinned host memory, a read of 64 to 256 KiB into
-// AllocHostPinned memory that follows the batch's kernel steps is written
-// there by a copy kernel instead, right behind the steps
-// (WithKernelReads).
+// whose destination lies in it lands there directly: one DMA, or a copy
+// kernel for 64-256 KiB into AllocHostPinned memory behind the batch's
+// kernel steps (WithKernelReads); WithAtomicReadbacks stages it instead.
 // A read's destination is known when the work is submitted if Into gives
 // it, or, for Run, if the read's slot in dst has the capacity to hold it.
 // Many small such copies are packed instead, as others are (with 32 or
