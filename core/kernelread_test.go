@@ -130,7 +130,8 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 			slot := kernelReadSlot(t, s.b, tc.dst, read.Len)
 			before := s.paths()
 			tel0 := s.b.Telemetry()
-			out, err := s.b.Run(s.batch(tc.step, read), [][]byte{slot[:0]})
+			batch := s.batch(tc.step, read)
+			out, err := s.b.Run(batch, [][]byte{slot[:0]})
 			require.NoError(t, err)
 			require.Equal(t, unsafe.SliceData(slot), unsafe.SliceData(out[0]), "the read landed in the pinned slot")
 			if tc.step {
@@ -139,7 +140,7 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 				require.Equal(t, s.in, out[0])
 			}
 			after, tel := s.paths(), s.b.Telemetry()
-			kernels, d2h := after.launches-before.launches-uint64(len(s.batch(tc.step, read).Steps)), after.d2h-before.d2h
+			kernels, d2h := after.launches-before.launches-uint64(len(batch.Steps)), after.d2h-before.d2h
 			if tc.kernel {
 				assert.Equal(t, kernelReadPaths{1, 0}, kernelReadPaths{kernels, d2h}, "a copy kernel and no DMA")
 				assert.Equal(t, uint64(1), tel.PackedLaunches-tel0.PackedLaunches)
