@@ -40,7 +40,8 @@ type Step struct {
 // other upload of the batch, is one DMA straight from Data, and a read
 // whose destination lies in it lands there directly: one DMA, or a copy
 // kernel for 64-256 KiB into AllocHostPinned memory behind the batch's
-// kernel steps (WithKernelReads); WithAtomicReadbacks stages it instead.
+// kernel steps (WithKernelReads, which applies to such reads into the
+// staging of Go memory too); WithAtomicReadbacks stages it instead.
 // A read's destination is known when the work is submitted if Into gives
 // it, or, for Run, if the read's slot in dst has the capacity to hold it.
 // Many small such copies are packed instead, as others are (with 32 or

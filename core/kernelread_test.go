@@ -1,7 +1,8 @@
 package core_test
 
-// Reads into memory from AllocHostPinned that follow a batch's kernel
-// steps are written by a copy kernel instead of a DMA (WithKernelReads):
+// Reads into memory from AllocHostPinned, and reads into Go slices through
+// the Backend's staging, that follow a batch's kernel steps are written by
+// a copy kernel instead of a DMA (WithKernelReads):
 // which reads take that path, that their bytes are the device's, in Run,
 // RunAsync and graph replays, and that a failure on the way leaves
 // nothing held.
@@ -76,6 +77,15 @@ func requireScaled(t *testing.T, in, out []byte) {
 	}
 }
 
+// scaled is 3x of in's whole words (what the step leaves in y).
+func scaled(in []byte) []byte {
+	out := make([]byte, len(in)/4*4)
+	for i := 0; i+4 <= len(in); i += 4 {
+		binary.LittleEndian.PutUint32(out[i:], math.Float32bits(3*math.Float32frombits(binary.LittleEndian.Uint32(in[i:]))))
+	}
+	return out
+}
+
 // kernelReadPaths counts what a Run did to read back: copy kernels
 // launched beside the step and DMAs to the host.
 type kernelReadPaths struct{ launches, d2h uint64 }
@@ -96,7 +106,8 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 		name   string
 		n      int
 		step   bool
-		dst    string // "alloc", "register", "alloc+2" (misaligned)
+		dst    string // "alloc", "register", "alloc+2" (misaligned), "go" (staged)
+		offset int    // where the read starts in y
 		length int    // bytes read from y (0: all of it)
 		cfg    sim.Config
 		opts   []core.Option
@@ -116,6 +127,13 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 		{name: "turned off", n: 128 << 10, step: true, dst: "alloc", opts: []core.Option{core.WithKernelReads(0, -1)}},
 		{name: "bounds lowered to 16 KiB", n: 16 << 10, step: true, dst: "alloc",
 			opts: []core.Option{core.WithKernelReads(4, 16<<10)}, kernel: true},
+		{name: "a Go slice, through the staging", n: 128 << 10, step: true, dst: "go", kernel: true},
+		{name: "a Go slice, 16 KiB", n: 16 << 10, step: true, dst: "go"},
+		{name: "a Go slice, 512 KiB", n: 512 << 10, step: true, dst: "go"},
+		{name: "a Go slice, no kernel step before it", n: 128 << 10, dst: "go"},
+		{name: "a Go slice, half words", n: 128 << 10, step: true, dst: "go", length: 128<<10 - 2},
+		{name: "a Go slice, a source off a word boundary", n: 128 << 10, step: true, dst: "go", offset: 2, length: 96 << 10},
+		{name: "a Go slice, turned off", n: 128 << 10, step: true, dst: "go", opts: []core.Option{core.WithKernelReads(0, -1)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +142,7 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 			if !tc.step {
 				read = s.x.All()
 			}
+			read.Offset = tc.offset
 			if tc.length > 0 {
 				read.Len = tc.length
 			}
@@ -135,7 +154,7 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, unsafe.SliceData(slot), unsafe.SliceData(out[0]), "the read landed in the pinned slot")
 			if tc.step {
-				requireScaled(t, s.in, out[0])
+				require.Equal(t, scaled(s.in)[tc.offset:tc.offset+read.Len], out[0])
 			} else {
 				require.Equal(t, s.in, out[0])
 			}
@@ -154,11 +173,15 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 	}
 }
 
-// kernelReadSlot returns n bytes of pinned memory for a read to land in:
-// from AllocHostPinned ("alloc", "alloc+2": two bytes in) or a Go slice
-// pinned with PinHostBuffer ("register"), released at cleanup.
+// kernelReadSlot returns n bytes for a read to land in: pinned memory from
+// AllocHostPinned ("alloc", "alloc+2": two bytes in) or a Go slice pinned
+// with PinHostBuffer ("register"), released at cleanup, or a plain Go
+// slice ("go"), which the read reaches through the Backend's staging.
 func kernelReadSlot(t *testing.T, b *core.Backend, how string, n int) []byte {
 	t.Helper()
+	if how == "go" {
+		return make([]byte, n)
+	}
 	if how == "register" {
 		reg := make([]byte, n)
 		require.NoError(t, b.PinHostBuffer(unsafe.Pointer(&reg[0]), n))
@@ -261,5 +284,42 @@ func TestKernelReadFailuresHoldNothing(t *testing.T) {
 			require.NoError(t, err)
 			requireScaled(t, s.in, out[0])
 		})
+	}
+}
+
+// TestKernelReadsIntoStaging: reads into Go slices land in the Backend's
+// staging, so RunAsync without Into and a captured graph write them with
+// the copy kernel too, and a read after one of odd length still qualifies
+// (each read starts on a whole word of the staging).
+func TestKernelReadsIntoStaging(t *testing.T) {
+	const n = 128 << 10
+	s := newKernelReadStep(t, n, sim.Config{})
+	batch := s.batch(true, s.y.All())
+	batch.Reads = []core.Range{{Buf: s.x, Offset: 0, Len: 6}, s.y.All()}
+
+	before := s.paths()
+	pd, err := s.b.RunAsync(batch)
+	require.NoError(t, err)
+	out, err := pd.AwaitInto(nil)
+	require.NoError(t, err)
+	after := s.paths()
+	assert.Equal(t, kernelReadPaths{1, 1}, kernelReadPaths{after.launches - before.launches - 1, after.d2h - before.d2h},
+		"six bytes by DMA, the 128 KiB by a copy kernel")
+	assert.Equal(t, s.in[:6], out[0])
+	requireScaled(t, s.in, out[1])
+
+	g, err := s.b.Capture(batch)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, g.Close()) }()
+	captured := s.paths()
+	assert.Equal(t, kernelReadPaths{2, 1}, kernelReadPaths{captured.launches - after.launches, captured.d2h - after.d2h},
+		"the graph holds the step, the copy kernel and the six bytes' DMA")
+	r := rand.New(rand.NewSource(11))
+	for i := range 5 {
+		fillFloats(r, s.in)
+		out, err := g.Replay(nil)
+		require.NoError(t, err, "replay %d", i)
+		assert.Equal(t, s.in[:6], out[0], "replay %d", i)
+		requireScaled(t, s.in, out[1])
 	}
 }

@@ -13,7 +13,7 @@ type Telemetry struct {
 	RequestedCopies         uint64 // copies requested before fusion
 	MemsetOps               uint64 // device memsets queued
 	KernelLaunches          uint64 // kernels launched
-	PackedLaunches          uint64 // kernels that move transfers' data: the scatter and gather of packed transfers, and copy kernels writing reads into pinned memory (WithKernelReads); not in KernelLaunches
+	PackedLaunches          uint64 // kernels that move transfers' data: the scatter and gather of packed transfers, and copy kernels writing reads into pinned memory or staging (WithKernelReads); not in KernelLaunches
 	// Collectives counts the collective calls of this Backend's device:
 	// collective steps of batches and graph replays when queued, Group and
 	// Comm collectives (and the exchanges of WithCollectiveChecks) when

@@ -56,14 +56,15 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 	return func(c *config) { c.xfer.Plan = t }
 }
 
-// WithKernelReads bounds the reads a Batch lands in memory from
-// AllocHostPinned that a copy kernel writes instead of a DMA, where the
-// device maps pinned host memory (Capabilities().MappedPinnedHost): reads
-// of minBytes to maxBytes that follow the batch's kernel steps, their
-// length and both addresses multiples of 4. The kernel runs right behind
-// the steps, where a DMA engine would first wait for them. Zero keeps a
-// bound's default (64 KiB and 256 KiB); a negative maxBytes writes every
-// read by DMA.
+// WithKernelReads bounds the reads of a Batch that a copy kernel writes
+// instead of a DMA, where the device maps pinned host memory
+// (Capabilities().MappedPinnedHost): reads of minBytes to maxBytes that
+// follow the batch's kernel steps, their length and device address
+// multiples of 4, landing in memory from AllocHostPinned (at an address
+// that is a multiple of 4) or, on their way to Go memory, in the Backend's
+// staging. The kernel runs right behind the steps, where a DMA engine
+// would first wait for them. Zero keeps a bound's default (64 KiB and
+// 256 KiB); a negative maxBytes writes every read by DMA.
 func WithKernelReads(minBytes, maxBytes int) Option {
 	return func(c *config) { c.xfer.KernelReadMin, c.xfer.KernelReadMax = minBytes, maxBytes }
 }

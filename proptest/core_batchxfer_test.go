@@ -18,9 +18,13 @@ import (
 //     upload may move in up to one DMA per started 64 KiB;
 //   - a gather launch only for packMinCopies fused reads or more, with
 //     one DMA down (and the table's DMA up); otherwise one DMA per fused
-//     read;
+//     read, except that behind a kernel step, on a device that maps
+//     pinned host memory, a fused read of 64 to 256 KiB at a whole-word
+//     address and of whole words is one copy-kernel launch instead (none
+//     when the batch was planned packed and fell back to one copy each);
 //   - DeviceCopies counts every DMA the device saw, PackedLaunches every
-//     scatter and gather launch, and KernelLaunches only the steps.
+//     scatter, gather and copy-kernel launch, and KernelLaunches only the
+//     steps.
 //
 // In shared mode the calls of one goroutine cannot be told apart, so the
 // batch only widens the bounds the concurrency property checks at the end.
@@ -41,17 +45,21 @@ func (r *runner) observeBatch(call string, it *batchItems, q *batchTel) error {
 		if q.upCopies == 1 {
 			r.m.stageable++
 		}
+		r.m.packable += uint64(r.kernelReads(it)) // copy kernels count as packed launches
 		return nil
 	}
 	got := r.callsDelta()
 	extra := int64(got[sim.OpLaunch]) - int64(len(it.kern))
-	gathered := packRd && got[sim.OpMemcpyDtoHAsync] == 1
-	if !gathered && got[sim.OpMemcpyDtoHAsync] != uint64(q.rdCopies) {
-		return fmt.Errorf("%s: device calls %v for %d fused reads", call, got, q.rdCopies)
-	}
-	table := uint64(0)
-	if gathered {
-		table, extra = 1, extra-1
+	byKernel := r.kernelReads(it)
+	gathered := packRd && got[sim.OpMemcpyDtoHAsync] == 1 && (q.rdCopies-byKernel != 1 || extra <= 2)
+	table, kernelReads := uint64(0), q.rdCopies-int(got[sim.OpMemcpyDtoHAsync])
+	switch {
+	case gathered:
+		table, extra, kernelReads = 1, extra-1, 0
+	case kernelReads != byKernel && !(packRd && kernelReads == 0):
+		return fmt.Errorf("%s: device calls %v for %d fused reads, %d of them by a copy kernel", call, got, q.rdCopies, byKernel)
+	default:
+		extra -= int64(kernelReads)
 	}
 	up := got[sim.OpMemcpyHtoDAsync] - min(table, got[sim.OpMemcpyHtoDAsync])
 	switch {
@@ -72,6 +80,42 @@ func (r *runner) observeBatch(call string, it *batchItems, q *batchTel) error {
 	} else if up > 1 && q.upCopies == 1 {
 		countOutcome(call+" (staged upload)", succeeded)
 	}
-	q.h2d, q.d2h, q.packed = got[sim.OpMemcpyHtoDAsync], got[sim.OpMemcpyDtoHAsync], uint64(extra)+table
+	if kernelReads > 0 {
+		countOutcome(call+" (reads by a copy kernel)", succeeded)
+	}
+	q.h2d, q.d2h, q.packed = got[sim.OpMemcpyHtoDAsync], got[sim.OpMemcpyDtoHAsync], uint64(extra)+table+uint64(kernelReads)
 	return nil
+}
+
+// Default bounds of a read a copy kernel writes (core.WithKernelReads).
+const kernelReadMin, kernelReadMax = 64 << 10, 256 << 10
+
+// kernelReads is how many of the batch's fused reads, read one copy each,
+// a copy kernel writes: with a kernel step before them on a device that
+// maps pinned host memory, those of 64 to 256 KiB whose device address and
+// length are whole words.
+func (r *runner) kernelReads(it *batchItems) int {
+	if len(it.kern) == 0 || r.cfg.unmapped {
+		return 0
+	}
+	reads := map[uint64][]span{}
+	for _, x := range it.rs {
+		if x.Len > 0 {
+			reads[x.Buf.ID] = append(reads[x.Buf.ID], span{x.Offset, x.Offset + x.Len})
+		}
+	}
+	n := 0
+	for id, list := range reads {
+		var u spans
+		for _, x := range list {
+			u = u.add(x)
+		}
+		for _, x := range u {
+			size := x.end - x.off
+			if b := r.m.bufs[id]; size >= kernelReadMin && size <= kernelReadMax && (b == nil || (b.ptr+uint64(x.off)|uint64(size))&3 == 0) {
+				n++
+			}
+		}
+	}
+	return n
 }

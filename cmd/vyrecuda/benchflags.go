@@ -39,7 +39,7 @@ func benchFlags(cfg *benchConfig, stderr io.Writer) (fs *flag.FlagSet, apply fun
 	fs.Int64Var(&cfg.WorkerBytes, "plan-worker-bytes", 0, "transfer planner: least host copying worth one more goroutine (0: the default)")
 	fs.DurationVar(&cfg.Linger, "helper-linger", 0, "how long copy helpers poll after a call (0: the default; negative: park at once)")
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
-	kernelReads := fs.Bool("kernel-reads", true, "let copy kernels write reads into pinned memory that follow a batch's kernels (W8); false for an A/B")
+	kernelReads := fs.Bool("kernel-reads", true, "let copy kernels write reads that follow a batch's kernels, into pinned memory or staging (W8); false for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and the plots (created if missing)")
 	fs.StringVar(&cfg.MemorySnapshot, "memory-snapshot", "", "record memory history during the run and write the snapshot as JSON to this file, for memplot (the timings then include the recording)")

@@ -106,9 +106,13 @@ func (tb *Batch) Fuse(op string, reqs []fusion.ReadbackCopy) error {
 		tb.Rd.offs = make([]int, len(tb.FusedRds.Copies))
 		off := 0
 		for i, c := range tb.FusedRds.Copies {
+			// Each read starts on a whole word of the staging, so a
+			// copy kernel can write it (kernelread.go).
+			off = (off + 3) &^ 3
 			tb.Rd.offs[i] = off
 			off += c.Len
 		}
+		tb.Rd.size = off
 	}
 	return nil
 }
@@ -171,7 +175,7 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 			return err
 		}
 	}
-	if e.anyKernelRead(&x.t, tb) {
+	if e.anyKernelRead(x, tb) {
 		if x.copyOut, err = e.kernel(op, CopyOut); err != nil {
 			return err
 		}
@@ -235,7 +239,7 @@ func (e *Engine[E]) StageBatch(op string, tb *Batch, up *hostmem.Staging) ([]byt
 					return nil, err
 				}
 			}
-		} else if rd.stage, err = rd.st.Slice(op, int(tb.FusedRds.Bytes)); err != nil {
+		} else if rd.stage, err = rd.st.Slice(op, rd.size); err != nil {
 			return nil, err
 		}
 	}
@@ -396,12 +400,20 @@ func (e *Engine[E]) queueFusedReads(s driver.Stream, tb *Batch) (string, error) 
 	}
 	for i, c := range tb.FusedRds.Copies {
 		stop := rd.offs[i] + c.Len
-		if err := e.drv.MemcpyDtoHAsync(rd.stage[rd.offs[i]:stop:stop], c.Src, s); err != nil {
+		out := rd.stage[rd.offs[i]:stop:stop]
+		if x != nil && x.copyOut != 0 && e.kernelRead(&x.t, tb, c.Src, hostAddr(out), c.Len) {
+			if err := e.queueKernelRead(x.copyOut, s, c.Src, out); err != nil {
+				return "Launch", err
+			}
+			x.launches++
+			continue
+		}
+		if err := e.drv.MemcpyDtoHAsync(out, c.Src, s); err != nil {
 			return "MemcpyDtoHAsync", err
 		}
-	}
-	if x != nil {
-		x.dmas += uint64(len(tb.FusedRds.Copies))
+		if x != nil {
+			x.dmas++
+		}
 	}
 	return "", nil
 }

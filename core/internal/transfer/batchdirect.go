@@ -72,8 +72,8 @@ func (e *Engine[E]) queueDirectUps(s driver.Stream, tb *Batch) (string, error) {
 // the plan loaded it and the read qualifies (kernelread.go), else by DMA.
 func (e *Engine[E]) queueDirectReads(s driver.Stream, tb *Batch) (string, error) {
 	for _, c := range tb.DirectRds {
-		if x := tb.x; x != nil && x.copyOut != 0 && e.kernelRead(&x.t, tb, c) {
-			if err := e.queueKernelRead(x.copyOut, s, c); err != nil {
+		if x := tb.x; x != nil && x.copyOut != 0 && e.directKernelRead(&x.t, tb, c) {
+			if err := e.queueKernelRead(x.copyOut, s, c.Src, c.Out); err != nil {
 				return "Launch", err
 			}
 			x.kernelReads++

@@ -5,12 +5,15 @@ import (
 	"unsafe"
 
 	"github.com/vyre-go/vyrecuda/core/driver"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
-// A direct read into page-locked memory from HostAlloc that follows the
-// batch's kernels can be written by a copy kernel (vyre_copy_u32, from
-// the device range to the memory's host address, which kernels can use
-// where the device maps pinned host memory) instead of a DMA. The DMA
+// A read into page-locked memory from HostAlloc that follows the batch's
+// kernels can be written by a copy kernel (vyre_copy_u32, from the device
+// range to the memory's host address, which kernels can use where the
+// device maps pinned host memory) instead of a DMA: a direct read into
+// AllocHostPinned memory, or a per-copy read into the batch's staging
+// (which HostAlloc gave too). The DMA
 // engine has to wait for the kernels before it, and on an H200 host that
 // wait cost the raw driver's step of upload, kernel and read about 6 or
 // 12 us in some steps and nothing in others, in shares that changed from
@@ -33,36 +36,54 @@ const (
 	copyOutGrid  = 1024
 )
 
-// kernelRead reports whether c, a direct read of tb, is written by the
-// copy kernel: the device maps pinned host memory, c lands in HostAlloc
-// memory after tb's kernels, its length lies within t's bounds, and its
-// length and both addresses are whole 32-bit words.
-func (e *Engine[E]) kernelRead(t *Tuning, tb *Batch, c DirectRead) bool {
-	n := len(c.Out)
-	if !e.mapsTables || !tb.AfterSteps || !c.Mapped || t.KernelReadMax < 0 || n < t.KernelReadMin || n > t.KernelReadMax ||
+// kernelRead reports whether a read of n bytes from src into HostAlloc
+// memory at host address dst, queued after tb's kernels, is written by the
+// copy kernel: the device maps pinned host memory, n lies within t's
+// bounds, and n and both addresses are whole 32-bit words.
+func (e *Engine[E]) kernelRead(t *Tuning, tb *Batch, src, dst uint64, n int) bool {
+	if !e.mapsTables || !tb.AfterSteps || t.KernelReadMax < 0 || n < t.KernelReadMin || n > t.KernelReadMax ||
 		uint64(n/4) > math.MaxUint32 { // the kernel counts words in 32 bits
 		return false
 	}
-	return (c.Src|uint64(uintptr(unsafe.Pointer(unsafe.SliceData(c.Out))))|uint64(n))&3 == 0
+	return (src|dst|uint64(n))&3 == 0
 }
 
-// anyKernelRead reports whether a direct read of tb is written by the
-// copy kernel.
-func (e *Engine[E]) anyKernelRead(t *Tuning, tb *Batch) bool {
+// directKernelRead reports whether c, a direct read of tb, is written by
+// the copy kernel: it lands in HostAlloc memory and qualifies (kernelRead).
+func (e *Engine[E]) directKernelRead(t *Tuning, tb *Batch, c DirectRead) bool {
+	return c.Mapped && e.kernelRead(t, tb, c.Src, hostAddr(c.Out), len(c.Out))
+}
+
+// anyKernelRead reports whether a read of tb may be written by the copy
+// kernel: a direct one, or, when x reads per copy, a fused read whose
+// staging (not taken yet: its offset in the block, which starts on a
+// page) qualifies.
+func (e *Engine[E]) anyKernelRead(x *batchXfer, tb *Batch) bool {
 	for _, c := range tb.DirectRds {
-		if e.kernelRead(t, tb, c) {
+		if e.directKernelRead(&x.t, tb, c) {
+			return true
+		}
+	}
+	if tb.NonEmptyReads == 0 || x.rd.Kind != xferplan.PerCopy {
+		return false
+	}
+	for i, c := range tb.FusedRds.Copies {
+		if e.kernelRead(&x.t, tb, c.Src, uint64(tb.Rd.offs[i]), c.Len) {
 			return true
 		}
 	}
 	return false
 }
 
-// queueKernelRead queues the copy kernel f writing c's bytes to c.Out on s.
-func (e *Engine[E]) queueKernelRead(f driver.Function, s driver.Stream, c DirectRead) error {
-	words := len(c.Out) / 4
+// queueKernelRead queues the copy kernel f writing the bytes at src to
+// out, a HostAlloc range, on s.
+func (e *Engine[E]) queueKernelRead(f driver.Function, s driver.Stream, src uint64, out []byte) error {
+	words := len(out) / 4
 	blocks := min((words+copyOutBlock-1)/copyOutBlock, copyOutGrid)
 	lc := driver.LaunchConfig{Grid: [3]uint32{uint32(blocks), 1, 1}, Block: [3]uint32{copyOutBlock, 1, 1}}
-	args := []driver.KernelArg{{Ptr: c.Src, IsPtr: true},
-		{Ptr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(c.Out)))), IsPtr: true}, {U32: uint32(words)}}
+	args := []driver.KernelArg{{Ptr: src, IsPtr: true}, {Ptr: hostAddr(out), IsPtr: true}, {U32: uint32(words)}}
 	return e.drv.Launch(f, lc, s, args)
 }
+
+// hostAddr is the address of b's first byte.
+func hostAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

@@ -22,6 +22,7 @@ type Read struct {
 	stage  []byte
 	views  []fusion.ReadbackView // nil: request i is the whole of copy i
 	offs   []int                 // staging offset of each fused copy
+	size   int                   // a batch's staging for its fused copies, padded (Batch.Fuse)
 	lens   []int                 // requested length of each request
 	direct []byte                // a single staged or direct read, already in its output
 	out    []byte                // the output into gave, for a single read staged whole
