@@ -218,6 +218,7 @@ func (b *Backend) enqueue(op string, batch *Batch, polled bool, runDst [][]byte,
 			b.store.unpinEntries(op, pl.pinned)
 		}
 	}()
+	pl.xfer.Blocking = !polled // a single large read may then land after the work (awaitInto)
 	if err = b.xfer.PlanBatch(op, &pl.xfer, false); err != nil {
 		bc.refuse(op, err)
 		return nil, err

@@ -165,8 +165,10 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 				assert.Equal(t, uint64(1), tel.PackedLaunches-tel0.PackedLaunches)
 				assert.Equal(t, uint64(1), tel.DeviceCopies-tel0.DeviceCopies, "the upload's DMA only")
 			} else {
-				assert.Equal(t, kernelReadPaths{0, 1}, kernelReadPaths{kernels, d2h}, "a DMA and no copy kernel")
-				assert.Equal(t, uint64(2), tel.DeviceCopies-tel0.DeviceCopies)
+				// A large read into Go memory lands in chunks (TestRunLandsLargeReadsInChunks).
+				assert.Equal(t, uint64(0), kernels, "no copy kernel")
+				assert.True(t, d2h == 1 || (tc.dst == "go" && d2h > 1), "%d DMAs", d2h)
+				assert.Equal(t, 1+d2h, tel.DeviceCopies-tel0.DeviceCopies)
 			}
 			assert.Equal(t, uint64(read.Len), tel.DeviceToHostBytes-tel0.DeviceToHostBytes)
 		})

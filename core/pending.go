@@ -169,6 +169,9 @@ func (p *Pending) AwaitInto(dst [][]byte) ([][]byte, error) {
 func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.state == pendingQueued && w.xfer.LandsRead() {
+		return w.landRead(op, dst)
+	}
 	if err := w.wait(); err != nil {
 		return dst, withOp(op, err)
 	}
@@ -185,6 +188,32 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 	transfer.Phase("fill")
 	w.collect(true)
 	return out, nil
+}
+
+// landRead collects the queued work of a Run whose one read lands after
+// it in chunks (transfer.Batch.LandsRead), straight into the storage of
+// dst's first slot (append-style): the last chunk's landing is the fence.
+// On failure dst is returned, its first slot's storage perhaps holding
+// part of the read. Callers hold mu.
+func (w *pendingWork) landRead(op string, dst [][]byte) ([][]byte, error) {
+	out := transfer.SlotDest(dst)(0, w.rd.Lens()[0])
+	if err := w.b.xfer.LandRead(w.xfer, w.lease.Stream, out); err != nil {
+		e, ok := err.(*Error)
+		if !ok {
+			e = w.driverError("MemcpyDtoHAsync", err)
+		}
+		w.fail(e)
+		return dst, withOp(op, w.err)
+	}
+	transfer.Phase("fence")
+	w.complete()
+	if w.err != nil {
+		return dst, withOp(op, w.err)
+	}
+	res := transfer.GrowSlots(dst, 1)
+	res[0] = out
+	w.collect(true)
+	return res, nil
 }
 
 // Close releases everything the Pending holds, waiting for the work first if
@@ -340,6 +369,9 @@ func (p *pendingWork) fail(err *Error) {
 		}
 		if p.rd != nil {
 			h.St = append(h.St, p.rd.Staging())
+		}
+		if st := p.xfer.LandingStaging(); st != nil {
+			h.St = append(h.St, st) // a read landing after the work (landRead)
 		}
 		p.b.xfer.SyncOrQuarantine(p.op, h, p.lease)
 	}

@@ -160,17 +160,28 @@ func (r *runner) applyBatch(call string, it *batchItems, c content, got [][]byte
 		return err
 	}
 	q.add(&r.m.tel)
-	r.m.tel.SyncPoints++
 	memsets := len(it.clears) + len(it.fills)
 	// Only work handed out as a Pending (collected here by AwaitInto) can be
-	// polled, so only it records a completion event; Run waits with the fence.
-	var records uint64
+	// polled, so only it records a completion event; Run waits with the fence,
+	// or, when its read lands in chunks after the work, with an event after
+	// each chunk and no fence (each landing a sync point).
+	var records, syncs uint64 = 0, 1
 	if call == "AwaitInto" {
 		records = 1
 	}
-	return r.expectTransfer(call, map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)) + q.packed,
+	if q.landed {
+		records, syncs = q.d2h, 0
+		r.m.tel.SyncPoints += q.d2h
+	} else {
+		r.m.tel.SyncPoints++
+	}
+	want := map[sim.Op]uint64{sim.OpMemsetD8Async: uint64(memsets), sim.OpLaunch: uint64(len(it.kern)) + q.packed,
 		sim.OpLaunchProgrammatic: programmaticLaunches(it.kern), sim.OpMemcpyHtoDAsync: q.h2d, sim.OpMemcpyDtoHAsync: q.d2h,
-		sim.OpStreamSynchronize: 1, sim.OpEventRecord: records})
+		sim.OpStreamSynchronize: syncs, sim.OpEventRecord: records}
+	if q.landed {
+		want[sim.OpEventQuery] = r.callsDelta()[sim.OpEventQuery]
+	}
+	return r.expectTransfer(call, want)
 }
 
 // fillValue is the byte fill i writes.
@@ -184,6 +195,7 @@ type batchTel struct {
 	work, upCopies, rdCopies int
 	tel                      core.Telemetry
 	h2d, d2h, packed         uint64 // DMAs each way and packed launches (observeBatch)
+	landed                   bool   // the one read landed in chunks after the work (observeBatch)
 }
 
 // queued works out what queueing the batch adds to the telemetry, with the

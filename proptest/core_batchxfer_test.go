@@ -22,6 +22,9 @@ import (
 //     pinned host memory, a fused read of 64 to 256 KiB at a whole-word
 //     address and of whole words is one copy-kernel launch instead (none
 //     when the batch was planned packed and fell back to one copy each);
+//   - a Run whose one read is one fused copy into Go memory may land it in
+//     chunks after the work instead: one DMA and one event each, no
+//     stream synchronization (runLanding);
 //   - DeviceCopies counts every DMA the device saw, PackedLaunches every
 //     scatter, gather and copy-kernel launch, and KernelLaunches only the
 //     steps.
@@ -51,9 +54,13 @@ func (r *runner) observeBatch(call string, it *batchItems, q *batchTel) error {
 	got := r.callsDelta()
 	extra := int64(got[sim.OpLaunch]) - int64(len(it.kern))
 	byKernel := r.kernelReads(it)
-	gathered := packRd && got[sim.OpMemcpyDtoHAsync] == 1 && (q.rdCopies-byKernel != 1 || extra <= 2)
+	q.landed = r.runLanding(call, it, got)
+	gathered := !q.landed && packRd && got[sim.OpMemcpyDtoHAsync] == 1 && (q.rdCopies-byKernel != 1 || extra <= 2)
 	table, kernelReads := uint64(0), q.rdCopies-int(got[sim.OpMemcpyDtoHAsync])
 	switch {
+	case q.landed:
+		kernelReads = 0
+		countOutcome(call+" (read landed in chunks)", succeeded)
 	case gathered:
 		table, extra, kernelReads = 1, extra-1, 0
 	case kernelReads != byKernel && !(packRd && kernelReads == 0):
@@ -86,6 +93,22 @@ func (r *runner) observeBatch(call string, it *batchItems, q *batchTel) error {
 	q.h2d, q.d2h, q.packed = got[sim.OpMemcpyHtoDAsync], got[sim.OpMemcpyDtoHAsync], uint64(extra)+table+uint64(kernelReads)
 	return nil
 }
+
+// runLanding reports whether Run landed its read in chunks after the
+// work, as its device calls show (an event recorded after each DMA down and
+// no stream synchronized): allowed for one read request of at least
+// batchMinStaged bytes whose destination is not pinned memory.
+func (r *runner) runLanding(call string, it *batchItems, got map[sim.Op]uint64) bool {
+	if call != "Run" || len(it.rs) != 1 || it.rs[0].Len < batchMinStaged {
+		return false
+	}
+	d2h := got[sim.OpMemcpyDtoHAsync]
+	return d2h >= 1 && got[sim.OpStreamSynchronize] == 0 && got[sim.OpEventRecord] == d2h
+}
+
+// batchMinStaged is the smallest single read a Run may land in chunks
+// (xferplan's default StageMin).
+const batchMinStaged = 256 << 10
 
 // Default bounds of a read a copy kernel writes (core.WithKernelReads).
 const kernelReadMin, kernelReadMax = 64 << 10, 256 << 10

@@ -68,7 +68,11 @@ type Batch struct {
 	// AfterSteps: the reads are queued behind kernels of the batch (a
 	// direct read may then be written by the copy kernel, kernelread.go).
 	AfterSteps bool
-	x          *batchXfer
+	// Blocking: the reads are collected right after queueing by the call
+	// that queued the batch (Run), so a single large read may land in
+	// chunks after the batch's work (batchland.go).
+	Blocking bool
+	x        *batchXfer
 }
 
 // Reads reports whether tb reads anything back (staged or direct).
@@ -131,6 +135,7 @@ type batchXfer struct {
 	// nothing is taken when loading fails.
 	scatter, gather driver.Function
 	copyOut         driver.Function // the copy kernel of direct reads (kernelread.go); 0: none
+	landing         landing         // the staging of a read landing after the batch (batchland.go); nil: none
 	dmas            uint64          // DMAs queued, for telemetry
 	launches        uint64          // scatter and gather launches queued
 	kernelReads     uint64          // direct reads queued as copy kernels
@@ -162,7 +167,8 @@ func (e *Engine[E]) PlanBatch(op string, tb *Batch, graph bool) error {
 	if tb.NonEmptyReads > 0 {
 		n := len(tb.FusedRds.Copies)
 		x.rd = x.t.Choose(xferplan.Request{Dir: xferplan.Readback, Copies: n, Bytes: int64(tb.FusedRds.Bytes),
-			PackedBytes: PackedBound(n, tb.FusedRds.Bytes), Drainable: graph && !x.t.AtomicReads})
+			PackedBytes: PackedBound(n, tb.FusedRds.Bytes), Drainable: graph && !x.t.AtomicReads,
+			Streamable: tb.landable(&x.t, graph)})
 	}
 	var err error
 	if x.up.Kind == xferplan.Packed {
@@ -199,6 +205,15 @@ func (e *Engine[E]) StageBatch(op string, tb *Batch, up *hostmem.Staging) ([]byt
 		if stage, err = e.stageBatchUploads(op, tb, x, up); err != nil {
 			return nil, err
 		}
+	}
+	if x.rd.Kind == xferplan.Staged {
+		// The read lands after the batch (batchland.go).
+		p, err := e.stagedPipeline(op, &x.rd)
+		if err != nil {
+			return nil, err
+		}
+		x.landing = p
+		return stage, nil
 	}
 	if tb.NonEmptyReads > 0 {
 		rd.st, rd.staged = hostmem.NewStaging(e.host), true
@@ -369,7 +384,7 @@ func (e *Engine[E]) queueStagedChunks(s driver.Stream, x *batchXfer, c fusion.Up
 // plans say (unplanned: per-copy), then its direct reads. It returns the
 // failed call and its error.
 func (e *Engine[E]) QueueBatchReads(s driver.Stream, tb *Batch) (string, error) {
-	if tb.NonEmptyReads > 0 {
+	if tb.NonEmptyReads > 0 && !tb.LandsRead() {
 		if call, err := e.queueFusedReads(s, tb); err != nil {
 			return call, err
 		}
@@ -460,6 +475,10 @@ func (e *Engine[E]) ReleaseBatch(tb *Batch) {
 	}
 	e.Unpin(tb.Regions...)
 	tb.Regions = nil
+	if tb.LandsRead() {
+		tb.x.landing.finish(true)
+		tb.x.landing = nil
+	}
 	for _, d := range tb.DevStaging() {
 		if d.Len() > 0 {
 			e.dev.FreeOrKeep(*d)

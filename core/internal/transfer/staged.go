@@ -3,6 +3,7 @@ package transfer
 import (
 	"sync/atomic"
 
+	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/copyjob"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
@@ -53,6 +54,9 @@ type stagedRun[E any] struct {
 	// second: such a readback that found one set (deferEvict false) pins
 	// the second set or notes its end in finishRead (SecondSet.End).
 	second hostmem.SecondSet
+	// on is the stream the DMAs go on when it is not the first lease's
+	// (a batch's read, LandRead); 0: the first lease's.
+	on driver.Stream
 }
 
 // newStagedRun plans the tasks of pl over host and takes the pipeline's
@@ -71,6 +75,21 @@ func (e *Engine[E]) newStagedRun(op string, t *Tuning, pl *xferplan.Plan, bufs [
 	if err != nil {
 		return nil, err
 	}
+	return e.stagedRunOn(p, t, pl, host, dev, up), nil
+}
+
+// stagedPipeline takes the staging blocks and event leases a staged
+// readback of pl needs (newStagedRun's, for a run started later with
+// stagedRunOn).
+func (e *Engine[E]) stagedPipeline(op string, pl *xferplan.Plan) (*pipeline[E], error) {
+	k := max(pl.Chunks, 1)
+	return e.newPipeline(op, nil, max(min(pl.Blocks, k), 1), int(pl.Chunk), min(k, maxStageEvents))
+}
+
+// stagedRunOn plans the tasks of pl over host on the blocks and leases of
+// p, whose DMAs go on p's first lease's stream unless r.stream is set.
+func (e *Engine[E]) stagedRunOn(p *pipeline[E], t *Tuning, pl *xferplan.Plan, host []byte, dev uint64, up bool) *stagedRun[E] {
+	k := max(pl.Chunks, 1)
 	w := max(pl.Workers, 1)
 	task := int64(copyjob.CopyTask(int(pl.Chunk), w))
 	r := &stagedRun[E]{p: p, pl: pl, host: host, dev: dev, n: int64(len(host)), task: task, t: t,
@@ -86,7 +105,7 @@ func (e *Engine[E]) newStagedRun(op string, t *Tuning, pl *xferplan.Plan, bufs [
 		r.deferEvict, r.second = e.host.DeferEviction(size, len(p.blocks))
 	}
 	r.job = copyjob.NewJob(k*int(r.tasks), t.PipeLinger, true, func(i int) { r.copyTask(i, up) })
-	return r, nil
+	return r
 }
 
 // copyTask copies task i between the caller's memory and its chunk's block
@@ -135,7 +154,10 @@ func (r *stagedRun[E]) queue(c int, up, record bool) error {
 	lo, hi := r.bounds(c)
 	j := c % len(r.p.blocks)
 	blk := r.p.blocks[j][: hi-lo : hi-lo]
-	s := r.p.leases[0].Stream
+	s := r.on
+	if s == 0 {
+		s = r.p.leases[0].Stream
+	}
 	if up {
 		if err := e.drv.MemcpyHtoDAsync(r.dev+uint64(lo), blk, s); err != nil {
 			return errs.Driver(op, "MemcpyHtoDAsync", err)
@@ -244,14 +266,32 @@ func (e *Engine[E]) downloadPipelined(op string, t *Tuning, pl *xferplan.Plan, b
 		return err
 	}
 	Phase("staging")
+	if err := r.land(); err != nil {
+		return r.p.fail(err)
+	}
+	Phase("copied")
+	r.finishRead()
+	e.tel.SyncPoints.Add(r.waits)
+	e.tel.D2HBytes.Add(uint64(len(out)))
+	e.tel.ReadbackOps.Add(1)
+	e.tel.Requested.Add(1)
+	e.tel.DeviceCopies.Add(uint64(len(r.remain)))
+	return nil
+}
+
+// land queues r's chunks (a readback) and copies each out as soon as it
+// has landed, until all are copied out. Every copy task has returned when
+// it does, failed or not; on failure the caller drains the stream before
+// the staging goes back.
+func (r *stagedRun[E]) land() error {
 	k, blocks, events := len(r.remain), len(r.p.blocks), len(r.p.leases)
 	ahead := min(blocks, events)
 	for c := range ahead {
 		if err := r.queue(c, false, true); err != nil {
-			return r.p.fail(err)
+			return err
 		}
 	}
-	shared := copyjob.Start(r.job, pl.Workers)
+	shared := copyjob.Start(r.job, r.pl.Workers)
 	queued, opened, copied := ahead, 0, 0
 	var sp spin.Spinner
 	for copied < k {
@@ -264,14 +304,14 @@ func (e *Engine[E]) downloadPipelined(op string, t *Tuning, pl *xferplan.Plan, b
 			// used it has landed).
 			if err := r.queue(queued, false, true); err != nil {
 				r.stop(shared, true)
-				return r.p.fail(err)
+				return err
 			}
 			queued++
 		case opened < queued:
 			done, err := r.landed(opened)
 			if err != nil {
 				r.stop(shared, true)
-				return r.p.fail(err)
+				return err
 			}
 			if done {
 				if opened == 0 {
@@ -289,14 +329,7 @@ func (e *Engine[E]) downloadPipelined(op string, t *Tuning, pl *xferplan.Plan, b
 			}
 		}
 	}
-	Phase("copied")
 	r.stop(shared, false)
-	r.finishRead()
-	e.tel.SyncPoints.Add(r.waits)
-	e.tel.D2HBytes.Add(uint64(len(out)))
-	e.tel.ReadbackOps.Add(1)
-	e.tel.Requested.Add(1)
-	e.tel.DeviceCopies.Add(uint64(k))
 	return nil
 }
 
