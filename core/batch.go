@@ -90,9 +90,15 @@ type Batch struct {
 // back in dst's slots, one per read in order, append-style (slot i reuses
 // the capacity of dst's i-th slice; dst's capacity is reused for the
 // slots; a slot whose capacity lies in pinned memory receives its read
-// directly, see Batch). Everything is validated before anything is queued: a bad handle,
-// range, program arity, scalar count or buffer length fails the call with
-// nothing changed. On failure dst is returned unchanged.
+// directly, see Batch). A batch whose one read is large and lands in Go
+// memory moves it in chunks after the rest of the work instead, each chunk
+// copied into the slot as soon as it has landed, the last landing serving
+// as the fence. Everything is validated before anything is queued: a bad
+// handle, range, program arity, scalar count or buffer length fails the
+// call with nothing changed. On failure dst is returned unchanged; a
+// device failure after some chunks of such a read landed may leave part of
+// its bytes in the slot's storage, as DownloadSlice may
+// (WithAtomicReadbacks rules that out).
 func (b *Backend) Run(batch Batch, dst [][]byte) ([][]byte, error) {
 	const op = "Run"
 	bc, err := lockComms(context.Background(), op, b, batch.Steps)
