@@ -56,7 +56,10 @@ type benchConfig struct {
 	NoPDL bool `json:"no_pdl,omitempty"`
 	// NoKernelReads writes every read into pinned memory by DMA
 	// (-kernel-reads=false; core.WithKernelReads).
-	NoKernelReads bool   `json:"no_kernel_reads,omitempty"`
+	NoKernelReads bool `json:"no_kernel_reads,omitempty"`
+	// KernelReadMax is the largest read a copy kernel writes
+	// (-kernel-read-max; core.WithKernelReads); 0: the default.
+	KernelReadMax int    `json:"kernel_read_max,omitempty"`
 	Out           string `json:"-"`
 	// MemoryEvents, when positive, records memory history with this bound
 	// during the run (its cost is then in the timings); MemorySnapshot is
@@ -219,6 +222,8 @@ func (c *benchConfig) options() []core.Option {
 	}
 	if c.NoKernelReads {
 		opts = append(opts, core.WithKernelReads(0, -1))
+	} else if c.KernelReadMax > 0 {
+		opts = append(opts, core.WithKernelReads(0, c.KernelReadMax))
 	}
 	return opts
 }

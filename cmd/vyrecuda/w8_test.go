@@ -263,3 +263,33 @@ func TestJudgeW8(t *testing.T) {
 		assert.Nil(t, r.Meets, "not judged off a GPU")
 	}
 }
+
+// TestBenchKernelReadFlags: -kernel-reads=false turns copy-kernel reads
+// off and -kernel-read-max moves their upper bound, each adding exactly one
+// Backend option, and neither adds one by default.
+func TestBenchKernelReadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		max     int
+		off     bool
+		options int
+	}{
+		{args: nil},
+		{args: []string{"-kernel-read-max", "4MiB"}, max: 4 << 20, options: 1},
+		{args: []string{"-kernel-reads=false", "-kernel-read-max", "4MiB"}, max: 4 << 20, off: true, options: 1},
+	} {
+		cfg := defaultBenchConfig()
+		base := len(cfg.options())
+		fs, apply := benchFlags(&cfg, io.Discard)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		apply()
+		if cfg.KernelReadMax != tc.max || cfg.NoKernelReads != tc.off {
+			t.Errorf("%v: max %d off %v, want %d %v", tc.args, cfg.KernelReadMax, cfg.NoKernelReads, tc.max, tc.off)
+		}
+		if got := len(cfg.options()) - base; got != tc.options {
+			t.Errorf("%v: %d options added, want %d", tc.args, got, tc.options)
+		}
+	}
+}

@@ -13,20 +13,22 @@ import (
 // range to the memory's host address, which kernels can use where the
 // device maps pinned host memory) instead of a DMA: a direct read into
 // AllocHostPinned memory, or a per-copy read into the batch's staging
-// (which HostAlloc gave too). The DMA
-// engine has to wait for the kernels before it, and on an H200 host that
-// wait cost the raw driver's step of upload, kernel and read about 6 or
-// 12 us in some steps and nothing in others, in shares that changed from
-// process to process (128 KiB each way: 16-18, 24-26 or 30-32 us); the
-// same step with the read written by a kernel ran in one mode, 17.5-20.4
-// us. The kernel loses below 64 KiB (16 KiB: 14.7-18.7 us against
-// 14.3-16.1) and above 256 KiB (512 KiB: 36.5-36.8 against 34.9-35.1).
+// (which HostAlloc gave too). The DMA engine has to wait for the kernels
+// before it, and on an H200 host that wait cost the raw driver's step of
+// upload, kernel and read about 6 or 12 us in some steps and nothing in
+// others, in shares that changed from process to process (128 KiB each
+// way: 16-18, 24-26 or 30-32 us); the same step with the read written by a
+// kernel ran in one mode, 17.5-20.4 us. The kernel loses below 64 KiB (16
+// KiB: 14.7-18.7 us against 14.3-16.1). At 512 KiB it lost in the raw
+// driver's step (36.5-36.8 us against 34.9-35.1) but gained in W8's Run
+// from Go slices (72-77 us against 80-84) and replay (37-39 against
+// 38-40); at 2 MiB it changed nothing (docs/perf-log.md).
 
 // Default bounds of a read written by a copy kernel (Tuning.KernelReadMin,
 // KernelReadMax).
 const (
 	defaultKernelReadMin = 64 << 10
-	defaultKernelReadMax = 256 << 10
+	defaultKernelReadMax = 512 << 10
 )
 
 // copyOutBlock is the threads per block of the copy kernel; copyOutGrid
