@@ -107,3 +107,60 @@ func (s *residentStore) unpinCall(op string, ents []*residentEntry) {
 		s.log.Error("synchronous transfer's in-flight mark was already gone", "op", op, "buffers", len(ents))
 	}
 }
+
+// increasingIDs reports whether bufs' IDs strictly increase, so no two
+// are the same buffer.
+func increasingIDs(bufs []Buffer) bool {
+	for i := 1; i < len(bufs); i++ {
+		if bufs[i].ID <= bufs[i-1].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// dedupeBuffers returns bufs without repeats (uniq), the position in bufs
+// where each of uniq first appears, and for every position of bufs its
+// index in uniq. Small batches compare pairwise; larger ones use a map.
+func dedupeBuffers(bufs []Buffer) (uniq []Buffer, first, slot []int) {
+	if increasingIDs(bufs) {
+		// Already distinct (the usual many-buffer batch): no map.
+		first = make([]int, len(bufs))
+		for i := range first {
+			first[i] = i
+		}
+		return bufs, first, first
+	}
+	uniq = make([]Buffer, 0, len(bufs))
+	first = make([]int, 0, len(bufs))
+	slot = make([]int, len(bufs))
+	var index map[Buffer]int
+	if len(bufs) > 16 {
+		index = make(map[Buffer]int, len(bufs))
+	}
+	for i, h := range bufs {
+		k := -1
+		if index != nil {
+			if j, ok := index[h]; ok {
+				k = j
+			}
+		} else {
+			for j, u := range uniq {
+				if u == h {
+					k = j
+					break
+				}
+			}
+		}
+		if k < 0 {
+			k = len(uniq)
+			uniq = append(uniq, h)
+			first = append(first, i)
+			if index != nil {
+				index[h] = k
+			}
+		}
+		slot[i] = k
+	}
+	return uniq, first, slot
+}
