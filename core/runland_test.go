@@ -116,29 +116,41 @@ func TestRunLandsOnlyWhatItShould(t *testing.T) {
 	}
 }
 
-// TestRunLandingFailuresHoldNothing: a chunk's DMA, an event query or the
-// staging's allocation failing fails Run with ErrDriver (or the staging's
-// error) and dst unchanged; the buffers can be freed at once, nothing
-// leaks, and the same Run succeeds afterwards.
+// TestRunLandingFailuresHoldNothing: a chunk's DMA, an event record or
+// query, or the staging's allocation failing fails Run with the Backend's
+// error and dst unchanged; the buffers can be freed at once (unless the
+// drain after the failure failed too, when the quarantine holds them
+// until Close), nothing leaks, and the same Run succeeds afterwards.
 func TestRunLandingFailuresHoldNothing(t *testing.T) {
 	const n = 2 << 20
 	for _, fault := range []struct {
-		name string
-		op   sim.Op
-		nth  int
-	}{{"second chunk's DMA", sim.OpMemcpyDtoHAsync, 2}, {"an event query", sim.OpEventQuery, 1}, {"the staging", sim.OpHostAlloc, 1}} {
+		name  string
+		op    sim.Op
+		nth   int
+		drain bool // the drain after the failure fails too: a quarantine
+	}{
+		{"the first chunk's DMA", sim.OpMemcpyDtoHAsync, 1, false}, {"the third chunk's DMA", sim.OpMemcpyDtoHAsync, 3, false},
+		{"an event record", sim.OpEventRecord, 2, false}, {"an event query", sim.OpEventQuery, 1, false},
+		{"the staging", sim.OpHostAlloc, 1, false}, {"a chunk's DMA, then the drain", sim.OpMemcpyDtoHAsync, 2, true},
+	} {
 		t.Run(fault.name, func(t *testing.T) {
 			s := newKernelReadStep(t, n, sim.Config{})
 			batch := s.goBatch()
 			slot := bytes.Repeat([]byte{0xa5}, n)
 			dst := [][]byte{slot[:0]}
 			s.dev.FailNth(fault.op, fault.nth, cudaapi.CUDA_ERROR_UNKNOWN)
+			if fault.drain {
+				s.dev.FailNth(sim.OpStreamSynchronize, 1, cudaapi.CUDA_ERROR_UNKNOWN)
+			}
 			got, err := s.b.Run(batch, dst)
 			require.Error(t, err)
 			var e *core.Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, "Run", e.Op)
 			assert.Equal(t, dst, got, "dst returned unchanged")
+			if fault.drain {
+				assert.Equal(t, 1, s.b.LaunchResourceCounts().Quarantined, "the stream and its staging are quarantined")
+			}
 			if fault.op == sim.OpHostAlloc {
 				assert.Equal(t, bytes.Repeat([]byte{0xa5}, n), slot, "nothing was queued: the slot is unchanged")
 			}
@@ -146,8 +158,10 @@ func TestRunLandingFailuresHoldNothing(t *testing.T) {
 			out, err := s.b.Run(batch, nil)
 			require.NoError(t, err)
 			require.Equal(t, scaled(s.in), out[0])
-			require.NoError(t, s.b.Free(s.x))
-			require.NoError(t, s.b.Free(s.y))
+			if !fault.drain {
+				require.NoError(t, s.b.Free(s.x))
+				require.NoError(t, s.b.Free(s.y))
+			}
 		})
 	}
 }
