@@ -191,12 +191,18 @@ func (w *pendingWork) awaitInto(op string, dst [][]byte) ([][]byte, error) {
 }
 
 // landRead collects the queued work of a Run whose one read lands after
-// it in chunks (transfer.Batch.LandsRead), straight into the storage of
-// dst's first slot (append-style): the last chunk's landing is the fence.
-// On failure dst is returned, its first slot's storage perhaps holding
-// part of the read. Callers hold mu.
+// it in chunks (transfer.Batch.LandsRead), straight into its destination
+// given at submission (Batch.Into), else into the storage of dst's first
+// slot (append-style): the last chunk's landing is the fence. On failure
+// dst is returned, that storage perhaps holding part of the read. Callers
+// hold mu.
 func (w *pendingWork) landRead(op string, dst [][]byte) ([][]byte, error) {
-	out := transfer.SlotDest(dst)(0, w.rd.Lens()[0])
+	var out []byte
+	if w.into != nil && w.into[0] != nil {
+		out = w.into[0] // as long as the read (checkInto)
+	} else {
+		out = transfer.SlotDest(dst)(0, w.rd.Lens()[0])
+	}
 	if err := w.b.xfer.LandRead(w.xfer, w.lease.Stream, out); err != nil {
 		e, ok := err.(*Error)
 		if !ok {

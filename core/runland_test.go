@@ -165,3 +165,21 @@ func TestRunLandingFailuresHoldNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLandsIntoItsDestination: with the read's destination given in
+// Batch.Into (Go memory), the chunks land there and the result slot is
+// that memory.
+func TestRunLandsIntoItsDestination(t *testing.T) {
+	const n = 2 << 20
+	s := newKernelReadStep(t, n, sim.Config{})
+	batch := s.goBatch()
+	into := make([]byte, n)
+	batch.Into = [][]byte{into}
+	before := s.landCalls()
+	out, err := s.b.Run(batch, make([][]byte, 1, 4))
+	require.NoError(t, err)
+	assert.Greater(t, s.landCalls().minus(before).d2h, uint64(1), "the read moved in chunks")
+	require.Len(t, out, 1)
+	assert.Same(t, &into[0], &out[0][0], "the result slot is Into")
+	require.Equal(t, scaled(s.in), into)
+}

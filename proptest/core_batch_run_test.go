@@ -83,6 +83,7 @@ func (r *runner) judgeBatch(call string, it *batchItems, c content, err error, g
 		// Queueing counts the work; a failure after it (at the fence)
 		// leaves the counts. A failed Run may have failed either way.
 		q := it.queued()
+		landing, mayLand := r.failedLanding(call, it)
 		if queued != 0 && !r.cfg.shared && r.observeBatch(call, it, &q) != nil {
 			q = it.queued() // not all of it was queued
 		}
@@ -90,10 +91,13 @@ func (r *runner) judgeBatch(call string, it *batchItems, c content, err error, g
 		case queued == 1:
 			q.add(&r.m.tel)
 		case queued < 0 && !r.cfg.shared:
-			with := r.m.tel
-			q.add(&with)
-			if r.b.Telemetry() == with {
-				r.m.tel = with
+			for _, c := range []batchTel{q, landing}[:1+b2i(mayLand)] {
+				with := r.m.tel
+				c.add(&with)
+				if r.b.Telemetry() == with {
+					r.m.tel = with
+					break
+				}
 			}
 		}
 		for _, h := range it.clears {

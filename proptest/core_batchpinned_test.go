@@ -216,6 +216,13 @@ func (c *pinCase) directReads(form int) []bool {
 	return out
 }
 
+// mayLand reports whether a Run of the batch (form) may land its one read
+// in chunks after the work, a sync point each (core's Run): one read, not
+// empty, not direct, readbacks not atomic.
+func (c *pinCase) mayLand(form int) bool {
+	return form == pinRun && !c.atomic && len(c.reads) == 1 && c.reads[0].n > 0 && !c.directReads(form)[0]
+}
+
 // work reports whether the batch reaches the device at all.
 func (c *pinCase) work() bool {
 	if len(c.fills)+len(c.xors) > 0 {

@@ -106,6 +106,22 @@ func (r *runner) runLanding(call string, it *batchItems, got map[sim.Op]uint64) 
 	return d2h >= 1 && got[sim.OpStreamSynchronize] == 0 && got[sim.OpEventRecord] == d2h
 }
 
+// failedLanding returns what a failed Run counted when it queued its work
+// and then failed landing its read in chunks (runLanding): the batch's
+// upload DMAs and launches as the device saw them, and no read DMA (a
+// landing counts its chunks only once they all landed). ok is false when
+// the call made no such landing.
+func (r *runner) failedLanding(call string, it *batchItems) (q batchTel, ok bool) {
+	got := r.callsDelta()
+	if call != "Run" || r.cfg.shared || len(it.rs) != 1 || it.rs[0].Len < batchMinStaged || got[sim.OpEventRecord] == 0 {
+		return batchTel{}, false
+	}
+	q = it.queued()
+	q.h2d, q.d2h, q.landed = got[sim.OpMemcpyHtoDAsync], 0, true
+	q.packed = got[sim.OpLaunch] - min(got[sim.OpLaunch], uint64(len(it.kern)))
+	return q, true
+}
+
 // batchMinStaged is the smallest single read a Run may land in chunks
 // (xferplan's default StageMin).
 const batchMinStaged = 256 << 10
@@ -134,11 +150,26 @@ func (r *runner) kernelReads(it *batchItems) int {
 			u = u.add(x)
 		}
 		for _, x := range u {
-			size := x.end - x.off
-			if b := r.m.bufs[id]; size >= kernelReadMin && size <= kernelReadMax && (b == nil || (b.ptr+uint64(x.off)|uint64(size))&3 == 0) {
+			if r.copyKernelWrites(id, x.off, x.end-x.off) {
 				n++
 			}
 		}
 	}
 	return n
+}
+
+// copyKernelWrites reports whether a read of n bytes at off in buffer id,
+// one copy behind a kernel step, is written by a copy kernel: the device
+// maps pinned host memory, n lies within the default bounds, and the
+// device address and n are whole words.
+func (r *runner) copyKernelWrites(id uint64, off, n int) bool {
+	b := r.m.bufs[id]
+	return !r.cfg.unmapped && n >= kernelReadMin && n <= kernelReadMax && (b == nil || (b.ptr+uint64(off)|uint64(n))&3 == 0)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -166,7 +166,11 @@ func (r *runner) countReplay(g *mgraph, sent []byte) {
 		t.DeviceToHostBytes += uint64(g.rn)
 		t.ReadbackOps++
 		t.RequestedCopies++
-		t.DeviceCopies++
+		if g.copyN >= 0 && r.copyKernelWrites(g.c.ID, g.roff, g.rn) {
+			t.PackedLaunches++ // the read behind the copy step is a copy kernel node
+		} else {
+			t.DeviceCopies++
+		}
 	}
 }
 
