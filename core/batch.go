@@ -39,7 +39,7 @@ type Step struct {
 // without copies: an upload whose Data lies in it, and whose range meets no
 // other upload of the batch, is one DMA straight from Data, and a read
 // whose destination lies in it lands there directly: one DMA, or a copy
-// kernel for 64-512 KiB into AllocHostPinned memory behind the batch's
+// kernel for 64 KiB-2 MiB into AllocHostPinned memory behind the batch's
 // kernel steps (WithKernelReads, which applies to such reads into the
 // staging of Go memory too); WithAtomicReadbacks stages it instead.
 // A read's destination is known when the work is submitted if Into gives

@@ -95,7 +95,7 @@ func (s *kernelReadStep) paths() kernelReadPaths {
 }
 
 // TestKernelReadsTakeTheReadsTheyShould: a read into AllocHostPinned memory
-// behind a kernel step, of 64 to 512 KiB by default, whole words at word
+// behind a kernel step, of 64 KiB to 2 MiB by default, whole words at word
 // addresses, is one launch more and one DMA less than the same Run with
 // kernel reads off, and its bytes are the device's either way; every other
 // read is a DMA.
@@ -115,9 +115,9 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 	}{
 		{name: "128 KiB behind a step", n: 128 << 10, step: true, dst: "alloc", kernel: true},
 		{name: "64 KiB, the smallest by default", n: 64 << 10, step: true, dst: "alloc", kernel: true},
-		{name: "512 KiB, the largest by default", n: 512 << 10, step: true, dst: "alloc", kernel: true},
+		{name: "2 MiB, the largest by default", n: 2 << 20, step: true, dst: "alloc", kernel: true},
 		{name: "16 KiB", n: 16 << 10, step: true, dst: "alloc"},
-		{name: "1 MiB", n: 1 << 20, step: true, dst: "alloc"},
+		{name: "4 MiB", n: 4 << 20, step: true, dst: "alloc"},
 		{name: "no kernel step before it", n: 128 << 10, dst: "alloc"},
 		{name: "memory pinned with PinHostBuffer", n: 128 << 10, step: true, dst: "register"},
 		{name: "a length of half words", n: 128 << 10, step: true, dst: "alloc", length: 128<<10 - 2},
@@ -129,7 +129,7 @@ func TestKernelReadsTakeTheReadsTheyShould(t *testing.T) {
 			opts: []core.Option{core.WithKernelReads(4, 16<<10)}, kernel: true},
 		{name: "a Go slice, through the staging", n: 128 << 10, step: true, dst: "go", kernel: true},
 		{name: "a Go slice, 16 KiB", n: 16 << 10, step: true, dst: "go"},
-		{name: "a Go slice, 1 MiB", n: 1 << 20, step: true, dst: "go"},
+		{name: "a Go slice, 4 MiB", n: 4 << 20, step: true, dst: "go"},
 		{name: "a Go slice, no kernel step before it", n: 128 << 10, dst: "go"},
 		{name: "a Go slice, half words", n: 128 << 10, step: true, dst: "go", length: 128<<10 - 2},
 		{name: "a Go slice, a source off a word boundary", n: 128 << 10, step: true, dst: "go", offset: 2, length: 96 << 10},

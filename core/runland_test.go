@@ -89,7 +89,8 @@ func TestRunLandsOnlyWhatItShould(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newKernelReadStep(t, n, sim.Config{}, tc.opts...)
+			// Copy kernels off: every read not landed is then one DMA.
+			s := newKernelReadStep(t, n, sim.Config{}, append(tc.opts, core.WithKernelReads(0, -1))...)
 			batch := s.goBatch()
 			if tc.edit != nil {
 				tc.edit(s, &batch)

@@ -64,7 +64,7 @@ func WithPlanTuning(t xferplan.Tuning) Option {
 // that is a multiple of 4) or, on their way to Go memory, in the Backend's
 // staging. The kernel runs right behind the steps, where a DMA engine
 // would first wait for them. Zero keeps a bound's default (64 KiB and
-// 512 KiB); a negative maxBytes writes every read by DMA.
+// 2 MiB); a negative maxBytes writes every read by DMA.
 func WithKernelReads(minBytes, maxBytes int) Option {
 	return func(c *config) { c.xfer.KernelReadMin, c.xfer.KernelReadMax = minBytes, maxBytes }
 }

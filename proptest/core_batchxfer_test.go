@@ -19,7 +19,7 @@ import (
 //   - a gather launch only for packMinCopies fused reads or more, with
 //     one DMA down (and the table's DMA up); otherwise one DMA per fused
 //     read, except that behind a kernel step, on a device that maps
-//     pinned host memory, a fused read of 64 to 512 KiB at a whole-word
+//     pinned host memory, a fused read of 64 KiB to 2 MiB at a whole-word
 //     address and of whole words is one copy-kernel launch instead (none
 //     when the batch was planned packed and fell back to one copy each);
 //   - a Run whose one read is one fused copy into Go memory may land it in
@@ -127,7 +127,7 @@ func (r *runner) failedLanding(call string, it *batchItems) (q batchTel, ok bool
 const batchMinStaged = 256 << 10
 
 // Default bounds of a read a copy kernel writes (core.WithKernelReads).
-const kernelReadMin, kernelReadMax = 64 << 10, 512 << 10
+const kernelReadMin, kernelReadMax = 64 << 10, 2 << 20
 
 // kernelReads is how many of the batch's fused reads, read one copy each,
 // a copy kernel writes: with a kernel step before them on a device that

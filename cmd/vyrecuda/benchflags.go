@@ -41,7 +41,7 @@ func benchFlags(cfg *benchConfig, stderr io.Writer) (fs *flag.FlagSet, apply fun
 	pdl := fs.Bool("pdl", true, "use programmatic dependent launch where the device supports it (W5, W5G); false for an A/B")
 	kernelReads := fs.Bool("kernel-reads", true, "let copy kernels write reads that follow a batch's kernels, into pinned memory or staging (W8); false for an A/B")
 	kernelReadMax := sizeFlag(0)
-	fs.Var(&kernelReadMax, "kernel-read-max", "largest batch read a copy kernel writes (0: the default, 512KiB), for an A/B")
+	fs.Var(&kernelReadMax, "kernel-read-max", "largest batch read a copy kernel writes (0: the default, 2MiB), for an A/B")
 	fs.StringVar(&cfg.Workloads, "workloads", cfg.Workloads, `workloads to run, e.g. "W1,W3", "all" or "none" (sweep only)`)
 	fs.StringVar(&cfg.Out, "out", "", "directory for results.json and the plots (created if missing)")
 	fs.StringVar(&cfg.MemorySnapshot, "memory-snapshot", "", "record memory history during the run and write the snapshot as JSON to this file, for memplot (the timings then include the recording)")

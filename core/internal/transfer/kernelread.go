@@ -19,16 +19,18 @@ import (
 // others, in shares that changed from process to process (128 KiB each
 // way: 16-18, 24-26 or 30-32 us); the same step with the read written by a
 // kernel ran in one mode, 17.5-20.4 us. The kernel loses below 64 KiB (16
-// KiB: 14.7-18.7 us against 14.3-16.1). At 512 KiB it lost in the raw
-// driver's step (36.5-36.8 us against 34.9-35.1) but gained in W8's Run
-// from Go slices (72-77 us against 80-84) and replay (37-39 against
-// 38-40); at 2 MiB it changed nothing (docs/perf-log.md).
+// KiB: 14.7-18.7 us against 14.3-16.1). At 512 KiB it lost in one raw
+// driver step (36.5-36.8 us against 34.9-35.1) and gained in another
+// (32.8 against 38.9), and gained in W8's Run from Go slices (72-77 us
+// against 80-84) and replay (37-39 against 38-40); at 2 MiB the raw step
+// took 96.4-98.0 us against 100.3-101.3, and W8's pinned Run and replay
+// stayed out of the DMA's slow mode (docs/perf-log.md).
 
 // Default bounds of a read written by a copy kernel (Tuning.KernelReadMin,
 // KernelReadMax).
 const (
 	defaultKernelReadMin = 64 << 10
-	defaultKernelReadMax = 512 << 10
+	defaultKernelReadMax = 2 << 20
 )
 
 // copyOutBlock is the threads per block of the copy kernel; copyOutGrid
