@@ -166,6 +166,7 @@ func (e *pinEnv) check(what string, form int, out, dst, sent [][]byte) ([][]byte
 		wt.MemsetOps, wt.KernelLaunches, wt.SyncPoints}
 	if n := tel.SyncPoints; e.c.mayLand(form) && n >= 1 && n <= uint64(e.c.reads[0].n) {
 		exp[7] = n // landed in n chunks of at least a byte (or one fence)
+		e.landed += int(b2u(n > 1))
 	}
 	if got != exp {
 		return nil, fmt.Errorf("%s: telemetry (H2D, D2H, upload ops, readback ops, requested, memsets, launches, syncs) %v, want %v",

@@ -114,9 +114,14 @@ var pinTunings = [][]core.Option{
 	{core.WithKernelReads(4, 1<<20)}, // every whole-word read into AllocHostPinned memory behind a step: a copy kernel
 }
 
-// pinKernelReads is the index of the tuning under which copy kernels write
-// the reads that qualify at any size.
-const pinKernelReads = 3
+// pinStaged and pinKernelReads are the indexes of the tunings under which
+// single copies are staged in chunks (a Run's one read into Go memory then
+// lands in chunks after the work) and copy kernels write the reads that
+// qualify at any size.
+const (
+	pinStaged      = 2
+	pinKernelReads = 3
+)
 
 func drawPinCase(r *rand.Rand) *pinCase {
 	c := &pinCase{form: r.Intn(pinForms), tuning: r.Intn(len(pinTunings)), atomic: r.Intn(6) == 0, seed: r.Int63()}
@@ -160,12 +165,25 @@ func drawPinCase(r *rand.Rand) *pinCase {
 		}
 		c.reads = append(c.reads, d)
 	}
+	if c.tuning == pinStaged && c.form == pinRun && r.Intn(2) == 0 {
+		c.reads = []pinRead{landingRead(r, c)}
+	}
 	if c.form == pinGraph {
 		for range 2 + r.Intn(2) {
 			c.replays = append(c.replays, r.Intn(3) == 0)
 		}
 	}
 	return c
+}
+
+// landingRead returns a read a Run may land in chunks: all of c's first
+// buffer into Go memory (Into's, when c gives one, else the dst slot's).
+func landingRead(r *rand.Rand, c *pinCase) pinRead {
+	d := pinRead{buf: 0, n: c.lens[0], slot: []pinMem{memNone, memGo}[r.Intn(2)]}
+	if c.into {
+		d.into = memGo
+	}
+	return d
 }
 
 // kernelRead makes d a read a copy kernel can write: whole words into
@@ -335,6 +353,8 @@ type pinEnv struct {
 	p    *core.PinnedBuffer
 	reg  []byte
 	used [2]int // bytes taken from p and reg
+	// landed counts the runs whose read landed in chunks (check).
+	landed int
 
 	batch core.Batch
 	data  [][]byte  // each upload's Data
@@ -517,8 +537,8 @@ func wrapErr(what string, err error) error {
 
 // pinSeen counts what the fault-free cases covered.
 type pinSeen struct {
-	directUps, sharedPinnedUps, intoDirect, slotDirect, atomicPinned, kernelReads int
-	forms                                                                         [pinForms]int
+	directUps, sharedPinnedUps, intoDirect, slotDirect, atomicPinned, kernelReads, landed int
+	forms                                                                                 [pinForms]int
 }
 
 func TestCoreBatchPinnedAgreesWithModel(t *testing.T) {
@@ -545,6 +565,7 @@ func TestCoreBatchPinnedAgreesWithModel(t *testing.T) {
 	assert.Positive(t, seen.slotDirect, "a read into Run's pinned dst slot by DMA")
 	assert.Positive(t, seen.atomicPinned, "a read into pinned memory staged under WithAtomicReadbacks")
 	assert.Positive(t, seen.kernelReads, "a read into pinned memory written by a copy kernel")
+	assert.Positive(t, seen.landed, "a Run's read landed in chunks after the work")
 	for f, k := range seen.forms {
 		assert.Positive(t, k, "cases run as %s", pinFormNames[f])
 	}
@@ -591,5 +612,6 @@ func runPinCase(c *pinCase, seen *pinSeen) (err error) {
 	if c.tuning == pinKernelReads {
 		seen.kernelReads += int(e.b.Telemetry().PackedLaunches) // no packed plan at these counts: each is a copy kernel
 	}
+	seen.landed += e.landed
 	return err
 }
