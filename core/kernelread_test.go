@@ -222,20 +222,11 @@ func TestKernelReadsInRunAsyncAndGraphs(t *testing.T) {
 	require.NoError(t, err)
 	requireScaled(t, s.in, out[0])
 
-	before := s.paths()
-	g, err := s.b.Capture(batch)
-	require.NoError(t, err)
-	captured := s.paths()
-	assert.Equal(t, kernelReadPaths{2, 0}, kernelReadPaths{captured.launches - before.launches, captured.d2h - before.d2h},
-		"the graph holds the step and the copy kernel, no DMA to the host")
-	r := rand.New(rand.NewSource(7))
-	for i := range 5 {
-		fillFloats(r, s.in)
-		out, err := g.Replay(nil)
-		require.NoError(t, err, "replay %d", i)
+	g := s.capture(t, batch, kernelReadPaths{2, 0}, "the graph holds the step and the copy kernel, no DMA to the host")
+	s.replayFresh(t, g, 7, func(out [][]byte) {
 		requireScaled(t, s.in, out[0])
 		assert.Equal(t, &res.Bytes()[0], &out[0][0], "the result slot is Into")
-	}
+	})
 	assert.ErrorIs(t, res.Free(), core.ErrInFlight, "the graph holds its destination until Close")
 	require.NoError(t, g.Close())
 	require.NoError(t, res.Free())
@@ -310,18 +301,35 @@ func TestKernelReadsIntoStaging(t *testing.T) {
 	assert.Equal(t, s.in[:6], out[0])
 	requireScaled(t, s.in, out[1])
 
+	g := s.capture(t, batch, kernelReadPaths{2, 1}, "the graph holds the step, the copy kernel and the six bytes' DMA")
+	defer func() { require.NoError(t, g.Close()) }()
+	s.replayFresh(t, g, 11, func(out [][]byte) {
+		assert.Equal(t, s.in[:6], out[0])
+		requireScaled(t, s.in, out[1])
+	})
+}
+
+// capture captures batch and checks the launches and DMAs to the host the
+// capture recorded against want.
+func (s *kernelReadStep) capture(t *testing.T, batch core.Batch, want kernelReadPaths, msg string) *core.Graph {
+	t.Helper()
+	before := s.paths()
 	g, err := s.b.Capture(batch)
 	require.NoError(t, err)
-	defer func() { require.NoError(t, g.Close()) }()
-	captured := s.paths()
-	assert.Equal(t, kernelReadPaths{2, 1}, kernelReadPaths{captured.launches - after.launches, captured.d2h - after.d2h},
-		"the graph holds the step, the copy kernel and the six bytes' DMA")
-	r := rand.New(rand.NewSource(11))
+	after := s.paths()
+	assert.Equal(t, want, kernelReadPaths{after.launches - before.launches, after.d2h - before.d2h}, msg)
+	return g
+}
+
+// replayFresh replays g five times, each with fresh random inputs in s.in,
+// and hands each replay's reads to check.
+func (s *kernelReadStep) replayFresh(t *testing.T, g *core.Graph, seed int64, check func(out [][]byte)) {
+	t.Helper()
+	r := rand.New(rand.NewSource(seed))
 	for i := range 5 {
 		fillFloats(r, s.in)
 		out, err := g.Replay(nil)
 		require.NoError(t, err, "replay %d", i)
-		assert.Equal(t, s.in[:6], out[0], "replay %d", i)
-		requireScaled(t, s.in, out[1])
+		check(out)
 	}
 }
