@@ -1,8 +1,6 @@
 package transfer
 
 import (
-	"unsafe"
-
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/devmem"
 	"github.com/vyre-go/vyrecuda/core/internal/errs"
@@ -142,7 +140,7 @@ func (e *Engine[E]) gatherPacked(op string, t *Tuning, pl *xferplan.Plan, bufs [
 	table, tableDMA := dev.Ptr()+uint64(lay.Table), uint64(1)
 	if e.mapsTables && !t.TableDMA {
 		// The kernel reads the table where it was written (mappedTables).
-		table, tableDMA = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(tab)))), 0
+		table, tableDMA = hostAddr(tab), 0
 	} else if err := e.drv.MemcpyHtoDAsync(table, tab, s); err != nil {
 		return fail("MemcpyHtoDAsync", err)
 	}
