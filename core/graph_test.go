@@ -92,6 +92,54 @@ func TestGraphReplayMatchesRunWithChangingInputs(t *testing.T) {
 	rb.free(t, ref)
 }
 
+// TestGraphReplayOfLargeUploadsMatchesRun replays graphs whose uploads
+// from Go memory are large enough to be packed on several goroutines (one
+// upload alone, several apart, and overlapping ones, which are packed in
+// order), changing their bytes between replays, and checks every read
+// against Run of the same batch.
+func TestGraphReplayOfLargeUploadsMatchesRun(t *testing.T) {
+	shapes := map[string][]struct{ buf, off, n int }{
+		"one upload":  {{0, 0, 1 << 20}},
+		"apart":       {{0, 0, 1 << 20}, {1, 4096, 300 << 10}, {1, 0, 1000}},
+		"overlapping": {{0, 0, 1 << 20}, {0, 1 << 19, 1 << 19}, {1, 0, 300 << 10}},
+	}
+	for name, ups := range shapes {
+		t.Run(name, func(t *testing.T) {
+			b, _ := openSim(t, sim.Config{})
+			ref, _ := openSim(t, sim.Config{})
+			var batches [2]core.Batch
+			for k, be := range []*core.Backend{b, ref} {
+				bufs := make([]core.Buffer, 2)
+				for i := range bufs {
+					h, err := be.Alloc(1 << 20)
+					require.NoError(t, err)
+					bufs[i] = h
+				}
+				for _, u := range ups {
+					batches[k].Uploads = append(batches[k].Uploads, core.UploadAt{Buf: bufs[u.buf], Offset: u.off, Data: make([]byte, u.n)})
+				}
+				batches[k].Reads = []core.Range{bufs[0].All(), bufs[1].All()}
+			}
+			g, err := b.Capture(batches[0])
+			require.NoError(t, err)
+			r := rand.New(rand.NewSource(2))
+			var got, want [][]byte
+			for i := range 4 {
+				for k, u := range batches[0].Uploads {
+					r.Read(u.Data)
+					copy(batches[1].Uploads[k].Data, u.Data)
+				}
+				got, err = g.Replay(got)
+				require.NoError(t, err)
+				want, err = ref.Run(batches[1], want)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "replay %d", i)
+			}
+			require.NoError(t, g.Close())
+		})
+	}
+}
+
 func TestGraphHoldsBuffersInFlightUntilClose(t *testing.T) {
 	b, dev := openSim(t, sim.Config{})
 	gb := newGraphBatch(t, b)

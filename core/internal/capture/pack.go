@@ -45,6 +45,10 @@ type Pack struct {
 // goroutines: one thread copies about 10 GB/s, so 4 MiB took about 0.4 ms.
 const packParallelMin = 256 << 10
 
+// packPiece is the unit Copy splits the bytes into among goroutines, so
+// one large upload is copied by many (whole cache lines).
+const packPiece = 16 << 10
+
 // Prepare readies p for Copy once its fields are set.
 func (p *Pack) Prepare() {
 	p.ends = make([]int, len(p.Spans))
@@ -62,17 +66,39 @@ func (p *Pack) Prepare() {
 // the staging cannot be packed from the fused copies.)
 func (p *Pack) Copy() {
 	n := len(p.Spans)
-	if !p.apart || p.Workers <= 1 || n < 2 || p.ends[n-1] < packParallelMin {
+	if !p.apart || p.Workers <= 1 || n == 0 || p.ends[n-1] < packParallelMin {
 		p.copySpans(0, n)
 		return
 	}
-	start := func(i int) int {
-		if i == 0 {
-			return 0
-		}
-		return p.ends[i-1]
+	// Spans that lie apart may be copied in any order: the goroutines
+	// split the bytes of all of them laid end to end in pieces, so a
+	// single large upload is split too (copied by one goroutine, a 2 MiB
+	// upload took a graph replay about 70 us longer than Run's staged
+	// copy on an H200 host).
+	total := p.ends[n-1]
+	pieces := (total + packPiece - 1) / packPiece
+	copyjob.ForParts(pieces, p.Workers, p.Linger, func(i int) int { return i * packPiece }, total, func(lo, hi int) {
+		p.copyBytes(lo*packPiece, min(hi*packPiece, total))
+	})
+}
+
+// copyBytes copies bytes [lo, hi) of the spans' uploads laid end to end
+// (Prepare's ends), each to its place in the staging.
+func (p *Pack) copyBytes(lo, hi int) {
+	cp := p.CopyFn
+	if cp == nil {
+		cp = func(dst, src []byte) { copy(dst, src) }
 	}
-	copyjob.ForParts(n, p.Workers, p.Linger, start, p.ends[n-1], p.copySpans)
+	for i := sort.SearchInts(p.ends, lo+1); i < len(p.Spans) && lo < hi; i++ {
+		s, d := p.Spans[i], p.Ups[p.Spans[i].Src].Data
+		begin := p.ends[i] - len(d)
+		a, z := lo-begin, min(hi, p.ends[i])-begin
+		cp(p.Stage[s.Off+a:s.Off+z], d[a:z])
+		lo = p.ends[i]
+	}
+	if p.Fence != nil {
+		p.Fence()
+	}
 }
 
 // copySpans copies spans [lo, hi).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"sync"
 	"testing"
 
 	"github.com/vyre-go/vyrecuda/core/internal/capture"
@@ -83,5 +84,64 @@ func TestUploadLayoutRefusesAnUploadOutsideTheFusedCopies(t *testing.T) {
 	}
 	if s, err := capture.Layout("Capture", ups, []fusion.UploadCopy{{Handle: 0, Dst: 0, Data: make([]byte, 3)}, {Handle: 1, Dst: 96, Data: make([]byte, 12)}}, nil); err != nil || len(s) != 1 || s[0] != (capture.Span{Src: 0, Off: 7}) {
 		t.Errorf("spans %v, %v; want one at offset 3+4", s, err)
+	}
+}
+
+// TestPackCopyOnManyGoroutinesLeavesWhatOneLeaves packs uploads that lie
+// apart (one large upload among them, or alone), on one goroutine and on
+// several, and checks both stagings hold the same bytes, each upload's at
+// its span, with every goroutine's copies fenced.
+func TestPackCopyOnManyGoroutinesLeavesWhatOneLeaves(t *testing.T) {
+	r := rand.New(rand.NewSource(16))
+	for trial := 0; trial < 60; trial++ {
+		ups := make([]fusion.UploadCopy, 1+r.Intn(5))
+		dst := uint64(0)
+		for i := range ups {
+			n := r.Intn(64 << 10)
+			if i == 0 || r.Intn(3) == 0 {
+				n = 256<<10 + r.Intn(1<<20) // large enough to be split
+			}
+			if r.Intn(6) == 0 {
+				n = 0
+			}
+			ups[i] = fusion.UploadCopy{Handle: 1, Dst: dst, Data: make([]byte, n)}
+			r.Read(ups[i].Data)
+			dst += uint64(n) + uint64(r.Intn(3)) // apart, sometimes touching
+		}
+		fused, total, err := fusion.FuseUploads(ups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spans, err := capture.Layout("Capture", ups, fused, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := bytes.Repeat([]byte{0xee}, int(total))
+		serial := capture.Pack{Stage: one, Ups: ups, Spans: spans, Workers: 1}
+		serial.Prepare()
+		serial.Copy()
+		many := bytes.Repeat([]byte{0xee}, int(total))
+		var mu sync.Mutex
+		copied, fences := 0, 0
+		p := capture.Pack{Stage: many, Ups: ups, Spans: spans, Workers: 1 + r.Intn(6),
+			CopyFn: func(dst, src []byte) {
+				copy(dst, src)
+				mu.Lock()
+				copied += len(src)
+				mu.Unlock()
+			},
+			Fence: func() { mu.Lock(); fences++; mu.Unlock() }}
+		p.Prepare()
+		p.Copy()
+		if !bytes.Equal(one, many) {
+			t.Fatalf("trial %d (%d workers): the stagings differ", trial, p.Workers)
+		}
+		want := 0
+		for _, u := range ups {
+			want += len(u.Data)
+		}
+		if copied != want || fences == 0 {
+			t.Fatalf("trial %d: copied %d bytes (want each upload's once, %d) with %d fences", trial, copied, want, fences)
+		}
 	}
 }

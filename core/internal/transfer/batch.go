@@ -435,8 +435,10 @@ func (e *Engine[E]) queueFusedReads(s driver.Stream, tb *Batch) (string, error) 
 
 // UploadStaging returns where each fused upload's bytes start in the
 // upload staging of a planned and staged tb (the packed block's offsets,
-// or nil when they lie back to back), and the goroutines its plan copies
-// them with.
+// or nil when they lie back to back), and the goroutines a graph's replay
+// copies them with: its plan's, or as many as copying the bytes wants (a
+// graph's plan is for its DMAs alone; one large upload is planned per
+// copy there, on one goroutine).
 func (tb *Batch) UploadStaging() (starts []int, workers int) {
 	if tb.x == nil {
 		return nil, 1
@@ -444,7 +446,7 @@ func (tb *Batch) UploadStaging() (starts []int, workers int) {
 	if tb.x.up.Kind == xferplan.Packed {
 		starts = tb.x.upLay.Offs
 	}
-	return starts, tb.x.up.Workers
+	return starts, max(tb.x.up.Workers, tb.x.t.CopyWorkers(tb.UpBytes))
 }
 
 // PackCopy returns how a graph's replays copy upload bytes into its
