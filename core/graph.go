@@ -182,10 +182,10 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 		return nil
 	}
 	spec := capture.Spec{Queue: queue, Pack: pack, Hold: g.held}
-	if tb.ReadsInParts() {
-		// The graph gathers the packed reads but leaves their DMA out: a
-		// blocking replay lands them in parts (replay), an asynchronous
-		// one whole, after its launch.
+	if tb.ReadsInParts() || tb.ReadLandsAfterLaunch() {
+		// The graph gathers the packed reads but leaves their DMA out (or
+		// leaves its one large read out): a blocking replay lands them in
+		// parts (replay), an asynchronous one whole, after its launch.
 		spec.After = func(s Stream) (string, error) { return b.xfer.QueueReadData(s, tb) }
 	}
 	if g.comms != nil {
@@ -214,7 +214,12 @@ func (g *Graph) record(op string, gd GraphDriver) error {
 // part and copies each read into its slot (or its Batch.Into destination)
 // as soon as its part has landed, and the last part's landing replaces the
 // fence. As with DownloadMany, a device failure after some parts landed
-// may then leave some slots' storage holding their read's bytes.
+// may then leave some slots' storage holding their read's bytes. The same
+// holds for a batch whose one read into Go memory is large enough for the
+// planner to stage it (as DownloadSlice does; never with
+// WithAtomicReadbacks): the graph leaves the read out, and Replay lands it
+// in chunks after the launch into its Batch.Into destination or its slot's
+// storage, copying each chunk out as it lands.
 func (g *Graph) Replay(dst [][]byte) ([][]byte, error) {
 	const op = "Graph.Replay"
 	if g == nil {
@@ -245,6 +250,9 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	}
 	defer b.exit()
 	n := len(pl.batch.Reads)
+	if pl.xfer.ReadLandsAfterLaunch() {
+		return g.replayLanding(op, dst)
+	}
 	if !pl.xfer.ReadsInParts() {
 		if err := g.dev.Replay(op, func() { b.countBatch(pl) }, nil); err != nil {
 			return dst, err
@@ -282,6 +290,37 @@ func (g *Graph) replay(op string, dst [][]byte) ([][]byte, error) {
 	return out, nil
 }
 
+// replayLanding is replay of a graph that leaves its one read out
+// (transfer.Batch.ReadLandsAfterLaunch): after the launch the read lands
+// in chunks, on the launch's stream, straight into its destination given
+// at Capture (Batch.Into), else into the storage of dst's first slot
+// (append-style), and the last chunk's landing replaces the fence. On
+// failure dst is returned, that storage perhaps holding part of the read.
+// Callers hold mu and have entered the Backend.
+func (g *Graph) replayLanding(op string, dst [][]byte) ([][]byte, error) {
+	b, pl := g.b, g.pl
+	var out []byte
+	if pl.into != nil && pl.into[0] != nil {
+		out = pl.into[0] // as long as the read (checkInto)
+	} else {
+		out = transfer.SlotDest(dst)(0, pl.xfer.Rd.Lens()[0])
+	}
+	land := func(l *streams.Lease) ([]*streams.Lease, error) {
+		return nil, b.xfer.LandGraphRead(op, &pl.xfer, l.Stream, out)
+	}
+	err := g.dev.Replay(op, func() { b.countBatch(pl) }, land)
+	pl.xfer.DropLanding() // after a failure, once the stream was drained
+	if err != nil {
+		return dst, err
+	}
+	if e := abortedUnder(op, g.comms); e != nil {
+		return dst, e
+	}
+	res := transfer.GrowSlots(dst, 1)
+	res[0] = out
+	return res, nil
+}
+
 // replayDrain returns the drain of a replay whose packed reads land in
 // parts: read i goes into the destination the batch gave it (Batch.Into,
 // pl.into), else into the storage of dst's slot i, append-style
@@ -305,7 +344,8 @@ func replayDrain(dst, into, res [][]byte) *transfer.Drain {
 // reports the device time of the whole graph launch (timing events are
 // recorded around the launch, never inside the captured work). Packed
 // reads that Replay lands in parts are moved in one DMA after the launch
-// here, and copied out at AwaitInto.
+// here, and copied out at AwaitInto; so is a large read Replay lands in
+// chunks.
 func (g *Graph) ReplayAsync() (*Pending, error) {
 	const op = "Graph.ReplayAsync"
 	if g == nil {
@@ -351,8 +391,8 @@ func (g *Graph) launch(op string) (*pendingWork, error) {
 	}
 	p.lease, p.graph = lease, g.dev
 	b.countBatch(pl)
-	if pl.xfer.ReadsInParts() {
-		b.xfer.CountReadData(1, 0) // the whole block's DMA (Spec.After)
+	if pl.xfer.ReadsInParts() || pl.xfer.ReadLandsAfterLaunch() {
+		b.xfer.CountReadData(1, 0) // the whole block's or read's DMA (Spec.After)
 	}
 	return p, nil
 }
@@ -381,6 +421,9 @@ func (g *Graph) held(op string) streams.Hold {
 	h := held{St: []*hostmem.Staging{&g.up}, Bufs: g.pl.pinned, Dev: tb.DevStaging(), RegionsOf: &tb.Regions}
 	if tb.Rd != nil {
 		h.St = append(h.St, tb.Rd.Staging())
+	}
+	if st := tb.LandingStaging(); st != nil {
+		h.St = append(h.St, st) // a replay's read landing after the launch (replayLanding)
 	}
 	return g.b.xfer.Hold(op, h)
 }

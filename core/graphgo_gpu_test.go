@@ -5,6 +5,7 @@ package core_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,13 +15,12 @@ import (
 
 // BenchmarkGPUGraphFromGoSlices is W8's step (upload n bytes, ScaleF32,
 // read n back) from and into Go slices, as Run and as a Graph replay, and
-// the replay with the upload alone or the read alone, at 128 KiB, 512 KiB
-// and 2 MiB:
+// the replay with the upload alone or the read alone, at 128 KiB to 4 MiB:
 //
 //	.gpu/core.test -test.run XXX -test.bench GPUGraphFromGoSlices -test.benchtime 400x
 func BenchmarkGPUGraphFromGoSlices(b *testing.B) {
-	for _, n := range []int{128 << 10, 512 << 10, 2 << 20} {
-		for _, form := range []string{"run", "replay", "replay-upload", "replay-read"} {
+	for _, n := range []int{128 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20} {
+		for _, form := range []string{"run", "run-read", "replay", "replay-upload", "replay-read"} {
 			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, form), func(b *testing.B) {
 				be := openBench(b)
 				x, err := be.Alloc(n)
@@ -33,12 +33,12 @@ func BenchmarkGPUGraphFromGoSlices(b *testing.B) {
 				switch form {
 				case "replay-upload":
 					batch.Reads = nil
-				case "replay-read":
+				case "run-read", "replay-read":
 					batch.Uploads = nil
 				}
 				dst := [][]byte{make([]byte, 0, n)}
 				step := func() error { dst, err = be.Run(batch, dst); return err }
-				if form != "run" {
+				if !strings.HasPrefix(form, "run") {
 					g, err := be.Capture(batch)
 					require.NoError(b, err)
 					b.Cleanup(func() { require.NoError(b, g.Close()) })

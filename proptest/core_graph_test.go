@@ -31,6 +31,10 @@ type mgraph struct {
 	timing   bool
 	roff, rn int // the read
 	ids      []uint64
+	// lands: the graph left its read out (Capture queued no DMA down for
+	// it): each Replay lands it in chunks after the launch, each
+	// ReplayAsync moves it whole after the launch.
+	lands bool
 
 	// An uncollected ReplayAsync: its Pending, the upload bytes it packed,
 	// and whether a write it is not ordered against touched its bytes.
@@ -146,9 +150,10 @@ func (r *runner) applyReplay(g *mgraph, sent []byte, got []byte) error {
 	return nil
 }
 
-// countReplay adds one launched replay to the telemetry, as its launch
-// does: everything but the fence.
-func (r *runner) countReplay(g *mgraph, sent []byte) {
+// countReplay adds one launched replay (async: ReplayAsync) to the
+// telemetry, as its launch does: everything but the fence, and but the
+// chunks of a read a Replay lands.
+func (r *runner) countReplay(g *mgraph, sent []byte, async bool) {
 	t := &r.m.tel
 	if g.fill {
 		t.MemsetOps++
@@ -166,9 +171,14 @@ func (r *runner) countReplay(g *mgraph, sent []byte) {
 		t.DeviceToHostBytes += uint64(g.rn)
 		t.ReadbackOps++
 		t.RequestedCopies++
-		if g.copyN >= 0 && r.copyKernelWrites(g.c.ID, g.roff, g.rn) {
+		switch {
+		case g.lands:
+			if async {
+				t.DeviceCopies++ // the whole read's DMA after the launch
+			} // a Replay counts its chunks as they land
+		case g.copyN >= 0 && r.copyKernelWrites(g.c.ID, g.roff, g.rn):
 			t.PackedLaunches++ // the read behind the copy step is a copy kernel node
-		} else {
+		default:
 			t.DeviceCopies++
 		}
 	}
@@ -308,6 +318,12 @@ func (s *captureStep) run(r *runner) error {
 	if d[sim.OpEventSynchronize]+d[sim.OpGraphLaunch] != 0 || d[sim.OpGraphUpload] != up || r.q.start == 0 && d[sim.OpStreamSynchronize] != up {
 		return fmt.Errorf("Capture waited or launched: %v", d)
 	}
+	// A graph may leave its one read out only when it is large enough to
+	// be staged (batchMinStaged): nothing then reads it back in the graph.
+	g.lands = g.rn > 0 && g.ops() > 0 && d[sim.OpMemcpyDtoHAsync] == 0 && d[sim.OpLaunch] == uint64(b2i(g.copyN >= 0))
+	if g.lands && g.rn < batchMinStaged {
+		return fmt.Errorf("Capture left a read of %d bytes out of the graph: %v", g.rn, d)
+	}
 	if err := r.audit(g.b.ID); err != nil {
 		return err
 	}
@@ -363,8 +379,9 @@ func (s *replayStep) run(r *runner) error {
 		if !s.async && (len(got) != 1 || string(got[0]) != "keep") {
 			return fmt.Errorf("failed %s changed dst: %q", call, got)
 		}
-		if strings.Contains(err.Error(), "StreamSynchronize") {
-			r.countReplay(g, sent) // launched, then the fence failed
+		launched := !strings.Contains(err.Error(), "GraphLaunch") && r.callsDelta()[sim.OpGraphLaunch] > 0
+		if !s.async && (g.lands && launched || !g.lands && strings.Contains(err.Error(), "StreamSynchronize")) {
+			r.countReplay(g, sent, false) // launched, then the fence or the landing failed
 		}
 		r.forgetReplay(g)
 		return r.closeIfQuarantined(g)
@@ -373,16 +390,38 @@ func (s *replayStep) run(r *runner) error {
 		// Nothing reaches the device: no fence, nothing held.
 		return r.noCalls(call + " of a graph without device work")
 	}
-	r.countReplay(g, sent)
+	r.countReplay(g, sent, s.async)
 	if s.async {
 		g.pending, g.sent, g.dirty = p, sent, false
 		return nil
 	}
-	r.m.tel.SyncPoints++
+	if err := r.replayLanded(call, g); err != nil {
+		return err
+	}
 	if len(got) != 1 || len(got[0]) != max(g.rn, 0) {
 		return fmt.Errorf("%s returned %d slots (first %d bytes), want 1 of %d", call, len(got), len(got[0]), g.rn)
 	}
 	return r.applyReplay(g, sent, got[0])
+}
+
+// replayLanded checks how a Replay waited and counts it: for a graph that
+// lands its read, a DMA down and an event after each chunk and no stream
+// synchronization, each chunk a device copy and a sync point; otherwise
+// one fence.
+func (r *runner) replayLanded(call string, g *mgraph) error {
+	if !g.lands {
+		r.m.tel.SyncPoints++
+		return nil
+	}
+	d := r.callsDelta()
+	n := d[sim.OpMemcpyDtoHAsync]
+	if n == 0 || d[sim.OpEventRecord] != n || d[sim.OpStreamSynchronize] != 0 {
+		return fmt.Errorf("%s of a graph that lands its read of %d bytes: device calls %v", call, g.rn, d)
+	}
+	r.m.tel.DeviceCopies += n
+	r.m.tel.SyncPoints += n
+	countOutcome(call+" (read landed in chunks)", succeeded)
+	return nil
 }
 
 // closeIfQuarantined closes a graph after a failed replay when the Backend

@@ -206,8 +206,10 @@ func (e *Engine[E]) StageBatch(op string, tb *Batch, up *hostmem.Staging) ([]byt
 			return nil, err
 		}
 	}
-	if x.rd.Kind == xferplan.Staged {
-		// The read lands after the batch (batchland.go).
+	if x.rd.Kind == xferplan.Staged && !x.graph {
+		// The read lands after the batch (batchland.go); a graph's
+		// replays take their landing's staging each, and keep the
+		// whole read's below for asynchronous ones.
 		p, err := e.stagedPipeline(op, &x.rd)
 		if err != nil {
 			return nil, err
@@ -384,7 +386,7 @@ func (e *Engine[E]) queueStagedChunks(s driver.Stream, x *batchXfer, c fusion.Up
 // plans say (unplanned: per-copy), then its direct reads. It returns the
 // failed call and its error.
 func (e *Engine[E]) QueueBatchReads(s driver.Stream, tb *Batch) (string, error) {
-	if tb.NonEmptyReads > 0 && !tb.LandsRead() {
+	if tb.NonEmptyReads > 0 && !tb.LandsRead() && !tb.ReadLandsAfterLaunch() {
 		if call, err := e.queueFusedReads(s, tb); err != nil {
 			return call, err
 		}

@@ -3,6 +3,7 @@ package transfer
 import (
 	"github.com/vyre-go/vyrecuda/core/driver"
 	"github.com/vyre-go/vyrecuda/core/internal/hostmem"
+	"github.com/vyre-go/vyrecuda/xferplan"
 )
 
 // A batch whose reads are collected by the call that queued it, right
@@ -15,7 +16,7 @@ import (
 // earlier chunks overlaps the DMAs of later ones, and the last chunk's
 // landing replaces the batch's fence. A batch queued as one read and one
 // fence copied its 2 MiB out only after the fence, which left Run at
-// 1.05-1.18x the three calls it combines on an H200 (docs/perf-log.md).
+// 1.05-1.18x the three calls it combines on an H200 (docs/perf-log-inference.md).
 // The staging blocks and event leases are taken with the batch's other
 // staging (StageBatch), before anything is queued.
 
@@ -29,13 +30,50 @@ type landing interface {
 // staging returns p's staging blocks.
 func (p *pipeline[E]) staging() *hostmem.Staging { return &p.st }
 
+// A captured graph's one read into Go memory lands the same way after
+// each blocking replay (ReadLandsAfterLaunch): the graph leaves the read
+// out, and Replay hands the launch's stream to LandGraphRead, which takes
+// the staging blocks and event leases for that replay only. An
+// asynchronous replay moves the read whole into the graph's read staging
+// after its launch (QueueReadData) and copies it out at collection.
+
 // landable reports whether tb's read may land after its work (see above):
-// a blocking batch not captured in a graph, with non-atomic reads, whose
-// one read request is its one fused copy (the whole of it) and who has no
-// direct read.
+// a blocking batch or a graph's, with non-atomic reads, whose one read
+// request is its one fused copy (the whole of it) and who has no direct
+// read.
 func (tb *Batch) landable(t *Tuning, graph bool) bool {
-	return tb.Blocking && !graph && !t.AtomicReads && tb.Rd != nil && len(tb.Rd.lens) == 1 &&
+	return (tb.Blocking || graph) && !t.AtomicReads && tb.Rd != nil && len(tb.Rd.lens) == 1 &&
 		tb.NonEmptyReads == 1 && len(tb.FusedRds.Copies) == 1 && len(tb.DirectRds) == 0
+}
+
+// ReadLandsAfterLaunch reports whether tb, planned for a graph, leaves its
+// one read out of the graph to land after each launch (see above).
+func (tb *Batch) ReadLandsAfterLaunch() bool {
+	return tb != nil && tb.x != nil && tb.x.graph && tb.x.rd.Kind == xferplan.Staged
+}
+
+// LandGraphRead lands the read of tb (ReadLandsAfterLaunch) in chunks on
+// s, the stream a replay launched the graph on, into out (the read's
+// length), as LandRead does, with staging blocks and event leases taken
+// for this landing. On failure the caller drains s (with LandingStaging
+// in the drain's quarantine), then calls DropLanding.
+func (e *Engine[E]) LandGraphRead(op string, tb *Batch, s driver.Stream, out []byte) error {
+	p, err := e.stagedPipeline(op, &tb.x.rd)
+	if err != nil {
+		return err
+	}
+	tb.x.landing = p
+	return e.LandRead(tb, s, out)
+}
+
+// DropLanding gives back the staging blocks and leases of a graph read
+// whose landing failed, once its stream was drained (or quarantined, which
+// took the blocks); it does nothing when no landing is held.
+func (tb *Batch) DropLanding() {
+	if tb.LandsRead() {
+		tb.x.landing.finish(true)
+		tb.x.landing = nil
+	}
 }
 
 // LandsRead reports whether tb's read is still to land after its queued

@@ -37,13 +37,18 @@ func (tb *Batch) ReadsInParts() bool {
 	return x != nil && x.graph && x.rd.Kind == xferplan.Packed && x.rd.Parts > 1 && len(tb.FusedRds.Copies) > 1
 }
 
-// QueueReadData queues on s the DMA of tb's gathered packed reads, whole,
-// from the device staging into tb.Rd's (planned and staged, packed reads).
-// It returns the failed call and its error.
+// QueueReadData queues on s, whole, the DMA of the reads a graph leaves
+// out: tb's gathered packed reads, from the device staging, or its one read
+// that lands after each launch (ReadLandsAfterLaunch), from its buffer;
+// into tb.Rd's staging (planned and staged). It returns the failed call
+// and its error.
 func (e *Engine[E]) QueueReadData(s driver.Stream, tb *Batch) (string, error) {
 	x, rd := tb.x, tb.Rd
-	end := x.rdLay.DataEnd
-	if err := e.drv.MemcpyDtoHAsync(rd.stage[:end:end], x.rdDev.Ptr(), s); err != nil {
+	end, src := x.rdLay.DataEnd, x.rdDev.Ptr()
+	if tb.ReadLandsAfterLaunch() {
+		end, src = tb.FusedRds.Copies[0].Len, tb.FusedRds.Copies[0].Src
+	}
+	if err := e.drv.MemcpyDtoHAsync(rd.stage[:end:end], src, s); err != nil {
 		return "MemcpyDtoHAsync", err
 	}
 	return "", nil

@@ -24,7 +24,7 @@ import (
 // (32.8 against 38.9), and gained in W8's Run from Go slices (72-77 us
 // against 80-84) and replay (37-39 against 38-40); at 2 MiB the raw step
 // took 96.4-98.0 us against 100.3-101.3, and W8's pinned Run and replay
-// stayed out of the DMA's slow mode (docs/perf-log.md).
+// stayed out of the DMA's slow mode (docs/perf-log-inference.md).
 
 // Default bounds of a read written by a copy kernel (Tuning.KernelReadMin,
 // KernelReadMax).
