@@ -184,9 +184,10 @@ func (f *pinFaulted) judge(what string, err error, form int, out, dst [][]byte) 
 			return fmt.Errorf("failed %s changed dst slot %d's header", what, i)
 		}
 	}
-	// A Run that landed its read in chunks after the work may have left
-	// some of the read's bytes in its destination (core's Run); each byte
-	// of Go memory is then what was there or the read's byte.
+	// A Run or a Replay that landed its read in chunks after the work may
+	// have left some of the read's bytes in its destination (core's Run,
+	// Graph.Replay); each byte of Go memory is then what was there or the
+	// read's byte.
 	var landed []byte
 	if e.c.mayLand(form) {
 		_, want := e.c.model(e.init, e.data)
@@ -304,7 +305,7 @@ func (f *pinFaulted) graph() error {
 	} else {
 		dst := e.dst()
 		out, err := g.Replay(dst)
-		if err := errors.Join(f.judge("Replay", err, pinGraph, out, dst), f.heldIfQuarantined("Replay")); err != nil {
+		if err := errors.Join(f.judge("Replay", err, pinReplay, out, dst), f.heldIfQuarantined("Replay")); err != nil {
 			return err
 		}
 	}

@@ -110,7 +110,7 @@ func (e *pinEnv) checkGraph() error {
 				return fmt.Errorf("Replay %d: %w", k, err)
 			}
 			sent = bytes2(e.data)
-			reads, err = e.check(fmt.Sprintf("Replay %d", k), pinGraph, out, dst, sent)
+			reads, err = e.check(fmt.Sprintf("Replay %d", k), pinReplay, out, dst, sent)
 		}
 		if err != nil {
 			return err

@@ -66,6 +66,10 @@ const (
 
 var pinFormNames = [pinForms]string{"Run", "RunAsync", "Graph"}
 
+// pinReplay is the form the checks give a blocking Graph.Replay, which may
+// land its read like Run (never drawn: a Graph case replays in both ways).
+const pinReplay = pinForms
+
 type pinUp struct {
 	buf, off, n int
 	src         pinMem
@@ -161,7 +165,7 @@ func drawPinCase(r *rand.Rand) *pinCase {
 		}
 		c.reads = append(c.reads, d)
 	}
-	if c.tuning == pinStaged && c.form == pinRun && r.Intn(2) == 0 {
+	if c.tuning == pinStaged && c.form != pinAsync && r.Intn(2) == 0 {
 		c.reads = []pinRead{landingRead(r, c)}
 	}
 	if c.form == pinGraph {
@@ -172,8 +176,9 @@ func drawPinCase(r *rand.Rand) *pinCase {
 	return c
 }
 
-// landingRead returns a read a Run may land in chunks: all of c's first
-// buffer into Go memory (Into's, when c gives one, else the dst slot's).
+// landingRead returns a read a Run or a Replay may land in chunks: all of
+// c's first buffer into Go memory (Into's, when c gives one, else the dst
+// slot's).
 func landingRead(r *rand.Rand, c *pinCase) pinRead {
 	d := pinRead{buf: 0, n: c.lens[0], slot: []pinMem{memNone, memGo}[r.Intn(2)]}
 	if c.into {
@@ -230,11 +235,12 @@ func (c *pinCase) directReads(form int) []bool {
 	return out
 }
 
-// mayLand reports whether a Run of the batch (form) may land its one read
-// in chunks after the work, a sync point each (core's Run): one read, not
-// empty, not direct, readbacks not atomic.
+// mayLand reports whether a Run or a blocking Replay of the batch (form)
+// may land its one read in chunks after the work, a sync point each
+// (core's Run and Graph.Replay): one read, not empty, not direct,
+// readbacks not atomic.
 func (c *pinCase) mayLand(form int) bool {
-	return form == pinRun && !c.atomic && len(c.reads) == 1 && c.reads[0].n > 0 && !c.directReads(form)[0]
+	return (form == pinRun || form == pinReplay) && !c.atomic && len(c.reads) == 1 && c.reads[0].n > 0 && !c.directReads(form)[0]
 }
 
 // work reports whether the batch reaches the device at all.
