@@ -96,20 +96,7 @@ func TestGraphReplayAsyncMovesTheReadWhole(t *testing.T) {
 // graph, behind its one fence.
 func TestGraphReplayLandsOnlyWhatItShould(t *testing.T) {
 	const n = 2 << 20
-	cases := []struct {
-		name string
-		opts []core.Option
-		edit func(s *kernelReadStep, b *core.Batch)
-	}{
-		{name: "two reads", edit: func(s *kernelReadStep, b *core.Batch) {
-			b.Reads = []core.Range{{Buf: s.y, Offset: 0, Len: n / 2}, {Buf: s.x, Offset: n / 2, Len: n / 2}}
-		}},
-		{name: "a read of 48 KiB", edit: func(s *kernelReadStep, b *core.Batch) {
-			b.Reads = []core.Range{{Buf: s.y, Offset: 0, Len: 48 << 10}}
-		}},
-		{name: "atomic readbacks", opts: []core.Option{core.WithAtomicReadbacks(true)}},
-	}
-	for _, tc := range cases {
+	for _, tc := range notLandingBatches(n) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newKernelReadStep(t, n, sim.Config{}, tc.opts...)
 			batch := s.goBatch()
@@ -143,16 +130,7 @@ func TestGraphReplayLandsOnlyWhatItShould(t *testing.T) {
 // work until Close), and after Close the buffers can be freed.
 func TestGraphLandingFailuresHoldNothing(t *testing.T) {
 	const n = 2 << 20
-	for _, fault := range []struct {
-		name  string
-		op    sim.Op
-		nth   int
-		drain bool // the drain after the failure fails too: a quarantine
-	}{
-		{"the first chunk's DMA", sim.OpMemcpyDtoHAsync, 1, false}, {"the third chunk's DMA", sim.OpMemcpyDtoHAsync, 3, false},
-		{"an event record", sim.OpEventRecord, 2, false}, {"an event query", sim.OpEventQuery, 1, false},
-		{"the staging", sim.OpHostAlloc, 1, false}, {"a chunk's DMA, then the drain", sim.OpMemcpyDtoHAsync, 2, true},
-	} {
+	for _, fault := range landingFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			s := newKernelReadStep(t, n, sim.Config{})
 			batch := s.goBatch()

@@ -61,24 +61,19 @@ func TestRunLandsLargeReadsInChunks(t *testing.T) {
 	require.NoError(t, s.b.Free(s.y), "nothing holds the batch's buffers after it")
 }
 
-// TestRunLandsOnlyWhatItShould: the read moves in one DMA behind one fence
-// where it cannot land after the work: RunAsync (collected later), two
-// reads, a read below the staged size, and WithAtomicReadbacks.
-func TestRunLandsOnlyWhatItShould(t *testing.T) {
-	const n = 2 << 20
-	cases := []struct {
-		name string
-		opts []core.Option
-		run  func(s *kernelReadStep, b core.Batch) ([][]byte, error)
-		edit func(s *kernelReadStep, b *core.Batch)
-	}{
-		{name: "RunAsync", run: func(s *kernelReadStep, b core.Batch) ([][]byte, error) {
-			pd, err := s.b.RunAsync(b)
-			if err != nil {
-				return nil, err
-			}
-			return pd.AwaitInto(nil)
-		}},
+// notLanding is a batch (W8's step of n bytes edited by edit, on a
+// Backend opened with opts) whose read cannot land after the work.
+type notLanding struct {
+	name string
+	opts []core.Option
+	edit func(s *kernelReadStep, b *core.Batch)
+}
+
+// notLandingBatches are the batches of n bytes each way whose read cannot
+// land after the work, in Run or in a graph: two reads, a read below the
+// staged size, and WithAtomicReadbacks.
+func notLandingBatches(n int) []notLanding {
+	return []notLanding{
 		{name: "two reads", edit: func(s *kernelReadStep, b *core.Batch) {
 			b.Reads = []core.Range{{Buf: s.y, Offset: 0, Len: n / 2}, {Buf: s.x, Offset: n / 2, Len: n / 2}}
 		}},
@@ -86,6 +81,41 @@ func TestRunLandsOnlyWhatItShould(t *testing.T) {
 			b.Reads = []core.Range{{Buf: s.y, Offset: 0, Len: 48 << 10}}
 		}},
 		{name: "atomic readbacks", opts: []core.Option{core.WithAtomicReadbacks(true)}},
+	}
+}
+
+// landingFaults are the failures on the way of a read landing in chunks: a
+// chunk's DMA, an event record or query, the staging's allocation, and a
+// chunk's DMA whose drain fails too (a quarantine).
+var landingFaults = []struct {
+	name  string
+	op    sim.Op
+	nth   int
+	drain bool
+}{
+	{"the first chunk's DMA", sim.OpMemcpyDtoHAsync, 1, false}, {"the third chunk's DMA", sim.OpMemcpyDtoHAsync, 3, false},
+	{"an event record", sim.OpEventRecord, 2, false}, {"an event query", sim.OpEventQuery, 1, false},
+	{"the staging", sim.OpHostAlloc, 1, false}, {"a chunk's DMA, then the drain", sim.OpMemcpyDtoHAsync, 2, true},
+}
+
+// TestRunLandsOnlyWhatItShould: the read moves in one DMA behind one fence
+// where it cannot land after the work: RunAsync (collected later), two
+// reads, a read below the staged size, and WithAtomicReadbacks.
+func TestRunLandsOnlyWhatItShould(t *testing.T) {
+	const n = 2 << 20
+	type landCase struct {
+		notLanding
+		run func(s *kernelReadStep, b core.Batch) ([][]byte, error)
+	}
+	cases := []landCase{{notLanding: notLanding{name: "RunAsync"}, run: func(s *kernelReadStep, b core.Batch) ([][]byte, error) {
+		pd, err := s.b.RunAsync(b)
+		if err != nil {
+			return nil, err
+		}
+		return pd.AwaitInto(nil)
+	}}}
+	for _, c := range notLandingBatches(n) {
+		cases = append(cases, landCase{notLanding: c})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,16 +154,7 @@ func TestRunLandsOnlyWhatItShould(t *testing.T) {
 // until Close), nothing leaks, and the same Run succeeds afterwards.
 func TestRunLandingFailuresHoldNothing(t *testing.T) {
 	const n = 2 << 20
-	for _, fault := range []struct {
-		name  string
-		op    sim.Op
-		nth   int
-		drain bool // the drain after the failure fails too: a quarantine
-	}{
-		{"the first chunk's DMA", sim.OpMemcpyDtoHAsync, 1, false}, {"the third chunk's DMA", sim.OpMemcpyDtoHAsync, 3, false},
-		{"an event record", sim.OpEventRecord, 2, false}, {"an event query", sim.OpEventQuery, 1, false},
-		{"the staging", sim.OpHostAlloc, 1, false}, {"a chunk's DMA, then the drain", sim.OpMemcpyDtoHAsync, 2, true},
-	} {
+	for _, fault := range landingFaults {
 		t.Run(fault.name, func(t *testing.T) {
 			s := newKernelReadStep(t, n, sim.Config{})
 			batch := s.goBatch()
