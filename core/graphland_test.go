@@ -110,14 +110,7 @@ func TestGraphReplayLandsOnlyWhatItShould(t *testing.T) {
 			require.NoError(t, err)
 			got := s.landCalls().minus(before)
 			assert.Equal(t, landCalls{0, 0, 1}, got, "no DMA after the launch, one fence")
-			y := scaled(s.in)
-			for i, r := range batch.Reads {
-				want := y[r.Offset : r.Offset+r.Len]
-				if r.Buf == s.x {
-					want = s.in[r.Offset : r.Offset+r.Len]
-				}
-				assert.True(t, bytes.Equal(want, out[i]), "read %d", i)
-			}
+			s.checkReads(t, batch, out)
 			require.NoError(t, g.Close())
 		})
 	}

@@ -84,6 +84,20 @@ func notLandingBatches(n int) []notLanding {
 	}
 }
 
+// checkReads checks that out holds each read of batch, W8's step edited
+// (y = 3x, or x itself).
+func (s *kernelReadStep) checkReads(t *testing.T, batch core.Batch, out [][]byte) {
+	t.Helper()
+	y := scaled(s.in)
+	for i, r := range batch.Reads {
+		want := y[r.Offset : r.Offset+r.Len]
+		if r.Buf == s.x {
+			want = s.in[r.Offset : r.Offset+r.Len]
+		}
+		assert.True(t, bytes.Equal(want, out[i]), "read %d", i)
+	}
+}
+
 // landingFaults are the failures on the way of a read landing in chunks: a
 // chunk's DMA, an event record or query, the staging's allocation, and a
 // chunk's DMA whose drain fails too (a quarantine).
@@ -135,14 +149,7 @@ func TestRunLandsOnlyWhatItShould(t *testing.T) {
 			got := s.landCalls().minus(before)
 			assert.Equal(t, uint64(len(batch.Reads)), got.d2h, "one DMA per read")
 			assert.Equal(t, uint64(1), got.syncs, "one fence")
-			y := scaled(s.in)
-			for i, r := range batch.Reads {
-				want := y[r.Offset : r.Offset+r.Len]
-				if r.Buf == s.x {
-					want = s.in[r.Offset : r.Offset+r.Len]
-				}
-				assert.True(t, bytes.Equal(want, out[i]), "read %d", i)
-			}
+			s.checkReads(t, batch, out)
 		})
 	}
 }
