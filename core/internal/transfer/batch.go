@@ -479,10 +479,7 @@ func (e *Engine[E]) ReleaseBatch(tb *Batch) {
 	}
 	e.Unpin(tb.Regions...)
 	tb.Regions = nil
-	if tb.LandsRead() {
-		tb.x.landing.finish(true)
-		tb.x.landing = nil
-	}
+	tb.DropLanding()
 	for _, d := range tb.DevStaging() {
 		if d.Len() > 0 {
 			e.dev.FreeOrKeep(*d)

@@ -66,8 +66,9 @@ func (e *Engine[E]) LandGraphRead(op string, tb *Batch, s driver.Stream, out []b
 	return e.LandRead(tb, s, out)
 }
 
-// DropLanding gives back the staging blocks and leases of a graph read
-// whose landing failed, once its stream was drained (or quarantined, which
+// DropLanding gives back the staging blocks and leases of a read that is
+// still to land (a graph read whose landing failed, or a batch released
+// without landing it), once its stream was drained (or quarantined, which
 // took the blocks); it does nothing when no landing is held.
 func (tb *Batch) DropLanding() {
 	if tb.LandsRead() {
